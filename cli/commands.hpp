@@ -1,0 +1,17 @@
+#pragma once
+// The subcommands of `psw`. Each registers its options on the CLI11 app and returns the
+// action to run after parsing; errors are thrown (psw::InputError for bad input).
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace psw::cli {
+
+using Action = std::function<void()>;
+
+Action add_plan_command(CLI::App& app);
+Action add_compare_command(CLI::App& app);
+Action add_synth_command(CLI::App& app);
+
+}  // namespace psw::cli

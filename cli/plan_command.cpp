@@ -1,0 +1,145 @@
+// psw plan: choose the grouping of one model on one hardware profile and show it.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "psw/common/chrome_trace.hpp"
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/timeline.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct PlanOptions {
+  std::string model_path;
+  std::string hardware_path;
+  std::string strategy = "optimal";
+  std::string groups_path;
+  std::string format = "table";
+  std::string timeline_path;
+  std::string task = "inference";
+  std::string memory = "pinned";
+};
+
+HostMemory parse_memory(const std::string& text) {
+  if (text == "pinned") return HostMemory::Pinned;
+  if (text == "pageable") return HostMemory::Pageable;
+  throw InputError("unknown --memory '" + text + "': expected pinned or pageable");
+}
+
+void print_table(const ModelProfile& model, const HardwareProfile& hardware, Task task,
+                 Strategy strategy, const PlanResult& plan, const Timeline& timeline,
+                 Duration bound, Duration planner_time) {
+  auto row = [](const char* key, const std::string& value) {
+    std::printf("%-10s %s\n", key, value.c_str());
+  };
+  row("model", model.name + " (" + std::to_string(model.num_layers()) + " layers, " +
+                   format_bytes(model.total_param_bytes()) + ", " + to_string(model.source.kind) + ")");
+  row("hardware", hardware.name + " (" + hardware.gpu_name + ")");
+  row("task", to_string(task));
+  row("strategy", to_string(strategy) + " -> " + std::to_string(plan.groups.size()) + " groups");
+  row("total", format_duration(timeline.total));
+  row("ready", format_duration(timeline.ready) + " (every parameter already on the GPU)");
+  row("startup", format_duration(timeline.startup));
+  row("overhead", format_duration(timeline.overhead));
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, " (total / bound = %.3f)",
+                static_cast<double>(timeline.total.ns()) / static_cast<double>(bound.ns()));
+  row("bound", format_duration(bound) + ratio);
+  row("planner", format_duration(planner_time) + " (" + std::to_string(plan.stats.nodes) +
+                     " nodes expanded, " + std::to_string(plan.stats.pruned) + " pruned)");
+  std::printf("\n%5s %6s %6s %10s %12s %12s %12s %12s\n", "group", "first", "last", "bytes",
+              "copy start", "copy end", "run start", "run end");
+  for (std::size_t g = 0; g < timeline.groups.size(); ++g) {
+    const auto& t = timeline.groups[g];
+    std::printf("%5zu %6zu %6zu %10s %12s %12s %12s %12s\n", g, t.group.first, t.group.last,
+                format_bytes(t.bytes).c_str(), format_duration(t.transfer_start).c_str(),
+                format_duration(t.transfer_end).c_str(), format_duration(t.compute_start).c_str(),
+                format_duration(t.compute_end).c_str());
+  }
+}
+
+void run_plan(const PlanOptions& o) {
+  const ModelProfile model = load_model_profile(o.model_path);
+  const HardwareProfile hardware = load_hardware_profile(o.hardware_path);
+  const Strategy strategy = parse_strategy(o.strategy);
+  const Task task = parse_task(o.task);
+  const HostMemory memory = parse_memory(o.memory);
+  if (o.format != "table" && o.format != "json") {
+    throw InputError("unknown --format '" + o.format + "': expected table or json");
+  }
+  if (strategy == Strategy::Fixed && o.groups_path.empty()) {
+    throw InputError("--strategy fixed needs --groups FILE");
+  }
+  if (strategy != Strategy::Fixed && !o.groups_path.empty()) {
+    throw InputError("--groups is only used with --strategy fixed");
+  }
+  Grouping fixed;
+  if (strategy == Strategy::Fixed) fixed = load_fixed_groups(o.groups_path, model);
+
+  const SwitchCosts costs = make_switch_costs(model, hardware, task, memory);
+  const auto started = std::chrono::steady_clock::now();
+  const PlanResult plan = make_plan(strategy, costs, &fixed);
+  const auto planner_time = nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - started)
+                                            .count());
+  const Timeline timeline = evaluate_timeline(costs, plan.groups);
+  const Duration bound = pipeline_bound(costs);
+
+  if (!o.timeline_path.empty()) {
+    save_text(o.timeline_path,
+              timeline_to_chrome_trace(timeline, model.name + " on " + hardware.name + " (" +
+                                                     to_string(strategy) + ")"));
+  }
+  if (o.format == "json") {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : plan.groups) groups.push_back({g.first, g.last});
+    const nlohmann::json out = {
+        {"model", model.name},
+        {"hardware", hardware.name},
+        {"task", to_string(task)},
+        {"memory", o.memory},
+        {"strategy", to_string(strategy)},
+        {"num_layers", model.num_layers()},
+        {"param_bytes", model.total_param_bytes()},
+        {"groups", groups},
+        {"total_ns", timeline.total.ns()},
+        {"startup_ns", timeline.startup.ns()},
+        {"overhead_ns", timeline.overhead.ns()},
+        {"ready_ns", timeline.ready.ns()},
+        {"bound_ns", bound.ns()},
+        {"planner_ns", planner_time.ns()},
+        {"search", {{"nodes", plan.stats.nodes}, {"pruned", plan.stats.pruned}}}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    print_table(model, hardware, task, strategy, plan, timeline, bound, planner_time);
+  }
+}
+
+}  // namespace
+
+Action add_plan_command(CLI::App& app) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "Choose the grouping of one model's switch and show its timeline");
+  cmd->add_option("--model", options->model_path, "Model profile YAML (configs/models/)")->required();
+  cmd->add_option("--hardware", options->hardware_path, "Hardware profile YAML (configs/hardware/)")->required();
+  cmd->add_option("--strategy", options->strategy,
+                  "single | per-layer | pipeswitch | optimal | fixed")->capture_default_str();
+  cmd->add_option("--groups", options->groups_path, "Groups YAML for --strategy fixed");
+  cmd->add_option("--format", options->format, "table | json")->capture_default_str();
+  cmd->add_option("--timeline", options->timeline_path,
+                  "Write a Chrome trace (chrome://tracing, Perfetto) of the plan's timeline");
+  cmd->add_option("--task", options->task, "inference | training")->capture_default_str();
+  cmd->add_option("--memory", options->memory, "Host memory of the parameters: pinned | pageable")
+      ->capture_default_str();
+  return [options] { run_plan(*options); };
+}
+
+}  // namespace psw::cli

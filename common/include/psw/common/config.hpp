@@ -1,0 +1,33 @@
+#pragma once
+// Reading and writing the project's YAML files. This is the only part of the project
+// that includes yaml-cpp (DESIGN.md §3).
+//
+// Every reader is strict: unknown keys, missing required keys, wrong types, negative or
+// absurd numbers and empty lists are InputErrors whose message names the file, the line
+// and the key, e.g.
+//   configs/models/x.yaml:12: key 'layers[3].param_bytes': expected a non-negative integer, got '-5'
+
+#include <filesystem>
+#include <string>
+
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/model_profile.hpp"
+#include "psw/common/plan.hpp"
+
+namespace psw {
+
+ModelProfile load_model_profile(const std::filesystem::path& path);
+HardwareProfile load_hardware_profile(const std::filesystem::path& path);
+// A fixed grouping: `groups: [[first, last], ...]`, optionally `model: NAME`, checked
+// against `model` when given, and validated against `num_layers`.
+Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile& model);
+
+// Parse from text; `origin` stands for the file name in messages.
+ModelProfile parse_model_profile(const std::string& text, const std::string& origin);
+HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin);
+
+std::string to_yaml(const ModelProfile& model);
+std::string to_yaml(const HardwareProfile& hardware);
+void save_text(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace psw

@@ -1,0 +1,54 @@
+#pragma once
+// Planners: choose the grouping of consecutive layers for one switch.
+//
+//  single      one group: transfer everything, then compute (no pipelining)
+//  per-layer   one group per layer: maximal overlap, maximal per-group overhead
+//  pipeswitch  the paper's depth-first search with its two pruning rules
+//              (PAPER.md §5.3), plus a dominance memo; exact
+//  optimal     label-setting dynamic program over layer boundaries keeping the Pareto
+//              front of (transfer end, compute end); exact
+//  fixed       groups read from a YAML file
+//
+// Note [Exactness]: the future of a partial schedule (layers 0..i-1 grouped) depends
+// only on its transfer end T and compute end E, and the final total is non-decreasing in
+// both. So a partial schedule with T' <= T and E' <= E dominates, for any transfer-time
+// function of a group's contents. The DP keeps only non-dominated (T, E) per boundary;
+// this stays exact although per-group ceil() rounding makes transfer times not additive
+// (which breaks the simpler (layer, groups-so-far) DP of PAPER.md §5.4 by a few ns).
+
+#include <cstdint>
+#include <string>
+
+#include "psw/common/plan.hpp"
+#include "psw/common/switch_costs.hpp"
+
+namespace psw {
+
+enum class Strategy { Single, PerLayer, PipeSwitch, Optimal, Fixed };
+
+std::string to_string(Strategy strategy);
+Strategy parse_strategy(const std::string& text);  // throws InputError naming the choices
+
+struct SearchStats {
+  std::int64_t nodes = 0;   // partial schedules expanded
+  std::int64_t pruned = 0;  // candidate groups cut by a bound or a dominance test
+};
+
+struct PlanResult {
+  Grouping groups;
+  Duration total;
+  SearchStats stats;
+};
+
+PlanResult plan_single(const SwitchCosts& costs);
+PlanResult plan_per_layer(const SwitchCosts& costs);
+PlanResult plan_pipeswitch(const SwitchCosts& costs);
+PlanResult plan_optimal(const SwitchCosts& costs);
+// Every one of the 2^(n-1) groupings; the test oracle. Refuses n > 24.
+PlanResult plan_brute_force(const SwitchCosts& costs);
+
+// Dispatches on a strategy; Fixed needs `fixed_groups` (validated here).
+PlanResult make_plan(Strategy strategy, const SwitchCosts& costs,
+                     const Grouping* fixed_groups = nullptr);
+
+}  // namespace psw

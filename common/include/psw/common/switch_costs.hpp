@@ -1,0 +1,79 @@
+#pragma once
+// SwitchCosts: everything the timeline evaluation needs to know about one switch,
+// resolved from a model profile and a hardware profile: per-layer bytes and gated
+// compute times, the link, and the per-group synchronisation cost.
+//
+// The planners, the simulator and the executor's prediction all consume this type, so
+// that they cannot disagree about what a group costs.
+
+#include <cstddef>
+#include <vector>
+
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/model_profile.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw {
+
+enum class HostMemory { Pinned, Pageable };
+
+class SwitchCosts {
+ public:
+  // Validates at construction: equal lengths, at least one layer, non-negative sizes and
+  // times, positive bandwidth. Throws InputError otherwise.
+  SwitchCosts(std::vector<Bytes> layer_bytes, std::vector<Duration> layer_compute,
+              LinkCost link, Duration group_sync, Duration tail = Duration::zero(),
+              Duration gpu_free_at = Duration::zero());
+
+  std::size_t num_layers() const { return layer_bytes_.size(); }
+  Bytes layer_bytes(std::size_t i) const { return layer_bytes_[i]; }
+  Duration layer_compute(std::size_t i) const { return layer_compute_[i]; }
+
+  // Bytes and compute of layers first..last (inclusive), O(1) from prefix sums.
+  Bytes bytes(std::size_t first, std::size_t last) const {
+    return bytes_prefix_[last + 1] - bytes_prefix_[first];
+  }
+  Duration compute(std::size_t first, std::size_t last) const {
+    return compute_prefix_[last + 1] - compute_prefix_[first];
+  }
+  // One group's transfer: copy_fixed + ceil(bytes / bandwidth).
+  Duration transfer_time(std::size_t first, std::size_t last) const {
+    return link_.copy_time(bytes(first, last));
+  }
+
+  const LinkCost& link() const { return link_; }
+  Duration group_sync() const { return group_sync_; }
+  // Work after the last group's compute that needs every parameter resident already
+  // (the backward pass of a training iteration); zero for inference.
+  Duration tail() const { return tail_; }
+  // When the GPU finishes the old task; the first group's compute cannot start earlier.
+  Duration gpu_free_at() const { return gpu_free_at_; }
+
+  Bytes total_bytes() const { return bytes_prefix_.back(); }
+  Duration total_compute() const { return compute_prefix_.back(); }
+  // The ready model: the same work with every parameter already resident.
+  Duration ready_time() const { return total_compute() + tail_; }
+
+ private:
+  std::vector<Bytes> layer_bytes_;
+  std::vector<Duration> layer_compute_;
+  std::vector<Bytes> bytes_prefix_;
+  std::vector<Duration> compute_prefix_;
+  LinkCost link_;
+  Duration group_sync_;
+  Duration tail_;
+  Duration gpu_free_at_;
+};
+
+// Per-layer forward (gated) time of `layer` on `hardware`: the measured time for a
+// measured profile, the roofline of the compute model for an analytic one. Layers that
+// do not run in the task (training_only in inference) take zero time.
+Duration forward_time(const LayerProfile& layer, const ModelProfile& model,
+                      const HardwareProfile& hardware, Task task);
+Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
+                       const HardwareProfile& hardware);
+
+SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& hardware,
+                              Task task, HostMemory memory = HostMemory::Pinned);
+
+}  // namespace psw

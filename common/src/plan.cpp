@@ -1,0 +1,83 @@
+#include "psw/common/plan.hpp"
+
+#include "psw/common/error.hpp"
+
+namespace psw {
+
+void validate_grouping(const Grouping& groups, std::size_t num_layers, const std::string& where) {
+  if (groups.empty()) throw InputError(where + ": the grouping has no groups");
+  std::size_t next = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto& group = groups[g];
+    if (group.first != next) {
+      throw InputError(detail::concat(where, ": group ", g, " starts at layer ", group.first,
+                                      " but layer ", next, " is next (groups must be "
+                                      "consecutive and cover every layer once)"));
+    }
+    if (group.last < group.first) {
+      throw InputError(detail::concat(where, ": group ", g, " ends at layer ", group.last,
+                                      " before it starts at ", group.first));
+    }
+    if (group.last >= num_layers) {
+      throw InputError(detail::concat(where, ": group ", g, " ends at layer ", group.last,
+                                      " but the model has only ", num_layers, " layers (0..",
+                                      num_layers - 1, ")"));
+    }
+    next = group.last + 1;
+  }
+  if (next != num_layers) {
+    throw InputError(detail::concat(where, ": the groups cover layers 0..", next - 1,
+                                    " but the model has ", num_layers, " layers"));
+  }
+}
+
+Grouping single_group(std::size_t num_layers) {
+  PSW_CHECK(num_layers > 0, "no layers");
+  return {LayerGroup{0, num_layers - 1}};
+}
+
+Grouping per_layer_groups(std::size_t num_layers) {
+  Grouping groups;
+  groups.reserve(num_layers);
+  for (std::size_t i = 0; i < num_layers; ++i) groups.push_back({i, i});
+  return groups;
+}
+
+Grouping grouping_from_ends(const std::vector<std::size_t>& ends) {
+  Grouping groups;
+  groups.reserve(ends.size());
+  std::size_t first = 0;
+  for (std::size_t end : ends) {
+    PSW_CHECK(end > first, "group end ", end, " not after ", first);
+    groups.push_back({first, end - 1});
+    first = end;
+  }
+  return groups;
+}
+
+MemoryLayout make_memory_layout(const std::vector<Bytes>& layer_bytes, const Grouping& groups,
+                                Bytes alignment) {
+  if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+    throw InputError(detail::concat("layout alignment must be a positive power of two, got ",
+                                    alignment));
+  }
+  validate_grouping(groups, layer_bytes.size(), "memory layout");
+  MemoryLayout layout;
+  layout.alignment = alignment;
+  layout.layer_offset.resize(layer_bytes.size());
+  Bytes offset = 0;
+  auto align_up = [alignment](Bytes v) { return (v + alignment - 1) / alignment * alignment; };
+  for (const auto& group : groups) {
+    const Bytes group_start = offset;
+    layout.group_offset.push_back(group_start);
+    for (std::size_t i = group.first; i <= group.last; ++i) {
+      layout.layer_offset[i] = offset;
+      offset = align_up(offset + layer_bytes[i]);
+    }
+    layout.group_span.push_back(offset - group_start);
+  }
+  layout.total_bytes = offset;
+  return layout;
+}
+
+}  // namespace psw

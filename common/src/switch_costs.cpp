@@ -1,0 +1,100 @@
+#include "psw/common/switch_costs.hpp"
+
+#include "psw/common/error.hpp"
+
+namespace psw {
+
+SwitchCosts::SwitchCosts(std::vector<Bytes> layer_bytes, std::vector<Duration> layer_compute,
+                         LinkCost link, Duration group_sync, Duration tail,
+                         Duration gpu_free_at)
+    : layer_bytes_(std::move(layer_bytes)),
+      layer_compute_(std::move(layer_compute)),
+      link_(link),
+      group_sync_(group_sync),
+      tail_(tail),
+      gpu_free_at_(gpu_free_at) {
+  if (layer_bytes_.empty()) throw InputError("a switch needs at least one layer");
+  if (layer_bytes_.size() != layer_compute_.size()) {
+    throw InputError(detail::concat("layer bytes (", layer_bytes_.size(),
+                                    ") and compute times (", layer_compute_.size(),
+                                    ") differ in length"));
+  }
+  if (link_.bandwidth.bytes_per_second() <= 0) throw InputError("link bandwidth must be positive");
+  if (link_.copy_fixed < Duration::zero() || group_sync_ < Duration::zero() ||
+      tail_ < Duration::zero() || gpu_free_at_ < Duration::zero()) {
+    throw InputError("copy_fixed, group_sync, tail and gpu_free_at must be non-negative");
+  }
+  bytes_prefix_.reserve(layer_bytes_.size() + 1);
+  compute_prefix_.reserve(layer_bytes_.size() + 1);
+  bytes_prefix_.push_back(0);
+  compute_prefix_.push_back(Duration::zero());
+  for (std::size_t i = 0; i < layer_bytes_.size(); ++i) {
+    if (layer_bytes_[i] < 0) throw InputError(detail::concat("layer ", i, " has negative bytes"));
+    if (layer_compute_[i] < Duration::zero()) {
+      throw InputError(detail::concat("layer ", i, " has a negative compute time"));
+    }
+    bytes_prefix_.push_back(bytes_prefix_.back() + layer_bytes_[i]);
+    compute_prefix_.push_back(compute_prefix_.back() + layer_compute_[i]);
+  }
+}
+
+namespace {
+
+Duration ceil_div_time(std::int64_t amount, std::int64_t per_second) {
+  return Bandwidth::bytes_per_second(per_second).transfer_time(amount);
+}
+
+Duration roofline(const std::string& kind, std::int64_t flops, Bytes memory_bytes,
+                  const ComputeModel& compute) {
+  if (flops == 0 && memory_bytes == 0) return Duration::zero();
+  const std::int64_t rate = kind == "conv" ? compute.conv_flops_per_second : compute.flops_per_second;
+  const Duration math = ceil_div_time(flops, rate);
+  const Duration memory = compute.memory_bandwidth.transfer_time(memory_bytes);
+  return max(math, memory) + compute.kernel_overhead;
+}
+
+}  // namespace
+
+Duration forward_time(const LayerProfile& layer, const ModelProfile& model,
+                      const HardwareProfile& hardware, Task task) {
+  if (layer.training_only && task == Task::Inference) return Duration::zero();
+  if (model.source.kind == ProfileSource::Measured) {
+    PSW_CHECK(layer.forward_time.has_value(), "measured layer '", layer.name, "' has no forward time");
+    return *layer.forward_time;
+  }
+  return roofline(layer.kind, layer.forward_flops, layer.forward_memory_bytes, hardware.compute);
+}
+
+Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
+                       const HardwareProfile& hardware) {
+  if (model.source.kind == ProfileSource::Measured) {
+    return layer.backward_time.value_or(Duration::zero());
+  }
+  return roofline(layer.kind, layer.backward_flops, layer.backward_memory_bytes, hardware.compute);
+}
+
+SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& hardware,
+                              Task task, HostMemory memory) {
+  if (task == Task::Training && model.source.kind == ProfileSource::Measured) {
+    for (const auto& layer : model.layers) {
+      if (!layer.backward_time) {
+        throw InputError("model '" + model.name + "' has no measured backward time for layer '" +
+                         layer.name + "': it cannot be planned for training");
+      }
+    }
+  }
+  std::vector<Bytes> bytes;
+  std::vector<Duration> compute;
+  bytes.reserve(model.layers.size());
+  compute.reserve(model.layers.size());
+  Duration tail = Duration::zero();
+  for (const auto& layer : model.layers) {
+    bytes.push_back(layer.param_bytes);
+    compute.push_back(forward_time(layer, model, hardware, task));
+    if (task == Task::Training) tail += backward_time(layer, model, hardware);
+  }
+  const LinkCost link = memory == HostMemory::Pinned ? hardware.pinned : hardware.pageable;
+  return SwitchCosts(std::move(bytes), std::move(compute), link, hardware.group_sync, tail);
+}
+
+}  // namespace psw

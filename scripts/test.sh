@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the project and runs the whole test suite through ctest, except the tests that
+# need a GPU (label `gpu`; scripts/gpu-test.sh runs those on a GPU host).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PSW_BUILD_DIR:-$root/build}
+"$root/scripts/build.sh"
+# The shipped model profiles must be what their generator writes.
+python3 "$root/scripts/gen_model_profiles.py" --check
+python3 "$root/scripts/gen_artifact_plans.py" --check
+ctest --test-dir "$build" --label-exclude gpu --output-on-failure --parallel "$(nproc)" --timeout 600

@@ -1,0 +1,68 @@
+# psw end to end. psw_cli_test(NAME CODE REGEX ARGS...) runs `psw ARGS...` from the source
+# directory and expects exit code CODE and output matching REGEX.
+set(PSW_EXPECT ${CMAKE_CURRENT_LIST_DIR}/expect.sh)
+set(PSW_BAD ${CMAKE_CURRENT_SOURCE_DIR}/data/bad)
+set(PSW_MODELS ${PROJECT_SOURCE_DIR}/configs/models)
+set(PSW_HW ${PROJECT_SOURCE_DIR}/configs/hardware)
+
+function(psw_cli_test name code regex)
+  add_test(NAME cli.${name}
+           COMMAND bash ${PSW_EXPECT} ${code} ${regex} -- $<TARGET_FILE:psw> ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.${name} PROPERTIES LABELS cli TIMEOUT 60)
+endfunction()
+
+psw_cli_test(help 0 "plan" --help)
+psw_cli_test(plan_help 0 "--strategy" plan --help)
+# Every shipped model answers with every strategy (fixed uses a groups file per model).
+foreach(model resnet152 inception_v3 bert_base)
+  foreach(strategy single per-layer pipeswitch optimal)
+    psw_cli_test(plan.${model}.${strategy} 0 "\"total_ns\"" plan --model ${PSW_MODELS}/${model}.yaml
+                 --hardware ${PSW_HW}/h200-pcie5.yaml --strategy ${strategy} --format json)
+  endforeach()
+  psw_cli_test(plan.${model}.fixed 0 "\"total_ns\"" plan --model ${PSW_MODELS}/${model}.yaml
+               --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed
+               --groups ${PROJECT_SOURCE_DIR}/configs/plans/${model}-artifact.yaml --format json)
+  psw_cli_test(plan.${model}.training 0 "task +training" plan --model ${PSW_MODELS}/${model}.yaml
+               --hardware ${PSW_HW}/v100-pcie3-x16.yaml --task training)
+endforeach()
+psw_cli_test(plan_table 0 "overhead" plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/t4-pcie3-x8.yaml)
+psw_cli_test(compare 0 "bert_base" compare --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/h200-pcie5.yaml)
+psw_cli_test(synth 0 "synthetic_transformer" synth --kind transformer --blocks 2)
+
+# Bad arguments: exit code 2 and one message naming the problem.
+psw_cli_test(no_subcommand 2 "subcommand")
+psw_cli_test(unknown_option 2 "--bogus" plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --bogus)
+psw_cli_test(missing_model 2 "--model" plan --hardware ${PSW_HW}/h200-pcie5.yaml)
+psw_cli_test(unknown_strategy 2 "unknown strategy 'fastest'" plan --model ${PSW_MODELS}/resnet152.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fastest)
+psw_cli_test(unknown_format 2 "unknown --format 'xml'" plan --model ${PSW_MODELS}/resnet152.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml --format xml)
+psw_cli_test(missing_file 2 "nonexistent.yaml: no such file" plan --model nonexistent.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml)
+psw_cli_test(fixed_without_groups 2 "needs --groups" plan --model ${PSW_MODELS}/resnet152.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed)
+psw_cli_test(unknown_task 2 "unknown task 'serving'" plan --model ${PSW_MODELS}/resnet152.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml --task serving)
+
+# Bad files: every file under tests/data/bad/ is one case; its first line says
+#   # expect: <kind> <regex>
+# where kind is model, hardware or groups.
+file(GLOB PSW_BAD_FILES CONFIGURE_DEPENDS ${PSW_BAD}/*.yaml)
+foreach(bad ${PSW_BAD_FILES})
+  file(STRINGS ${bad} header LIMIT_COUNT 1)
+  if(NOT header MATCHES "^# expect: (model|hardware|groups) (.*)$")
+    message(FATAL_ERROR "${bad}: first line must be '# expect: model|hardware|groups REGEX'")
+  endif()
+  set(kind ${CMAKE_MATCH_1})
+  set(regex ${CMAKE_MATCH_2})
+  get_filename_component(case ${bad} NAME_WE)
+  if(kind STREQUAL "model")
+    psw_cli_test(bad.${case} 2 "${regex}" plan --model ${bad} --hardware ${PSW_HW}/h200-pcie5.yaml)
+  elseif(kind STREQUAL "hardware")
+    psw_cli_test(bad.${case} 2 "${regex}" plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${bad})
+  else()
+    psw_cli_test(bad.${case} 2 "${regex}" plan --model ${PSW_MODELS}/inception_v3.yaml
+                 --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed --groups ${bad})
+  endif()
+endforeach()

@@ -1,0 +1,418 @@
+// The strict YAML loader (common/src/config.cpp): shipped profiles load and round-trip
+// through to_yaml, their headline numbers are what their headers say, and bad input is
+// an InputError naming the origin, the line and the key.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+
+namespace psw {
+namespace {
+
+const std::vector<std::string> kShippedModels = {"resnet152", "inception_v3", "bert_base"};
+const std::vector<std::string> kShippedHardware = {"h200-pcie5", "t4-pcie3-x8", "v100-pcie3-x16"};
+
+std::filesystem::path model_path(const std::string& name) {
+  return std::filesystem::path(PSW_SOURCE_DIR) / "configs" / "models" / (name + ".yaml");
+}
+std::filesystem::path hardware_path(const std::string& name) {
+  return std::filesystem::path(PSW_SOURCE_DIR) / "configs" / "hardware" / (name + ".yaml");
+}
+
+void expect_same_source(const SourceInfo& a, const SourceInfo& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.note, b.note);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.date, b.date);
+  EXPECT_EQ(a.versions, b.versions);
+}
+
+void expect_same_model(const ModelProfile& a, const ModelProfile& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.dtype, b.dtype);
+  expect_same_source(a.source, b.source);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (std::size_t i = 0; i < a.layers.size(); ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i) + " (" + a.layers[i].name + ")");
+    const LayerProfile& x = a.layers[i];
+    const LayerProfile& y = b.layers[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.kind, y.kind);
+    EXPECT_EQ(x.param_bytes, y.param_bytes);
+    EXPECT_EQ(x.activation_bytes, y.activation_bytes);
+    EXPECT_EQ(x.training_only, y.training_only);
+    EXPECT_EQ(x.forward_flops, y.forward_flops);
+    EXPECT_EQ(x.forward_memory_bytes, y.forward_memory_bytes);
+    EXPECT_EQ(x.backward_flops, y.backward_flops);
+    EXPECT_EQ(x.backward_memory_bytes, y.backward_memory_bytes);
+    EXPECT_EQ(x.forward_time, y.forward_time);
+    EXPECT_EQ(x.backward_time, y.backward_time);
+  }
+}
+
+void expect_same_link(const LinkCost& a, const LinkCost& b) {
+  EXPECT_EQ(a.copy_fixed, b.copy_fixed);
+  EXPECT_EQ(a.bandwidth, b.bandwidth);
+}
+
+void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.gpu_name, b.gpu_name);
+  EXPECT_EQ(a.gpu_memory_bytes, b.gpu_memory_bytes);
+  expect_same_source(a.source, b.source);
+  expect_same_link(a.pinned, b.pinned);
+  expect_same_link(a.pageable, b.pageable);
+  EXPECT_EQ(a.group_sync, b.group_sync);
+  EXPECT_EQ(a.compute.flops_per_second, b.compute.flops_per_second);
+  EXPECT_EQ(a.compute.conv_flops_per_second, b.compute.conv_flops_per_second);
+  EXPECT_EQ(a.compute.memory_bandwidth, b.compute.memory_bandwidth);
+  EXPECT_EQ(a.compute.kernel_overhead, b.compute.kernel_overhead);
+  EXPECT_EQ(a.cuda_context_create, b.cuda_context_create);
+  EXPECT_EQ(a.process_start, b.process_start);
+  EXPECT_EQ(a.framework_start, b.framework_start);
+  EXPECT_EQ(a.cuda_malloc, b.cuda_malloc);
+  EXPECT_EQ(a.cuda_free, b.cuda_free);
+  EXPECT_EQ(a.ipc_handle_open, b.ipc_handle_open);
+  EXPECT_EQ(a.mps.inference_slowdown_percent, b.mps.inference_slowdown_percent);
+  EXPECT_EQ(a.mps.training_slowdown_percent, b.mps.training_slowdown_percent);
+  EXPECT_EQ(a.unified_memory.page_bytes, b.unified_memory.page_bytes);
+  EXPECT_EQ(a.unified_memory.page_fault, b.unified_memory.page_fault);
+  EXPECT_EQ(a.unified_memory.migration_bandwidth, b.unified_memory.migration_bandwidth);
+}
+
+// The message of the InputError that `parse` throws, or "" (and a test failure) when it
+// throws nothing or something else.
+template <typename Parse>
+std::string input_error_of(Parse parse) {
+  try {
+    parse();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected an InputError, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected an InputError, nothing was thrown";
+  return "";
+}
+
+std::string model_error(const std::string& text) {
+  return input_error_of([&] { parse_model_profile(text, "bad.yaml"); });
+}
+std::string hardware_error(const std::string& text) {
+  return input_error_of([&] { parse_hardware_profile(text, "hw.yaml"); });
+}
+
+// Asserts that `message` contains each of `parts`.
+void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "message: " << message << "\nlacks: " << part;
+  }
+}
+
+// A small valid analytic model; line 1 is `name`, line 6 the first layer.
+const std::string kTinyModel =
+    "name: tiny\n"
+    "batch: 8\n"
+    "dtype: fp32\n"
+    "source: {kind: analytic}\n"
+    "layers:\n"
+    "  - {name: conv1, kind: conv, param_bytes: 1024, forward_flops: 100000}\n"
+    "  - {name: bn1, kind: bn, param_bytes: 32, forward_flops: 1000}\n";
+
+// The text of the shipped h200 profile: a valid hardware profile to break one key of.
+std::string h200_text() {
+  return to_yaml(load_hardware_profile(hardware_path("h200-pcie5")));
+}
+
+// Replaces the one occurrence of `from` in `text`.
+std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "'" << from << "' not in the text";
+  EXPECT_TRUE(at == std::string::npos || text.find(from, at + 1) == std::string::npos)
+      << "'" << from << "' occurs more than once";
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// --- round trips -------------------------------------------------------------------
+
+// Test names allow only letters, digits and '_': h200-pcie5 becomes h200_pcie5.
+std::string param_name(const testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+class ConfigModelRoundTrip : public testing::TestWithParam<std::string> {};
+
+TEST_P(ConfigModelRoundTrip, LoadToYamlParseIsIdentity) {
+  const ModelProfile loaded = load_model_profile(model_path(GetParam()));
+  const std::string text = to_yaml(loaded);
+  const ModelProfile reparsed = parse_model_profile(text, GetParam() + " (to_yaml)");
+  expect_same_model(loaded, reparsed);
+  // Writing the reparsed profile again gives the same text.
+  EXPECT_EQ(to_yaml(reparsed), text);
+}
+
+// The prefix starts with "Config" so that --gtest_filter='Config*' selects these too.
+INSTANTIATE_TEST_SUITE_P(ConfigShipped, ConfigModelRoundTrip, testing::ValuesIn(kShippedModels),
+                         param_name);
+
+class ConfigHardwareRoundTrip : public testing::TestWithParam<std::string> {};
+
+TEST_P(ConfigHardwareRoundTrip, LoadToYamlParseIsIdentity) {
+  const HardwareProfile loaded = load_hardware_profile(hardware_path(GetParam()));
+  const std::string text = to_yaml(loaded);
+  const HardwareProfile reparsed = parse_hardware_profile(text, GetParam() + " (to_yaml)");
+  expect_same_hardware(loaded, reparsed);
+  EXPECT_EQ(to_yaml(reparsed), text);
+}
+
+INSTANTIATE_TEST_SUITE_P(ConfigShipped, ConfigHardwareRoundTrip, testing::ValuesIn(kShippedHardware),
+                         param_name);
+
+// --- shipped models ----------------------------------------------------------------
+
+TEST(ConfigShippedModels, CommonFacts) {
+  for (const auto& name : kShippedModels) {
+    SCOPED_TRACE(name);
+    const ModelProfile model = load_model_profile(model_path(name));
+    EXPECT_EQ(model.name, name);
+    EXPECT_EQ(model.batch, 8);
+    EXPECT_EQ(model.dtype, "fp32");
+    EXPECT_EQ(model.source.kind, ProfileSource::Analytic);
+    std::set<std::string> names;
+    for (const auto& layer : model.layers) {
+      EXPECT_TRUE(names.insert(layer.name).second) << "duplicate layer name " << layer.name;
+      EXPECT_GE(layer.param_bytes, 0) << layer.name;
+      EXPECT_FALSE(layer.forward_time.has_value()) << layer.name;
+    }
+  }
+}
+
+TEST(ConfigShippedModels, ResNet152) {
+  const ModelProfile model = load_model_profile(model_path("resnet152"));
+  EXPECT_EQ(model.num_layers(), 311u);
+  EXPECT_EQ(model.total_param_bytes(), 241'378'168);
+  // 60,192,808 parameters of 4 bytes each, plus the BatchNorm buffers.
+  EXPECT_GE(model.total_param_bytes(), 60'192'808 * 4);
+  EXPECT_DOUBLE_EQ(std::round(static_cast<double>(model.total_param_bytes()) / 1e5) / 10, 241.4);
+}
+
+TEST(ConfigShippedModels, InceptionV3) {
+  const ModelProfile model = load_model_profile(model_path("inception_v3"));
+  EXPECT_EQ(model.num_layers(), 194u);
+  EXPECT_EQ(model.total_param_bytes(), 108'790'720);
+  int training_only = 0;
+  for (const auto& layer : model.layers) training_only += layer.training_only ? 1 : 0;
+  EXPECT_EQ(training_only, 5);
+}
+
+TEST(ConfigShippedModels, BertBase) {
+  const ModelProfile model = load_model_profile(model_path("bert_base"));
+  EXPECT_EQ(model.num_layers(), 101u);
+  EXPECT_EQ(model.total_param_bytes(), 437'928'960);
+  for (const auto& layer : model.layers) EXPECT_FALSE(layer.training_only) << layer.name;
+}
+
+// --- shipped hardware --------------------------------------------------------------
+
+TEST(ConfigShippedHardware, AllLoad) {
+  for (const auto& name : kShippedHardware) {
+    SCOPED_TRACE(name);
+    const HardwareProfile hw = load_hardware_profile(hardware_path(name));
+    EXPECT_EQ(hw.name, name);
+    EXPECT_FALSE(hw.gpu_name.empty());
+    EXPECT_GT(hw.gpu_memory_bytes, 0);
+    EXPECT_GT(hw.pinned.bandwidth.bytes_per_second(), 0);
+    EXPECT_GE(hw.mps.inference_slowdown_percent, 100);
+  }
+}
+
+TEST(ConfigShippedHardware, H200Measurements) {
+  const HardwareProfile hw = load_hardware_profile(hardware_path("h200-pcie5"));
+  EXPECT_EQ(hw.pinned.bandwidth.bytes_per_second(), 55'400'000'000);
+  EXPECT_EQ(hw.pinned.copy_fixed, nanoseconds(2'600));
+  EXPECT_EQ(hw.cuda_context_create, milliseconds(385));
+  EXPECT_EQ(hw.source.kind, ProfileSource::Measured);
+  EXPECT_FALSE(hw.source.device.empty());
+}
+
+// --- measured profiles -------------------------------------------------------------
+
+TEST(ConfigMeasuredProfile, ParsesAndRoundTrips) {
+  const std::string text =
+      "name: tiny_measured\n"
+      "batch: 4\n"
+      "dtype: fp16\n"
+      "source: {kind: measured, device: X, date: \"2026-11\", versions: \"CUDA 13\"}\n"
+      "layers:\n"
+      "  - {name: conv1, kind: conv, param_bytes: 1024, forward_ns: 5000, backward_ns: 9000}\n"
+      "  - {name: fc, kind: linear, param_bytes: 4096, forward_ns: 700, activation_bytes: 64}\n"
+      "  - {name: aux, kind: linear, param_bytes: 8, forward_ns: 1, backward_ns: 2,"
+      " training_only: true}\n";
+  const ModelProfile model = parse_model_profile(text, "measured.yaml");
+  EXPECT_EQ(model.name, "tiny_measured");
+  EXPECT_EQ(model.batch, 4);
+  EXPECT_EQ(model.dtype, "fp16");
+  EXPECT_EQ(model.source.kind, ProfileSource::Measured);
+  EXPECT_EQ(model.source.device, "X");
+  EXPECT_EQ(model.source.date, "2026-11");
+  EXPECT_EQ(model.source.versions, "CUDA 13");
+  ASSERT_EQ(model.num_layers(), 3u);
+  EXPECT_EQ(model.layers[0].forward_time, nanoseconds(5'000));
+  EXPECT_EQ(model.layers[0].backward_time, nanoseconds(9'000));
+  EXPECT_EQ(model.layers[1].forward_time, nanoseconds(700));
+  EXPECT_FALSE(model.layers[1].backward_time.has_value());
+  EXPECT_EQ(model.layers[1].activation_bytes, 64);
+  EXPECT_TRUE(model.layers[2].training_only);
+  EXPECT_EQ(model.total_param_bytes(), 1024 + 4096 + 8);
+
+  const std::string written = to_yaml(model);
+  const ModelProfile reparsed = parse_model_profile(written, "measured.yaml (to_yaml)");
+  expect_same_model(model, reparsed);
+  EXPECT_EQ(to_yaml(reparsed), written);
+}
+
+// --- errors ------------------------------------------------------------------------
+
+TEST(ConfigErrors, ValidTinyModelParses) {
+  const ModelProfile model = parse_model_profile(kTinyModel, "tiny.yaml");
+  EXPECT_EQ(model.num_layers(), 2u);
+  EXPECT_EQ(model.total_param_bytes(), 1056);
+}
+
+TEST(ConfigErrors, UnknownTopLevelKeyNamesItsLine) {
+  const std::string message = model_error(kTinyModel + "framework: pytorch\n");
+  expect_contains(message, {"bad.yaml:8:", "unknown key 'framework'"});
+}
+
+TEST(ConfigErrors, UnknownLayerKeyNamesItsPathAndLine) {
+  const std::string text = replace_once(kTinyModel, "param_bytes: 32,", "param_bytes: 32, activation_byte: 1,");
+  expect_contains(model_error(text), {"bad.yaml:7:", "unknown key 'layers[1].activation_byte'"});
+}
+
+TEST(ConfigErrors, NegativeValue) {
+  const std::string text = replace_once(kTinyModel, "param_bytes: 32", "param_bytes: -5");
+  expect_contains(model_error(text),
+                  {"bad.yaml:7:", "key 'layers[1].param_bytes'", "must not be negative, got -5"});
+}
+
+TEST(ConfigErrors, NotAnInteger) {
+  expect_contains(model_error(replace_once(kTinyModel, "batch: 8", "batch: 8.5")),
+                  {"bad.yaml:2:", "key 'batch'", "expected an integer, got '8.5'"});
+  expect_contains(model_error(replace_once(kTinyModel, "param_bytes: 1024", "param_bytes: lots")),
+                  {"bad.yaml:6:", "key 'layers[0].param_bytes'", "'lots'"});
+}
+
+TEST(ConfigErrors, AbsurdNumbers) {
+  expect_contains(
+      model_error(replace_once(kTinyModel, "param_bytes: 1024", "param_bytes: 99999999999999999999")),
+      {"bad.yaml:6:", "key 'layers[0].param_bytes'", "too large"});
+  expect_contains(
+      model_error(replace_once(kTinyModel, "param_bytes: 1024", "param_bytes: 1125899906842625")),
+      {"bad.yaml:6:", "key 'layers[0].param_bytes'", "must be between 0 and 1125899906842624"});
+}
+
+TEST(ConfigErrors, MissingKey) {
+  expect_contains(model_error(replace_once(kTinyModel, "dtype: fp32\n", "")),
+                  {"bad.yaml:1:", "key 'dtype' is missing"});
+  expect_contains(model_error(replace_once(kTinyModel, ", forward_flops: 1000}", "}")),
+                  {"bad.yaml:7:", "key 'layers[1].forward_flops' is missing"});
+}
+
+TEST(ConfigErrors, MalformedYaml) {
+  const std::string text = replace_once(kTinyModel, "forward_flops: 1000}", "forward_flops: 1000");
+  expect_contains(model_error(text), {"bad.yaml:", "malformed YAML"});
+  expect_contains(model_error("name: tiny\nbatch: 8\n    dtype: fp32\n"),
+                  {"bad.yaml:3:", "malformed YAML"});
+}
+
+TEST(ConfigErrors, EmptyAndNonMappingDocuments) {
+  expect_contains(model_error(""), {"bad.yaml: the file is empty"});
+  expect_contains(model_error("# only a comment\n"), {"bad.yaml: the file is empty"});
+  expect_contains(model_error("- name: tiny\n"),
+                  {"bad.yaml:1:", "expected a mapping of keys at the top level"});
+}
+
+TEST(ConfigErrors, ModelSemanticChecks) {
+  expect_contains(model_error(replace_once(kTinyModel, "name: bn1", "name: conv1")),
+                  {"bad.yaml:7:", "key 'layers[1].name'", "duplicate layer name 'conv1'"});
+  expect_contains(model_error(replace_once(kTinyModel, "fp32", "fp64")),
+                  {"bad.yaml:3:", "key 'dtype'", "'fp64'"});
+  expect_contains(model_error(replace_once(kTinyModel, "kind: analytic", "kind: guessed")),
+                  {"bad.yaml:4:", "key 'source.kind'", "'guessed'"});
+  expect_contains(model_error(replace_once(kTinyModel, "kind: analytic", "kind: measured")),
+                  {"bad.yaml:4:", "key 'source.device'", "measured"});
+  expect_contains(model_error(replace_once(kTinyModel, "forward_flops: 1000}",
+                                           "forward_flops: 1000, training_only: maybe}")),
+                  {"bad.yaml:7:", "key 'layers[1].training_only'", "expected true or false"});
+  expect_contains(model_error(replace_once(kTinyModel, "batch: 8", "batch: 0")),
+                  {"bad.yaml:2:", "key 'batch'", "got 0"});
+  expect_contains(model_error(replace_once(kTinyModel, "  - {name: bn1, kind: bn, param_bytes: 32, forward_flops: 1000}",
+                                           "  - bn1")),
+                  {"bad.yaml:7:", "key 'layers[1]'", "expected a mapping"});
+  expect_contains(model_error("name: tiny\nbatch: 8\ndtype: fp32\nsource: {kind: analytic}\nlayers: []\n"),
+                  {"bad.yaml:5:", "key 'layers'", "the list is empty"});
+}
+
+TEST(ConfigErrors, MeasuredLayerWithoutForwardTime) {
+  const std::string text =
+      "name: m\nbatch: 1\ndtype: fp32\nsource: {kind: measured, device: X}\nlayers:\n"
+      "  - {name: a, kind: conv, param_bytes: 1, forward_ns: 10}\n"
+      "  - {name: b, kind: conv, param_bytes: 1, backward_ns: 10}\n";
+  expect_contains(model_error(text), {"bad.yaml:7:", "key 'layers[1].forward_ns' is missing"});
+}
+
+TEST(ConfigErrors, HardwareNestedKeys) {
+  const std::string good = h200_text();
+  EXPECT_NO_THROW(parse_hardware_profile(good, "hw.yaml"));
+  expect_contains(hardware_error(replace_once(good, "bandwidth_bytes_per_s: 55400000000", "bandwidth_bytes_per_s: 0")),
+                  {"hw.yaml:", "key 'link.pinned.bandwidth_bytes_per_s'", "got 0"});
+  expect_contains(hardware_error(replace_once(good, "group_sync_ns: 2000", "group_sync_ns: -1")),
+                  {"hw.yaml:", "key 'group_sync_ns'", "must not be negative"});
+  expect_contains(hardware_error(replace_once(good, "inference_slowdown_percent: 550",
+                                              "inference_slowdown_percent: 50")),
+                  {"hw.yaml:", "key 'mps.inference_slowdown_percent'", "got 50"});
+  expect_contains(hardware_error(replace_once(good, "group_sync_ns: 2000", "group_sync_ns: 2000\nextra_ns: 1")),
+                  {"hw.yaml:", "unknown key 'extra_ns'"});
+}
+
+TEST(ConfigErrors, HardwareErrorLinesAreExact) {
+  const std::string text =
+      "name: x\n"                                      // 1
+      "source: {kind: analytic}\n"                     // 2
+      "gpu: {name: G, memory_bytes: 1000}\n"           // 3
+      "link:\n"                                        // 4
+      "  pinned:\n"                                    // 5
+      "    copy_fixed_ns: 1\n"                         // 6
+      "  pageable: {copy_fixed_ns: 1, bandwidth_bytes_per_s: 1}\n"
+      "compute: 5\n";
+  expect_contains(hardware_error(text),
+                  {"hw.yaml:6:", "key 'link.pinned.bandwidth_bytes_per_s' is missing"});
+  const std::string compute_scalar = replace_once(text, "    copy_fixed_ns: 1\n",
+                                                  "    copy_fixed_ns: 1\n    bandwidth_bytes_per_s: 1\n");
+  expect_contains(hardware_error(compute_scalar + "group_sync_ns: 1\n"),
+                  {"hw.yaml:9:", "key 'compute'", "expected a mapping"});
+}
+
+TEST(ConfigErrors, MissingFile) {
+  const std::string message =
+      input_error_of([] { load_model_profile(std::filesystem::path(PSW_SOURCE_DIR) / "no" / "such.yaml"); });
+  expect_contains(message, {"such.yaml: no such file"});
+}
+
+}  // namespace
+}  // namespace psw

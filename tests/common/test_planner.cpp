@@ -1,0 +1,190 @@
+// Planners against the brute-force optimum, on thousands of random instances, and
+// against each other on the shipped and on deep synthetic models.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/synthetic.hpp"
+#include "psw/common/timeline.hpp"
+
+namespace psw {
+namespace {
+
+// A random instance; `regime` shifts the balance between transfer and compute so that
+// transfer-bound, compute-bound and balanced cases all appear.
+SwitchCosts random_costs(std::mt19937_64& rng, std::size_t n) {
+  auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const int regime = static_cast<int>(uniform(0, 3));
+  std::vector<Bytes> bytes(n);
+  std::vector<Duration> compute(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // Some layers carry no parameters or take no time, as in real profiles.
+    bytes[i] = uniform(0, 5) == 0 ? 0 : uniform(1, regime == 0 ? 20'000 : 5'000);
+    compute[i] = nanoseconds(uniform(0, 6) == 0 ? 0 : uniform(1, regime == 1 ? 20'000 : 5'000));
+  }
+  // Odd bandwidths make per-group ceil() rounding matter.
+  const LinkCost link{nanoseconds(uniform(0, 3) == 0 ? 0 : uniform(1, 3'000)),
+                      Bandwidth::bytes_per_second(uniform(300'000'000, 3'000'000'000))};
+  const Duration sync = nanoseconds(uniform(0, 2) == 0 ? 0 : uniform(1, 1'000));
+  const Duration tail = nanoseconds(uniform(0, 1) == 0 ? 0 : uniform(1, 10'000));
+  const Duration busy = nanoseconds(uniform(0, 2) == 0 ? uniform(1, 30'000) : 0);
+  return SwitchCosts(bytes, compute, link, sync, tail, busy);
+}
+
+class PlannerProperty : public ::testing::TestWithParam<std::uint64_t> {};
+
+// 4 seeds x 1,000 instances of 1..14 layers = 4,000 brute-force comparisons.
+TEST_P(PlannerProperty, ExactPlannersMatchBruteForce) {
+  std::mt19937_64 rng(GetParam());
+  for (int instance = 0; instance < 1000; ++instance) {
+    const std::size_t n = 1 + static_cast<std::size_t>(instance % 14);
+    const SwitchCosts costs = random_costs(rng, n);
+    const PlanResult brute = plan_brute_force(costs);
+    const PlanResult optimal = plan_optimal(costs);
+    const PlanResult pipeswitch = plan_pipeswitch(costs);
+    ASSERT_EQ(optimal.total, brute.total) << "optimal, seed " << GetParam() << " instance " << instance;
+    ASSERT_EQ(pipeswitch.total, brute.total) << "pipeswitch, seed " << GetParam() << " instance " << instance;
+    // The reported total is the evaluated total of the returned grouping.
+    ASSERT_EQ(evaluate_total(costs, optimal.groups), optimal.total);
+    ASSERT_EQ(evaluate_total(costs, pipeswitch.groups), pipeswitch.total);
+    ASSERT_EQ(evaluate_timeline(costs, brute.groups).total, brute.total);
+    // Nothing beats the pipeline bound; the trivial plans never beat the optimum.
+    ASSERT_LE(pipeline_bound(costs), brute.total);
+    ASSERT_LE(brute.total, plan_single(costs).total);
+    ASSERT_LE(brute.total, plan_per_layer(costs).total);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, PlannerProperty, ::testing::Values(1u, 2u, 3u, 42u));
+
+TEST(Planner, SingleAndPerLayerHaveTheirShapes) {
+  std::mt19937_64 rng(7);
+  const SwitchCosts costs = random_costs(rng, 9);
+  EXPECT_EQ(plan_single(costs).groups.size(), 1u);
+  EXPECT_EQ(plan_per_layer(costs).groups.size(), 9u);
+}
+
+TEST(Planner, FixedValidatesItsGroups) {
+  std::mt19937_64 rng(7);
+  const SwitchCosts costs = random_costs(rng, 4);
+  const Grouping good{{0, 1}, {2, 3}};
+  EXPECT_EQ(make_plan(Strategy::Fixed, costs, &good).total, evaluate_total(costs, good));
+  const Grouping bad{{0, 1}, {3, 3}};
+  EXPECT_THROW(make_plan(Strategy::Fixed, costs, &bad), InputError);
+  EXPECT_THROW(make_plan(Strategy::Fixed, costs, nullptr), InputError);
+}
+
+TEST(Planner, ParsesStrategies) {
+  EXPECT_EQ(parse_strategy("pipeswitch"), Strategy::PipeSwitch);
+  EXPECT_EQ(parse_strategy("per-layer"), Strategy::PerLayer);
+  EXPECT_THROW(parse_strategy("fast"), InputError);
+}
+
+TEST(Planner, BruteForceRefusesLargeModels) {
+  const SwitchCosts costs(std::vector<Bytes>(30, 1), std::vector<Duration>(30, nanoseconds(1)),
+                          LinkCost{nanoseconds(1), Bandwidth::bytes_per_second(1'000'000'000)},
+                          nanoseconds(1));
+  EXPECT_THROW(plan_brute_force(costs), InputError);
+}
+
+struct ShippedCase {
+  const char* model;
+  const char* hardware;
+  Task task;
+};
+
+class ShippedModels : public ::testing::TestWithParam<ShippedCase> {};
+
+// On every shipped model and hardware profile the two exact planners agree, beat the
+// trivial plans, and stay above the pipeline bound.
+TEST_P(ShippedModels, ExactPlannersAgree) {
+  const auto& c = GetParam();
+  const std::string root = PSW_SOURCE_DIR;
+  const ModelProfile model = load_model_profile(root + "/configs/models/" + c.model + ".yaml");
+  const HardwareProfile hw = load_hardware_profile(root + "/configs/hardware/" + c.hardware + ".yaml");
+  const SwitchCosts costs = make_switch_costs(model, hw, c.task);
+  const PlanResult optimal = plan_optimal(costs);
+  const PlanResult pipeswitch = plan_pipeswitch(costs);
+  EXPECT_EQ(optimal.total, pipeswitch.total);
+  EXPECT_LE(optimal.total, plan_single(costs).total);
+  EXPECT_LE(optimal.total, plan_per_layer(costs).total);
+  EXPECT_GE(optimal.total, pipeline_bound(costs));
+  EXPECT_EQ(evaluate_total(costs, optimal.groups), optimal.total);
+  EXPECT_EQ(evaluate_total(costs, pipeswitch.groups), pipeswitch.total);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ShippedModels,
+    ::testing::Values(ShippedCase{"resnet152", "h200-pcie5", Task::Inference},
+                      ShippedCase{"inception_v3", "h200-pcie5", Task::Inference},
+                      ShippedCase{"bert_base", "h200-pcie5", Task::Inference},
+                      ShippedCase{"resnet152", "v100-pcie3-x16", Task::Inference},
+                      ShippedCase{"inception_v3", "v100-pcie3-x16", Task::Inference},
+                      ShippedCase{"bert_base", "v100-pcie3-x16", Task::Inference},
+                      ShippedCase{"resnet152", "t4-pcie3-x8", Task::Inference},
+                      ShippedCase{"inception_v3", "t4-pcie3-x8", Task::Inference},
+                      ShippedCase{"bert_base", "t4-pcie3-x8", Task::Inference},
+                      ShippedCase{"resnet152", "t4-pcie3-x8", Task::Training},
+                      ShippedCase{"inception_v3", "v100-pcie3-x16", Task::Training},
+                      ShippedCase{"bert_base", "h200-pcie5", Task::Training}),
+    [](const auto& p) {
+      return std::string(p.param.model) + "_" + std::string(p.param.hardware).substr(0, 2) + "_" +
+             to_string(p.param.task);
+    });
+
+class DeepSynthetic : public ::testing::TestWithParam<std::tuple<SyntheticKind, const char*>> {};
+
+// 1,000-layer synthetic models: both exact planners agree on every shipped hardware.
+TEST_P(DeepSynthetic, ExactPlannersAgreeOnAThousandLayers) {
+  const auto [kind, hardware] = GetParam();
+  const ModelProfile model = make_synthetic_layers(kind, 1000);
+  ASSERT_EQ(model.num_layers(), 1000u);
+  const HardwareProfile hw =
+      load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/" + hardware + ".yaml");
+  const SwitchCosts costs = make_switch_costs(model, hw, Task::Inference);
+  const PlanResult optimal = plan_optimal(costs);
+  const PlanResult pipeswitch = plan_pipeswitch(costs);
+  EXPECT_EQ(optimal.total, pipeswitch.total);
+  EXPECT_GE(optimal.total, pipeline_bound(costs));
+  EXPECT_LE(optimal.total, plan_single(costs).total);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, DeepSynthetic,
+    ::testing::Combine(::testing::Values(SyntheticKind::Transformer, SyntheticKind::Cnn),
+                       ::testing::Values("h200-pcie5", "v100-pcie3-x16", "t4-pcie3-x8")),
+    [](const auto& p) {
+      return std::string(std::get<0>(p.param) == SyntheticKind::Transformer ? "transformer" : "cnn") +
+             "_" + std::string(std::get<1>(p.param)).substr(0, 2);
+    });
+
+TEST(Synthetic, DepthsAreExactAndNamesUnique) {
+  for (std::size_t n : {1u, 7u, 50u, 333u}) {
+    for (SyntheticKind kind : {SyntheticKind::Transformer, SyntheticKind::Cnn}) {
+      const ModelProfile model = make_synthetic_layers(kind, n);
+      EXPECT_EQ(model.num_layers(), n);
+      std::set<std::string> names;
+      for (const auto& layer : model.layers) {
+        EXPECT_TRUE(names.insert(layer.name).second) << layer.name;
+        EXPECT_GE(layer.param_bytes, 0);
+      }
+    }
+  }
+  EXPECT_EQ(make_synthetic_transformer(12).num_layers(), 4u + 12u * 8u + 1u);
+  EXPECT_THROW(make_synthetic_cnn(0), InputError);
+  // A synthetic profile survives its own YAML.
+  const ModelProfile model = make_synthetic_cnn(2);
+  const ModelProfile again = parse_model_profile(to_yaml(model), "synthetic");
+  ASSERT_EQ(again.num_layers(), model.num_layers());
+  EXPECT_EQ(again.layers.back().forward_flops, model.layers.back().forward_flops);
+  EXPECT_EQ(again.total_param_bytes(), model.total_param_bytes());
+}
+
+}  // namespace
+}  // namespace psw
