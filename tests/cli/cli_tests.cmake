@@ -66,3 +66,10 @@ foreach(bad ${PSW_BAD_FILES})
                  --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed --groups ${bad})
   endif()
 endforeach()
+
+# The JSON carries every field the issue names, and --timeline writes a trace file.
+psw_cli_test(plan_json_fields 0 "\"planner_ns\"" plan --model ${PSW_MODELS}/inception_v3.yaml
+             --hardware ${PSW_HW}/h200-pcie5.yaml --format json)
+add_test(NAME cli.plan_timeline_file
+         COMMAND bash -c "out=$(mktemp) && $<TARGET_FILE:psw> plan --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --timeline $out >/dev/null && grep -q traceEvents $out && grep -q 'copy group 0' $out; rc=$?; rm -f $out; exit $rc")
+set_tests_properties(cli.plan_timeline_file PROPERTIES LABELS cli TIMEOUT 60)
