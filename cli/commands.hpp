@@ -13,5 +13,7 @@ using Action = std::function<void()>;
 Action add_plan_command(CLI::App& app);
 Action add_compare_command(CLI::App& app);
 Action add_synth_command(CLI::App& app);
+Action add_sim_command(CLI::App& app);
+Action add_sweep_command(CLI::App& app);
 
 }  // namespace psw::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   register_command(&psw::cli::add_plan_command);
   register_command(&psw::cli::add_compare_command);
   register_command(&psw::cli::add_synth_command);
+  register_command(&psw::cli::add_sim_command);
+  register_command(&psw::cli::add_sweep_command);
 
   try {
     app.parse(argc, argv);

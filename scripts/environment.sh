@@ -4,7 +4,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
 echo "- host: $(uname -srm), $(nproc) cores, ${cpu:-unknown CPU}"
 echo "- memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
 echo "- compiler: $(c++ --version 2>/dev/null | head -1)"

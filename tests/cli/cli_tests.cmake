@@ -73,3 +73,30 @@ psw_cli_test(plan_json_fields 0 "\"planner_ns\"" plan --model ${PSW_MODELS}/ince
 add_test(NAME cli.plan_timeline_file
          COMMAND bash -c "out=$(mktemp) && $<TARGET_FILE:psw> plan --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --timeline $out >/dev/null && grep -q traceEvents $out && grep -q 'copy group 0' $out; rc=$?; rm -f $out; exit $rc")
 set_tests_properties(cli.plan_timeline_file PROPERTIES LABELS cli TIMEOUT 60)
+
+# Simulation and sweeps.
+set(PSW_SIM_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/sim)
+psw_cli_test(sim_help 0 "--trace-out" sim --help)
+psw_cli_test(sim.switch 0 "latency \\(ms\\) +mean" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/switch-base.yaml)
+psw_cli_test(sim.set 0 "mechanism +stop-and-start" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism=stop-and-start)
+psw_cli_test(sim.bad_set 2 "--set 'mechanism': expected KEY=VALUE" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism)
+psw_cli_test(sim.missing_config 2 "nope\\.yaml: no such file" sim --config nope.yaml)
+psw_cli_test(sim.negative_seed 2 "--seed" sim --config ${PSW_SIM_DATA}/small.yaml --seed -3)
+add_test(NAME cli.sim.outputs
+         COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/poisson.yaml --out $out/run --trace-out $out/trace.json >/dev/null && test -s $out/run/requests.csv && grep -q p999_ms $out/run/summary.json && grep -q 'mechanism: pipeswitch' $out/run/config.resolved.yaml && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 10\" $out/trace.json; rc=$?; rm -rf $out; exit $rc")
+set_tests_properties(cli.sim.outputs PROPERTIES LABELS cli TIMEOUT 120)
+add_test(NAME cli.sweep.small
+         COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 9 && head -1 $out/sweep.csv | grep -q '^point,mechanism,workload.models,seed,' ; rc=$?; rm -rf $out; exit $rc")
+set_tests_properties(cli.sweep.small PROPERTIES LABELS cli TIMEOUT 120)
+
+# Bad experiment configs: every file under tests/data/bad-sim/ is one case; its first line
+# says `# expect: <regex>` for the message of `psw sim` (exit code 2).
+file(GLOB PSW_BAD_SIM_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-sim/*.yaml)
+foreach(bad ${PSW_BAD_SIM_FILES})
+  file(STRINGS ${bad} header LIMIT_COUNT 1)
+  if(NOT header MATCHES "^# expect: (.*)$")
+    message(FATAL_ERROR "${bad}: first line must be '# expect: REGEX'")
+  endif()
+  get_filename_component(case ${bad} NAME_WE)
+  psw_cli_test(bad_sim.${case} 2 "${CMAKE_MATCH_1}" sim --config ${bad})
+endforeach()

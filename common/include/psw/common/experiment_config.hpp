@@ -1,0 +1,110 @@
+#pragma once
+// Experiment configs: one simulation (`psw sim`) and grids of them (`psw sweep`).
+// Parsed here, in common/, like every YAML of the project; the simulator receives plain
+// structs. Paths inside a config are relative to the config file.
+//
+//   name: fig5-resnet152
+//   hardware: ../hardware/v100-pcie3-x16.yaml
+//   models:
+//     - {name: resnet152, profile: ../models/resnet152.yaml}
+//   mechanism: pipeswitch          # see sim/include/psw/sim/mechanism.hpp for the list
+//   planner: optimal               # grouping for the pipelined mechanisms
+//   standby_workers: 1
+//   seed: 1
+//   training: {model: resnet152}   # optional background training job
+//   workload: {kind: periodic, interval_ms: 1000, count: 20, models: [resnet152]}
+//   outputs: {requests_csv: true}
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/model_profile.hpp"
+#include "psw/common/trace.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw {
+
+enum class WorkloadKind { Periodic, Cycles, Poisson, Bursty, Trace };
+enum class TraceFormat { ProjectCsv, AzureFunctions2019, AzureFunctions2021, AzureLlm2023 };
+
+struct WorkloadSpec {
+  WorkloadKind kind = WorkloadKind::Periodic;
+  Duration slo;  // zero: none
+
+  // periodic: `count` requests, one every `interval`, models taken round-robin.
+  Duration interval;
+  std::int64_t count = 0;
+  std::vector<std::uint32_t> models;
+
+  // cycles (the paper's Figure 6): training owns the GPU for `cycle`, then inference
+  // requests for `model` run back to back for `cycle`; `rounds` times.
+  Duration cycle;
+  std::int64_t rounds = 0;
+  std::uint32_t cycle_model = 0;
+
+  // poisson / bursty
+  PoissonSpec poisson;
+  BurstySpec bursty;
+
+  // trace
+  TraceFormat format = TraceFormat::ProjectCsv;
+  std::filesystem::path trace_path;
+  TraceMapping mapping;
+  SpreadKind spread = SpreadKind::Uniform;
+  int first_minute = 1;
+  int minutes = 1440;
+  std::vector<TokenBucket> buckets;
+};
+
+struct ExperimentConfig {
+  std::string name;
+  std::filesystem::path source;  // the config file
+  HardwareProfile hardware;
+  std::vector<ModelProfile> models;  // index = model id in requests
+  Mechanism mechanism = Mechanism::PipeSwitch;
+  Strategy planner = Strategy::Optimal;
+  int standby_workers = 1;
+  std::uint64_t seed = 1;
+  std::optional<std::uint32_t> training_model;
+  WorkloadSpec workload;
+  bool requests_csv = true;
+
+  std::uint32_t model_index(const std::string& name) const;  // throws InputError
+};
+
+ExperimentConfig load_experiment_config(const std::filesystem::path& path);
+// `overrides`: dotted keys set on the YAML before parsing (`workload.rate_per_s: 50`),
+// values in YAML syntax. Used by sweeps and by `psw sim --set`.
+ExperimentConfig load_experiment_config(const std::filesystem::path& path,
+                                        const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// The resolved config (every default filled in, paths absolute) as YAML, written beside
+// every run's results.
+std::string resolved_yaml(const ExperimentConfig& config);
+
+// A sweep: a base experiment and a grid of overrides.
+//   base: fig5-base.yaml
+//   grid:
+//     mechanism: [ready, pipeswitch, mps, stop-and-start]
+//     workload.models: [[resnet152], [bert_base]]
+//   seeds: [1, 2, 3]
+struct SweepPoint {
+  std::vector<std::pair<std::string, std::string>> overrides;  // key, value (YAML text)
+  std::uint64_t seed = 1;
+  ExperimentConfig config;
+};
+struct SweepConfig {
+  std::string name;
+  std::vector<std::string> keys;  // grid keys in order, for the CSV columns
+  std::vector<SweepPoint> points;
+};
+SweepConfig load_sweep_config(const std::filesystem::path& path);
+
+}  // namespace psw

@@ -1,0 +1,417 @@
+// Experiment and sweep configs (see experiment_config.hpp for the format).
+#include "psw/common/experiment_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "yaml_reader.hpp"
+
+namespace psw {
+
+using namespace yaml_detail;
+
+std::uint32_t ExperimentConfig::model_index(const std::string& model_name) const {
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    if (models[i].name == model_name) return static_cast<std::uint32_t>(i);
+  }
+  std::string known;
+  for (const auto& m : models) known += (known.empty() ? "" : ", ") + m.name;
+  throw InputError("unknown model '" + model_name + "' (the config's models are: " + known + ")");
+}
+
+namespace {
+
+std::filesystem::path resolve(const std::filesystem::path& config, const std::string& relative) {
+  const std::filesystem::path p(relative);
+  return p.is_absolute() ? p : (config.parent_path() / p).lexically_normal();
+}
+
+// Model names in a list, resolved against the config's models with the key in errors.
+std::uint32_t model_ref(MapReader& r, const ExperimentConfig& config, const std::string& key,
+                        const YAML::Node& node) {
+  if (!node.IsScalar()) r.fail_key(key, node, "expected a model name");
+  try {
+    return config.model_index(node.Scalar());
+  } catch (const InputError& e) {
+    r.fail_key(key, node, e.what());
+  }
+}
+
+std::vector<double> model_weights(MapReader& w, const ExperimentConfig& config, const std::string& key) {
+  YAML::Node node = w.get(key);
+  std::vector<double> weights(config.models.size(), 0.0);
+  if (node.IsSequence()) {  // equal weights
+    if (node.size() == 0) w.fail_key(key, node, "the list is empty");
+    for (std::size_t i = 0; i < node.size(); ++i) weights[model_ref(w, config, key, node[i])] += 1.0;
+    return weights;
+  }
+  if (!node.IsMap()) w.fail_key(key, node, "expected a list of models or a mapping model: weight");
+  MapReader m(node, w.origin(), w.child_path(key));
+  for (const auto& entry : node) {
+    const std::string name = entry.first.Scalar();
+    const std::uint32_t index = model_ref(w, config, key, entry.first);
+    weights[index] = m.real(name, 0.0, 1e12);
+  }
+  m.finish();
+  if (std::all_of(weights.begin(), weights.end(), [](double v) { return v == 0.0; })) {
+    w.fail_key(key, node, "every weight is zero");
+  }
+  return weights;
+}
+
+WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
+  MapReader w = r.map("workload");
+  WorkloadSpec spec;
+  const std::string kind = w.string("kind");
+  const std::string origin = w.origin();
+  spec.slo = w.has("slo_ms") ? w.duration("slo_ms") : Duration::zero();
+  w.mark_seen("slo_ms");
+  if (kind == "periodic") {
+    spec.kind = WorkloadKind::Periodic;
+    spec.interval = w.duration("interval_ms");
+    spec.count = w.integer("count", 1, std::int64_t{1} << 40);
+    YAML::Node list = w.sequence("models");
+    for (std::size_t i = 0; i < list.size(); ++i) spec.models.push_back(model_ref(w, config, "models", list[i]));
+  } else if (kind == "cycles") {
+    spec.kind = WorkloadKind::Cycles;
+    spec.cycle = w.duration("cycle_ms");
+    if (spec.cycle <= Duration::zero()) w.fail_key("cycle_ms", w.get("cycle_ms"), "must be positive");
+    spec.rounds = w.integer("rounds", 1, 1'000'000);
+    spec.cycle_model = model_ref(w, config, "model", w.get("model"));
+    if (!config.training_model) {
+      w.fail_key("kind", w.get("kind"), "a cycles workload needs a training job (key 'training')");
+    }
+  } else if (kind == "poisson") {
+    spec.kind = WorkloadKind::Poisson;
+    spec.poisson.rate_per_second = w.real("rate_per_s", 1e-9, 1e9);
+    spec.poisson.duration = w.duration("duration_s");
+    spec.poisson.model_weights = model_weights(w, config, "models");
+    spec.poisson.slo = spec.slo;
+    spec.poisson.seed = config.seed;
+  } else if (kind == "bursty") {
+    spec.kind = WorkloadKind::Bursty;
+    spec.bursty.high_rate_per_second = w.real("high_rate_per_s", 1e-9, 1e9);
+    spec.bursty.low_rate_per_second = w.real("low_rate_per_s", 1e-9, 1e9);
+    spec.bursty.mean_high = w.duration("mean_high_ms");
+    spec.bursty.mean_low = w.duration("mean_low_ms");
+    spec.bursty.duration = w.duration("duration_s");
+    spec.bursty.model_weights = model_weights(w, config, "models");
+    spec.bursty.slo = spec.slo;
+    spec.bursty.seed = config.seed;
+  } else if (kind == "trace") {
+    spec.kind = WorkloadKind::Trace;
+    const std::string format = w.string("format");
+    if (format == "csv") spec.format = TraceFormat::ProjectCsv;
+    else if (format == "azure-functions-2019") spec.format = TraceFormat::AzureFunctions2019;
+    else if (format == "azure-functions-2021") spec.format = TraceFormat::AzureFunctions2021;
+    else if (format == "azure-llm-2023") spec.format = TraceFormat::AzureLlm2023;
+    else {
+      w.fail_key("format", w.get("format"),
+                 "expected csv, azure-functions-2019, azure-functions-2021 or azure-llm-2023, got '" +
+                     format + "'");
+    }
+    spec.trace_path = resolve(config.source, w.string("path"));
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(spec.trace_path, ec)) {
+      w.fail_key("path", w.get("path"), spec.trace_path.string() + ": no such trace file");
+    }
+    spec.mapping.slo = spec.slo;
+    if (w.has("functions")) {
+      MapReader f = w.map("functions");
+      for (const auto& entry : f.node()) {
+        f.mark_seen(entry.first.Scalar());
+        spec.mapping.function_model[entry.first.Scalar()] =
+            model_ref(f, config, entry.first.Scalar(), entry.second);
+      }
+    }
+    w.mark_seen("functions");
+    if (w.has("default_model")) spec.mapping.default_model = model_ref(w, config, "default_model", w.get("default_model"));
+    w.mark_seen("default_model");
+    if (w.has("spread")) {
+      try {
+        spec.spread = parse_spread(w.string("spread"));
+      } catch (const InputError& e) {
+        w.fail_key("spread", w.get("spread"), e.what());
+      }
+    }
+    w.mark_seen("spread");
+    spec.first_minute = static_cast<int>(w.optional_integer("first_minute", 1, 1440).value_or(1));
+    spec.minutes = static_cast<int>(w.optional_integer("minutes", 1, 1440).value_or(1440 - spec.first_minute + 1));
+    if (w.has("buckets")) {
+      YAML::Node list = w.sequence("buckets");
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        MapReader b(list[i], origin, detail::concat("workload.buckets[", i, "]"));
+        TokenBucket bucket;
+        bucket.max_context_tokens = b.integer("max_context_tokens", 1, std::int64_t{1} << 40);
+        bucket.model = model_ref(b, config, "model", b.get("model"));
+        b.finish();
+        spec.buckets.push_back(bucket);
+      }
+    }
+    w.mark_seen("buckets");
+    if (spec.format == TraceFormat::AzureLlm2023 && spec.buckets.empty()) {
+      w.fail_key("format", w.get("format"), "an azure-llm-2023 trace needs 'buckets' mapping context tokens to models");
+    }
+    if ((spec.format == TraceFormat::AzureFunctions2019 || spec.format == TraceFormat::AzureFunctions2021) &&
+        spec.mapping.function_model.empty() && !spec.mapping.default_model) {
+      w.fail_key("format", w.get("format"), "an Azure Functions trace needs 'functions' or 'default_model'");
+    }
+  } else {
+    w.fail_key("kind", w.get("kind"),
+               "expected periodic, cycles, poisson, bursty or trace, got '" + kind + "'");
+  }
+  w.finish();
+  return spec;
+}
+
+ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem::path& path) {
+  const std::string origin = path.string();
+  MapReader r(root, origin, "");
+  ExperimentConfig config;
+  config.source = std::filesystem::absolute(path);
+  config.name = r.string("name");
+  try {
+    config.hardware = load_hardware_profile(resolve(config.source, r.string("hardware")));
+  } catch (const InputError& e) {
+    r.fail_key("hardware", r.get("hardware"), e.what());
+  }
+  YAML::Node models = r.sequence("models");
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    MapReader m(models[i], origin, detail::concat("models[", i, "]"));
+    const std::string name = m.string("name");
+    ModelProfile profile;
+    try {
+      profile = load_model_profile(resolve(config.source, m.string("profile")));
+    } catch (const InputError& e) {
+      m.fail_key("profile", m.get("profile"), e.what());
+    }
+    if (profile.name != name) {
+      m.fail_key("name", m.get("name"), "the profile is of model '" + profile.name + "', not '" + name + "'");
+    }
+    for (const auto& other : config.models) {
+      if (other.name == name) m.fail_key("name", m.get("name"), "model '" + name + "' is listed twice");
+    }
+    m.finish();
+    config.models.push_back(std::move(profile));
+  }
+  try {
+    config.mechanism = parse_mechanism(r.string("mechanism"));
+  } catch (const InputError& e) {
+    r.fail_key("mechanism", r.get("mechanism"), e.what());
+  }
+  if (r.has("planner")) {
+    try {
+      config.planner = parse_strategy(r.string("planner"));
+    } catch (const InputError& e) {
+      r.fail_key("planner", r.get("planner"), e.what());
+    }
+    if (config.planner == Strategy::Fixed) {
+      r.fail_key("planner", r.get("planner"), "the simulator plans with single, per-layer, pipeswitch or optimal");
+    }
+  }
+  r.mark_seen("planner");
+  config.standby_workers = static_cast<int>(r.optional_integer("standby_workers", 1, 64).value_or(1));
+  config.seed = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 62).value_or(1));
+  if (r.has("training")) {
+    MapReader t = r.map("training");
+    config.training_model = model_ref(t, config, "model", t.get("model"));
+    t.finish();
+  }
+  r.mark_seen("training");
+  config.workload = parse_workload(r, config);
+  if (r.has("outputs")) {
+    MapReader o = r.map("outputs");
+    config.requests_csv = o.boolean("requests_csv", true);
+    o.finish();
+  }
+  r.mark_seen("outputs");
+  r.finish();
+  return config;
+}
+
+// Sets `key` (dotted path) on `root` to the YAML `value`.
+void apply_override(YAML::Node& root, const std::string& key, const std::string& value,
+                    const std::string& origin) {
+  YAML::Node cursor;
+  cursor.reset(root);
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw InputError(origin + ": override key '" + key + "' has an empty part");
+    if (dot == std::string::npos) {
+      try {
+        cursor[part] = YAML::Load(value);
+      } catch (const YAML::Exception& e) {
+        throw InputError(origin + ": override " + key + "=" + value + ": malformed YAML value: " + e.msg);
+      }
+      return;
+    }
+    YAML::Node next = cursor[part];
+    if (!next.IsDefined() || !next.IsMap()) {
+      throw InputError(origin + ": override key '" + key + "': '" + key.substr(0, dot) +
+                       "' is not a mapping in the config");
+    }
+    cursor.reset(next);
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+ExperimentConfig load_experiment_config(const std::filesystem::path& path) {
+  return load_experiment_config(path, {});
+}
+
+ExperimentConfig load_experiment_config(const std::filesystem::path& path,
+                                        const std::vector<std::pair<std::string, std::string>>& overrides) {
+  YAML::Node root = parse_document(read_file(path), path.string());
+  for (const auto& [key, value] : overrides) apply_override(root, key, value, path.string());
+  return parse_experiment(root, path);
+}
+
+std::string resolved_yaml(const ExperimentConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << config.name;
+  out << YAML::Key << "source" << YAML::Value << config.source.string();
+  out << YAML::Key << "hardware" << YAML::Value << config.hardware.name;
+  out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& m : config.models) out << m.name;
+  out << YAML::EndSeq;
+  out << YAML::Key << "mechanism" << YAML::Value << to_string(config.mechanism);
+  out << YAML::Key << "planner" << YAML::Value << to_string(config.planner);
+  out << YAML::Key << "standby_workers" << YAML::Value << config.standby_workers;
+  out << YAML::Key << "seed" << YAML::Value << config.seed;
+  out << YAML::Key << "training" << YAML::Value
+      << (config.training_model ? config.models[*config.training_model].name : std::string("none"));
+  const auto& w = config.workload;
+  out << YAML::Key << "workload" << YAML::Value << YAML::BeginMap;
+  const char* kinds[] = {"periodic", "cycles", "poisson", "bursty", "trace"};
+  out << YAML::Key << "kind" << YAML::Value << kinds[static_cast<int>(w.kind)];
+  out << YAML::Key << "slo_ns" << YAML::Value << w.slo.ns();
+  switch (w.kind) {
+    case WorkloadKind::Periodic:
+      out << YAML::Key << "interval_ns" << YAML::Value << w.interval.ns();
+      out << YAML::Key << "count" << YAML::Value << w.count;
+      out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (auto m : w.models) out << config.models[m].name;
+      out << YAML::EndSeq;
+      break;
+    case WorkloadKind::Cycles:
+      out << YAML::Key << "cycle_ns" << YAML::Value << w.cycle.ns();
+      out << YAML::Key << "rounds" << YAML::Value << w.rounds;
+      out << YAML::Key << "model" << YAML::Value << config.models[w.cycle_model].name;
+      break;
+    case WorkloadKind::Poisson:
+      out << YAML::Key << "rate_per_s" << YAML::Value << w.poisson.rate_per_second;
+      out << YAML::Key << "duration_ns" << YAML::Value << w.poisson.duration.ns();
+      out << YAML::Key << "weights" << YAML::Value << YAML::Flow << w.poisson.model_weights;
+      break;
+    case WorkloadKind::Bursty:
+      out << YAML::Key << "high_rate_per_s" << YAML::Value << w.bursty.high_rate_per_second;
+      out << YAML::Key << "low_rate_per_s" << YAML::Value << w.bursty.low_rate_per_second;
+      out << YAML::Key << "mean_high_ns" << YAML::Value << w.bursty.mean_high.ns();
+      out << YAML::Key << "mean_low_ns" << YAML::Value << w.bursty.mean_low.ns();
+      out << YAML::Key << "duration_ns" << YAML::Value << w.bursty.duration.ns();
+      out << YAML::Key << "weights" << YAML::Value << YAML::Flow << w.bursty.model_weights;
+      break;
+    case WorkloadKind::Trace: {
+      const char* formats[] = {"csv", "azure-functions-2019", "azure-functions-2021", "azure-llm-2023"};
+      out << YAML::Key << "format" << YAML::Value << formats[static_cast<int>(w.format)];
+      out << YAML::Key << "path" << YAML::Value << w.trace_path.string();
+      out << YAML::Key << "spread" << YAML::Value << (w.spread == SpreadKind::Uniform ? "uniform" : "poisson");
+      out << YAML::Key << "first_minute" << YAML::Value << w.first_minute;
+      out << YAML::Key << "minutes" << YAML::Value << w.minutes;
+      out << YAML::Key << "functions" << YAML::Value << YAML::BeginMap;
+      for (const auto& [f, m] : w.mapping.function_model) out << YAML::Key << f << YAML::Value << config.models[m].name;
+      out << YAML::EndMap;
+      if (w.mapping.default_model) {
+        out << YAML::Key << "default_model" << YAML::Value << config.models[*w.mapping.default_model].name;
+      }
+      out << YAML::Key << "buckets" << YAML::Value << YAML::BeginSeq;
+      for (const auto& b : w.buckets) {
+        out << YAML::Flow << YAML::BeginMap << YAML::Key << "max_context_tokens" << YAML::Value
+            << b.max_context_tokens << YAML::Key << "model" << YAML::Value << config.models[b.model].name
+            << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
+      break;
+    }
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "outputs" << YAML::Value << YAML::BeginMap << YAML::Key << "requests_csv"
+      << YAML::Value << config.requests_csv << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+SweepConfig load_sweep_config(const std::filesystem::path& path) {
+  const std::string origin = path.string();
+  YAML::Node root = parse_document(read_file(path), origin);
+  MapReader r(root, origin, "");
+  SweepConfig sweep;
+  sweep.name = r.string("name");
+  const std::filesystem::path base = resolve(std::filesystem::absolute(path), r.string("base"));
+  MapReader grid = r.map("grid");
+  std::vector<std::vector<std::string>> values;
+  for (const auto& entry : grid.node()) {
+    const std::string key = entry.first.Scalar();
+    grid.mark_seen(key);
+    if (!entry.second.IsSequence() || entry.second.size() == 0) {
+      grid.fail_key(key, entry.second, "expected a non-empty list of values");
+    }
+    sweep.keys.push_back(key);
+    std::vector<std::string> texts;
+    for (const auto& v : entry.second) {
+      YAML::Emitter e;
+      e << YAML::Flow << v;
+      texts.emplace_back(e.c_str());
+    }
+    values.push_back(std::move(texts));
+  }
+  if (sweep.keys.empty()) grid.fail(grid.node(), "the grid has no keys");
+  std::vector<std::uint64_t> seeds{1};
+  if (r.has("seeds")) {
+    YAML::Node list = r.sequence("seeds");
+    seeds.clear();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      seeds.push_back(static_cast<std::uint64_t>(
+          r.to_integer(detail::concat("seeds[", i, "]"), list[i], 0, std::int64_t{1} << 62)));
+    }
+  }
+  r.mark_seen("seeds");
+  r.finish();
+  // Cartesian product, last key varying fastest, then seeds.
+  std::vector<std::size_t> index(values.size(), 0);
+  while (true) {
+    for (const std::uint64_t seed : seeds) {
+      SweepPoint point;
+      for (std::size_t k = 0; k < values.size(); ++k) point.overrides.emplace_back(sweep.keys[k], values[k][index[k]]);
+      point.seed = seed;
+      auto overrides = point.overrides;
+      overrides.emplace_back("seed", std::to_string(seed));
+      try {
+        point.config = load_experiment_config(base, overrides);
+      } catch (const InputError& e) {
+        std::string where;
+        for (const auto& [k, v] : point.overrides) where += " " + k + "=" + v;
+        throw InputError(origin + ": grid point" + where + ": " + e.what());
+      }
+      sweep.points.push_back(std::move(point));
+    }
+    std::size_t k = values.size();
+    while (k > 0) {
+      --k;
+      if (++index[k] < values[k].size()) break;
+      index[k] = 0;
+      if (k == 0) return sweep;
+    }
+    if (values.empty()) return sweep;
+  }
+}
+
+}  // namespace psw

@@ -1,0 +1,276 @@
+#pragma once
+// Internal to common/: the strict YAML reader shared by the config parsers. Not installed,
+// not included outside common/src (only common/ parses YAML, DESIGN.md §3).
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "psw/common/error.hpp"
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw::yaml_detail {
+
+// Limits that catch absurd numbers (a typo of a few orders of magnitude) without
+// limiting any real machine.
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;           // 1 PiB
+constexpr std::int64_t kMaxFlops = std::int64_t{1} << 62;
+constexpr std::int64_t kMaxDurationNs = std::int64_t{86'400} * 1'000'000'000;  // one day
+constexpr std::int64_t kMaxBandwidth = std::int64_t{100} * 1'000'000'000'000;  // 100 TB/s
+constexpr std::int64_t kMaxFlopsRate = std::int64_t{1} << 62;
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw InputError(path.string() + ": no such file");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(path.string() + ": is a directory, expected a YAML file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline YAML::Node parse_document(const std::string& text, const std::string& origin) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsDefined() || root.IsNull()) throw InputError(origin + ": the file is empty");
+    if (!root.IsMap()) {
+      throw InputError(detail::concat(origin, ":", root.Mark().line + 1,
+                                      ": expected a mapping of keys at the top level"));
+    }
+    return root;
+  } catch (const YAML::Exception& e) {
+    throw InputError(detail::concat(origin, ":", e.mark.line + 1, ": malformed YAML: ", e.msg));
+  }
+}
+
+// Reads one YAML mapping strictly: every key read is remembered, and finish() rejects
+// the keys nobody asked for. Messages carry origin, line and the dotted key path.
+class MapReader {
+ public:
+  MapReader(YAML::Node node, std::string origin, std::string path)
+      : node_(std::move(node)), origin_(std::move(origin)), path_(std::move(path)) {
+    if (!node_.IsMap()) fail(node_, "expected a mapping");
+    // yaml-cpp keeps the first of two equal keys; a silently ignored value is lost data.
+    std::set<std::string> keys;
+    for (const auto& entry : node_) {
+      if (!entry.first.IsScalar() || entry.first.Scalar().empty()) {
+        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1, ": key '",
+                                        path_, "': keys must be plain names"));
+      }
+      if (!keys.insert(entry.first.Scalar()).second) {
+        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1, ": key '",
+                                        child_path(entry.first.Scalar()), "' is given twice"));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& message) const {
+    const int line = at.IsDefined() ? at.Mark().line + 1 : node_.Mark().line + 1;
+    throw InputError(detail::concat(origin_, ":", line, ": key '", path_, "': ", message));
+  }
+  [[noreturn]] void fail_key(const std::string& key, const YAML::Node& at,
+                             const std::string& message) const {
+    const int line = at.IsDefined() && at.Mark().line >= 0 ? at.Mark().line + 1
+                                                           : node_.Mark().line + 1;
+    throw InputError(detail::concat(origin_, ":", line, ": key '", child_path(key), "': ", message));
+  }
+
+  std::string child_path(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+  const std::string& origin() const { return origin_; }
+
+  bool has(const std::string& key) const { return node_[key].IsDefined(); }
+
+  YAML::Node get(const std::string& key) {
+    seen_.insert(key);
+    YAML::Node value = node_[key];
+    if (!value.IsDefined()) {
+      throw InputError(detail::concat(origin_, ":", node_.Mark().line + 1, ": key '",
+                                      child_path(key), "' is missing"));
+    }
+    return value;
+  }
+
+  std::string string(const std::string& key) {
+    YAML::Node value = get(key);
+    if (!value.IsScalar()) fail_key(key, value, "expected a string");
+    if (value.Scalar().empty()) fail_key(key, value, "must not be empty");
+    return value.Scalar();
+  }
+  std::string optional_string(const std::string& key) {
+    if (!has(key)) {
+      seen_.insert(key);
+      return {};
+    }
+    YAML::Node value = get(key);
+    if (!value.IsScalar()) fail_key(key, value, "expected a string");
+    return value.Scalar();
+  }
+
+  std::int64_t integer(const std::string& key, std::int64_t min, std::int64_t max) {
+    YAML::Node value = get(key);
+    return to_integer(key, value, min, max);
+  }
+  std::optional<std::int64_t> optional_integer(const std::string& key, std::int64_t min,
+                                               std::int64_t max) {
+    seen_.insert(key);
+    if (!has(key)) return std::nullopt;
+    return integer(key, min, max);
+  }
+
+  std::int64_t to_integer(const std::string& key, const YAML::Node& value, std::int64_t min,
+                          std::int64_t max) const {
+    if (!value.IsScalar()) fail_key(key, value, "expected an integer");
+    const std::string& text = value.Scalar();
+    std::int64_t result = 0;
+    const char* begin = text.data();
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(begin, end, result);
+    if (ec == std::errc::result_out_of_range) {
+      fail_key(key, value, "the number '" + text + "' is too large");
+    }
+    if (ec != std::errc() || ptr != end) {
+      fail_key(key, value, "expected an integer, got '" + text + "'");
+    }
+    if (result < min || result > max) {
+      if (result < 0 && min >= 0) {
+        fail_key(key, value, "must not be negative, got " + text);
+      }
+      fail_key(key, value, detail::concat("must be between ", min, " and ", max, ", got ", text));
+    }
+    return result;
+  }
+
+  double real(const std::string& key, double min, double max) {
+    YAML::Node value = get(key);
+    if (!value.IsScalar()) fail_key(key, value, "expected a number");
+    const std::string& text = value.Scalar();
+    double result = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), result);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !(result == result)) {
+      fail_key(key, value, "expected a number, got '" + text + "'");
+    }
+    if (result < min || result > max) {
+      fail_key(key, value, detail::concat("must be between ", min, " and ", max, ", got ", text));
+    }
+    return result;
+  }
+
+  // A duration given in a unit named by the key's suffix (`_ns`, `_us`, `_ms`, `_s`),
+  // possibly fractional (`interval_ms: 2.5`), rounded to the nearest nanosecond.
+  Duration duration(const std::string& key, double max_seconds = 86'400.0 * 365) {
+    double scale = 0;
+    auto ends_with = [&key](const char* suffix) {
+      const std::string s(suffix);
+      return key.size() > s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
+    };
+    if (ends_with("_ns")) scale = 1;
+    else if (ends_with("_us")) scale = 1e3;
+    else if (ends_with("_ms")) scale = 1e6;
+    else if (ends_with("_s")) scale = 1e9;
+    PSW_CHECK(scale > 0, "duration key without a unit suffix: ", key);
+    const double value = real(key, 0.0, max_seconds * 1e9 / scale);
+    return nanoseconds(static_cast<std::int64_t>(value * scale + 0.5));
+  }
+
+  const YAML::Node& node() const { return node_; }
+  void mark_seen(const std::string& key) { seen_.insert(key); }
+
+  bool boolean(const std::string& key, bool fallback) {
+    seen_.insert(key);
+    if (!has(key)) return fallback;
+    YAML::Node value = get(key);
+    if (value.IsScalar()) {
+      const std::string& text = value.Scalar();
+      if (text == "true") return true;
+      if (text == "false") return false;
+    }
+    fail_key(key, value, "expected true or false");
+  }
+
+  MapReader map(const std::string& key) {
+    YAML::Node value = get(key);
+    if (!value.IsMap()) fail_key(key, value, "expected a mapping");
+    return MapReader(value, origin_, child_path(key));
+  }
+
+  YAML::Node sequence(const std::string& key) {
+    YAML::Node value = get(key);
+    if (!value.IsSequence()) fail_key(key, value, "expected a list");
+    if (value.size() == 0) fail_key(key, value, "the list is empty");
+    return value;
+  }
+
+  // Rejects keys that no reader asked for: a typo must never become a silent default.
+  void finish() const {
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.Scalar();
+      if (seen_.count(key) == 0) {
+        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1,
+                                        ": unknown key '", child_path(key), "'"));
+      }
+    }
+  }
+
+ private:
+  YAML::Node node_;
+  std::string origin_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+inline Duration read_duration(MapReader& r, const std::string& key) {
+  return nanoseconds(r.integer(key, 0, kMaxDurationNs));
+}
+
+inline Bandwidth read_bandwidth(MapReader& r, const std::string& key) {
+  return Bandwidth::bytes_per_second(r.integer(key, 1, kMaxBandwidth));
+}
+
+inline SourceInfo read_source(MapReader& r) {
+  MapReader s = r.map("source");
+  SourceInfo source;
+  const std::string kind = s.string("kind");
+  if (kind == "analytic") {
+    source.kind = ProfileSource::Analytic;
+  } else if (kind == "measured") {
+    source.kind = ProfileSource::Measured;
+  } else {
+    s.fail_key("kind", s.get("kind"), "expected analytic or measured, got '" + kind + "'");
+  }
+  source.note = s.optional_string("note");
+  source.device = s.optional_string("device");
+  source.date = s.optional_string("date");
+  source.versions = s.optional_string("versions");
+  if (source.kind == ProfileSource::Measured && source.device.empty()) {
+    s.fail_key("device", s.has("device") ? s.get("device") : YAML::Node(),
+               "a measured profile must name the device it was measured on");
+  }
+  s.finish();
+  return source;
+}
+
+inline LinkCost read_link(MapReader& r, const std::string& key) {
+  MapReader l = r.map(key);
+  LinkCost link;
+  link.copy_fixed = read_duration(l, "copy_fixed_ns");
+  link.bandwidth = read_bandwidth(l, "bandwidth_bytes_per_s");
+  l.finish();
+  return link;
+}
+
+
+}  // namespace psw::yaml_detail

@@ -1,0 +1,35 @@
+#pragma once
+// One GPU server time-shared by inference requests and (optionally) a training job, under
+// one switching mechanism. The controller keeps a FIFO queue; inference preempts training;
+// training resumes where it stopped once the queue is empty.
+//
+//   time ->   training ......|stop|switch-in M|infer M|infer M|switch back|training ...
+//   request          arrives ^                ^ startup       ^ reply
+//
+// Requests stream in from a RequestSource (one pending arrival at a time) and results
+// stream out (per-request CSV, histogram), so memory is flat in the number of requests.
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/experiment_config.hpp"
+
+namespace psw::sim {
+
+struct SimulationOptions {
+  std::filesystem::path out_dir;       // requests.csv, summary.json, config.resolved.yaml; empty: none
+  std::filesystem::path chrome_trace;  // Chrome trace of transfers, computes and switches; empty: none
+  std::size_t chrome_trace_max_events = 500'000;  // the trace stops growing past this
+};
+
+struct SimulationResult {
+  nlohmann::json summary;            // what summary.json holds (deterministic: no wall time)
+  double wall_seconds = 0;           // how long the simulation took
+  std::uint64_t events = 0;          // engine events processed
+};
+
+SimulationResult run_simulation(const ExperimentConfig& config, const SimulationOptions& options);
+
+}  // namespace psw::sim

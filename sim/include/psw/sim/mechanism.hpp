@@ -1,0 +1,93 @@
+#pragma once
+// Switching mechanisms: what it costs to make a model run on the GPU, for each way of
+// sharing the GPU that the paper compares (PAPER.md §9, Figures 5-9). Every cost comes
+// from the hardware or model profiles; none is a literal here.
+//
+// A switch-in is measured from the moment the controller dispatches a request (t = 0).
+// The old task releases the GPU at `stop` (it finishes its current layer). Transfers may
+// start at `prep` (after whatever set-up the mechanism needs on the critical path), and
+// the new task computes once the GPU is free and its groups have arrived.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/model_profile.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw::sim {
+
+using psw::Mechanism;
+using psw::all_mechanisms;
+using psw::parse_mechanism;
+using psw::to_string;
+
+
+struct SwitchInCost {
+  Duration startup;  // the new task's first layer starts
+  Duration finish;   // the new task's work is done (reply)
+  bool switched = true;
+};
+
+// Precomputed per-model costs of one mechanism on one hardware profile.
+class MechanismModel {
+ public:
+  MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
+                 const std::vector<ModelProfile>& models, Strategy planner);
+
+  Mechanism mechanism() const { return mechanism_; }
+
+  // Running `model` for `task` when it is not the active model; the GPU is released by
+  // the old task at `stop`, and `previous` (if any) is the model that was active.
+  SwitchInCost switch_in(std::uint32_t model, Task task, Duration stop,
+                         std::optional<std::uint32_t> previous) const;
+  // Running `model` when it is already active on the GPU.
+  Duration resident_run(std::uint32_t model, Task task) const;
+
+  // Whether stopping the running task waits for its current layer to finish (PipeSwitch
+  // and the in-process mechanisms) or kills it at once (stop-and-start).
+  bool stops_at_layer_boundary() const;
+  // MPS: tasks run concurrently instead of being switched.
+  bool concurrent() const { return mechanism_ == Mechanism::Mps; }
+  // Whether an inference model stays active between requests (no switch when the next
+  // request is for the same model and nothing else ran).
+  bool uses_standby_workers() const;
+  // Ready / MPS / unified memory keep every model in GPU memory.
+  bool keeps_models_resident() const;
+
+  // Off the critical path: the old worker drops its state and becomes standby again.
+  Duration cleanup_time(std::uint32_t model) const;
+  // MPS slowdowns as factors (>= 1).
+  double mps_inference_slowdown() const;
+  double mps_training_slowdown() const;
+
+  // The plan each model is switched in with (for reports and traces).
+  const Grouping& grouping(std::uint32_t model) const { return per_model_[model].groups; }
+
+ private:
+  struct PerModel {
+    Grouping groups;
+    std::size_t num_layers = 0;
+    Bytes bytes = 0;
+    Duration forward;          // inference compute, resident
+    Duration backward;         // training tail
+    Duration first_arrival;    // first group's transfer end from transfer start
+    Duration pipelined_total;  // timeline total with the GPU free at 0 (inference, no tail)
+    Duration compute_and_sync; // sum of compute plus one sync per group
+    Duration sequential_copies;  // per-layer copies back to back (NoOptimization)
+    Duration single_copy;        // one copy of the whole model on the mechanism's link
+    Duration um_migration;       // unified memory: page faults and migration of the model
+    Duration first_layer_fault;  // unified memory: faults before the first layer can run
+  };
+
+  Mechanism mechanism_;
+  const HardwareProfile& hardware_;
+  Duration effective_sync_;  // per-group sync, plus an IPC handle open without the IPC optimisation
+  std::vector<PerModel> per_model_;
+};
+
+}  // namespace psw::sim

@@ -1,0 +1,550 @@
+#include "psw/sim/gpu_server.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <queue>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/sim/mechanism.hpp"
+#include "psw/sim/metrics.hpp"
+#include "psw/sim/simulator.hpp"
+
+namespace psw::sim {
+
+namespace {
+
+// Same-time order of the server's events (Note [Same-time order] in simulator.hpp): a
+// completion frees the GPU before an arrival at the same instant is looked at, and phase
+// changes of a cycles workload come last.
+enum Priority : int { kCompletion = 0, kResume = 1, kArrival = 2, kPhase = 3 };
+
+// `count` requests, one every `interval`, models round-robin; the first at `interval`.
+class PeriodicSource : public RequestSource {
+ public:
+  explicit PeriodicSource(const WorkloadSpec& w) : w_(w) {}
+  std::optional<Request> next() override {
+    if (issued_ >= w_.count) return std::nullopt;
+    Request r;
+    r.arrival = w_.interval * (issued_ + 1);
+    r.model = w_.models[static_cast<std::size_t>(issued_) % w_.models.size()];
+    r.slo = w_.slo;
+    ++issued_;
+    return r;
+  }
+
+ private:
+  const WorkloadSpec& w_;
+  std::int64_t issued_ = 0;
+};
+
+std::unique_ptr<RequestSource> open_source(const ExperimentConfig& c) {
+  const auto& w = c.workload;
+  switch (w.kind) {
+    case WorkloadKind::Periodic: return std::make_unique<PeriodicSource>(w);
+    case WorkloadKind::Poisson: return make_poisson_source(w.poisson);
+    case WorkloadKind::Bursty: return make_bursty_source(w.bursty);
+    case WorkloadKind::Trace: {
+      switch (w.format) {
+        case TraceFormat::ProjectCsv: {
+          std::map<std::string, std::uint32_t> index;
+          for (std::size_t i = 0; i < c.models.size(); ++i) index[c.models[i].name] = static_cast<std::uint32_t>(i);
+          return open_project_csv(w.trace_path, index);
+        }
+        case TraceFormat::AzureFunctions2019:
+          return open_azure_functions_2019(w.trace_path, w.mapping, w.spread, c.seed, w.first_minute, w.minutes);
+        case TraceFormat::AzureFunctions2021: return open_azure_functions_2021(w.trace_path, w.mapping);
+        case TraceFormat::AzureLlm2023:
+          return open_azure_llm_2023(w.trace_path, w.buckets, w.mapping.batch, w.slo);
+      }
+      break;
+    }
+    case WorkloadKind::Cycles: return nullptr;  // closed loop, driven by the server
+  }
+  throw Error("unhandled workload kind");
+}
+
+// Buffered CSV writer: to_chars into a large buffer, flushed in blocks.
+class CsvWriter {
+ public:
+  explicit CsvWriter(const std::filesystem::path& path) : out_(path, std::ios::binary | std::ios::trunc) {
+    if (!out_) throw InputError(path.string() + ": cannot open for writing");
+    buffer_.reserve(kFlushAt + 256);
+  }
+  ~CsvWriter() { flush(); }
+  CsvWriter(const CsvWriter&) = delete;
+  CsvWriter& operator=(const CsvWriter&) = delete;
+
+  void text(std::string_view s) { buffer_.append(s); }
+  void number(std::int64_t v) {
+    char tmp[24];
+    auto [ptr, ec] = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buffer_.append(tmp, ptr);
+  }
+  void end_row() {
+    buffer_.push_back('\n');
+    if (buffer_.size() >= kFlushAt) flush();
+  }
+  void flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kFlushAt = 1 << 20;
+  std::ofstream out_;
+  std::string buffer_;
+};
+
+// Chrome trace written as it goes (constant memory), capped at a number of events.
+class TraceWriter {
+ public:
+  TraceWriter(const std::filesystem::path& path, std::size_t max_events)
+      : out_(path, std::ios::binary | std::ios::trunc), max_events_(max_events) {
+    if (!out_) throw InputError(path.string() + ": cannot open for writing");
+    out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+    out_ << R"({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"GPU"}})";
+    out_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"PCIe / switch"}})";
+    out_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":3,"args":{"name":"queue"}})";
+  }
+  ~TraceWriter() {
+    out_ << "\n],\"otherData\":{\"events_dropped\":" << dropped_ << "}}\n";
+  }
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  void slice(const std::string& name, const char* category, int track, Duration start, Duration end) {
+    if (written_ >= max_events_) {
+      ++dropped_;
+      return;
+    }
+    ++written_;
+    out_ << ",\n{\"name\":\"" << name << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"pid\":1,\"tid\":"
+         << track << ",\"ts\":" << static_cast<double>(start.ns()) / 1e3
+         << ",\"dur\":" << static_cast<double>((end - start).ns()) / 1e3 << "}";
+  }
+
+ private:
+  std::ofstream out_;
+  std::size_t max_events_;
+  std::size_t written_ = 0;
+  std::size_t dropped_ = 0;
+};
+
+// The training job: iterations of forward then backward over its layers; it can stop at
+// any layer boundary and resume there without losing progress.
+class TrainingJob {
+ public:
+  TrainingJob(const ModelProfile& model, const HardwareProfile& hw) {
+    Duration t = Duration::zero();
+    for (const auto& layer : model.layers) {
+      t += forward_time(layer, model, hw, Task::Training);
+      boundaries_.push_back(t);
+    }
+    for (auto it = model.layers.rbegin(); it != model.layers.rend(); ++it) {
+      t += backward_time(*it, model, hw);
+      boundaries_.push_back(t);
+    }
+    iteration_ = t;
+    if (iteration_ <= Duration::zero()) throw InputError("the training model has no compute time");
+  }
+
+  Duration iteration_time() const { return iteration_; }
+  // Progress (ns of training compute) is advanced by the server.
+  void advance(Duration work) { progress_ += work; }
+  std::int64_t iterations() const { return progress_.ns() / iteration_.ns(); }
+  Duration progress() const { return progress_; }
+  // Compute time until the current layer ends.
+  Duration to_layer_boundary() const {
+    const Duration into = nanoseconds(progress_.ns() % iteration_.ns());
+    const auto it = std::upper_bound(boundaries_.begin(), boundaries_.end(), into);
+    return it == boundaries_.end() ? Duration::zero() : *it - into;
+  }
+
+ private:
+  std::vector<Duration> boundaries_;  // cumulative end of each layer's forward, then backward
+  Duration iteration_;
+  Duration progress_;
+};
+
+class GpuServer {
+ public:
+  GpuServer(const ExperimentConfig& config, const SimulationOptions& options)
+      : config_(config),
+        mechanism_(config.mechanism, config.hardware, config.models, config.planner),
+        source_(open_source(config)),
+        per_model_(config.models.size()),
+        standby_(config.standby_workers) {
+    check_memory();
+    if (config.training_model) {
+      training_.emplace(config.models[*config.training_model], config.hardware);
+      state_ = State::Training;
+      training_since_ = Duration::zero();
+    }
+    if (!options.out_dir.empty() && config.requests_csv) {
+      csv_ = std::make_unique<CsvWriter>(options.out_dir / "requests.csv");
+      csv_->text("id,model,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns,switched,slo_met\n");
+    }
+    if (!options.chrome_trace.empty()) {
+      trace_ = std::make_unique<TraceWriter>(options.chrome_trace, options.chrome_trace_max_events);
+    }
+  }
+
+  void run() {
+    if (config_.workload.kind == WorkloadKind::Cycles) {
+      start_cycles();
+    } else {
+      schedule_next_arrival();
+    }
+    sim_.run();
+    if (!completed_any_ && issued_ == 0) throw InputError(config_.source.string() + ": the workload has no requests");
+    end_ = std::max(sim_.now(), end_);
+    advance_training(end_);
+  }
+
+  nlohmann::json summary() const {
+    using nlohmann::json;
+    auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
+    auto latency = [&](const LatencyHistogram& h) {
+      return json{{"count", h.count()},     {"mean_ms", ms(h.mean())},         {"min_ms", ms(h.min())},
+                  {"p50_ms", ms(h.quantile(0.5))},  {"p90_ms", ms(h.quantile(0.9))},
+                  {"p99_ms", ms(h.quantile(0.99))}, {"p999_ms", ms(h.quantile(0.999))},
+                  {"max_ms", ms(h.max())}};
+    };
+    json models = json::object();
+    for (std::size_t m = 0; m < per_model_.size(); ++m) {
+      if (per_model_[m].latency.count() == 0) continue;
+      models[config_.models[m].name] = {{"latency", latency(per_model_[m].latency)},
+                                        {"switches", per_model_[m].switches}};
+    }
+    const double makespan_s = end_.seconds();
+    const double busy = makespan_s > 0 ? (inference_busy_.seconds() +
+                                          (training_ ? training_->progress().seconds() : 0.0)) / makespan_s
+                                       : 0.0;
+    const double inference_time_s = config_.workload.kind == WorkloadKind::Cycles
+                                        ? (config_.workload.cycle * config_.workload.rounds).seconds()
+                                        : makespan_s;
+    json out = {
+        {"name", config_.name},
+        {"mechanism", mechanism_name()},
+        {"hardware", config_.hardware.name},
+        {"seed", config_.seed},
+        {"requests", latency_.count()},
+        {"latency", latency(latency_)},
+        {"slo_attainment", slo_total_ > 0 ? static_cast<double>(slo_met_) / static_cast<double>(slo_total_) : 1.0},
+        {"throughput_rps", inference_time_s > 0 ? static_cast<double>(latency_.count()) / inference_time_s : 0.0},
+        {"makespan_s", makespan_s},
+        {"gpu_busy_fraction", std::min(1.0, busy)},
+        {"training_iterations", training_ ? training_->iterations() : 0},
+        {"training_iterations_per_s",
+         training_ && makespan_s > 0 ? static_cast<double>(training_->iterations()) / makespan_s : 0.0},
+        {"switches", switches_},
+        {"standby_waits", standby_waits_},
+        {"startup_overhead_ms", {{"mean", switched_ ? ms(startup_sum_) / static_cast<double>(switched_) : 0.0}}},
+        {"total_overhead_ms",
+         {{"mean", latency_.count() ? ms(overhead_sum_) / static_cast<double>(latency_.count()) : 0.0}}},
+        {"models", models}};
+    return out;
+  }
+
+  std::uint64_t events() const { return sim_.events_processed(); }
+
+ private:
+  enum class State { Idle, Training, Resuming, Inference };
+
+  struct ModelStats {
+    LatencyHistogram latency;
+    std::int64_t switches = 0;
+  };
+
+  std::string mechanism_name() const { return to_string(mechanism_.mechanism()); }
+
+  void check_memory() const {
+    const Bytes capacity = config_.hardware.gpu_memory_bytes;
+    Bytes needed = 0;
+    if (mechanism_.keeps_models_resident()) {
+      if (mechanism_.mechanism() == Mechanism::UnifiedMemory) return;  // over-subscription pages instead
+      for (const auto& m : config_.models) needed += m.total_param_bytes();
+    } else {
+      // The active model and the incoming one share the parameter region.
+      Bytes largest = 0;
+      Bytes second = 0;
+      for (const auto& m : config_.models) {
+        const Bytes b = m.total_param_bytes();
+        if (b > largest) {
+          second = largest;
+          largest = b;
+        } else {
+          second = std::max(second, b);
+        }
+      }
+      needed = largest + second;
+    }
+    if (needed > capacity) {
+      throw InputError(config_.source.string() + ": the models need " + format_bytes(needed) + " of GPU memory under " +
+                       mechanism_name() + " but " + config_.hardware.gpu_name + " has " + format_bytes(capacity));
+    }
+  }
+
+  void schedule_next_arrival() {
+    std::optional<Request> next = source_->next();
+    if (!next) return;
+    if (next->model >= config_.models.size()) throw Error("request for an unknown model index");
+    if (next->arrival < sim_.now()) throw InputError(config_.source.string() + ": the workload's arrivals go backwards");
+    ++issued_;
+    const Request request = *next;
+    sim_.schedule_at(request.arrival, kArrival, [this, request] {
+      schedule_next_arrival();
+      arrive(request);
+    });
+  }
+
+  void arrive(const Request& request) {
+    if (state_ == State::Inference) {
+      queue_.push_back(request);
+      return;
+    }
+    dispatch(request);
+  }
+
+  // Training progress between the last accounting point and `now`.
+  void advance_training(Duration now) {
+    if (!training_) return;
+    if (state_ == State::Training) {
+      training_->advance(now - training_since_);
+      training_since_ = now;
+    } else if (mechanism_.concurrent() && state_ == State::Inference) {
+      const double rate = 1.0 / mechanism_.mps_training_slowdown();
+      training_->advance(nanoseconds(static_cast<std::int64_t>(static_cast<double>((now - training_since_).ns()) * rate)));
+      training_since_ = now;
+    }
+  }
+
+  void dispatch(const Request& request) {
+    const Duration now = sim_.now();
+    Duration stop = Duration::zero();
+    std::optional<std::uint32_t> previous = active_model_;
+    bool fresh = !active_model_ || *active_model_ != request.model;
+    if (state_ == State::Training) {
+      advance_training(now);
+      previous = config_.training_model;
+      fresh = true;
+      if (mechanism_.concurrent()) {
+        fresh = false;  // MPS: no switch; training keeps running, slowed down
+      } else {
+        if (mechanism_.stops_at_layer_boundary()) stop = training_->to_layer_boundary();
+        training_->advance(stop);  // the current layer still completes
+        if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
+      }
+    } else if (state_ == State::Resuming) {
+      sim_.cancel(resume_event_);  // abandon switching training back in
+      previous = config_.training_model;
+      fresh = true;
+    }
+    state_ = State::Inference;
+
+    Duration wait = Duration::zero();  // for a standby worker
+    SwitchInCost cost;
+    if (!fresh) {
+      const Duration run = mechanism_.resident_run(request.model, Task::Inference);
+      cost = {Duration::zero(), run, false};
+    } else {
+      cost = mechanism_.switch_in(request.model, Task::Inference, stop, previous);
+    }
+    if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, previous);
+    const Duration startup = now + wait + cost.startup;
+    const Duration finish = now + wait + cost.finish;
+    if (cost.switched) {
+      ++switches_;
+      ++per_model_[request.model].switches;
+      ++switched_;
+      startup_sum_ += startup - now;
+    }
+    active_model_ = request.model;
+    if (trace_) {
+      const std::string& name = config_.models[request.model].name;
+      if (now > request.arrival) trace_->slice("queued " + name, "queue", 3, request.arrival, now);
+      if (cost.switched) trace_->slice("switch in " + name, "switch", 2, now, startup);
+      trace_->slice("infer " + name, "compute", 1, startup, finish);
+    }
+    sim_.schedule_at(finish, kCompletion, [this, request, now, startup, switched = cost.switched] {
+      complete(request, now, startup, switched);
+    });
+  }
+
+  // PipeSwitch's active-standby workers: the switch needs a standby worker; the worker of
+  // the previous task goes to cleaning and is standby again after its cleanup.
+  Duration take_standby(Duration now, std::optional<std::uint32_t> previous) {
+    while (!cleaning_.empty() && cleaning_.top() <= now) {
+      cleaning_.pop();
+      ++standby_;
+    }
+    Duration ready = now;
+    if (standby_ == 0) {
+      ++standby_waits_;
+      ready = cleaning_.top();
+      cleaning_.pop();
+      ++standby_;
+    }
+    --standby_;
+    if (previous) cleaning_.push(ready + mechanism_.cleanup_time(*previous));
+    else ++standby_;  // nothing was active: no worker to clean
+    // The worker that served the previous task (if any) is now cleaning; the new one is active.
+    return ready - now;
+  }
+
+  void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
+    const Duration now = sim_.now();
+    const Duration latency = now - request.arrival;
+    latency_.add(latency);
+    per_model_[request.model].latency.add(latency);
+    const Duration resident = mechanism_.resident_run(request.model, Task::Inference);
+    inference_busy_ += resident;
+    overhead_sum_ += (now - dispatched) - resident;
+    bool slo_met = true;
+    if (request.slo > Duration::zero()) {
+      ++slo_total_;
+      slo_met = latency <= request.slo;
+      if (slo_met) ++slo_met_;
+    }
+    completed_any_ = true;
+    end_ = std::max(end_, now);
+    if (csv_) {
+      csv_->number(completed_++);
+      csv_->text(",");
+      csv_->text(config_.models[request.model].name);
+      for (Duration v : {request.arrival, dispatched, startup, now, latency}) {
+        csv_->text(",");
+        csv_->number(v.ns());
+      }
+      csv_->text(switched ? ",1," : ",0,");
+      csv_->text(slo_met ? "1" : "0");
+      csv_->end_row();
+    }
+
+    if (cycle_inference_until_ && now < *cycle_inference_until_) {
+      // Cycles: the next inference request is issued as soon as one completes.
+      queue_.push_back(Request{now, config_.workload.cycle_model, Task::Inference, 8, config_.workload.slo});
+    }
+    if (!queue_.empty()) {
+      const Request next = queue_.front();
+      queue_.pop_front();
+      dispatch(next);
+      return;
+    }
+    if (training_ && !(cycle_inference_until_ && now < *cycle_inference_until_)) {
+      resume_training(now);
+    } else {
+      state_ = State::Idle;
+    }
+  }
+
+  void resume_training(Duration now) {
+    if (mechanism_.concurrent()) {
+      advance_training(now);
+      state_ = State::Training;
+      training_since_ = now;
+      training_started_ = now;
+      return;
+    }
+    // Switching training back in costs the mechanism's overhead for the training model.
+    const std::uint32_t model = *config_.training_model;
+    const SwitchInCost cost = mechanism_.switch_in(model, Task::Training, Duration::zero(), active_model_);
+    const Duration overhead = cost.finish - mechanism_.resident_run(model, Task::Training);
+    Duration wait = Duration::zero();
+    if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, active_model_);
+    active_model_.reset();
+    state_ = State::Resuming;
+    const Duration at = now + wait + std::max(overhead, Duration::zero());
+    if (trace_ && at > now) trace_->slice("switch in training", "switch", 2, now, at);
+    resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] {
+      state_ = State::Training;
+      training_since_ = sim_.now();
+      training_started_ = sim_.now();
+      if (switched) ++switches_;
+    });
+  }
+
+  void start_cycles() {
+    const auto& w = config_.workload;
+    for (std::int64_t r = 0; r < w.rounds; ++r) {
+      const Duration inference_start = w.cycle * (2 * r + 1);
+      const Duration inference_end = w.cycle * (2 * r + 2);
+      sim_.schedule_at(inference_start, kPhase, [this, inference_end] {
+        cycle_inference_until_ = inference_end;
+        ++issued_;
+        arrive(Request{sim_.now(), config_.workload.cycle_model, Task::Inference, 8, config_.workload.slo});
+      });
+      sim_.schedule_at(inference_end, kPhase, [this, inference_end] {
+        if (cycle_inference_until_ == inference_end) cycle_inference_until_.reset();
+      });
+    }
+    end_ = w.cycle * (2 * w.rounds);
+  }
+
+  const ExperimentConfig& config_;
+  Simulator sim_;
+  MechanismModel mechanism_;
+  std::unique_ptr<RequestSource> source_;
+  std::vector<ModelStats> per_model_;
+  std::optional<TrainingJob> training_;
+
+  State state_ = State::Idle;
+  std::optional<std::uint32_t> active_model_;
+  std::deque<Request> queue_;
+  Duration training_since_;
+  Duration training_started_;
+  EventId resume_event_ = 0;
+  std::optional<Duration> cycle_inference_until_;
+
+  int standby_;
+  std::priority_queue<Duration, std::vector<Duration>, std::greater<>> cleaning_;
+
+  LatencyHistogram latency_;
+  std::int64_t issued_ = 0;
+  std::int64_t completed_ = 0;
+  bool completed_any_ = false;
+  std::int64_t slo_total_ = 0;
+  std::int64_t slo_met_ = 0;
+  std::int64_t switches_ = 0;
+  std::int64_t switched_ = 0;
+  std::int64_t standby_waits_ = 0;
+  Duration startup_sum_;
+  Duration overhead_sum_;
+  Duration inference_busy_;
+  Duration end_;
+
+  std::unique_ptr<CsvWriter> csv_;
+  std::unique_ptr<TraceWriter> trace_;
+};
+
+}  // namespace
+
+SimulationResult run_simulation(const ExperimentConfig& config, const SimulationOptions& options) {
+  if (!options.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.out_dir, ec);
+    if (ec) throw InputError(options.out_dir.string() + ": cannot create the output folder: " + ec.message());
+    save_text(options.out_dir / "config.resolved.yaml", resolved_yaml(config));
+  }
+  const auto started = std::chrono::steady_clock::now();
+  SimulationResult result;
+  {
+    GpuServer server(config, options);
+    server.run();
+    result.summary = server.summary();
+    result.events = server.events();
+  }
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!options.out_dir.empty()) save_text(options.out_dir / "summary.json", result.summary.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace psw::sim

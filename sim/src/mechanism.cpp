@@ -1,0 +1,187 @@
+#include "psw/sim/mechanism.hpp"
+
+#include "psw/common/error.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
+
+namespace psw::sim {
+
+namespace {
+
+bool is_pipelined(Mechanism m) {
+  switch (m) {
+    case Mechanism::PipeSwitch:
+    case Mechanism::PerLayerPipeline:
+    case Mechanism::GroupedTransmission:
+    case Mechanism::NoMemoryManagement:
+    case Mechanism::NoIpcOptimization:
+    case Mechanism::NoPinnedMemory:
+      return true;
+    default:
+      return false;
+  }
+}
+
+double percent_factor(int percent) { return static_cast<double>(percent) / 100.0; }
+
+Duration scale(Duration d, double factor) {
+  return nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) * factor + 0.5));
+}
+
+}  // namespace
+
+MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
+                               const std::vector<ModelProfile>& models, Strategy planner)
+    : mechanism_(mechanism), hardware_(hardware) {
+  if (planner == Strategy::Fixed) throw InputError("the simulator plans with single, per-layer, pipeswitch or optimal");
+  const HostMemory memory = mechanism == Mechanism::NoPinnedMemory ||
+                                    mechanism == Mechanism::StopAndStart ||
+                                    mechanism == Mechanism::TwoProcesses
+                                ? HostMemory::Pageable
+                                : HostMemory::Pinned;
+  Strategy strategy = planner;
+  if (mechanism == Mechanism::PerLayerPipeline || mechanism == Mechanism::NoOptimization) {
+    strategy = Strategy::PerLayer;
+  }
+  if (mechanism == Mechanism::GroupedTransmission || mechanism == Mechanism::OneProcess ||
+      mechanism == Mechanism::StopAndStart || mechanism == Mechanism::TwoProcesses) {
+    strategy = Strategy::Single;
+  }
+  // Without the IPC optimisation every group's arrival also opens a CUDA IPC handle.
+  const Duration sync = hardware.group_sync +
+                        (mechanism == Mechanism::NoIpcOptimization ? hardware.ipc_handle_open : Duration::zero());
+  effective_sync_ = sync;
+  for (const auto& model : models) {
+    for (Task task : {Task::Inference, Task::Training}) {
+      SwitchCosts base = make_switch_costs(model, hardware, task, memory);
+      std::vector<Bytes> bytes;
+      std::vector<Duration> compute;
+      for (std::size_t i = 0; i < base.num_layers(); ++i) {
+        bytes.push_back(base.layer_bytes(i));
+        compute.push_back(base.layer_compute(i));
+      }
+      const SwitchCosts costs(bytes, compute, base.link(), sync);  // no tail: added per switch
+      PerModel pm;
+      pm.groups = make_plan(strategy, costs).groups;
+      const Timeline timeline = evaluate_timeline(costs, pm.groups);
+      pm.num_layers = model.num_layers();
+      pm.bytes = costs.total_bytes();
+      pm.forward = costs.total_compute();
+      pm.backward = base.tail();
+      pm.first_arrival = timeline.groups.front().transfer_end;
+      pm.pipelined_total = timeline.total;
+      pm.compute_and_sync = costs.total_compute() + sync * static_cast<std::int64_t>(pm.groups.size());
+      pm.sequential_copies = Duration::zero();
+      for (std::size_t i = 0; i < costs.num_layers(); ++i) pm.sequential_copies += costs.transfer_time(i, i);
+      pm.single_copy = costs.link().copy_time(costs.total_bytes());
+      const auto& um = hardware.unified_memory;
+      pm.um_migration = Duration::zero();
+      pm.first_layer_fault = Duration::zero();
+      for (std::size_t i = 0; i < costs.num_layers(); ++i) {
+        const Bytes b = costs.layer_bytes(i);
+        const std::int64_t pages = (b + um.page_bytes - 1) / um.page_bytes;
+        const Duration fault = um.page_fault * pages + um.migration_bandwidth.transfer_time(b);
+        pm.um_migration += fault;
+        if (i == 0) pm.first_layer_fault = fault;
+      }
+      per_model_.push_back(std::move(pm));
+    }
+  }
+}
+
+SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration stop,
+                                       std::optional<std::uint32_t> previous) const {
+  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  const Duration tail = task == Task::Training ? pm.backward : Duration::zero();
+  const Duration sync = hardware_.group_sync;
+  switch (mechanism_) {
+    case Mechanism::Ready:
+      return {stop, stop + pm.forward + tail, false};
+    case Mechanism::Mps:
+      return {Duration::zero(),
+              scale(pm.forward + tail, task == Task::Inference ? mps_inference_slowdown() : 1.0), false};
+    case Mechanism::NoOptimization: {
+      const Duration start = max(pm.sequential_copies, stop) + sync;
+      return {start, start + pm.forward + tail, true};
+    }
+    case Mechanism::UnifiedMemory:
+      return {stop + pm.first_layer_fault, stop + pm.um_migration + pm.forward + tail, true};
+    case Mechanism::StopAndStart:
+    case Mechanism::TwoProcesses: {
+      const Duration prep = hardware_.process_start + hardware_.framework_start +
+                            hardware_.cuda_context_create + hardware_.cuda_malloc;
+      const Duration start = max(stop, prep + pm.single_copy) + sync;
+      return {start, start + pm.forward + tail, true};
+    }
+    case Mechanism::OneProcess: {
+      Duration prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);
+      if (previous) {
+        // The old model leaves the GPU on the critical path: copied back and freed.
+        const PerModel& old = per_model_.at(*previous * 2);
+        prep += hardware_.pinned.copy_time(old.bytes) +
+                hardware_.cuda_free * static_cast<std::int64_t>(old.num_layers);
+      }
+      const Duration start = max(stop, prep + pm.single_copy) + sync;
+      return {start, start + pm.forward + tail, true};
+    }
+    default:
+      break;
+  }
+  PSW_CHECK(is_pipelined(mechanism_), "unhandled mechanism ", to_string(mechanism_));
+  Duration prep = Duration::zero();
+  if (mechanism_ == Mechanism::NoMemoryManagement) {
+    prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);
+    if (previous) prep += hardware_.cuda_free * static_cast<std::int64_t>(per_model_.at(*previous * 2).num_layers);
+  }
+  // Note [Shifted timeline]: with transfers starting at `prep` and the GPU free at
+  // gpu_free, the last compute ends at max(gpu_free + sum(sync + compute), prep + T0),
+  // where T0 is the timeline total with the GPU free at time 0; the first compute starts
+  // at max(prep + first arrival, gpu_free) + sync. O(1) per switch.
+  const Duration gpu_free = max(stop, prep);
+  const Duration startup = max(prep + pm.first_arrival, gpu_free) + effective_sync_;
+  const Duration finish = max(gpu_free + pm.compute_and_sync, prep + pm.pipelined_total) + tail;
+  return {startup, finish, true};
+}
+
+Duration MechanismModel::resident_run(std::uint32_t model, Task task) const {
+  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  const Duration work = pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
+  return mechanism_ == Mechanism::Mps && task == Task::Inference ? scale(work, mps_inference_slowdown()) : work;
+}
+
+bool MechanismModel::stops_at_layer_boundary() const {
+  switch (mechanism_) {
+    case Mechanism::Ready:
+    case Mechanism::Mps:
+    case Mechanism::StopAndStart:
+    case Mechanism::TwoProcesses:
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool MechanismModel::uses_standby_workers() const {
+  return is_pipelined(mechanism_) || mechanism_ == Mechanism::NoOptimization;
+}
+
+bool MechanismModel::keeps_models_resident() const {
+  return mechanism_ == Mechanism::Ready || mechanism_ == Mechanism::Mps ||
+         mechanism_ == Mechanism::UnifiedMemory;
+}
+
+Duration MechanismModel::cleanup_time(std::uint32_t model) const {
+  // The daemon owns the memory, so a worker's cleanup is dropping its references: one
+  // free-sized operation per layer, off the critical path unless no standby is left.
+  return hardware_.cuda_free * static_cast<std::int64_t>(per_model_.at(model * 2).num_layers);
+}
+
+double MechanismModel::mps_inference_slowdown() const {
+  return percent_factor(hardware_.mps.inference_slowdown_percent);
+}
+
+double MechanismModel::mps_training_slowdown() const {
+  return percent_factor(hardware_.mps.training_slowdown_percent);
+}
+
+}  // namespace psw::sim

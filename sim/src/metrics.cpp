@@ -1,0 +1,63 @@
+#include "psw/sim/metrics.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace psw::sim {
+
+namespace {
+constexpr std::int64_t kLinearLimit = std::int64_t{1} << LatencyHistogram::kSubBits;
+}
+
+std::size_t LatencyHistogram::bucket_of(std::int64_t ns) {
+  if (ns < kLinearLimit) return static_cast<std::size_t>(ns);
+  const int exponent = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(ns))) - 1;  // >= kSubBits
+  const int shift = exponent - kSubBits;
+  const auto mantissa = static_cast<std::size_t>((ns >> shift) - kLinearLimit);  // 0..2^kSubBits-1
+  return static_cast<std::size_t>(kLinearLimit) +
+         static_cast<std::size_t>(shift) * static_cast<std::size_t>(kLinearLimit) + mantissa;
+}
+
+std::int64_t LatencyHistogram::bucket_value(std::size_t bucket) {
+  if (bucket < static_cast<std::size_t>(kLinearLimit)) return static_cast<std::int64_t>(bucket);
+  const std::size_t rest = bucket - static_cast<std::size_t>(kLinearLimit);
+  const int shift = static_cast<int>(rest / static_cast<std::size_t>(kLinearLimit));
+  const auto mantissa = static_cast<std::int64_t>(rest % static_cast<std::size_t>(kLinearLimit));
+  // Middle of the bucket [lo, lo + 2^shift).
+  const std::int64_t lo = (kLinearLimit + mantissa) << shift;
+  return lo + ((std::int64_t{1} << shift) >> 1);
+}
+
+void LatencyHistogram::add(Duration d) {
+  const std::int64_t ns = std::max<std::int64_t>(d.ns(), 0);
+  const std::size_t b = bucket_of(ns);
+  if (b >= buckets_.size()) buckets_.resize(b + 1, 0);
+  ++buckets_[b];
+  ++count_;
+  min_ = std::min(min_, nanoseconds(ns));
+  max_ = std::max(max_, nanoseconds(ns));
+  sum_ns_ += static_cast<long double>(ns);
+}
+
+Duration LatencyHistogram::mean() const {
+  if (count_ == 0) return Duration::zero();
+  return nanoseconds(static_cast<std::int64_t>(std::llround(sum_ns_ / static_cast<long double>(count_))));
+}
+
+Duration LatencyHistogram::quantile(double q) const {
+  if (count_ == 0) return Duration::zero();
+  q = std::clamp(q, 0.0, 1.0);
+  const auto rank = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(q * static_cast<double>(count_))));
+  std::int64_t seen = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    seen += buckets_[b];
+    if (seen >= rank) {
+      // Never report outside the observed range.
+      return std::clamp(nanoseconds(bucket_value(b)), min_, max_);
+    }
+  }
+  return max_;
+}
+
+}  // namespace psw::sim

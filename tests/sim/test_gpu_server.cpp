@@ -1,0 +1,178 @@
+// The simulated GPU server: determinism, every mechanism's ordering, costs taken from the
+// profiles, queueing, training progress, memory capacity, cycles and standby workers.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "psw/common/error.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/mechanism.hpp"
+#include "psw/sim/metrics.hpp"
+
+namespace psw::sim {
+namespace {
+
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+std::string data(const std::string& name) { return std::string(PSW_TEST_DATA_DIR) + "/sim/" + name; }
+
+nlohmann::json simulate(const std::string& config, const Overrides& overrides = {},
+                        const std::filesystem::path& out = {}) {
+  SimulationOptions options;
+  options.out_dir = out;
+  return run_simulation(load_experiment_config(data(config), overrides), options).summary;
+}
+
+double mean_ms(const nlohmann::json& s) { return s.at("latency").at("mean_ms").get<double>(); }
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(SimServer, SameConfigAndSeedGiveByteIdenticalOutputs) {
+  const auto dir = std::filesystem::temp_directory_path() / "psw_sim_determinism";
+  std::filesystem::remove_all(dir);
+  simulate("poisson.yaml", {}, dir / "a");
+  simulate("poisson.yaml", {}, dir / "b");
+  const std::string a = slurp(dir / "a" / "requests.csv");
+  EXPECT_GT(a.size(), 1000u);
+  EXPECT_EQ(a, slurp(dir / "b" / "requests.csv"));
+  EXPECT_EQ(slurp(dir / "a" / "summary.json"), slurp(dir / "b" / "summary.json"));
+  // A different seed gives a different run.
+  simulate("poisson.yaml", {{"seed", "4"}}, dir / "c");
+  EXPECT_NE(a, slurp(dir / "c" / "requests.csv"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SimServer, MechanismsOrderAsThePaperArgues) {
+  std::map<std::string, double> latency;
+  for (Mechanism m : all_mechanisms()) {
+    const auto s = simulate("small.yaml", {{"mechanism", to_string(m)}});
+    EXPECT_EQ(s.at("requests").get<std::int64_t>(), 6) << to_string(m);
+    latency[to_string(m)] = mean_ms(s);
+  }
+  EXPECT_LT(latency["ready"], latency["pipeswitch"]);
+  for (const char* slower : {"per-layer-pipeline", "grouped-transmission", "no-optimization",
+                             "no-memory-management", "no-ipc-optimization", "no-pinned-memory",
+                             "one-process", "stop-and-start", "mps"}) {
+    EXPECT_LE(latency["pipeswitch"], latency[slower]) << slower;
+  }
+  EXPECT_LT(latency["grouped-transmission"], latency["no-optimization"]);
+  EXPECT_LT(latency["one-process"], latency["stop-and-start"]);
+  EXPECT_DOUBLE_EQ(latency["two-processes"], latency["stop-and-start"]);
+  // Stop-and-start pays seconds of process, framework and context start.
+  EXPECT_GT(latency["stop-and-start"], 5000.0);
+}
+
+TEST(SimServer, CostsComeFromTheHardwareProfile) {
+  // Raising the framework start by 1 s raises every stop-and-start latency by 1 s.
+  const auto base = simulate("small.yaml", {{"mechanism", "stop-and-start"}, {"workload.interval_ms", "20000"}});
+  const auto slower = simulate("small.yaml", {{"mechanism", "stop-and-start"},
+                                              {"workload.interval_ms", "20000"},
+                                              {"hardware", "\"" + data("v100-slow-framework.yaml") + "\""}});
+  EXPECT_NEAR(mean_ms(slower) - mean_ms(base), 1000.0, 1e-6);
+  // MPS: the latency is the resident run slowed by the profile's factor (550%).
+  const auto ready = simulate("small.yaml", {{"mechanism", "ready"}});
+  const auto mps = simulate("small.yaml", {{"mechanism", "mps"}});
+  EXPECT_NEAR(mean_ms(mps), 5.5 * mean_ms(ready), 1e-3);
+}
+
+TEST(SimServer, RequestsArrivingTogetherQueue) {
+  // Two requests 1 ns apart for the same model: the second waits for the first and then
+  // runs resident (no second switch).
+  const auto s = simulate("small.yaml", {{"mechanism", "pipeswitch"},
+                                         {"workload.interval_ms", "0.000001"},
+                                         {"workload.count", "2"},
+                                         {"workload.models", "[resnet152]"}});
+  EXPECT_EQ(s.at("requests").get<std::int64_t>(), 2);
+  const auto& l = s.at("latency");
+  const auto ready = simulate("small.yaml", {{"mechanism", "ready"}, {"workload.count", "1"},
+                                             {"workload.models", "[resnet152]"}});
+  EXPECT_NEAR(l.at("max_ms").get<double>() - l.at("min_ms").get<double>(), mean_ms(ready), 0.01);
+  EXPECT_EQ(s.at("models").at("resnet152").at("switches").get<std::int64_t>(), 1);
+}
+
+TEST(SimServer, TrainingLosesNoProgressWhenPreempted) {
+  // Without requests, the training job runs makespan / iteration iterations; each
+  // PipeSwitch preemption only costs the GPU time of the inference and the switches.
+  const auto with_requests = simulate("small.yaml", {{"mechanism", "ready"}});
+  const double makespan = with_requests.at("makespan_s").get<double>();
+  const double busy = with_requests.at("gpu_busy_fraction").get<double>();
+  EXPECT_GT(with_requests.at("training_iterations").get<std::int64_t>(), 0);
+  EXPECT_NEAR(busy, 1.0, 1e-3);  // ready: no switch time, training fills every gap
+  EXPECT_GT(makespan, 2.9);
+  const auto stop_start = simulate("small.yaml", {{"mechanism", "stop-and-start"}});
+  EXPECT_LT(stop_start.at("training_iterations").get<std::int64_t>(),
+            with_requests.at("training_iterations").get<std::int64_t>());
+}
+
+TEST(SimServer, GpuMemoryCapacityIsEnforced) {
+  EXPECT_THROW(simulate("small.yaml", {{"hardware", "\"" + data("tiny-gpu.yaml") + "\""}}), InputError);
+  try {
+    simulate("small.yaml", {{"mechanism", "ready"}, {"hardware", "\"" + data("tiny-gpu.yaml") + "\""}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU memory"), std::string::npos) << e.what();
+  }
+  // Unified memory over-subscribes instead.
+  EXPECT_NO_THROW(simulate("small.yaml", {{"mechanism", "unified-memory"},
+                                          {"hardware", "\"" + data("tiny-gpu.yaml") + "\""}}));
+}
+
+TEST(SimServer, CyclesReachTheReadyThroughputUnderPipeSwitch) {
+  const auto ready = simulate("cycles.yaml", {{"mechanism", "ready"}});
+  const auto pipeswitch = simulate("cycles.yaml", {{"mechanism", "pipeswitch"}});
+  const auto stop_start = simulate("cycles.yaml", {{"mechanism", "stop-and-start"}});
+  const double r = ready.at("throughput_rps").get<double>();
+  EXPECT_GT(r, 10.0);
+  EXPECT_GT(pipeswitch.at("throughput_rps").get<double>(), 0.95 * r);
+  // A 1 s cycle is shorter than a process start: stop-and-start completes almost nothing.
+  EXPECT_LT(stop_start.at("throughput_rps").get<double>(), 0.2 * r);
+}
+
+TEST(SimServer, SwitchesWaitForAStandbyWorkerWhenAllAreCleaning) {
+  // Requests alternate between two models 1 us apart: every request needs a switch, and
+  // the worker of the previous model is still cleaning.
+  const auto s = simulate("small.yaml", {{"mechanism", "pipeswitch"},
+                                         {"workload.interval_ms", "0.001"},
+                                         {"workload.count", "6"},
+                                         {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}});
+  EXPECT_GT(s.at("standby_waits").get<std::int64_t>(), 0);
+  const auto more = simulate("small.yaml", {{"mechanism", "pipeswitch"},
+                                            {"standby_workers", "4"},
+                                            {"workload.interval_ms", "0.001"},
+                                            {"workload.count", "6"},
+                                            {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}});
+  EXPECT_LT(more.at("standby_waits").get<std::int64_t>(), s.at("standby_waits").get<std::int64_t>());
+  EXPECT_LT(mean_ms(more), mean_ms(s));
+}
+
+TEST(SimServer, EveryMechanismParsesAndUnknownOnesAreRejected) {
+  for (Mechanism m : all_mechanisms()) EXPECT_EQ(parse_mechanism(to_string(m)), m);
+  EXPECT_THROW(parse_mechanism("magic"), InputError);
+  EXPECT_THROW(simulate("small.yaml", {{"mechanism", "magic"}}), InputError);
+}
+
+TEST(SimMetrics, HistogramQuantilesAreWithinATenthOfAPercent) {
+  LatencyHistogram h;
+  for (std::int64_t v = 1; v <= 100'000; ++v) h.add(microseconds(v));
+  EXPECT_EQ(h.count(), 100'000);
+  for (double q : {0.5, 0.9, 0.99, 0.999}) {
+    const double exact = q * 100'000 * 1'000;
+    EXPECT_NEAR(static_cast<double>(h.quantile(q).ns()), exact, exact * 1e-3) << q;
+  }
+  EXPECT_EQ(h.min(), microseconds(1));
+  EXPECT_EQ(h.max(), microseconds(100'000));
+  EXPECT_EQ(h.mean().ns(), 50'000'500);
+  LatencyHistogram small;
+  small.add(nanoseconds(5));
+  EXPECT_EQ(small.quantile(0.99), nanoseconds(5));
+}
+
+}  // namespace
+}  // namespace psw::sim
