@@ -15,5 +15,8 @@ Action add_compare_command(CLI::App& app);
 Action add_synth_command(CLI::App& app);
 Action add_sim_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
+#if PSW_HAVE_EXEC
+Action add_run_command(CLI::App& app);
+#endif
 
 }  // namespace psw::cli

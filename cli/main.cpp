@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   register_command(&psw::cli::add_synth_command);
   register_command(&psw::cli::add_sim_command);
   register_command(&psw::cli::add_sweep_command);
+#if PSW_HAVE_EXEC
+  register_command(&psw::cli::add_run_command);
+#endif
 
   try {
     app.parse(argc, argv);

@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev libcli11-dev libeigen3-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-matplotlib
+  python3 python3-matplotlib time
+  libtorch-dev libopenblas0-pthread
 )
 
 missing=()

@@ -105,6 +105,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.cuda_context_create = read_duration(s, "cuda_context_ns");
     hw.process_start = read_duration(s, "process_start_ns");
     hw.framework_start = read_duration(s, "framework_start_ns");
+    hw.worker_cleanup = read_duration(s, "worker_cleanup_ns");
     s.finish();
   }
   {
@@ -257,6 +258,7 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "cuda_context_ns" << YAML::Value << hw.cuda_context_create.ns();
   out << YAML::Key << "process_start_ns" << YAML::Value << hw.process_start.ns();
   out << YAML::Key << "framework_start_ns" << YAML::Value << hw.framework_start.ns();
+  out << YAML::Key << "worker_cleanup_ns" << YAML::Value << hw.worker_cleanup.ns();
   out << YAML::EndMap;
   out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "cuda_malloc_ns" << YAML::Value << hw.cuda_malloc.ns();

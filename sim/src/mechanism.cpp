@@ -62,11 +62,17 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       }
       const SwitchCosts costs(bytes, compute, base.link(), sync);  // no tail: added per switch
       PerModel pm;
-      pm.groups = make_plan(strategy, costs).groups;
+      // Note [Ablation grouping]: an ablation changes one mechanism of PipeSwitch and keeps
+      // the rest, including its grouping (the artifact's ablations use the same groups), so
+      // the grouping is planned on PipeSwitch's own costs: pinned link, plain group sync.
+      const SwitchCosts planning_costs(bytes, compute, is_pipelined(mechanism) ? hardware.pinned : base.link(),
+                                       is_pipelined(mechanism) ? hardware.group_sync : sync);
+      pm.groups = make_plan(strategy, planning_costs).groups;
       const Timeline timeline = evaluate_timeline(costs, pm.groups);
       pm.num_layers = model.num_layers();
       pm.bytes = costs.total_bytes();
       pm.forward = costs.total_compute();
+      pm.plain_forward = pm.forward;
       pm.backward = base.tail();
       pm.first_arrival = timeline.groups.front().transfer_end;
       pm.pipelined_total = timeline.total;
@@ -149,6 +155,11 @@ Duration MechanismModel::resident_run(std::uint32_t model, Task task) const {
   return mechanism_ == Mechanism::Mps && task == Task::Inference ? scale(work, mps_inference_slowdown()) : work;
 }
 
+Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
+  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  return pm.plain_forward + (task == Task::Training ? pm.backward : Duration::zero());
+}
+
 bool MechanismModel::stops_at_layer_boundary() const {
   switch (mechanism_) {
     case Mechanism::Ready:
@@ -170,10 +181,10 @@ bool MechanismModel::keeps_models_resident() const {
          mechanism_ == Mechanism::UnifiedMemory;
 }
 
-Duration MechanismModel::cleanup_time(std::uint32_t model) const {
-  // The daemon owns the memory, so a worker's cleanup is dropping its references: one
-  // free-sized operation per layer, off the critical path unless no standby is left.
-  return hardware_.cuda_free * static_cast<std::int64_t>(per_model_.at(model * 2).num_layers);
+Duration MechanismModel::cleanup_time(std::uint32_t /*model*/) const {
+  // The daemon owns the memory, so a worker's cleanup is dropping its references and
+  // resetting its state; off the critical path unless no standby worker is left.
+  return hardware_.worker_cleanup;
 }
 
 double MechanismModel::mps_inference_slowdown() const {

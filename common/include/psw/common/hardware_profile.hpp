@@ -60,6 +60,7 @@ struct HardwareProfile {
   Duration cuda_context_create;
   Duration process_start;     // fork+exec of a worker process
   Duration framework_start;   // import/initialise the DL framework in a new process
+  Duration worker_cleanup;    // a worker drops its task's state and becomes standby again
   Duration cuda_malloc;       // one cudaMalloc on the critical path
   Duration cuda_free;
   Duration ipc_handle_open;   // cudaIpcOpenMemHandle, once per handle

@@ -45,8 +45,10 @@ class MechanismModel {
   // the old task at `stop`, and `previous` (if any) is the model that was active.
   SwitchInCost switch_in(std::uint32_t model, Task task, Duration stop,
                          std::optional<std::uint32_t> previous) const;
-  // Running `model` when it is already active on the GPU.
+  // Running `model` when it is already active on the GPU (slowed down under MPS).
   Duration resident_run(std::uint32_t model, Task task) const;
+  // The ready model's time: the work alone on the GPU, every parameter resident.
+  Duration ready_run(std::uint32_t model, Task task) const;
 
   // Whether stopping the running task waits for its current layer to finish (PipeSwitch
   // and the in-process mechanisms) or kills it at once (stop-and-start).
@@ -74,6 +76,7 @@ class MechanismModel {
     std::size_t num_layers = 0;
     Bytes bytes = 0;
     Duration forward;          // inference compute, resident
+    Duration plain_forward;    // the same, never slowed down (the ready model's time)
     Duration backward;         // training tail
     Duration first_arrival;    // first group's transfer end from transfer start
     Duration pipelined_total;  // timeline total with the GPU free at 0 (inference, no tail)

@@ -1,0 +1,178 @@
+// psw run: switch a cold model into the device and run it, many times, and measure.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "psw/common/chrome_trace.hpp"
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/pipeline.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string mode = "pipeswitch";
+  std::string plan_path;
+  int repeat = 100;
+  int warmup = 5;
+  int batch = 8;
+  std::string format = "table";
+  std::string timeline_path;
+  std::string backend = "cuda";
+  std::string profile_path;   // model profile for planning and prediction (default: configs/models/NAME.yaml)
+  std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
+};
+
+struct Stats {
+  double median_ms = 0;
+  double p99_ms = 0;
+  double min_ms = 0;
+};
+
+Stats stats_of(std::vector<Duration> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)].ms();
+  };
+  return {at(0.5), at(0.99), v.front().ms()};
+}
+
+void run(const RunOptions& o) {
+  const std::vector<std::string> modes = {"ready", "pipeswitch", "single", "per-layer", "no-pin", "no-umm"};
+  if (std::find(modes.begin(), modes.end(), o.mode) == modes.end()) {
+    throw InputError("unknown --mode '" + o.mode + "': expected ready, pipeswitch, single, per-layer, no-pin or no-umm");
+  }
+  if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
+  const std::string profile_path = o.profile_path.empty() ? "configs/models/" + o.model + ".yaml" : o.profile_path;
+  const ModelProfile profile = load_model_profile(profile_path);
+  const HardwareProfile hardware = load_hardware_profile(o.hardware_path);
+  auto backend = exec::make_backend(o.backend);
+  auto model = exec::make_model(o.model, 0);
+  if (profile.name != model->name()) {
+    throw InputError(profile_path + ": the profile is of model '" + profile.name + "', not '" + o.model + "'");
+  }
+  model->to(backend->device());
+  const SwitchCosts costs = make_switch_costs(profile, hardware, Task::Inference,
+                                              o.mode == "no-pin" ? HostMemory::Pageable : HostMemory::Pinned);
+  Grouping groups;
+  std::string strategy;
+  if (!o.plan_path.empty()) {
+    groups = load_fixed_groups(o.plan_path, profile);
+    strategy = "fixed";
+  } else if (o.mode == "single") {
+    groups = plan_single(costs).groups;
+    strategy = "single";
+  } else if (o.mode == "per-layer") {
+    groups = plan_per_layer(costs).groups;
+    strategy = "per-layer";
+  } else {
+    groups = plan_optimal(costs).groups;
+    strategy = "optimal";
+  }
+  const exec::TransferMode transfer = o.mode == "no-pin"   ? exec::TransferMode::Pageable
+                                      : o.mode == "no-umm" ? exec::TransferMode::AllocatePerTensor
+                                                           : exec::TransferMode::Pipelined;
+  exec::PipelineEngine engine(*backend, *model, groups, transfer);
+  const torch::Tensor input = model->example_input(o.batch, 1).to(backend->device());
+
+  // The ready model, measured in the same run: parameters resident, plain forward.
+  std::vector<Duration> ready_wall;
+  std::vector<Duration> switch_wall;
+  std::vector<Duration> switch_startup;
+  std::vector<Duration> device_total;
+  auto wall = [&](auto&& fn) {
+    backend->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    backend->synchronize();
+    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
+  engine.switch_in_and_run(input);  // parameters resident for the ready runs
+  for (int i = 0; i < o.warmup + o.repeat; ++i) {
+    const Duration w = wall([&] { engine.run_resident(input); });
+    if (i >= o.warmup) ready_wall.push_back(w);
+  }
+  if (o.mode != "ready") {
+    for (int i = 0; i < o.warmup + o.repeat; ++i) {
+      engine.poison_device_parameters(static_cast<std::uint8_t>(i));  // stale parameters: a cold switch
+      const Duration w = wall([&] { engine.switch_in_and_run(input); });
+      const exec::SwitchTiming t = engine.last_timing();
+      if (i >= o.warmup) {
+        switch_wall.push_back(w);
+        switch_startup.push_back(t.startup);
+        device_total.push_back(t.total);
+      }
+    }
+  }
+  const Stats ready = stats_of(ready_wall);
+  const Stats latency = o.mode == "ready" ? ready : stats_of(switch_wall);
+  const Stats startup = stats_of(switch_startup);
+  const Stats device = stats_of(device_total);
+  const Timeline predicted = evaluate_timeline(costs, groups);
+  const Duration bound = pipeline_bound(costs);
+  if (!o.timeline_path.empty()) {
+    save_text(o.timeline_path, timeline_to_chrome_trace(predicted, o.model + " predicted (" + strategy + ")"));
+  }
+  const double overhead_ms = latency.median_ms - ready.median_ms;
+  if (o.format == "json") {
+    const nlohmann::json out = {
+        {"model", o.model}, {"mode", o.mode}, {"backend", backend->name()}, {"strategy", strategy},
+        {"groups", groups.size()}, {"repeat", o.repeat}, {"batch", o.batch},
+        {"latency_ms", {{"median", latency.median_ms}, {"p99", latency.p99_ms}, {"min", latency.min_ms}}},
+        {"ready_ms", {{"median", ready.median_ms}, {"p99", ready.p99_ms}}},
+        {"startup_ms", {{"median", startup.median_ms}, {"p99", startup.p99_ms}}},
+        {"device_total_ms", {{"median", device.median_ms}, {"p99", device.p99_ms}}},
+        {"overhead_ms", overhead_ms},
+        {"predicted_ms", predicted.total.ms()}, {"bound_ms", bound.ms()},
+        {"profile", profile_path}, {"hardware", hardware.name}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::printf("%-18s %s, mode %s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
+              o.model.c_str(), o.mode.c_str(), backend->name().c_str(), strategy.c_str(), groups.size(), o.batch,
+              o.repeat);
+  std::printf("%-18s median %.3f ms  p99 %.3f ms  min %.3f ms\n", "latency", latency.median_ms, latency.p99_ms,
+              latency.min_ms);
+  std::printf("%-18s median %.3f ms  p99 %.3f ms\n", "ready (resident)", ready.median_ms, ready.p99_ms);
+  std::printf("%-18s median %.3f ms (latency - ready)\n", "overhead", overhead_ms);
+  std::printf("%-18s median %.3f ms  p99 %.3f ms (device: switch begins -> first layer)\n", "startup",
+              startup.median_ms, startup.p99_ms);
+  std::printf("%-18s %.3f ms predicted by the timeline from %s on %s; pipeline bound %.3f ms\n", "prediction",
+              predicted.total.ms(), profile_path.c_str(), hardware.name.c_str(), bound.ms());
+}
+
+}  // namespace
+
+Action add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Switch a cold model into the device and run it; measure latency and overheads");
+  cmd->add_option("--model", options->model, "resnet152 | inception_v3 | bert_base")->required();
+  cmd->add_option("--mode", options->mode, "ready | pipeswitch | single | per-layer | no-pin | no-umm")->capture_default_str();
+  cmd->add_option("--plan", options->plan_path, "Groups YAML instead of the planner's");
+  cmd->add_option("--repeat", options->repeat, "Measured repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
+  cmd->add_option("--warmup", options->warmup, "Unmeasured repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--format", options->format, "table | json")->capture_default_str();
+  cmd->add_option("--timeline", options->timeline_path, "Write the predicted timeline as a Chrome trace");
+  cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
+  cmd->add_option("--profile", options->profile_path, "Model profile for planning and prediction");
+  cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
+  return [options] { run(*options); };
+}
+
+}  // namespace psw::cli

@@ -1,0 +1,110 @@
+// The CUDA backend: a copy stream, a compute stream and one CUDA event per group. The
+// compute stream waits for a group's event on the GPU (cudaStreamWaitEvent), so the host
+// enqueues the whole forward at once and never blocks per group.
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "psw/exec/backend.hpp"
+
+namespace psw::exec {
+
+namespace {
+
+// Move-only owner of one CUDA event; timing disabled unless asked for (the cheapest kind to
+// record and wait on).
+class Event {
+ public:
+  explicit Event(bool timing = false) {
+    PSW_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  }
+  ~Event() {
+    if (event_ != nullptr) PSW_CUDA_CHECK_WARN(cudaEventDestroy(event_));
+  }
+  Event(Event&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  Event& operator=(Event&& other) noexcept {
+    std::swap(event_, other.event_);
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend()
+      : copy_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false)),
+        compute_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true)) {
+    // Note [Compute stream]: LibTorch launches on the thread's current stream, so the
+    // backend makes its compute stream current for the thread that owns it; every forward
+    // the engine runs then queues behind the group waits it enqueues there.
+    c10::cuda::setCurrentCUDAStream(compute_stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  torch::Device device() const override { return {torch::kCUDA, compute_stream_.device_index()}; }
+
+  torch::Tensor allocate_device(Bytes bytes) override {
+    return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8).device(device()));
+  }
+  torch::Tensor allocate_host(Bytes bytes, bool pinned) override {
+    return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8).pinned_memory(pinned));
+  }
+
+  void begin_switch(std::size_t num_groups) override {
+    while (events_.size() < num_groups) events_.emplace_back();
+    // The copies of this switch must not overwrite parameters the previous forward reads.
+    PSW_CUDA_CHECK(cudaEventRecord(fence_.get(), compute_stream_.stream()));
+    PSW_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.stream(), fence_.get(), 0));
+  }
+
+  void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) override {
+    PSW_CHECK(dst.nbytes() == src.nbytes(), "copy of ", src.nbytes(), " bytes into ", dst.nbytes());
+    PSW_CHECK(group < events_.size(), "group ", group, " outside the switch");
+    PSW_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyHostToDevice,
+                                   copy_stream_.stream()));
+    PSW_CUDA_CHECK(cudaEventRecord(events_[group].get(), copy_stream_.stream()));
+  }
+
+  void wait_group(std::size_t group) override {
+    PSW_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.stream(), events_.at(group).get(), 0));
+  }
+
+  void synchronize() override {
+    PSW_CUDA_CHECK(cudaStreamSynchronize(copy_stream_.stream()));
+    PSW_CUDA_CHECK(cudaStreamSynchronize(compute_stream_.stream()));
+  }
+
+  void fill(const torch::Tensor& dst, std::uint8_t value) override {
+    PSW_CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), value, dst.nbytes(), compute_stream_.stream()));
+  }
+
+  void mark(std::size_t slot) override {
+    while (marks_.size() <= slot) marks_.emplace_back(/*timing=*/true);
+    PSW_CUDA_CHECK(cudaEventRecord(marks_[slot].get(), compute_stream_.stream()));
+  }
+  Duration elapsed(std::size_t from, std::size_t to) override {
+    float ms = 0;
+    PSW_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_.at(from).get(), marks_.at(to).get()));
+    return nanoseconds(static_cast<std::int64_t>(static_cast<double>(ms) * 1e6));
+  }
+
+ private:
+  c10::cuda::CUDAStream copy_stream_;
+  c10::cuda::CUDAStream compute_stream_;
+  std::vector<Event> events_;
+  std::vector<Event> marks_;
+  Event fence_;  // compute stream's progress when the switch began
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace psw::exec

@@ -1,0 +1,54 @@
+#pragma once
+// Backend: what the pipeline engine needs from a device, without naming CUDA.
+//
+//   host  CPU LibTorch; a copy thread plays the copy stream, the calling thread the compute
+//         stream; a group's "event" is a flag the copy thread sets. CI tests the engine's
+//         layout, binding, gating and outputs on it.
+//   cuda  (exec/cuda/, only in CUDA builds) a copy stream, a compute stream and one CUDA
+//         event per group; waits happen on the GPU, the host never blocks per group.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "psw/common/units.hpp"
+
+namespace psw::exec {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual torch::Device device() const = 0;
+
+  // One device allocation of `bytes` (uint8), made once: the device pool.
+  virtual torch::Tensor allocate_device(Bytes bytes) = 0;
+  // Host memory of `bytes` (uint8): page-locked when `pinned`, else ordinary pageable.
+  virtual torch::Tensor allocate_host(Bytes bytes, bool pinned) = 0;
+
+  // Starts a switch of `num_groups` groups: forgets the previous switch's group events.
+  virtual void begin_switch(std::size_t num_groups) = 0;
+  // Enqueues the copy of host `src` into device `dst` (same byte size) on the copy stream,
+  // then marks group `group` arrived once the copy is done. Returns without waiting.
+  virtual void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) = 0;
+  // On the compute stream: nothing after this runs before group `group` has arrived.
+  virtual void wait_group(std::size_t group) = 0;
+  // Blocks the host until the copies and the computation enqueued so far are done.
+  virtual void synchronize() = 0;
+  // Fills `dst` with a byte pattern on the device (poisons the parameter region in tests).
+  virtual void fill(const torch::Tensor& dst, std::uint8_t value) = 0;
+
+  // Timestamps on the compute stream, for measurement: mark(k) records when the compute
+  // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two
+  // marks of the same switch.
+  virtual void mark(std::size_t slot) = 0;
+  virtual Duration elapsed(std::size_t from, std::size_t to) = 0;
+};
+
+std::unique_ptr<Backend> make_host_backend();
+// "host" or "cuda"; InputError when the name is unknown or this build has no CUDA.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace psw::exec

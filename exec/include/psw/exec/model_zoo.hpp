@@ -1,0 +1,80 @@
+#pragma once
+// The model zoo (DESIGN.md §5): the paper's models written by hand in LibTorch C++ with random,
+// seeded weights (no downloads). Each model lists its layers in execution order, exactly the
+// layers of configs/models/<name>.yaml (scripts/gen_model_profiles.py), and runs its forward
+// through a gate called before each layer, so that the pipeline engine can wait there for the
+// layer's group and a test can prove the order.
+//
+// Architectures (parameter shapes and module names identical to the originals):
+//  - resnet152:    torchvision resnet152() (Bottleneck [3, 8, 36, 3]), input N x 3 x 224 x 224;
+//  - inception_v3: torchvision inception_v3(aux_logits=True, transform_input=False), input
+//                  N x 3 x 299 x 299; the AuxLogits layers sit after Mixed_6e and run only in
+//                  training, so inference does not gate them;
+//  - bert_base:    HuggingFace BertModel (bert-base-uncased config) with pooler, token ids
+//                  N x 128 (int64), no padding (attention mask all ones), token types 0.
+// Forward runs with eval semantics (BatchNorm on running statistics, dropout the identity) and
+// without autograd.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "psw/common/units.hpp"
+
+namespace psw::exec {
+
+// One layer as the executor moves it: the module that owns parameters or buffers, with its
+// tensors (parameters then buffers, in registration order). The tensors share their
+// TensorImpl with the module's, so `t.set_data(view)` rebinds the module's own tensor.
+struct ZooLayer {
+  std::string name;  // as in configs/models/<model>.yaml, e.g. "layer1.0.conv1"
+  std::string kind;  // conv, bn, linear, embedding, layernorm
+  std::vector<torch::Tensor> tensors;
+  Bytes bytes() const;  // sum of nbytes over tensors
+};
+
+// Called with the layer index just before that layer computes (the pipeline engine waits
+// there until the layer's group has arrived).
+using LayerGate = std::function<void(std::size_t layer)>;
+
+class ZooModel {
+ public:
+  virtual ~ZooModel() = default;
+  virtual const std::string& name() const = 0;
+  // Layers in execution order, exactly the layers of configs/models/<name>.yaml (same names,
+  // same order, and each layer's bytes() equal to its param_bytes there).
+  virtual std::vector<ZooLayer>& layers() = 0;
+  // A deterministic example input for `batch` (images N x 3 x 224 x 224 for ResNet,
+  // 299 x 299 for Inception-v3; token ids N x 128 (int64) for BERT), seeded. On the CPU,
+  // independent of the global random generator.
+  virtual torch::Tensor example_input(int batch, std::uint64_t seed) const = 0;
+  // Inference forward (eval mode, no grad): calls gate(i) before layer i computes, for every
+  // layer that runs, in execution order (Inception's training_only AuxLogits layers do not
+  // run in inference, so their gates are not called). The output: logits (N x 1000) for the
+  // CNNs; for BERT the pooled output (N x 768). The input must be on the model's device. Like
+  // the originals, the CNNs run on any image size from their minimum up (ResNet 32 x 32,
+  // Inception 75 x 75) and BERT on any sequence length from 1 to 512; InputError for an input
+  // of the wrong rank, dtype or a smaller size.
+  virtual torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) = 0;
+  torch::Tensor forward(const torch::Tensor& input) {
+    return forward(input, [](std::size_t) {});
+  }
+  // Moves every parameter and buffer to `device` (the model is built on the CPU). The layers'
+  // tensors keep sharing their TensorImpl with the modules.
+  virtual void to(torch::Device device) = 0;
+};
+
+// "resnet152", "inception_v3", "bert_base"; weights random, deterministic from `seed`
+// (torch::manual_seed before construction, and BatchNorm running stats set to non-trivial
+// seeded values so that outputs are not degenerate); InputError (psw/common/error.hpp) for an
+// unknown name, listing the known ones. Seeds the global LibTorch generator; calls from
+// several threads are serialised.
+std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed = 0);
+std::vector<std::string> zoo_model_names();
+
+}  // namespace psw::exec

@@ -1,0 +1,84 @@
+#pragma once
+// The pipeline engine: switch a cold model in (its parameters only in host memory) and
+// run it, with the transfer of group g+1.. overlapping the compute of group g.
+//
+//   copy stream     | copy g0 |ev0| copy g1 |ev1| copy g2 |ev2|
+//   compute stream       wait ev0 |layers of g0| wait ev1 |layers of g1| wait ev2 |g2|
+//
+// Note [Parameter binding]: every parameter and buffer of the model is bound once, before
+// any request, to a fixed offset of one device allocation (the pool's parameter region),
+// by the plan's MemoryLayout: groups contiguous, each tensor aligned. The pinned host copy
+// uses the same layout, so one group is one contiguous copy and nothing is allocated on the
+// switch path. (The NoMemoryManagement variant deliberately does the opposite.)
+
+#include <memory>
+#include <vector>
+
+#include "psw/common/plan.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+
+namespace psw::exec {
+
+// How the engine moves parameters; the ablations of DESIGN.md §5.
+enum class TransferMode {
+  Pipelined,           // the plan's groups, gated per group (PipeSwitch, single, per-layer)
+  Pageable,            // as Pipelined, from pageable host memory (no pinned memory)
+  AllocatePerTensor,   // no memory management: a fresh device tensor per parameter per switch
+};
+
+// Device-side times of the last switch or resident run, from its first operation.
+struct SwitchTiming {
+  Duration startup;  // until the first layer starts computing
+  Duration total;    // until the forward is done
+};
+
+class PipelineEngine {
+ public:
+  static constexpr std::size_t kMarkBegin = 0;
+  static constexpr std::size_t kMarkFirstLayer = 1;
+  static constexpr std::size_t kMarkEnd = 2;
+
+  // Packs the model's tensors into host memory by the layout of `groups` (validated against
+  // the model) and binds them to the device pool. Throws InputError for a bad grouping.
+  PipelineEngine(Backend& backend, ZooModel& model, Grouping groups,
+                 TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512);
+
+  // One switch: the device parameter region is assumed stale (poison it with
+  // poison_device_parameters() to prove it); copies every group and runs the forward, each
+  // group's first layer waiting for its group. Returns the output (on the backend's device).
+  torch::Tensor switch_in_and_run(const torch::Tensor& input);
+  // Runs the forward with the parameters already resident (the ready model).
+  torch::Tensor run_resident(const torch::Tensor& input);
+  void poison_device_parameters(std::uint8_t value = 0xFF);
+  // Waits for the last switch_in_and_run / run_resident and returns its device-side times.
+  SwitchTiming last_timing();
+
+  const MemoryLayout& layout() const { return layout_; }
+  const Grouping& groups() const { return groups_; }
+  // Device bytes allocated by the engine itself since construction (the pool, made once).
+  std::int64_t device_allocations() const { return device_allocations_; }
+
+ private:
+  struct TensorSlot {
+    std::size_t layer;
+    torch::Tensor tensor;  // shares its TensorImpl with the model's parameter or buffer
+    Bytes offset;          // within the parameter region (and the host buffer)
+  };
+
+  void bind_to(const torch::Tensor& region);
+  torch::Tensor forward_marked(const torch::Tensor& input, const LayerGate& gate);
+
+  Backend& backend_;
+  ZooModel& model_;
+  Grouping groups_;
+  TransferMode mode_;
+  MemoryLayout layout_;
+  std::vector<TensorSlot> slots_;
+  std::vector<std::size_t> group_of_layer_;
+  torch::Tensor host_;    // packed parameters (pinned unless Pageable)
+  torch::Tensor device_;  // the parameter region of the pool
+  std::int64_t device_allocations_ = 0;
+};
+
+}  // namespace psw::exec

@@ -1,0 +1,25 @@
+// The one place that knows which backends this build has.
+#include "psw/common/error.hpp"
+#include "psw/exec/backend.hpp"
+
+namespace psw::exec {
+
+#if PSW_WITH_CUDA
+std::unique_ptr<Backend> make_cuda_backend();  // exec/cuda/cuda_backend.cpp
+#endif
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "host") return make_host_backend();
+  if (name == "cuda") {
+#if PSW_WITH_CUDA
+    return make_cuda_backend();
+#else
+    throw InputError(
+        "this psw was built without CUDA (LibTorch without CUDA support); rebuild against a CUDA "
+        "LibTorch: cmake -DCMAKE_PREFIX_PATH=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')");
+#endif
+  }
+  throw InputError("unknown backend '" + name + "': expected host or cuda");
+}
+
+}  // namespace psw::exec

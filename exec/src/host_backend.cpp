@@ -1,0 +1,133 @@
+// The host backend: LibTorch on the CPU, with a thread in the role of the copy stream.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "psw/common/error.hpp"
+#include "psw/exec/backend.hpp"
+
+namespace psw::exec {
+
+namespace {
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend() : copier_([this] { copy_loop(); }) {}
+  ~HostBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    copier_.join();
+  }
+  HostBackend(const HostBackend&) = delete;
+  HostBackend& operator=(const HostBackend&) = delete;
+
+  std::string name() const override { return "host"; }
+  torch::Device device() const override { return torch::kCPU; }
+
+  torch::Tensor allocate_device(Bytes bytes) override {
+    return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8));
+  }
+  torch::Tensor allocate_host(Bytes bytes, bool /*pinned*/) override {
+    // Page-locking needs a CUDA build; on the host backend both kinds are ordinary memory.
+    return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8));
+  }
+
+  void begin_switch(std::size_t num_groups) override {
+    synchronize();
+    std::lock_guard<std::mutex> lock(mutex_);
+    arrived_.assign(num_groups, false);
+  }
+
+  void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) override {
+    PSW_CHECK(dst.nbytes() == src.nbytes(), "copy of ", src.nbytes(), " bytes into ", dst.nbytes());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      PSW_CHECK(group < arrived_.size(), "group ", group, " outside the switch");
+      queue_.push_back({group, dst, src});
+    }
+    work_ready_.notify_one();
+  }
+
+  void wait_group(std::size_t group) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_cv_.wait(lock, [&] { return arrived_.at(group) || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_cv_.wait(lock, [&] { return (queue_.empty() && !busy_) || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  void fill(const torch::Tensor& dst, std::uint8_t value) override {
+    synchronize();
+    dst.fill_(value);
+  }
+
+  // The calling thread is the compute stream: a mark is simply the time it gets there.
+  void mark(std::size_t slot) override {
+    if (marks_.size() <= slot) marks_.resize(slot + 1);
+    marks_[slot] = std::chrono::steady_clock::now();
+  }
+  Duration elapsed(std::size_t from, std::size_t to) override {
+    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(marks_.at(to) - marks_.at(from)).count());
+  }
+
+ private:
+  struct Copy {
+    std::size_t group;
+    torch::Tensor dst;
+    torch::Tensor src;
+  };
+
+  void copy_loop() {
+    while (true) {
+      Copy copy;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping
+        copy = std::move(queue_.front());
+        queue_.pop_front();
+        busy_ = true;
+      }
+      try {
+        copy.dst.copy_(copy.src);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        error_ = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        busy_ = false;
+        if (copy.group < arrived_.size()) arrived_[copy.group] = true;
+      }
+      arrived_cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable arrived_cv_;
+  std::deque<Copy> queue_;
+  std::vector<bool> arrived_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+  std::thread copier_;  // last: starts after every other member exists
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
+
+}  // namespace psw::exec

@@ -1,0 +1,211 @@
+// The model zoo: the registry (make_model) and the models' common base (models/zoo_base.hpp).
+
+#include "psw/exec/model_zoo.hpp"
+
+#include <cmath>
+#include <mutex>
+#include <utility>
+
+#include "models/zoo_base.hpp"
+#include "psw/common/error.hpp"
+
+namespace psw::exec {
+
+Bytes ZooLayer::bytes() const {
+  Bytes total = 0;
+  for (const torch::Tensor& t : tensors) total += static_cast<Bytes>(t.nbytes());
+  return total;
+}
+
+namespace {
+
+struct Entry {
+  const char* name;
+  std::unique_ptr<ZooModel> (*build)();
+};
+
+constexpr Entry kModels[] = {
+    {"resnet152", &detail::build_resnet152},
+    {"inception_v3", &detail::build_inception_v3},
+    {"bert_base", &detail::build_bert_base},
+};
+
+}  // namespace
+
+std::vector<std::string> zoo_model_names() {
+  std::vector<std::string> names;
+  for (const Entry& e : kModels) names.emplace_back(e.name);
+  return names;
+}
+
+std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed) {
+  for (const Entry& e : kModels) {
+    if (name != e.name) continue;
+    // The global generator is seeded and then consumed by the construction: one at a time.
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    torch::manual_seed(seed);
+    return e.build();
+  }
+  std::string known;
+  for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
+  throw InputError("unknown model '" + name + "' in the model zoo (known: " + known + ")");
+}
+
+// ------------------------------------------------------------------------------------------
+// ZooBase
+// ------------------------------------------------------------------------------------------
+
+namespace detail {
+
+ZooBase::ZooBase(std::string name)
+    : name_(std::move(name)), root_(std::make_shared<torch::nn::Module>(name_)) {}
+
+void ZooBase::to(torch::Device device) {
+  // Module::to rebinds each parameter and buffer with set_data, so the layers' tensors, which
+  // share their TensorImpl, follow.
+  root_->to(device);
+}
+
+std::shared_ptr<torch::nn::Module> ZooBase::container(const std::string& path) {
+  if (path.empty()) return root_;
+  if (auto it = containers_.find(path); it != containers_.end()) return it->second;
+  const auto dot = path.rfind('.');
+  auto parent = container(dot == std::string::npos ? std::string() : path.substr(0, dot));
+  auto child = parent->register_module(
+      dot == std::string::npos ? path : path.substr(dot + 1), std::make_shared<torch::nn::Module>());
+  containers_.emplace(path, child);
+  return child;
+}
+
+void ZooBase::attach(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
+                     std::string kind, bool training_only) {
+  const auto dot = path.rfind('.');
+  auto parent = container(dot == std::string::npos ? std::string() : path.substr(0, dot));
+  parent->register_module(dot == std::string::npos ? path : path.substr(dot + 1), module);
+  ZooLayer layer{path, std::move(kind), {}};
+  for (const torch::Tensor& p : module->parameters(/*recurse=*/false)) layer.tensors.push_back(p);
+  for (const torch::Tensor& b : module->buffers(/*recurse=*/false)) layer.tensors.push_back(b);
+  layers_.push_back(std::move(layer));
+  modules_.push_back(module.get());
+  training_only_.push_back(training_only);
+}
+
+torch::nn::Conv2d ZooBase::conv(const std::string& path, std::int64_t in, std::int64_t out,
+                                Pair kernel, Pair stride, Pair padding, bool training_only) {
+  torch::nn::Conv2d m(torch::nn::Conv2dOptions(in, out, torch::ExpandingArray<2>(kernel))
+                          .stride(torch::ExpandingArray<2>(stride))
+                          .padding(torch::ExpandingArray<2>(padding))
+                          .bias(false));
+  attach(path, m.ptr(), "conv", training_only);
+  return m;
+}
+
+torch::nn::BatchNorm2d ZooBase::bn(const std::string& path, std::int64_t channels, double eps,
+                                   bool training_only) {
+  torch::nn::BatchNorm2d m(torch::nn::BatchNorm2dOptions(channels).eps(eps));
+  attach(path, m.ptr(), "bn", training_only);
+  return m;
+}
+
+torch::nn::Linear ZooBase::linear(const std::string& path, std::int64_t in, std::int64_t out,
+                                  bool training_only) {
+  torch::nn::Linear m(torch::nn::LinearOptions(in, out));
+  attach(path, m.ptr(), "linear", training_only);
+  return m;
+}
+
+torch::nn::Embedding ZooBase::embedding(const std::string& path, std::int64_t rows,
+                                        std::int64_t dim, bool padding_idx0) {
+  auto options = torch::nn::EmbeddingOptions(rows, dim);
+  if (padding_idx0) options.padding_idx(0);
+  torch::nn::Embedding m(options);
+  attach(path, m.ptr(), "embedding", false);
+  return m;
+}
+
+torch::nn::LayerNorm ZooBase::layernorm(const std::string& path, std::int64_t dim, double eps) {
+  torch::nn::LayerNorm m(torch::nn::LayerNormOptions({dim}).eps(eps));
+  attach(path, m.ptr(), "layernorm", false);
+  return m;
+}
+
+void ZooBase::initialise(double embedding_std) {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<torch::Tensor>& t = layers_[i].tensors;
+    const std::string& kind = layers_[i].kind;
+    if (kind == "conv") {
+      t[0].mul_(std::sqrt(6.0));  // variance 1 / (3 fan_in) -> 2 / fan_in
+    } else if (kind == "bn") {
+      t[0].uniform_(0.8, 1.2);   // weight
+      t[1].uniform_(-0.1, 0.1);  // bias
+      t[2].uniform_(-0.1, 0.1);  // running_mean
+      t[3].uniform_(0.5, 1.5);   // running_var
+    } else if (kind == "embedding") {
+      t[0].mul_(embedding_std);  // the default is normal(0, 1)
+      const auto* emb = dynamic_cast<const torch::nn::EmbeddingImpl*>(modules_[i]);
+      PSW_CHECK(emb != nullptr, "layer ", layers_[i].name, " is not an embedding");
+      if (emb->options.padding_idx().has_value()) t[0][*emb->options.padding_idx()].zero_();
+    } else if (kind == "layernorm") {
+      t[0].uniform_(0.9, 1.1);
+      t[1].uniform_(-0.05, 0.05);
+    }
+  }
+  root_->eval();
+}
+
+void ZooBase::scale_bn_weight(torch::nn::BatchNorm2d& bn, double factor) {
+  torch::NoGradGuard no_grad;
+  bn->weight.mul_(factor);
+}
+
+void ZooBase::check_image(const torch::Tensor& input, std::int64_t min_size) const {
+  if (input.dim() != 4 || input.size(1) != 3 || input.size(2) < min_size ||
+      input.size(3) < min_size || !input.is_floating_point()) {
+    throw InputError(::psw::detail::concat(name_, ": the input must be images N x 3 x H x W, ",
+                                           "floating point, H and W at least ", min_size,
+                                           ", not ", input.sizes(), " ", input.dtype()));
+  }
+}
+
+torch::Tensor ZooBase::random_images(int batch, std::int64_t size, std::uint64_t seed) {
+  if (batch < 1) throw InputError(::psw::detail::concat("batch must be at least 1, not ", batch));
+  torch::Tensor images = torch::empty({batch, 3, size, size}, torch::kFloat32);
+  float* data = images.data_ptr<float>();
+  std::uint64_t state = seed;
+  const auto n = images.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    // splitmix64
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return images;
+}
+
+void ZooBase::Cursor::skip_training_only() {
+  while (next_ < model_.layers_.size() && model_.training_only_[next_]) ++next_;
+}
+
+void ZooBase::Cursor::enter(const torch::nn::Module& module) {
+  skip_training_only();
+  PSW_CHECK(next_ < model_.layers_.size(), model_.name_, ": the forward runs more layers than ",
+            "the model lists");
+  PSW_CHECK(model_.modules_[next_] == &module, model_.name_,
+            ": the forward runs a layer out of order where ", model_.layers_[next_].name,
+            " (layer ", next_, ") is expected");
+  gate_(next_);
+  ++next_;
+}
+
+void ZooBase::Cursor::finish() {
+  skip_training_only();
+  PSW_CHECK(next_ == model_.layers_.size(), model_.name_, ": the forward ran ", next_, " of ",
+            model_.layers_.size(), " layers");
+}
+
+}  // namespace detail
+}  // namespace psw::exec

@@ -1,0 +1,140 @@
+// The pipeline engine on the host backend: layout, binding, gating, and output equality
+// with a plain resident run for every plan and model, after poisoning the device region.
+#include <gtest/gtest.h>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/pipeline.hpp"
+
+namespace psw::exec {
+namespace {
+
+std::string root() { return PSW_SOURCE_DIR; }
+
+Grouping plan_for(const std::string& model, Strategy strategy) {
+  const ModelProfile profile = load_model_profile(root() + "/configs/models/" + model + ".yaml");
+  const HardwareProfile hw = load_hardware_profile(root() + "/configs/hardware/h200-pcie5.yaml");
+  if (strategy == Strategy::Fixed) {
+    return load_fixed_groups(root() + "/configs/plans/" + model + "-artifact.yaml", profile);
+  }
+  return make_plan(strategy, make_switch_costs(profile, hw, Task::Inference)).groups;
+}
+
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto diff = (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+  const auto scale = b.to(torch::kFloat64).abs().max().item<double>();
+  return diff / std::max(scale, 1e-30);
+}
+
+// Full-size inputs make CPU forwards slow; every property checked here holds at any size the
+// architectures accept, so the tests use the smallest (the layers and bytes are the same).
+torch::Tensor small_input(const ZooModel& model, std::uint64_t seed) {
+  const torch::Tensor x = model.example_input(1, seed);
+  if (model.name() == "bert_base") return x.narrow(1, 0, 8).contiguous();
+  const std::int64_t size = model.name() == "inception_v3" ? 75 : 64;
+  return x.narrow(2, 0, size).narrow(3, 0, size).contiguous();
+}
+
+torch::Tensor plain_run(const std::string& name, std::uint64_t seed, const torch::Tensor& input) {
+  auto model = make_model(name, seed);
+  torch::NoGradGuard no_grad;
+  return model->forward(input);
+}
+
+class PipelineOutputs : public ::testing::TestWithParam<std::tuple<std::string, Strategy>> {};
+
+TEST_P(PipelineOutputs, SwitchedOutputEqualsAPlainRun) {
+  const auto& [name, strategy] = GetParam();
+  auto model = make_model(name, 11);
+  const torch::Tensor input = small_input(*model, 5);
+  const torch::Tensor reference = plain_run(name, 11, input);
+  auto backend = make_host_backend();
+  PipelineEngine engine(*backend, *model, plan_for(name, strategy));
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0xA5 + repetition));
+    const torch::Tensor out = engine.switch_in_and_run(input);
+    EXPECT_LT(relative_error(out, reference), 1e-5) << name << " repetition " << repetition;
+  }
+  // The pool was allocated once, at construction, by the layout.
+  EXPECT_EQ(engine.device_allocations(), engine.layout().total_bytes);
+}
+
+std::string strategy_label(Strategy s) { return s == Strategy::PerLayer ? "per_layer" : to_string(s); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, PipelineOutputs,
+    ::testing::Combine(::testing::Values("resnet152", "inception_v3", "bert_base"),
+                       ::testing::Values(Strategy::Optimal, Strategy::Single, Strategy::PerLayer, Strategy::Fixed)),
+    [](const auto& p) { return std::get<0>(p.param) + "_" + strategy_label(std::get<1>(p.param)); });
+
+TEST(Pipeline, PoisonedParametersChangeAResidentRun) {
+  // Proves the model reads the bound region: poisoning without a switch breaks the output.
+  auto model = make_model("bert_base", 3);
+  auto backend = make_host_backend();
+  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal));
+  const torch::Tensor input = small_input(*model, 1);
+  const torch::Tensor good = engine.switch_in_and_run(input);
+  engine.poison_device_parameters(0x00);
+  const torch::Tensor zeroed = engine.run_resident(input);
+  EXPECT_GT(relative_error(zeroed, good), 1e-3);
+}
+
+TEST(Pipeline, VariantsGiveTheSameOutput) {
+  auto probe = make_model("resnet152", 2);
+  const torch::Tensor input = small_input(*probe, 9);
+  const torch::Tensor reference = plain_run("resnet152", 2, input);
+  for (TransferMode mode : {TransferMode::Pageable, TransferMode::AllocatePerTensor}) {
+    auto model = make_model("resnet152", 2);
+    auto backend = make_host_backend();
+    PipelineEngine engine(*backend, *model, plan_for("resnet152", Strategy::Optimal), mode);
+    engine.poison_device_parameters();
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
+  }
+}
+
+TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {
+  auto model = make_model("inception_v3", 0);
+  auto backend = make_host_backend();
+  const Grouping groups = plan_for("inception_v3", Strategy::Fixed);
+  PipelineEngine engine(*backend, *model, groups);
+  const auto& layout = engine.layout();
+  ASSERT_EQ(layout.group_offset.size(), groups.size());
+  for (std::size_t g = 0; g + 1 < groups.size(); ++g) {
+    EXPECT_EQ(layout.group_offset[g] + layout.group_span[g], layout.group_offset[g + 1]);
+    EXPECT_EQ(layout.group_offset[g] % 512, 0);
+  }
+  for (const auto& layer : model->layers()) {
+    for (const auto& t : layer.tensors) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16, 0u) << layer.name;
+    }
+  }
+}
+
+TEST(Pipeline, RejectsAGroupingOfAnotherModel) {
+  auto model = make_model("bert_base", 0);
+  auto backend = make_host_backend();
+  EXPECT_THROW(PipelineEngine(*backend, *model, plan_for("resnet152", Strategy::Single)), InputError);
+}
+
+TEST(Backend, UnknownBackendsAreRefused) {
+  EXPECT_THROW(make_backend("tpu"), InputError);
+  EXPECT_EQ(make_backend("host")->name(), "host");
+}
+
+#if !PSW_WITH_CUDA
+TEST(Backend, CudaIsRefusedClearlyWithoutACudaBuild) {
+  try {
+    make_backend("cuda");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("without CUDA"), std::string::npos);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace psw::exec
