@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On a GPU host: configure against the CUDA LibTorch of the installed PyTorch (DESIGN.md §7),
+# build, run the `gpu` ctest label, then measure switches with `psw run` for every model and
+# mode, and write results/gpu/<date>-h200.md (raw JSON beside it) with the environment.
+#
+#   scripts/gpu-test.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
+#
+# Dependencies the GPU image lacks (yaml-cpp, CLI11, nlohmann-json, GoogleTest) may be given
+# as an unpacked Debian tree in .gpu-carry/ (scripts/gpu-carry.sh makes it).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/results/gpu}
+build=${PSW_GPU_BUILD_DIR:-$root/build-gpu}
+mkdir -p "$out"
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+prefix="$torch_prefix"
+if [[ -d "$root/.gpu-carry/usr" ]]; then
+  prefix="$prefix;$root/.gpu-carry/usr"
+  export LD_LIBRARY_PATH="$root/.gpu-carry/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+echo "== configure ($(date -u +%T))"
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPSW_BUILD_BENCH=OFF \
+  -DCMAKE_PREFIX_PATH="$prefix" > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+grep -E "psw:" "$out/configure.log" || true
+echo "== build ($(date -u +%T))"
+cmake --build "$build" --parallel "$(nproc)" --target psw psw_gpu_tests psw_exec_tests > "$out/build.log" 2>&1 \
+  || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+echo "== gpu tests ($(date -u +%T))"
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu-tests.log" | tail -15
+raw="$out/raw-$(date -u +%F)"
+mkdir -p "$raw"
+echo "== switches ($(date -u +%T))"
+for model in resnet152 inception_v3 bert_base; do
+  for mode in pipeswitch single per-layer no-pin no-umm; do
+    (cd "$root" && "$build/cli/psw" run --model "$model" --mode "$mode" --repeat "${PSW_GPU_REPEAT:-100}" \
+       --format json) > "$raw/$model-$mode.json"
+    echo "$model $mode: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("latency %.3f ms, ready %.3f ms, startup %.3f ms" % (d["latency_ms"]["median"], d["ready_ms"]["median"], d["startup_ms"]["median"]))' "$raw/$model-$mode.json")"
+  done
+done
+report="$out/$(date -u +%F)-h200.md"
+python3 "$root/scripts/gpu_report.py" "$raw" "$root/scripts/environment.sh" > "$report"
+echo "== written $report ($(date -u +%T))"

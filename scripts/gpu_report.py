@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Builds results/gpu/<date>-h200.md from the JSON files `psw run --format json` wrote."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+
+def main(raw_dir: str, environment_script: str) -> None:
+    runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(raw_dir, "*.json")))]
+    env = subprocess.run(["bash", environment_script], capture_output=True, text=True).stdout
+    try:
+        versions = subprocess.run(["python3", "-c", "import torch;print('PyTorch', torch.__version__, 'CUDA', torch.version.cuda)"],
+                                  capture_output=True, text=True).stdout.strip()
+    except OSError:
+        versions = "unknown"
+    print("# Switch latency on the GPU (`psw run`)\n")
+    print("Produced by `scripts/gpu-test.sh` on the GPU host; do not edit by hand. Every switch starts")
+    print("cold: the device parameter region is poisoned first, so all parameters cross PCIe from")
+    print("pinned host memory (pageable for no-pin). Batch 8, fp32, median of the repetitions; the")
+    print("ready model (parameters resident, plain forward) is measured in the same run. Latency is")
+    print("host wall time from the call to the end of the forward (synchronised); startup is")
+    print("device time from the switch's first operation to the first layer's start.\n")
+    print(env.strip())
+    print(f"- libraries: {versions}\n")
+    print("| model | mode | plan | groups | latency median (ms) | p99 (ms) | ready (ms) | overhead (ms) | startup (ms) | predicted (ms) | bound (ms) | latency / bound | latency / ready |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        lat = r["latency_ms"]["median"]
+        print(f"| {r['model']} | {r['mode']} | {r['strategy']} | {r['groups']} | {lat:.3f} | {r['latency_ms']['p99']:.3f} | "
+              f"{r['ready_ms']['median']:.3f} | {r['overhead_ms']:.3f} | {r['startup_ms']['median']:.3f} | "
+              f"{r['predicted_ms']:.3f} | {r['bound_ms']:.3f} | {lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} |")
+    print("\n`predicted` and `bound` come from the timeline evaluation with the analytic model profiles")
+    print("(configs/models/) and configs/hardware/h200-pcie5.yaml: measured per-layer profiles (`psw profile`)")
+    print("do not exist yet, so the prediction error here mostly measures the analytic compute model.")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
