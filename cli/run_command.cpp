@@ -34,6 +34,7 @@ struct RunOptions {
   std::string backend = "cuda";
   std::string profile_path;   // model profile for planning and prediction (default: configs/models/NAME.yaml)
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
+  bool graph = false;
 };
 
 struct Stats {
@@ -107,10 +108,26 @@ void run(const RunOptions& o) {
     const Duration w = wall([&] { engine.run_resident(input); });
     if (i >= o.warmup) ready_wall.push_back(w);
   }
+  // With --graph: the switch and the resident run replay captured graphs (Note [Switch
+  // graphs]); the eager resident run above stays the PyTorch-eager reference.
+  std::vector<Duration> ready_graph_wall;
+  if (o.graph) {
+    engine.capture_graphs(input);
+    for (int i = 0; i < o.warmup + o.repeat; ++i) {
+      const Duration w = wall([&] { engine.run_resident_graph(input); });
+      if (i >= o.warmup) ready_graph_wall.push_back(w);
+    }
+  }
   if (o.mode != "ready") {
     for (int i = 0; i < o.warmup + o.repeat; ++i) {
       engine.poison_device_parameters(static_cast<std::uint8_t>(i));  // stale parameters: a cold switch
-      const Duration w = wall([&] { engine.switch_in_and_run(input); });
+      const Duration w = wall([&] {
+        if (o.graph) {
+          engine.switch_in_and_run_graph(input);
+        } else {
+          engine.switch_in_and_run(input);
+        }
+      });
       const exec::SwitchTiming t = engine.last_timing();
       if (i >= o.warmup) {
         switch_wall.push_back(w);
@@ -120,6 +137,7 @@ void run(const RunOptions& o) {
     }
   }
   const Stats ready = stats_of(ready_wall);
+  const Stats ready_graph = stats_of(ready_graph_wall);
   const Stats latency = o.mode == "ready" ? ready : stats_of(switch_wall);
   const Stats startup = stats_of(switch_startup);
   const Stats device = stats_of(device_total);
@@ -135,6 +153,8 @@ void run(const RunOptions& o) {
         {"groups", groups.size()}, {"repeat", o.repeat}, {"batch", o.batch},
         {"latency_ms", {{"median", latency.median_ms}, {"p99", latency.p99_ms}, {"min", latency.min_ms}}},
         {"ready_ms", {{"median", ready.median_ms}, {"p99", ready.p99_ms}}},
+        {"graph", o.graph},
+        {"ready_graph_ms", {{"median", ready_graph.median_ms}, {"p99", ready_graph.p99_ms}}},
         {"startup_ms", {{"median", startup.median_ms}, {"p99", startup.p99_ms}}},
         {"device_total_ms", {{"median", device.median_ms}, {"p99", device.p99_ms}}},
         {"overhead_ms", overhead_ms},
@@ -143,12 +163,16 @@ void run(const RunOptions& o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::printf("%-18s %s, mode %s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
-              o.model.c_str(), o.mode.c_str(), backend->name().c_str(), strategy.c_str(), groups.size(), o.batch,
-              o.repeat);
+  std::printf("%-18s %s, mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
+              o.model.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", backend->name().c_str(), strategy.c_str(),
+              groups.size(), o.batch, o.repeat);
   std::printf("%-18s median %.3f ms  p99 %.3f ms  min %.3f ms\n", "latency", latency.median_ms, latency.p99_ms,
               latency.min_ms);
-  std::printf("%-18s median %.3f ms  p99 %.3f ms\n", "ready (resident)", ready.median_ms, ready.p99_ms);
+  std::printf("%-18s median %.3f ms  p99 %.3f ms (eager)\n", "ready (resident)", ready.median_ms, ready.p99_ms);
+  if (o.graph) {
+    std::printf("%-18s median %.3f ms  p99 %.3f ms (graph)\n", "ready (resident)", ready_graph.median_ms,
+                ready_graph.p99_ms);
+  }
   std::printf("%-18s median %.3f ms (latency - ready)\n", "overhead", overhead_ms);
   std::printf("%-18s median %.3f ms  p99 %.3f ms (device: switch begins -> first layer)\n", "startup",
               startup.median_ms, startup.p99_ms);
@@ -172,6 +196,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
   cmd->add_option("--profile", options->profile_path, "Model profile for planning and prediction");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
+  cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
   return [options] { run(*options); };
 }
 

@@ -33,10 +33,12 @@ raw="$out/raw-$(date -u +%F)"
 mkdir -p "$raw"
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
-  for mode in pipeswitch single per-layer no-pin no-umm; do
-    (cd "$root" && "$build/cli/psw" run --model "$model" --mode "$mode" --repeat "${PSW_GPU_REPEAT:-100}" \
+  for mode in pipeswitch pipeswitch-graph single per-layer per-layer-graph no-pin no-umm; do
+    args=(--mode "${mode%-graph}")
+    if [[ $mode == *-graph ]]; then args+=(--graph); fi
+    (cd "$root" && "$build/cli/psw" run --model "$model" "${args[@]}" --repeat "${PSW_GPU_REPEAT:-100}" \
        --format json) > "$raw/$model-$mode.json"
-    echo "$model $mode: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("latency %.3f ms, ready %.3f ms, startup %.3f ms" % (d["latency_ms"]["median"], d["ready_ms"]["median"], d["startup_ms"]["median"]))' "$raw/$model-$mode.json")"
+    echo "$model $mode: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("latency %.3f ms, ready eager %.3f ms, ready graph %.3f ms, startup %.3f ms" % (d["latency_ms"]["median"], d["ready_ms"]["median"], d["ready_graph_ms"]["median"], d["startup_ms"]["median"]))' "$raw/$model-$mode.json")"
   done
 done
 report="$out/$(date -u +%F)-h200.md"

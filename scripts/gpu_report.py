@@ -24,13 +24,19 @@ def main(raw_dir: str, environment_script: str) -> None:
     print("device time from the switch's first operation to the first layer's start.\n")
     print(env.strip())
     print(f"- libraries: {versions}\n")
-    print("| model | mode | plan | groups | latency median (ms) | p99 (ms) | ready (ms) | overhead (ms) | startup (ms) | predicted (ms) | bound (ms) | latency / bound | latency / ready |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("`ready eager` is the resident model run eagerly by LibTorch (the PyTorch-eager reference);")
+    print("`ready graph` the same forward replayed as a CUDA graph; `graph` rows replay the whole switch")
+    print("(copies, group waits and kernels) as one captured graph.\n")
+    print("| model | mode | graph | plan | groups | latency median (ms) | p99 (ms) | ready eager (ms) | ready graph (ms) | startup (ms) | predicted (ms) | bound (ms) | latency / bound | latency / ready eager |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         lat = r["latency_ms"]["median"]
-        print(f"| {r['model']} | {r['mode']} | {r['strategy']} | {r['groups']} | {lat:.3f} | {r['latency_ms']['p99']:.3f} | "
-              f"{r['ready_ms']['median']:.3f} | {r['overhead_ms']:.3f} | {r['startup_ms']['median']:.3f} | "
-              f"{r['predicted_ms']:.3f} | {r['bound_ms']:.3f} | {lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} |")
+        graph = r.get("graph", False)
+        ready_graph = r.get("ready_graph_ms", {}).get("median", 0.0)
+        print(f"| {r['model']} | {r['mode']} | {'yes' if graph else 'no'} | {r['strategy']} | {r['groups']} | {lat:.3f} | "
+              f"{r['latency_ms']['p99']:.3f} | {r['ready_ms']['median']:.3f} | {ready_graph:.3f} | "
+              f"{r['startup_ms']['median']:.3f} | {r['predicted_ms']:.3f} | {r['bound_ms']:.3f} | "
+              f"{lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} |")
     print("\n`predicted` and `bound` come from the timeline evaluation with the analytic model profiles")
     print("(configs/models/) and configs/hardware/h200-pcie5.yaml: measured per-layer profiles (`psw profile`)")
     print("do not exist yet, so the prediction error here mostly measures the analytic compute model.")

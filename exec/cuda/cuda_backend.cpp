@@ -1,6 +1,7 @@
 // The CUDA backend: a copy stream, a compute stream and one CUDA event per group. The
 // compute stream waits for a group's event on the GPU (cudaStreamWaitEvent), so the host
 // enqueues the whole forward at once and never blocks per group.
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
@@ -87,7 +88,39 @@ class CudaBackend final : public Backend {
 
   void mark(std::size_t slot) override {
     while (marks_.size() <= slot) marks_.emplace_back(/*timing=*/true);
-    PSW_CUDA_CHECK(cudaEventRecord(marks_[slot].get(), compute_stream_.stream()));
+    // Inside a capture the record must become a graph node that records the event at each
+    // replay (an external record), so that the marks still time replays.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    PSW_CUDA_CHECK(cudaStreamIsCapturing(compute_stream_.stream(), &status));
+    if (status == cudaStreamCaptureStatusActive) {
+      PSW_CUDA_CHECK(cudaEventRecordWithFlags(marks_[slot].get(), compute_stream_.stream(), cudaEventRecordExternal));
+    } else {
+      PSW_CUDA_CHECK(cudaEventRecord(marks_[slot].get(), compute_stream_.stream()));
+    }
+  }
+
+  void join_copies() override {
+    PSW_CUDA_CHECK(cudaEventRecord(join_.get(), copy_stream_.stream()));
+    PSW_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.stream(), join_.get(), 0));
+  }
+
+  bool supports_graphs() const override { return true; }
+
+  void capture(std::size_t slot, const std::function<void()>& body) override {
+    synchronize();
+    while (graphs_.size() <= slot) graphs_.push_back(nullptr);
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    // Captures on the current (compute) stream; the copy stream joins through the fence
+    // event of begin_switch and leaves through join_copies.
+    graph->capture_begin();
+    body();
+    graph->capture_end();
+    graphs_[slot] = std::move(graph);
+  }
+
+  void replay(std::size_t slot) override {
+    PSW_CHECK(slot < graphs_.size() && graphs_[slot], "no graph captured in slot ", slot);
+    graphs_[slot]->replay();
   }
   Duration elapsed(std::size_t from, std::size_t to) override {
     float ms = 0;
@@ -100,6 +133,8 @@ class CudaBackend final : public Backend {
   c10::cuda::CUDAStream compute_stream_;
   std::vector<Event> events_;
   std::vector<Event> marks_;
+  Event join_;  // the copy stream's progress, waited for by the compute stream
+  std::vector<std::unique_ptr<at::cuda::CUDAGraph>> graphs_;
   Event fence_;  // compute stream's progress when the switch began
 };
 

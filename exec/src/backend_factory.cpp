@@ -8,6 +8,14 @@ namespace psw::exec {
 std::unique_ptr<Backend> make_cuda_backend();  // exec/cuda/cuda_backend.cpp
 #endif
 
+void Backend::capture(std::size_t /*slot*/, const std::function<void()>& /*body*/) {
+  throw InputError("the " + name() + " backend cannot capture graphs");
+}
+
+void Backend::replay(std::size_t /*slot*/) {
+  throw InputError("the " + name() + " backend cannot replay graphs");
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "host") return make_host_backend();
   if (name == "cuda") {

@@ -92,13 +92,42 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   // A group is waited for before the first of its layers that runs (a group may start with
   // layers that do not run in this task, such as Inception-v3's auxiliary head).
   std::vector<bool> waited(groups_.size(), false);
-  return forward_marked(input, [this, &waited](std::size_t layer) {
+  torch::Tensor out = forward_marked(input, [this, &waited](std::size_t layer) {
     const std::size_t g = group_of_layer_[layer];
     if (!waited[g]) {
       backend_.wait_group(g);
       waited[g] = true;
     }
   });
+  backend_.join_copies();
+  return out;
+}
+
+void PipelineEngine::capture_graphs(const torch::Tensor& example) {
+  if (!backend_.supports_graphs()) throw InputError("the " + backend_.name() + " backend cannot capture graphs");
+  if (mode_ != TransferMode::Pipelined) throw InputError("only pipelined transfers from pinned memory can be captured");
+  torch::NoGradGuard no_grad;
+  graph_input_ = example.clone();
+  // Warm up outside the capture: library handles, kernel selection, the activation cache.
+  switch_in_and_run(graph_input_);
+  run_resident(graph_input_);
+  backend_.synchronize();
+  backend_.capture(kSwitchGraph, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
+  backend_.capture(kResidentGraph, [this] { graph_resident_output_ = run_resident(graph_input_); });
+}
+
+torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input) {
+  PSW_CHECK(graph_switch_output_.defined(), "capture_graphs() first");
+  graph_input_.copy_(input, /*non_blocking=*/true);
+  backend_.replay(kSwitchGraph);
+  return graph_switch_output_;
+}
+
+torch::Tensor PipelineEngine::run_resident_graph(const torch::Tensor& input) {
+  PSW_CHECK(graph_resident_output_.defined(), "capture_graphs() first");
+  graph_input_.copy_(input, /*non_blocking=*/true);
+  backend_.replay(kResidentGraph);
+  return graph_resident_output_;
 }
 
 torch::Tensor PipelineEngine::forward_marked(const torch::Tensor& input, const LayerGate& gate) {

@@ -57,6 +57,32 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Strategy::Optimal, Strategy::Single, Strategy::PerLayer)),
     [](const auto& p) { return std::get<0>(p.param) + "_" + label(std::get<1>(p.param)); });
 
+class CudaGraphSwitch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGraphSwitch, ReplayedSwitchEqualsAResidentRun) {
+  const std::string name = GetParam();
+  auto backend = make_backend("cuda");
+  auto model = make_model(name, 5);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 2).to(backend->device());
+  PipelineEngine engine(*backend, *model, plan_for(name, Strategy::Optimal));
+  engine.capture_graphs(input);
+  const torch::Tensor reference = engine.run_resident(input).clone();
+  for (int repetition = 0; repetition < 3; ++repetition) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0x33 + repetition));
+    const torch::Tensor out = engine.switch_in_and_run_graph(input).clone();
+    backend->synchronize();
+    EXPECT_LT(relative_error(out, reference), 1e-5) << name << " repetition " << repetition;
+  }
+  // The resident graph reads the bound parameters too: poisoning changes its output.
+  engine.poison_device_parameters(0x00);
+  const torch::Tensor poisoned = engine.run_resident_graph(input).clone();
+  backend->synchronize();
+  EXPECT_GT(relative_error(poisoned, reference), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaGraphSwitch, ::testing::Values("resnet152", "inception_v3", "bert_base"));
+
 TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   auto backend = make_backend("cuda");
   auto model = make_model("resnet152", 1);

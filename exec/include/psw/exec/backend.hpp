@@ -8,6 +8,7 @@
 //         event per group; waits happen on the GPU, the host never blocks per group.
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,17 @@ class Backend {
   virtual void synchronize() = 0;
   // Fills `dst` with a byte pattern on the device (poisons the parameter region in tests).
   virtual void fill(const torch::Tensor& dst, std::uint8_t value) = 0;
+
+  // Makes the compute stream wait for every copy enqueued so far (a switch must not end,
+  // or a graph capture close, with copies still in flight on the copy stream).
+  virtual void join_copies() {}
+
+  // Note [Switch graphs]: a backend that supports graphs records what `body` enqueues on
+  // its streams (copies, group waits, kernels, marks) into graph `slot` once; replay(slot)
+  // then launches all of it with one call, taking host dispatch off the critical path.
+  virtual bool supports_graphs() const { return false; }
+  virtual void capture(std::size_t slot, const std::function<void()>& body);
+  virtual void replay(std::size_t slot);
 
   // Timestamps on the compute stream, for measurement: mark(k) records when the compute
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two

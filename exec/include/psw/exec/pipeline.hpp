@@ -38,6 +38,8 @@ class PipelineEngine {
   static constexpr std::size_t kMarkBegin = 0;
   static constexpr std::size_t kMarkFirstLayer = 1;
   static constexpr std::size_t kMarkEnd = 2;
+  static constexpr std::size_t kSwitchGraph = 0;
+  static constexpr std::size_t kResidentGraph = 1;
 
   // Packs the model's tensors into host memory by the layout of `groups` (validated against
   // the model) and binds them to the device pool. Throws InputError for a bad grouping.
@@ -50,6 +52,14 @@ class PipelineEngine {
   torch::Tensor switch_in_and_run(const torch::Tensor& input);
   // Runs the forward with the parameters already resident (the ready model).
   torch::Tensor run_resident(const torch::Tensor& input);
+
+  // Note [Switch graphs] (backend.hpp): records one switch and one resident run, with
+  // `example` as the input, into two graphs; afterwards switch_in_and_run_graph and
+  // run_resident_graph replay them (the input is copied into the captured input tensor).
+  // Needs a backend with graphs and pinned host memory (pageable copies cannot be captured).
+  void capture_graphs(const torch::Tensor& example);
+  torch::Tensor switch_in_and_run_graph(const torch::Tensor& input);
+  torch::Tensor run_resident_graph(const torch::Tensor& input);
   void poison_device_parameters(std::uint8_t value = 0xFF);
   // Waits for the last switch_in_and_run / run_resident and returns its device-side times.
   SwitchTiming last_timing();
@@ -76,6 +86,9 @@ class PipelineEngine {
   MemoryLayout layout_;
   std::vector<TensorSlot> slots_;
   std::vector<std::size_t> group_of_layer_;
+  torch::Tensor graph_input_;
+  torch::Tensor graph_switch_output_;
+  torch::Tensor graph_resident_output_;
   torch::Tensor host_;    // packed parameters (pinned unless Pageable)
   torch::Tensor device_;  // the parameter region of the pool
   std::int64_t device_allocations_ = 0;
