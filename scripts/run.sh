@@ -28,3 +28,7 @@ mkdir -p "$root/results"
 } > "$root/results/plans.md"
 echo
 echo "written: results/plans.md"
+
+echo
+echo "The paper's Figures 5-9 in simulation (results/sim/):"
+PSW_BUILD_DIR="$build" bash "$root/scripts/run-experiments.sh"
