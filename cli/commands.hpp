@@ -17,6 +17,7 @@ Action add_sim_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
 #if PSW_HAVE_EXEC
 Action add_run_command(CLI::App& app);
+Action add_profile_command(CLI::App& app);
 #endif
 
 }  // namespace psw::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   register_command(&psw::cli::add_sweep_command);
 #if PSW_HAVE_EXEC
   register_command(&psw::cli::add_run_command);
+  register_command(&psw::cli::add_profile_command);
 #endif
 
   try {

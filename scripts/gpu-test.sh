@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU host: configure against the CUDA LibTorch of the installed PyTorch (DESIGN.md §7),
-# build, run the `gpu` ctest label, then measure switches with `psw run` for every model and
-# mode, and write results/gpu/<date>-h200.md (raw JSON beside it) with the environment.
+# build, run the `gpu` ctest label, profile the three models and the link (`psw profile`,
+# into OUT_DIR/profiles/), then measure switches with `psw run` for every model and mode,
+# predicting with the measured profiles, and write OUT_DIR/<date>-h200.md with the environment.
 #
 #   scripts/gpu-test.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
 #
@@ -30,14 +31,21 @@ cmake --build "$build" --parallel "$(nproc)" --target psw psw_gpu_tests psw_exec
 echo "== gpu tests ($(date -u +%T))"
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu-tests.log" | tail -15
 raw="$out/raw-$(date -u +%F)"
-mkdir -p "$raw"
+profiles="$out/profiles"
+mkdir -p "$raw" "$profiles"
+echo "== profiles ($(date -u +%T))"
+for model in resnet152 inception_v3 bert_base; do
+  link=()
+  if [[ $model == resnet152 ]]; then link=(--link --hardware-name h200-pcie5); fi
+  (cd "$root" && "$build/cli/psw" profile --model "$model" --batch 8 --repeat 50 "${link[@]}" --out "$profiles")
+done
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
   for mode in pipeswitch pipeswitch-graph single per-layer per-layer-graph no-pin no-umm; do
     args=(--mode "${mode%-graph}")
     if [[ $mode == *-graph ]]; then args+=(--graph); fi
     (cd "$root" && "$build/cli/psw" run --model "$model" "${args[@]}" --repeat "${PSW_GPU_REPEAT:-100}" \
-       --format json) > "$raw/$model-$mode.json"
+       --profile "$profiles/$model.yaml" --hardware "$profiles/h200-pcie5.yaml" --format json) > "$raw/$model-$mode.json"
     echo "$model $mode: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("latency %.3f ms, ready eager %.3f ms, ready graph %.3f ms, startup %.3f ms" % (d["latency_ms"]["median"], d["ready_ms"]["median"], d["ready_graph_ms"]["median"], d["startup_ms"]["median"]))' "$raw/$model-$mode.json")"
   done
 done

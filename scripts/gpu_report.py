@@ -27,8 +27,8 @@ def main(raw_dir: str, environment_script: str) -> None:
     print("`ready eager` is the resident model run eagerly by LibTorch (the PyTorch-eager reference);")
     print("`ready graph` the same forward replayed as a CUDA graph; `graph` rows replay the whole switch")
     print("(copies, group waits and kernels) as one captured graph.\n")
-    print("| model | mode | graph | plan | groups | latency median (ms) | p99 (ms) | ready eager (ms) | ready graph (ms) | startup (ms) | predicted (ms) | bound (ms) | latency / bound | latency / ready eager |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | mode | graph | plan | groups | latency median (ms) | p99 (ms) | ready eager (ms) | ready graph (ms) | startup (ms) | predicted (ms) | bound (ms) | latency / bound | latency / ready eager | prediction error |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         lat = r["latency_ms"]["median"]
         graph = r.get("graph", False)
@@ -36,10 +36,13 @@ def main(raw_dir: str, environment_script: str) -> None:
         print(f"| {r['model']} | {r['mode']} | {'yes' if graph else 'no'} | {r['strategy']} | {r['groups']} | {lat:.3f} | "
               f"{r['latency_ms']['p99']:.3f} | {r['ready_ms']['median']:.3f} | {ready_graph:.3f} | "
               f"{r['startup_ms']['median']:.3f} | {r['predicted_ms']:.3f} | {r['bound_ms']:.3f} | "
-              f"{lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} |")
-    print("\n`predicted` and `bound` come from the timeline evaluation with the analytic model profiles")
-    print("(configs/models/) and configs/hardware/h200-pcie5.yaml: measured per-layer profiles (`psw profile`)")
-    print("do not exist yet, so the prediction error here mostly measures the analytic compute model.")
+              f"{lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} | "
+              f"{(r['predicted_ms'] - lat) / lat * 100:+.1f}% |")
+    print("\n`predicted` (the timeline evaluation of the plan) and `bound` (the pipeline bound of DESIGN.md §6)")
+    print("come from the profiles measured in the same session by `psw profile` (per-layer forward times of")
+    print("a replayed graph, and the fitted pinned and pageable links; `profile` column of the JSON). The")
+    print("prediction error is (predicted - measured) / measured. The bound and the prediction assume")
+    print("graph-like dispatch: eager rows pay host dispatch on top, which the model does not include.")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "cuda_check.hpp"
@@ -102,6 +103,32 @@ class CudaBackend final : public Backend {
   void join_copies() override {
     PSW_CUDA_CHECK(cudaEventRecord(join_.get(), copy_stream_.stream()));
     PSW_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.stream(), join_.get(), 0));
+  }
+
+  std::string device_description() const override {
+    cudaDeviceProp props{};
+    PSW_CUDA_CHECK(cudaGetDeviceProperties(&props, compute_stream_.device_index()));
+    return props.name;
+  }
+
+  Duration time_copy(Bytes bytes, bool pinned, int repeats) override {
+    torch::Tensor src = allocate_host(bytes, pinned).fill_(1);
+    torch::Tensor dst = allocate_device(bytes);
+    Event start(/*timing=*/true);
+    Event end(/*timing=*/true);
+    std::vector<Duration> times;
+    for (int i = 0; i < repeats; ++i) {
+      PSW_CUDA_CHECK(cudaEventRecord(start.get(), copy_stream_.stream()));
+      PSW_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), static_cast<std::size_t>(bytes),
+                                     cudaMemcpyHostToDevice, copy_stream_.stream()));
+      PSW_CUDA_CHECK(cudaEventRecord(end.get(), copy_stream_.stream()));
+      PSW_CUDA_CHECK(cudaEventSynchronize(end.get()));
+      float ms = 0;
+      PSW_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
+      times.push_back(nanoseconds(static_cast<std::int64_t>(static_cast<double>(ms) * 1e6)));
+    }
+    std::sort(times.begin(), times.end());
+    return times.at(times.size() / 2);
   }
 
   bool supports_graphs() const override { return true; }

@@ -1,4 +1,5 @@
 // The host backend: LibTorch on the CPU, with a thread in the role of the copy stream.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -70,6 +71,21 @@ class HostBackend final : public Backend {
   void fill(const torch::Tensor& dst, std::uint8_t value) override {
     synchronize();
     dst.fill_(value);
+  }
+
+  std::string device_description() const override { return "CPU (LibTorch host backend)"; }
+
+  Duration time_copy(Bytes bytes, bool pinned, int repeats) override {
+    torch::Tensor src = allocate_host(bytes, pinned).fill_(1);
+    torch::Tensor dst = allocate_device(bytes);
+    std::vector<Duration> times;
+    for (int i = 0; i < repeats; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      dst.copy_(src);
+      times.push_back(nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+    }
+    std::sort(times.begin(), times.end());
+    return times.at(times.size() / 2);
   }
 
   // The calling thread is the compute stream: a mark is simply the time it gets there.

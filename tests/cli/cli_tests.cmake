@@ -112,3 +112,8 @@ if(PSW_HAVE_EXEC)
     psw_cli_test(run.no_cuda 2 "built without CUDA" run --model resnet152 --backend cuda)
   endif()
 endif()
+if(PSW_HAVE_EXEC)
+  add_test(NAME cli.profile.host
+           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> profile --model inception_v3 --backend host --batch 1 --repeat 1 --link --link-max 16MiB --hardware-name cpu-test --out $out >/dev/null && grep -q 'kind: measured' $out/inception_v3.yaml && $<TARGET_FILE:psw> plan --model $out/inception_v3.yaml --hardware $out/cpu-test.yaml --format json | grep -q total_ns; rc=$?; rm -rf $out; exit $rc")
+  set_tests_properties(cli.profile.host PROPERTIES LABELS cli TIMEOUT 300)
+endif()

@@ -52,6 +52,12 @@ class Backend {
   virtual void capture(std::size_t slot, const std::function<void()>& body);
   virtual void replay(std::size_t slot);
 
+  // The device, for profiles and reports ("NVIDIA H200", "CPU (LibTorch)").
+  virtual std::string device_description() const = 0;
+  // One host-to-device copy of `bytes` from pinned or pageable memory, timed on the copy
+  // stream: the median of `repeats` copies (buffers allocated once per call).
+  virtual Duration time_copy(Bytes bytes, bool pinned, int repeats) = 0;
+
   // Timestamps on the compute stream, for measurement: mark(k) records when the compute
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two
   // marks of the same switch.
