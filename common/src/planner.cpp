@@ -153,6 +153,27 @@ PlanResult seed_incumbent(const SwitchCosts& costs) {
   return best;
 }
 
+// Rebuilds the winning grouping of a label-setting search: the final group starts at
+// boundary `start` and extends partial `label`; every partial in `pool` records the
+// boundary its last group started at and the partial it extended.
+template <typename Partials>
+PlanResult finish_search(const SwitchCosts& costs, const Partials& pool, std::size_t label, std::size_t start,
+                         Duration total, const SearchStats& stats) {
+  std::vector<std::size_t> ends{costs.num_layers()};
+  while (start != 0) {
+    ends.push_back(start);
+    start = pool[label].start;
+    label = pool[label].parent;
+  }
+  std::reverse(ends.begin(), ends.end());
+  PlanResult result;
+  result.groups = grouping_from_ends(ends);
+  result.total = total;
+  result.stats = stats;
+  PSW_CHECK(evaluate_total(costs, result.groups) == total, "reconstructed plan disagrees");
+  return result;
+}
+
 }  // namespace
 
 PlanResult plan_single(const SwitchCosts& costs) {
@@ -282,22 +303,7 @@ PlanResult plan_optimal(const SwitchCosts& costs) {
     incumbent.stats = stats;
     return incumbent;
   }
-  // Walk the parents back from the partial the final group extended.
-  std::vector<std::size_t> ends{n};
-  std::size_t boundary = best_start;
-  std::size_t label = best_label;
-  while (boundary != 0) {
-    ends.push_back(boundary);
-    boundary = pool[label].start;
-    label = pool[label].parent;
-  }
-  std::reverse(ends.begin(), ends.end());
-  PlanResult result;
-  result.groups = grouping_from_ends(ends);
-  result.total = best;
-  result.stats = stats;
-  PSW_CHECK(evaluate_total(costs, result.groups) == best, "reconstructed plan disagrees");
-  return result;
+  return finish_search(costs, pool, best_label, best_start, best, stats);
 }
 
 // ---------------------------------------------------------------------------------
@@ -418,21 +424,7 @@ PlanResult plan_pipeswitch(const SwitchCosts& costs) {
     incumbent.stats = stats;
     return incumbent;
   }
-  std::vector<std::size_t> ends{n};
-  std::size_t boundary = best_start;
-  std::size_t node = best_node;
-  while (boundary != 0) {
-    ends.push_back(boundary);
-    boundary = pool[node].start;
-    node = pool[node].parent;
-  }
-  std::reverse(ends.begin(), ends.end());
-  PlanResult result;
-  result.groups = grouping_from_ends(ends);
-  result.total = best;
-  result.stats = stats;
-  PSW_CHECK(evaluate_total(costs, result.groups) == best, "reconstructed plan disagrees");
-  return result;
+  return finish_search(costs, pool, best_node, best_start, best, stats);
 }
 
 // ---------------------------------------------------------------------------------

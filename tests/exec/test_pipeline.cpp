@@ -6,6 +6,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
+#include "exec_test_support.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/pipeline.hpp"
@@ -13,22 +14,8 @@
 namespace psw::exec {
 namespace {
 
-std::string root() { return PSW_SOURCE_DIR; }
-
-Grouping plan_for(const std::string& model, Strategy strategy) {
-  const ModelProfile profile = load_model_profile(root() + "/configs/models/" + model + ".yaml");
-  const HardwareProfile hw = load_hardware_profile(root() + "/configs/hardware/h200-pcie5.yaml");
-  if (strategy == Strategy::Fixed) {
-    return load_fixed_groups(root() + "/configs/plans/" + model + "-artifact.yaml", profile);
-  }
-  return make_plan(strategy, make_switch_costs(profile, hw, Task::Inference)).groups;
-}
-
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto diff = (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
-  const auto scale = b.to(torch::kFloat64).abs().max().item<double>();
-  return diff / std::max(scale, 1e-30);
-}
+using testing_support::plan_for;
+using testing_support::relative_error;
 
 // Full-size inputs make CPU forwards slow; every property checked here holds at any size the
 // architectures accept, so the tests use the smallest (the layers and bytes are the same).
