@@ -679,30 +679,5 @@ TEST(TraceBursty, InvalidSpecs) {
   expect_input_error(make(s), {"model_weights are all zero"});
 }
 
-// Streams the whole shipped 2019 day (~13.0 million requests). Not run by default (a few
-// seconds); run with --gtest_also_run_disabled_tests --gtest_filter='*FullDay*'.
-TEST(TraceAzure2019, DISABLED_FullDayThroughput) {
-  const auto path = shared_trace(kAzure2019);
-  ASSERT_TRUE(std::filesystem::exists(path)) << "missing " << path;
-  for (SpreadKind spread : {SpreadKind::Uniform, SpreadKind::Poisson}) {
-    const auto start = std::chrono::steady_clock::now();
-    const auto source = open_azure_functions_2019(path, default_mapping(), spread, 1);
-    std::int64_t n = 0;
-    std::int64_t checksum = 0;
-    while (auto r = source->next()) {
-      ++n;
-      checksum += r->arrival.ns() & 0xff;
-    }
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s: %lld requests in %.2f s (%.1f M/s), checksum %lld\n",
-                spread == SpreadKind::Uniform ? "uniform" : "poisson", static_cast<long long>(n), s,
-                static_cast<double>(n) / s / 1e6, static_cast<long long>(checksum));
-    if (spread == SpreadKind::Uniform) {
-      EXPECT_EQ(n, 13'037'064);
-    }
-  }
-}
-
 }  // namespace
 }  // namespace psw
