@@ -159,7 +159,11 @@ void run(const RunOptions& o) {
         {"device_total_ms", {{"median", device.median_ms}, {"p99", device.p99_ms}}},
         {"overhead_ms", overhead_ms},
         {"predicted_ms", predicted.total.ms()}, {"bound_ms", bound.ms()},
-        {"profile", profile_path}, {"hardware", hardware.name}};
+        {"profile", profile_path}, {"hardware", hardware.name},
+        {"param_bytes", costs.total_bytes()},
+        {"transfer_ms", costs.link().copy_time(costs.total_bytes()).ms()},
+        {"profile_compute_ms", costs.total_compute().ms()},
+        {"predicted_startup_ms", predicted.startup.ms()}};
     std::cout << out.dump(2) << "\n";
     return;
   }

@@ -51,4 +51,7 @@ for model in resnet152 inception_v3 bert_base; do
 done
 report="$out/$(date -u +%F)-h200.md"
 python3 "$root/scripts/gpu_report.py" "$raw" "$root/scripts/environment.sh" > "$report"
+# One archive each for the raw runs and the profiles (the device tool returns few files).
+tar -C "$raw" -czf "$out/raw-runs.tar.gz" . && rm -rf "$raw"
+tar -C "$profiles" -czf "$out/profiles.tar.gz" .
 echo "== written $report ($(date -u +%T))"
