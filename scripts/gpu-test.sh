@@ -41,9 +41,14 @@ for model in resnet152 inception_v3 bert_base; do
 done
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
-  for mode in pipeswitch pipeswitch-graph single per-layer per-layer-graph no-pin no-umm; do
-    args=(--mode "${mode%-graph}")
-    if [[ $mode == *-graph ]]; then args+=(--graph); fi
+  for mode in pipeswitch pipeswitch-graph pipeswitch-graph-hostemb single per-layer per-layer-graph no-pin no-umm; do
+    base=${mode%-hostemb}
+    args=(--mode "${base%-graph}")
+    if [[ $base == *-graph ]]; then args+=(--graph); fi
+    if [[ $mode == *-hostemb ]]; then
+      [[ $model == bert_base ]] || continue   # only BERT has embedding tables
+      args+=(--host-embeddings)
+    fi
     (cd "$root" && "$build/cli/psw" run --model "$model" "${args[@]}" --repeat "${PSW_GPU_REPEAT:-100}" \
        --profile "$profiles/$model.yaml" --hardware "$profiles/h200-pcie5.yaml" --format json) > "$raw/$model-$mode.json"
     echo "$model $mode: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("latency %.3f ms, ready eager %.3f ms, ready graph %.3f ms, startup %.3f ms" % (d["latency_ms"]["median"], d["ready_ms"]["median"], d["ready_graph_ms"]["median"], d["startup_ms"]["median"]))' "$raw/$model-$mode.json")"

@@ -59,6 +59,12 @@ class CudaBackend final : public Backend {
     return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8).pinned_memory(pinned));
   }
 
+  torch::Tensor map_host(const torch::Tensor& host) override {
+    PSW_CHECK(host.is_pinned(), "only pinned host memory can be read by the device in place");
+    // With unified addressing a pinned host pointer is valid on the device as it is.
+    return torch::from_blob(host.data_ptr(), host.sizes(), host.options().device(device()).pinned_memory(false));
+  }
+
   void begin_switch(std::size_t num_groups) override {
     while (events_.size() < num_groups) events_.emplace_back();
     // The copies of this switch must not overwrite parameters the previous forward reads.

@@ -40,10 +40,13 @@ class HostBackend final : public Backend {
     return torch::empty({static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8));
   }
 
+  torch::Tensor map_host(const torch::Tensor& host) override { return host; }
+
   void begin_switch(std::size_t num_groups) override {
     synchronize();
     std::lock_guard<std::mutex> lock(mutex_);
     arrived_.assign(num_groups, false);
+    pending_.assign(num_groups, 0);
   }
 
   void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) override {
@@ -51,6 +54,7 @@ class HostBackend final : public Backend {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       PSW_CHECK(group < arrived_.size(), "group ", group, " outside the switch");
+      ++pending_[group];
       queue_.push_back({group, dst, src});
     }
     work_ready_.notify_one();
@@ -124,7 +128,9 @@ class HostBackend final : public Backend {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         busy_ = false;
-        if (copy.group < arrived_.size()) arrived_[copy.group] = true;
+        // Every copy of a group is enqueued before the forward waits for it, so the group has
+        // arrived when its last copy is done.
+        if (copy.group < arrived_.size() && --pending_[copy.group] == 0) arrived_[copy.group] = true;
       }
       arrived_cv_.notify_all();
     }
@@ -135,6 +141,7 @@ class HostBackend final : public Backend {
   std::condition_variable arrived_cv_;
   std::deque<Copy> queue_;
   std::vector<bool> arrived_;
+  std::vector<int> pending_;  // copies of each group not yet done
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr error_;

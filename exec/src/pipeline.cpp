@@ -1,5 +1,7 @@
 #include "psw/exec/pipeline.hpp"
 
+#include <algorithm>
+
 #include "psw/common/error.hpp"
 
 namespace psw::exec {
@@ -19,10 +21,19 @@ torch::Tensor view_as(const torch::Tensor& region, Bytes offset, const torch::Te
 }  // namespace
 
 PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, Grouping groups, TransferMode mode,
-                               Bytes alignment)
-    : backend_(backend), model_(model), groups_(std::move(groups)), mode_(mode) {
+                               Bytes alignment, std::vector<bool> host_mapped)
+    : backend_(backend), model_(model), groups_(std::move(groups)), mode_(mode), host_mapped_(std::move(host_mapped)) {
   auto& layers = model_.layers();
   validate_grouping(groups_, layers.size(), "pipeline plan for " + model_.name());
+  if (host_mapped_.empty()) host_mapped_.assign(layers.size(), false);
+  if (host_mapped_.size() != layers.size()) {
+    throw InputError(detail::concat("host-mapped flags for ", host_mapped_.size(), " layers but the model has ",
+                                    layers.size()));
+  }
+  const bool any_host_mapped = std::find(host_mapped_.begin(), host_mapped_.end(), true) != host_mapped_.end();
+  if (any_host_mapped && mode_ != TransferMode::Pipelined) {
+    throw InputError("layers can be read from host memory only with pipelined transfers from pinned memory");
+  }
   // Each layer's span: its tensors back to back, each aligned.
   std::vector<Bytes> spans;
   for (const auto& layer : layers) {
@@ -54,6 +65,30 @@ PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, Grouping group
     device_allocations_ += layout_.total_bytes;
     bind_to(device_);
   }
+  // Host-mapped layers are rebound to the pinned host copy, read in place by the device.
+  if (any_host_mapped) {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor mapped = backend_.map_host(host_);
+    for (auto& slot : slots_) {
+      if (host_mapped_[slot.layer]) slot.tensor.set_data(view_as(mapped, slot.offset, slot.tensor));
+    }
+  }
+  // What each group copies: its span, minus host-mapped layers, as contiguous pieces.
+  group_pieces_.resize(groups_.size());
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const Bytes group_end = layout_.group_offset[g] + layout_.group_span[g];
+    for (std::size_t i = groups_[g].first; i <= groups_[g].last; ++i) {
+      if (host_mapped_[i]) continue;
+      const Bytes begin = layout_.layer_offset[i];
+      const Bytes end = i < groups_[g].last ? layout_.layer_offset[i + 1] : group_end;
+      auto& pieces = group_pieces_[g];
+      if (!pieces.empty() && pieces.back().first + pieces.back().second == begin) {
+        pieces.back().second += end - begin;
+      } else {
+        pieces.emplace_back(begin, end - begin);
+      }
+    }
+  }
 }
 
 void PipelineEngine::bind_to(const torch::Tensor& region) {
@@ -84,14 +119,16 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
     return forward_marked(input, [](std::size_t) {});
   }
   // Enqueue every group's copy at once; the copy stream runs them back to back.
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const auto offset = static_cast<std::int64_t>(layout_.group_offset[g]);
-    const auto span = static_cast<std::int64_t>(layout_.group_span[g]);
-    backend_.copy_group(g, device_.narrow(0, offset, span), host_.narrow(0, offset, span));
-  }
   // A group is waited for before the first of its layers that runs (a group may start with
-  // layers that do not run in this task, such as Inception-v3's auxiliary head).
+  // layers that do not run in this task, such as Inception-v3's auxiliary head); a group
+  // with nothing to copy (only host-mapped layers) needs no wait.
   std::vector<bool> waited(groups_.size(), false);
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (const auto& [offset, length] : group_pieces_[g]) {
+      backend_.copy_group(g, device_.narrow(0, offset, length), host_.narrow(0, offset, length));
+    }
+    if (group_pieces_[g].empty()) waited[g] = true;
+  }
   torch::Tensor out = forward_marked(input, [this, &waited](std::size_t layer) {
     const std::size_t g = group_of_layer_[layer];
     if (!waited[g]) {

@@ -83,6 +83,27 @@ TEST(Pipeline, VariantsGiveTheSameOutput) {
   }
 }
 
+TEST(Pipeline, HostMappedEmbeddingsGiveTheSameOutput) {
+  // BERT's embedding tables read in place from the host copy; the rest switched as usual.
+  auto model = make_model("bert_base", 4);
+  const torch::Tensor input = small_input(*model, 3);
+  const torch::Tensor reference = plain_run("bert_base", 4, input);
+  std::vector<bool> host_mapped;
+  for (const auto& layer : model->layers()) host_mapped.push_back(layer.kind == "embedding");
+  auto backend = make_host_backend();
+  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
+                        host_mapped);
+  engine.poison_device_parameters();
+  EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
+  // A grouping whose first group holds only host-mapped layers needs no wait for it.
+  auto model2 = make_model("bert_base", 4);
+  PipelineEngine split(*backend, *model2, Grouping{{0, 2}, {3, 100}}, TransferMode::Pipelined, 512, host_mapped);
+  split.poison_device_parameters();
+  EXPECT_LT(relative_error(split.switch_in_and_run(input), reference), 1e-5);
+  EXPECT_THROW(PipelineEngine(*backend, *model2, Grouping{{0, 100}}, TransferMode::Pageable, 512, host_mapped),
+               InputError);
+}
+
 TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {
   auto model = make_model("inception_v3", 0);
   auto backend = make_host_backend();

@@ -73,6 +73,26 @@ TEST_P(CudaGraphSwitch, ReplayedSwitchEqualsAResidentRun) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaGraphSwitch, ::testing::Values("resnet152", "inception_v3", "bert_base"));
 
+TEST(CudaHostMapped, BertEmbeddingsReadInPlaceGiveTheSameOutput) {
+  auto backend = make_backend("cuda");
+  auto model = make_model("bert_base", 8);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 3).to(backend->device());
+  std::vector<bool> host_mapped;
+  for (const auto& layer : model->layers()) host_mapped.push_back(layer.kind == "embedding");
+  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
+                        host_mapped);
+  engine.switch_in_and_run(input);
+  const torch::Tensor reference = engine.run_resident(input).clone();
+  engine.capture_graphs(input);
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0x11 + repetition));
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input).clone(), reference), 1e-5);
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0x21 + repetition));
+    EXPECT_LT(relative_error(engine.switch_in_and_run_graph(input).clone(), reference), 1e-5);
+  }
+}
+
 TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   auto backend = make_backend("cuda");
   auto model = make_model("resnet152", 1);

@@ -29,10 +29,15 @@ class Backend {
   // Host memory of `bytes` (uint8): page-locked when `pinned`, else ordinary pageable.
   virtual torch::Tensor allocate_host(Bytes bytes, bool pinned) = 0;
 
+  // The same host memory as a tensor the device's kernels can read in place (zero-copy over
+  // PCIe through unified addressing; `host` must be pinned on the cuda backend).
+  virtual torch::Tensor map_host(const torch::Tensor& host) = 0;
+
   // Starts a switch of `num_groups` groups: forgets the previous switch's group events.
   virtual void begin_switch(std::size_t num_groups) = 0;
-  // Enqueues the copy of host `src` into device `dst` (same byte size) on the copy stream,
-  // then marks group `group` arrived once the copy is done. Returns without waiting.
+  // Enqueues the copy of host `src` into device `dst` (same byte size) on the copy stream;
+  // group `group` has arrived once every copy enqueued for it in this switch is done.
+  // Returns without waiting.
   virtual void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) = 0;
   // On the compute stream: nothing after this runs before group `group` has arrived.
   virtual void wait_group(std::size_t group) = 0;

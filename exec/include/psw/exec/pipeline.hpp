@@ -43,8 +43,12 @@ class PipelineEngine {
 
   // Packs the model's tensors into host memory by the layout of `groups` (validated against
   // the model) and binds them to the device pool. Throws InputError for a bad grouping.
+  // `host_mapped` (one flag per layer, empty for none): layers the device reads in place
+  // from pinned host memory instead of copying (DESIGN.md §3 placement), e.g. an embedding
+  // table of which a forward gathers only a few rows.
   PipelineEngine(Backend& backend, ZooModel& model, Grouping groups,
-                 TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512);
+                 TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512,
+                 std::vector<bool> host_mapped = {});
 
   // One switch: the device parameter region is assumed stale (poison it with
   // poison_device_parameters() to prove it); copies every group and runs the forward, each
@@ -86,6 +90,10 @@ class PipelineEngine {
   MemoryLayout layout_;
   std::vector<TensorSlot> slots_;
   std::vector<std::size_t> group_of_layer_;
+  std::vector<bool> host_mapped_;
+  // Per group, the byte ranges [offset, offset + length) to copy: the group's span without
+  // its host-mapped layers.
+  std::vector<std::vector<std::pair<Bytes, Bytes>>> group_pieces_;
   torch::Tensor graph_input_;
   torch::Tensor graph_switch_output_;
   torch::Tensor graph_resident_output_;
