@@ -146,7 +146,7 @@ void run_sweep(const SweepOptions& o) {
   std::ostringstream csv;
   csv << "point";
   for (const auto& k : sweep.keys) csv << "," << csv_escape(k);
-  csv << ",seed,mechanism,hardware,requests,mean_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,slo_attainment,"
+  csv << ",seed,mechanism,hardware,requests,mean_ms,min_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,slo_attainment,"
          "throughput_rps,gpu_busy_fraction,training_iterations_per_s,switches,startup_overhead_ms,total_overhead_ms\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& s = summaries[i];
@@ -155,7 +155,7 @@ void run_sweep(const SweepOptions& o) {
     for (const auto& [k, v] : sweep.points[i].overrides) csv << "," << csv_escape(v);
     csv << "," << sweep.points[i].seed << "," << s.at("mechanism").get<std::string>() << ","
         << s.at("hardware").get<std::string>() << "," << s.at("requests") << "," << l.at("mean_ms") << ","
-        << l.at("p50_ms") << "," << l.at("p90_ms") << "," << l.at("p99_ms") << "," << l.at("p999_ms") << ","
+        << l.at("min_ms") << "," << l.at("p50_ms") << "," << l.at("p90_ms") << "," << l.at("p99_ms") << "," << l.at("p999_ms") << ","
         << l.at("max_ms") << "," << s.at("slo_attainment") << "," << s.at("throughput_rps") << ","
         << s.at("gpu_busy_fraction") << "," << s.at("training_iterations_per_s") << "," << s.at("switches") << ","
         << s.at("startup_overhead_ms").at("mean") << "," << s.at("total_overhead_ms").at("mean") << "\n";

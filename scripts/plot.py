@@ -11,7 +11,6 @@ client/Python/TCP overhead that the simulator does not model.
 Only the standard library and matplotlib. `sim_report.py` imports the loaders from here.
 """
 import csv
-import json
 import os
 import sys
 
@@ -157,7 +156,7 @@ def _hardware_of(text):
 def load_sweep(path):
     """Rows of a psw sweep.csv as dicts. Duplicate column names (the grid's `hardware` and
     `mechanism` and the summary's) resolve to the last one, the profile/mechanism name.
-    Adds `model` (from workload.models or the per-point summary) and numeric fields."""
+    Adds `model` (from workload.models) and numeric fields."""
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader)
@@ -170,7 +169,6 @@ def load_sweep(path):
                 row[key] = value
             rows.append(row)
     out = []
-    folder = os.path.dirname(path)
     for row in rows:
         r = {k: _num(v) for k, v in row.items()}
         r["hardware"] = _hardware_of(row["hardware"])
@@ -183,13 +181,6 @@ def load_sweep(path):
             r["model"] = "resnet152"
         if "workload.cycle_ms" in row:
             r["cycle_ms"] = float(row["workload.cycle_ms"])
-        if not isinstance(r.get("min_ms"), float):
-            # Not in psw's CSV; scripts/run-experiments.sh appends it from the point summaries.
-            summary = os.path.join(folder, "point-%04d" % int(float(row["point"])), "summary.json")
-            r["min_ms"] = None
-            if os.path.exists(summary):
-                with open(summary) as f:
-                    r["min_ms"] = json.load(f)["latency"]["min_ms"]
         out.append(r)
     return out
 

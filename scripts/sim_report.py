@@ -239,14 +239,13 @@ def sec_setup(d, profiles, plan_ok, groups, base):
                  "bash scripts/build.sh                 # build/cli/psw\n"
                  "for f in fig5 fig6 fig7 fig8 fig9; do\n"
                  "  build/cli/psw sweep --config configs/experiments/$f.yaml --out $TMP/$f --jobs $(nproc)\n"
-                 "done                                  # results/sim/figN/sweep.csv (+ min_ms column)\n"
+                 "done                                  # results/sim/figN/sweep.csv\n"
                  "/usr/bin/python3 scripts/plot.py results/sim        # results/sim/fig5.png ... fig9.png\n"
                  "/usr/bin/python3 scripts/sim_report.py results/sim  # this file\n```\n")
     lines.append(
         "- **Simulator.** `psw sweep` runs the discrete-event simulator (`sim/`) on every point of the "
         "figure's grid. Each point is deterministic (seed 1); `results/sim/figN/sweep.csv` has one row per "
-        "point. `min_ms` (the last column) is appended by `run-experiments.sh` from each point's "
-        "`summary.json`, whose folders are then deleted.")
+        "point (the per-point folders are not kept).")
     lines.append(
         "- **Figures 5, 7, 8, 9** (`configs/experiments/switch-base.yaml`): ResNet-152 training (batch %s, the "
         "model profile's) owns the GPU; one inference request (batch 8) arrives every %s s, %s requests; the "

@@ -72,7 +72,6 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       pm.num_layers = model.num_layers();
       pm.bytes = costs.total_bytes();
       pm.forward = costs.total_compute();
-      pm.plain_forward = pm.forward;
       pm.backward = base.tail();
       pm.first_arrival = timeline.groups.front().transfer_end;
       pm.pipelined_total = timeline.total;
@@ -157,7 +156,7 @@ Duration MechanismModel::resident_run(std::uint32_t model, Task task) const {
 
 Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
   const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
-  return pm.plain_forward + (task == Task::Training ? pm.backward : Duration::zero());
+  return pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
 }
 
 bool MechanismModel::stops_at_layer_boundary() const {

@@ -75,8 +75,7 @@ class MechanismModel {
     Grouping groups;
     std::size_t num_layers = 0;
     Bytes bytes = 0;
-    Duration forward;          // inference compute, resident
-    Duration plain_forward;    // the same, never slowed down (the ready model's time)
+    Duration forward;          // inference compute, resident, never slowed down
     Duration backward;         // training tail
     Duration first_arrival;    // first group's transfer end from transfer start
     Duration pipelined_total;  // timeline total with the GPU free at 0 (inference, no tail)
