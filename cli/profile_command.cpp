@@ -1,9 +1,10 @@
-// psw profile: measure per-layer forward times and the host-to-device link on this device,
-// and write a measured ModelProfile (and, with --link, a HardwareProfile) as YAML.
+// psw profile: measure per-layer forward (with --train also backward) times and the
+// host-to-device link on this device, and write a measured ModelProfile (and, with --link, a HardwareProfile) as YAML.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include <torch/version.h>
 
@@ -27,6 +28,8 @@ struct ProfileOptions {
   std::string base_profile;  // default configs/models/NAME.yaml: names, kinds, bytes
   std::string hardware_base = "configs/hardware/h200-pcie5.yaml";
   bool link = false;
+  bool train = false;
+  bool train_eager = false;
   std::string link_max = "1GiB";
   std::string out_dir = "results/profiles";
   std::string hardware_name;  // name of the written hardware profile (default: the base's)
@@ -48,6 +51,7 @@ Bytes parse_size(const std::string& text) {
 }
 
 void run_profile(const ProfileOptions& o) {
+  if (o.train_eager && !o.train) throw InputError("--train-eager needs --train");
   const std::string base_path = o.base_profile.empty() ? "configs/models/" + o.model + ".yaml" : o.base_profile;
   ModelProfile profile = load_model_profile(base_path);
   auto backend = exec::make_backend(o.backend);
@@ -57,27 +61,46 @@ void run_profile(const ProfileOptions& o) {
   }
   model->to(backend->device());
   const torch::Tensor input = model->example_input(o.batch, 1).to(backend->device());
-  const std::vector<Duration> times = exec::profile_forward(*backend, *model, input, o.repeat);
+  const exec::PhaseTimes forward = exec::profile_forward(*backend, *model, input, o.repeat);
+  std::optional<exec::TrainingTimes> training;
+  if (o.train) training = exec::profile_training(*backend, *model, input, o.repeat, !o.train_eager);
   const std::string device = backend->device_description();
   const std::string versions = std::string("LibTorch ") + TORCH_VERSION;
+  auto phase_note = [](const char* what, const exec::PhaseTimes& p) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s %.3f ms (%.3f ms with per-layer marks, Note [Mark overhead])", what,
+                  p.total.ms(), p.instrumented.ms());
+    return std::string(buf);
+  };
+  std::string model_note = "per-layer times measured by psw profile (median of " + std::to_string(o.repeat) +
+                     (backend->supports_graphs() ? " graph replays" : " runs") + "); " +
+                     phase_note("inference forward", forward);
+  if (training) {
+    model_note += "; " + phase_note("training forward", training->forward) + "; " +
+            phase_note("backward", training->backward) +
+            "; backward per layer: the time until its gradients are ready since the previous layer's" +
+            (o.train_eager && backend->supports_graphs() ? "; training iteration timed eagerly (--train-eager)" : "");
+  }
+  model_note += "; layer list and bytes from " + base_path;
   profile.batch = o.batch;
-  profile.source = SourceInfo{ProfileSource::Measured,
-                              "per-layer forward times measured by psw profile (median of " +
-                                  std::to_string(o.repeat) + " graph replays or runs); layer list and bytes from " +
-                                  base_path,
-                              device, today(), versions};
-  Duration total = Duration::zero();
+  profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today(), versions};
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
     auto& layer = profile.layers[i];
-    layer.forward_time = times[i];
-    layer.backward_time.reset();  // backward is not profiled yet
-    total += times[i];
+    // Layers that do not run in inference (training_only) keep their training forward time.
+    layer.forward_time = layer.training_only && training ? training->forward.per_layer[i] : forward.per_layer[i];
+    layer.backward_time.reset();
+    if (training) layer.backward_time = training->backward.per_layer[i];
   }
   const std::string model_path = o.out_dir + "/" + o.model + ".yaml";
-  save_text(model_path, "# Measured by `psw profile --model " + o.model + "` on " + device + "; do not edit by hand.\n" +
-                            to_yaml(profile));
-  std::printf("%-12s %s: %zu layers, forward %.3f ms at batch %d on %s -> %s\n", "model", o.model.c_str(),
-              profile.layers.size(), total.ms(), o.batch, device.c_str(), model_path.c_str());
+  save_text(model_path, "# Measured by `psw profile --model " + o.model + (o.train ? " --train" : "") + "` on " +
+                            device + "; do not edit by hand.\n" + to_yaml(profile));
+  std::printf("%-12s %s: %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), profile.layers.size(),
+              o.batch, device.c_str(), model_path.c_str());
+  std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
+  if (training) {
+    std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
+    std::printf("%-12s %s\n", "", phase_note("backward", training->backward).c_str());
+  }
 
   if (!o.link) return;
   HardwareProfile hw = load_hardware_profile(o.hardware_base);
@@ -107,13 +130,17 @@ void run_profile(const ProfileOptions& o) {
 
 Action add_profile_command(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
-  CLI::App* cmd = app.add_subcommand("profile", "Measure per-layer forward times (and the link) and write measured profiles");
+  CLI::App* cmd = app.add_subcommand("profile", "Measure per-layer forward (and backward) times and the link and write measured profiles");
   cmd->add_option("--model", options->model, "resnet152 | inception_v3 | bert_base")->required();
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--repeat", options->repeat, "Timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
   cmd->add_option("--base-profile", options->base_profile, "Model profile giving layer names and bytes");
   cmd->add_option("--hardware-base", options->hardware_base, "Hardware profile whose other costs are kept")->capture_default_str();
+  cmd->add_flag("--train", options->train,
+                "Also profile a training iteration: per-layer backward times (and training-only layers' forward)");
+  cmd->add_flag("--train-eager", options->train_eager,
+                "Time the training iteration eagerly instead of as a replayed graph (host dispatch included)");
   cmd->add_flag("--link", options->link, "Also measure pinned and pageable copies and fit the links");
   cmd->add_option("--link-max", options->link_max, "Largest copy: 16MiB, 64MiB, 256MiB or 1GiB")->capture_default_str();
   cmd->add_option("--hardware-name", options->hardware_name, "Name of the written hardware profile");

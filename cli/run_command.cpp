@@ -1,9 +1,11 @@
 // psw run: switch a cold model into the device and run it, many times, and measure.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +45,8 @@ struct Stats {
   double p99_ms = 0;
   double min_ms = 0;
 };
+
+Duration milliseconds_to_duration(double ms) { return nanoseconds(static_cast<std::int64_t>(std::llround(ms * 1e6))); }
 
 Stats stats_of(std::vector<Duration> v) {
   if (v.empty()) return {};
@@ -155,12 +159,32 @@ void run(const RunOptions& o) {
   const Stats device = stats_of(device_total);
   const Timeline predicted = evaluate_timeline(costs, groups);
   const Duration bound = pipeline_bound(costs);
+  // Note [Measured trace] (pipeline.hpp): one more cold switch, traced, beside the prediction.
+  std::optional<Timeline> measured;
   if (!o.timeline_path.empty()) {
-    save_text(o.timeline_path, timeline_to_chrome_trace(predicted, o.model + " predicted (" + strategy + ")"));
+    std::vector<std::pair<std::string, Timeline>> timelines;
+    if (o.mode != "ready" && o.mode != "no-umm") {
+      engine.poison_device_parameters();
+      if (o.graph) {
+        engine.switch_in_and_run_graph(input, /*traced=*/true);
+      } else {
+        engine.set_tracing(true);
+        engine.switch_in_and_run(input);
+        engine.set_tracing(false);
+      }
+      measured = engine.measured_timeline();
+      measured->ready = milliseconds_to_duration(o.graph ? ready_graph.median_ms : ready.median_ms);
+      measured->overhead = measured->total - measured->ready;
+      timelines.emplace_back(o.model + " measured on " + backend->device_description() + " (" + o.mode +
+                                 (o.graph ? ", graph" : "") + ", one switch)",
+                             *measured);
+    }
+    timelines.emplace_back(o.model + " predicted (" + strategy + " plan, " + hardware.name + ")", predicted);
+    save_text(o.timeline_path, timelines_to_chrome_trace(timelines));
   }
   const double overhead_ms = latency.median_ms - ready.median_ms;
   if (o.format == "json") {
-    const nlohmann::json out = {
+    nlohmann::json out = {
         {"model", o.model}, {"mode", o.mode}, {"backend", backend->name()}, {"strategy", strategy},
         {"groups", groups.size()}, {"repeat", o.repeat}, {"batch", o.batch},
         {"latency_ms", {{"median", latency.median_ms}, {"p99", latency.p99_ms}, {"min", latency.min_ms}}},
@@ -177,6 +201,7 @@ void run(const RunOptions& o) {
         {"transfer_ms", costs.link().copy_time(costs.total_bytes()).ms()},
         {"profile_compute_ms", costs.total_compute().ms()},
         {"predicted_startup_ms", predicted.startup.ms()}};
+    if (measured) out["traced_switch_ms"] = {{"total", measured->total.ms()}, {"startup", measured->startup.ms()}};
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -209,7 +234,8 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--warmup", options->warmup, "Unmeasured repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
-  cmd->add_option("--timeline", options->timeline_path, "Write the predicted timeline as a Chrome trace");
+  cmd->add_option("--timeline", options->timeline_path,
+                  "Write one traced switch, measured, beside the predicted timeline as a Chrome trace");
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
   cmd->add_option("--profile", options->profile_path, "Model profile for planning and prediction");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();

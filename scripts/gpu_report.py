@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -39,10 +40,76 @@ def where_the_time_goes(runs) -> None:
     print("\nWhat stands between these numbers and the bound: per-group synchronisation is an event edge")
     print("inside the graph (near zero), so the remaining gap is the order of the copies. A model whose first")
     print("layers are large and cheap (BERT's 94 MB word embedding) waits for them before any compute; reading")
-    print("such layers from pinned host memory instead of copying them (DESIGN.md §3 placement) is the next step.")
+    print("such layers from pinned host memory instead of copying them (DESIGN.md §3 placement) removes that")
+    print("wait. BERT-base stays near its eager time because its 343 MB of copied parameters alone take about as")
+    print("long over PCIe as LibTorch's eager forward.")
 
 
-def main(raw_dir: str, environment_script: str) -> None:
+def profile_summary(profiles_dir: str) -> None:
+    """Totals of the measured profiles: calibrated and instrumented, forward and backward."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(profiles_dir, "*.yaml"))):
+        text = open(path).read()
+        if "forward_ns:" not in text:
+            continue  # the hardware profile
+        name = re.search(r"^name: (\S+)", text, re.M).group(1)
+        fwd = sum(int(v) for v in re.findall(r"forward_ns: (\d+)", text))
+        bwd = sum(int(v) for v in re.findall(r"backward_ns: (\d+)", text))
+        def phase(label):
+            m = re.search(label + r" ([\d.]+) ms \(([\d.]+) ms with per-layer marks", text)
+            return (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+        inf, inf_marked = phase("inference forward")
+        tf, tf_marked = phase("training forward")
+        bw, bw_marked = phase("backward")
+        rows.append((name, inf, inf_marked, tf, tf_marked, bw, bw_marked, fwd / 1e6, bwd / 1e6))
+    if not rows:
+        return
+    print("\n## Measured profiles (`psw profile --train`, results/profiles)\n")
+    print("Per phase, the graph timed without per-layer marks, and with them (one event record per layer or")
+    print("per parameter gradient); the per-layer times in the profiles are calibrated to the unmarked time")
+    print("(Note [Mark overhead] in exec/include/psw/exec/profiler.hpp). Training runs in train mode")
+    print("(BatchNorm on batch statistics; Inception-v3 with its auxiliary head).\n")
+    print("| model | inference forward (ms) | with marks (ms) | training forward (ms) | with marks (ms) | backward (ms) | with marks (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, inf, inf_m, tf, tf_m, bw, bw_m, _, _ in rows:
+        print(f"| {name} | {inf:.3f} | {inf_m:.3f} | {tf:.3f} | {tf_m:.3f} | {bw:.3f} | {bw_m:.3f} |")
+
+
+def trace_summary(traces_dir: str) -> None:
+    """From one traced switch per model: how long compute waited for copies, and for what."""
+    paths = sorted(glob.glob(os.path.join(traces_dir, "*.json")))
+    if not paths:
+        return
+    print("\n## One traced switch per model (`psw run --timeline`, traces.tar.gz)\n")
+    print("Each trace holds the switch measured on the GPU (copy end, compute start and end of every group,")
+    print("from CUDA events; one extra cold switch after the timed ones) beside the predicted timeline; open")
+    print("it in chrome://tracing or Perfetto. `compute waits` sums the gaps in which the GPU had finished the")
+    print("previous group and waited for the next group's copy.\n")
+    print("| trace | groups | total (ms) | first compute (ms) | last copy ends (ms) | compute busy (ms) | compute waits (ms) | predicted total (ms) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in paths:
+        d = json.load(open(path))
+        timelines = d["otherData"]["timelines"]
+        measured = [e for e in d["traceEvents"] if e.get("ph") == "X" and e["pid"] == 1]
+        copies = sorted((e for e in measured if e["cat"] == "transfer"), key=lambda e: e["args"]["group"])
+        computes = sorted((e for e in measured if e["cat"] == "compute"), key=lambda e: e["args"]["group"])
+        busy = sum(e["dur"] for e in computes) / 1e3
+        waits = 0.0
+        end = None
+        for e in computes:
+            if e["dur"] == 0:
+                continue
+            if end is not None:
+                waits += max(0.0, e["ts"] - end)
+            end = e["ts"] + e["dur"]
+        first = min(e["ts"] for e in computes if e["dur"] > 0) / 1e3
+        last_copy = max(e["ts"] + e["dur"] for e in copies) / 1e3
+        predicted = timelines[-1]["total_ns"] / 1e6
+        print(f"| {os.path.basename(path)[:-5]} | {len(copies)} | {timelines[0]['total_ns'] / 1e6:.3f} | {first:.3f} | "
+              f"{last_copy:.3f} | {busy:.3f} | {waits / 1e3:.3f} | {predicted:.3f} |")
+
+
+def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_dir: str = "") -> None:
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(raw_dir, "*.json")))]
     env = subprocess.run(["bash", environment_script], capture_output=True, text=True).stdout
     try:
@@ -75,15 +142,17 @@ def main(raw_dir: str, environment_script: str) -> None:
               f"{lat / r['bound_ms']:.2f} | {lat / r['ready_ms']['median']:.2f} | "
               f"{(r['predicted_ms'] - lat) / lat * 100:+.1f}% |")
     where_the_time_goes(runs)
+    if profiles_dir:
+        profile_summary(profiles_dir)
+    if traces_dir:
+        trace_summary(traces_dir)
     print("\n`predicted` (the timeline evaluation of the plan) and `bound` (the pipeline bound of DESIGN.md §6)")
     print("come from the profiles measured in the same session by `psw profile` (per-layer forward times of")
-    print("a replayed graph, and the fitted pinned and pageable links; `profile` column of the JSON). The")
-    print("prediction error is (predicted - measured) / measured. The bound and the prediction assume")
-    print("graph-like dispatch: eager rows pay host dispatch on top, which the model does not include.")
-    print("The profiler times each layer with an event record inside the replayed graph; those records")
-    print("lengthen the summed forward beyond an uninstrumented graph (compare `ready graph` with the")
-    print("profile's forward), so `bound` and `predicted` run a little high and latency / bound can dip below 1.")
+    print("a replayed graph, calibrated for the cost of the per-layer marks, and the fitted pinned and pageable")
+    print("links; `profile` column of the JSON). The prediction error is (predicted - measured) / measured.")
+    print("The bound and the prediction assume graph-like dispatch: eager rows pay host dispatch on top, which")
+    print("the model does not include.")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:5])

@@ -93,18 +93,8 @@ class CudaBackend final : public Backend {
     PSW_CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), value, dst.nbytes(), compute_stream_.stream()));
   }
 
-  void mark(std::size_t slot) override {
-    while (marks_.size() <= slot) marks_.emplace_back(/*timing=*/true);
-    // Inside a capture the record must become a graph node that records the event at each
-    // replay (an external record), so that the marks still time replays.
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    PSW_CUDA_CHECK(cudaStreamIsCapturing(compute_stream_.stream(), &status));
-    if (status == cudaStreamCaptureStatusActive) {
-      PSW_CUDA_CHECK(cudaEventRecordWithFlags(marks_[slot].get(), compute_stream_.stream(), cudaEventRecordExternal));
-    } else {
-      PSW_CUDA_CHECK(cudaEventRecord(marks_[slot].get(), compute_stream_.stream()));
-    }
-  }
+  void mark(std::size_t slot) override { record_mark(slot, compute_stream_.stream()); }
+  void mark_copy(std::size_t slot) override { record_mark(slot, copy_stream_.stream()); }
 
   void join_copies() override {
     PSW_CUDA_CHECK(cudaEventRecord(join_.get(), copy_stream_.stream()));
@@ -162,6 +152,19 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  void record_mark(std::size_t slot, cudaStream_t stream) {
+    while (marks_.size() <= slot) marks_.emplace_back(/*timing=*/true);
+    // Inside a capture the record must become a graph node that records the event at each
+    // replay (an external record), so that the marks still time replays.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    PSW_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+    if (status == cudaStreamCaptureStatusActive) {
+      PSW_CUDA_CHECK(cudaEventRecordWithFlags(marks_[slot].get(), stream, cudaEventRecordExternal));
+    } else {
+      PSW_CUDA_CHECK(cudaEventRecord(marks_[slot].get(), stream));
+    }
+  }
+
   c10::cuda::CUDAStream copy_stream_;
   c10::cuda::CUDAStream compute_stream_;
   std::vector<Event> events_;

@@ -55,7 +55,7 @@ class HostBackend final : public Backend {
       std::lock_guard<std::mutex> lock(mutex_);
       PSW_CHECK(group < arrived_.size(), "group ", group, " outside the switch");
       ++pending_[group];
-      queue_.push_back({group, dst, src});
+      queue_.push_back({group, dst, src, 0, {}});
     }
     work_ready_.notify_one();
   }
@@ -94,19 +94,38 @@ class HostBackend final : public Backend {
 
   // The calling thread is the compute stream: a mark is simply the time it gets there.
   void mark(std::size_t slot) override {
-    if (marks_.size() <= slot) marks_.resize(slot + 1);
-    marks_[slot] = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mutex_);
+    record(slot);
+  }
+  // The time the copies queued before it were done (or, if they already were, now): what a
+  // CUDA event on the copy stream reports, whenever the copy thread gets to the item.
+  void mark_copy(std::size_t slot) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({kNoGroup, {}, {}, slot, std::chrono::steady_clock::now()});
+    }
+    work_ready_.notify_one();
   }
   Duration elapsed(std::size_t from, std::size_t to) override {
+    std::lock_guard<std::mutex> lock(mutex_);
     return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(marks_.at(to) - marks_.at(from)).count());
   }
 
  private:
+  static constexpr std::size_t kNoGroup = static_cast<std::size_t>(-1);
+  // A copy of one group's piece, or (no group, no tensors) a mark to record.
   struct Copy {
     std::size_t group;
     torch::Tensor dst;
     torch::Tensor src;
+    std::size_t mark_slot = 0;
+    std::chrono::steady_clock::time_point enqueued;
   };
+
+  void record(std::size_t slot) {  // with mutex_ held
+    if (marks_.size() <= slot) marks_.resize(slot + 1);
+    marks_[slot] = std::chrono::steady_clock::now();
+  }
 
   void copy_loop() {
     while (true) {
@@ -120,7 +139,13 @@ class HostBackend final : public Backend {
         busy_ = true;
       }
       try {
-        copy.dst.copy_(copy.src);
+        if (copy.group == kNoGroup) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (marks_.size() <= copy.mark_slot) marks_.resize(copy.mark_slot + 1);
+          marks_[copy.mark_slot] = std::max(copy.enqueued, last_copy_done_);
+        } else {
+          copy.dst.copy_(copy.src);
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         error_ = std::current_exception();
@@ -128,6 +153,7 @@ class HostBackend final : public Backend {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         busy_ = false;
+        if (copy.group != kNoGroup) last_copy_done_ = std::chrono::steady_clock::now();
         // Every copy of a group is enqueued before the forward waits for it, so the group has
         // arrived when its last copy is done.
         if (copy.group < arrived_.size() && --pending_[copy.group] == 0) arrived_[copy.group] = true;
@@ -146,6 +172,7 @@ class HostBackend final : public Backend {
   bool stopping_ = false;
   std::exception_ptr error_;
   std::vector<std::chrono::steady_clock::time_point> marks_;
+  std::chrono::steady_clock::time_point last_copy_done_;
   std::thread copier_;  // last: starts after every other member exists
 };
 

@@ -186,7 +186,37 @@ torch::Tensor ZooBase::random_images(int batch, std::int64_t size, std::uint64_t
   return images;
 }
 
+torch::Tensor ZooBase::forward(const torch::Tensor& input, const LayerGate& gate) {
+  torch::NoGradGuard no_grad;
+  Cursor cursor(*this, gate);
+  return outputs(input, cursor).at(0);
+}
+
+torch::Tensor ZooBase::training_loss(const torch::Tensor& input, const LayerGate& gate) {
+  // Train mode for this forward only, restored even when the forward throws.
+  struct TrainingScope {
+    ZooBase& model;
+    explicit TrainingScope(ZooBase& m) : model(m) {
+      model.root_->train(true);
+      model.training_ = true;
+    }
+    ~TrainingScope() {
+      model.training_ = false;
+      model.root_->eval();
+    }
+    TrainingScope(const TrainingScope&) = delete;
+    TrainingScope& operator=(const TrainingScope&) = delete;
+  } scope(*this);
+  torch::AutoGradMode grad(true);
+  Cursor cursor(*this, gate);
+  const std::vector<torch::Tensor> outs = outputs(input, cursor);
+  torch::Tensor loss = outs.at(0).pow(2).mean();
+  for (std::size_t i = 1; i < outs.size(); ++i) loss = loss + 0.4 * outs[i].pow(2).mean();
+  return loss;
+}
+
 void ZooBase::Cursor::skip_training_only() {
+  if (model_.training_) return;
   while (next_ < model_.layers_.size() && model_.training_only_[next_]) ++next_;
 }
 

@@ -12,6 +12,12 @@ constexpr Bytes kTensorAlignment = 16;  // vectorised loads need 16-byte aligned
 
 Bytes align_up(Bytes v, Bytes a) { return (v + a - 1) / a * a; }
 
+// Mark slots of Note [Measured trace], above the engine's and the profiler's.
+constexpr std::size_t kTraceCopyBegin = 1024;
+std::size_t trace_copy_end(std::size_t group) { return kTraceCopyBegin + 1 + 3 * group; }
+std::size_t trace_compute_start(std::size_t group) { return kTraceCopyBegin + 2 + 3 * group; }
+std::size_t trace_compute_end(std::size_t group) { return kTraceCopyBegin + 3 + 3 * group; }
+
 torch::Tensor view_as(const torch::Tensor& region, Bytes offset, const torch::Tensor& like) {
   return region.narrow(0, offset, static_cast<std::int64_t>(like.nbytes()))
       .view(like.scalar_type())
@@ -123,19 +129,34 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   // layers that do not run in this task, such as Inception-v3's auxiliary head); a group
   // with nothing to copy (only host-mapped layers) needs no wait.
   std::vector<bool> waited(groups_.size(), false);
+  if (tracing_) {
+    traced_group_ran_.assign(groups_.size(), false);
+    backend_.mark_copy(kTraceCopyBegin);
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (const auto& [offset, length] : group_pieces_[g]) {
       backend_.copy_group(g, device_.narrow(0, offset, length), host_.narrow(0, offset, length));
     }
     if (group_pieces_[g].empty()) waited[g] = true;
+    if (tracing_) backend_.mark_copy(trace_copy_end(g));
   }
-  torch::Tensor out = forward_marked(input, [this, &waited](std::size_t layer) {
+  // Groups are consecutive in execution order, so the running group only moves forward.
+  std::size_t running = groups_.size();  // none yet
+  torch::Tensor out = forward_marked(input, [this, &waited, &running](std::size_t layer) {
     const std::size_t g = group_of_layer_[layer];
+    const bool entering = g != running;
+    if (tracing_ && entering && running < groups_.size()) backend_.mark(trace_compute_end(running));
     if (!waited[g]) {
       backend_.wait_group(g);
       waited[g] = true;
     }
+    if (tracing_ && entering) {
+      backend_.mark(trace_compute_start(g));
+      traced_group_ran_[g] = true;
+    }
+    running = g;
   });
+  if (tracing_ && running < groups_.size()) backend_.mark(trace_compute_end(running));
   backend_.join_copies();
   return out;
 }
@@ -151,13 +172,50 @@ void PipelineEngine::capture_graphs(const torch::Tensor& example) {
   backend_.synchronize();
   backend_.capture(kSwitchGraph, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
   backend_.capture(kResidentGraph, [this] { graph_resident_output_ = run_resident(graph_input_); });
+  const bool was_tracing = tracing_;
+  tracing_ = true;
+  backend_.capture(kTracedSwitchGraph, [this] { graph_traced_output_ = switch_in_and_run(graph_input_); });
+  tracing_ = was_tracing;
 }
 
-torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input) {
+torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input, bool traced) {
   PSW_CHECK(graph_switch_output_.defined(), "capture_graphs() first");
   graph_input_.copy_(input, /*non_blocking=*/true);
-  backend_.replay(kSwitchGraph);
-  return graph_switch_output_;
+  backend_.replay(traced ? kTracedSwitchGraph : kSwitchGraph);
+  return traced ? graph_traced_output_ : graph_switch_output_;
+}
+
+void PipelineEngine::set_tracing(bool on) {
+  if (on && mode_ == TransferMode::AllocatePerTensor) {
+    throw InputError("a switch without memory management copies per tensor: it has no groups to trace");
+  }
+  tracing_ = on;
+}
+
+Timeline PipelineEngine::measured_timeline() {
+  PSW_CHECK(traced_group_ran_.size() == groups_.size(), "no traced switch to read (set_tracing(true) first)");
+  backend_.synchronize();
+  auto since_begin = [this](std::size_t slot) { return max(Duration::zero(), backend_.elapsed(kMarkBegin, slot)); };
+  Timeline timeline;
+  Duration copy_end = since_begin(kTraceCopyBegin);
+  Duration compute_end = Duration::zero();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    GroupTiming t;
+    t.group = groups_[g];
+    for (const auto& piece : group_pieces_[g]) t.bytes += piece.second;
+    t.transfer_start = copy_end;
+    t.transfer_end = copy_end = max(copy_end, since_begin(trace_copy_end(g)));
+    if (traced_group_ran_[g]) {
+      t.compute_start = since_begin(trace_compute_start(g));
+      t.compute_end = compute_end = max(t.compute_start, since_begin(trace_compute_end(g)));
+    } else {
+      t.compute_start = t.compute_end = compute_end;
+    }
+    timeline.groups.push_back(t);
+  }
+  timeline.total = since_begin(kMarkEnd);
+  timeline.startup = since_begin(kMarkFirstLayer);
+  return timeline;
 }
 
 torch::Tensor PipelineEngine::run_resident_graph(const torch::Tensor& input) {

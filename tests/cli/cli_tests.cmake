@@ -116,4 +116,12 @@ if(PSW_HAVE_EXEC)
   add_test(NAME cli.profile.host
            COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> profile --model inception_v3 --backend host --batch 1 --repeat 1 --link --link-max 16MiB --hardware-name cpu-test --out $out >/dev/null && grep -q 'kind: measured' $out/inception_v3.yaml && $<TARGET_FILE:psw> plan --model $out/inception_v3.yaml --hardware $out/cpu-test.yaml --format json | grep -q total_ns; rc=$?; rm -rf $out; exit $rc")
   set_tests_properties(cli.profile.host PROPERTIES LABELS cli TIMEOUT 300)
+  # --train: every layer gets a backward time, and a measured profile with them plans training.
+  add_test(NAME cli.profile.host_train
+           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> profile --model bert_base --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_base.yaml) -eq 101 && $<TARGET_FILE:psw> plan --model $out/bert_base.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns; rc=$?; rm -rf $out; exit $rc")
+  set_tests_properties(cli.profile.host_train PROPERTIES LABELS cli TIMEOUT 300)
+  # --timeline: one traced switch measured beside the predicted timeline, one process each.
+  add_test(NAME cli.run.host_timeline
+           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> run --model inception_v3 --backend host --repeat 1 --warmup 0 --batch 1 --timeline $out/t.json >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['otherData']['timelines']; assert len(t) == 2 and 'measured' in t[0]['title'] and 'predicted' in t[1]['title'], t; assert len([e for e in d['traceEvents'] if e['ph'] == 'X' and e['pid'] == 1]) > 0\" $out/t.json; rc=$?; rm -rf $out; exit $rc")
+  set_tests_properties(cli.run.host_timeline PROPERTIES LABELS cli TIMEOUT 300)
 endif()

@@ -2,7 +2,12 @@
 // two tracks, timestamps in microseconds matching the timeline.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include <nlohmann/json.hpp>
+
+#include "psw/common/error.hpp"
 
 #include "psw/common/chrome_trace.hpp"
 
@@ -35,6 +40,29 @@ TEST(ChromeTrace, OneCopyAndOneComputeEventPerGroup) {
   EXPECT_EQ(copies, 2);
   EXPECT_EQ(computes, 2);
   EXPECT_EQ(trace.at("otherData").at("total_ns").get<std::int64_t>(), timeline.total.ns());
+}
+
+TEST(ChromeTrace, SeveralTimelinesGetOneProcessEach) {
+  const SwitchCosts costs({1000, 2000}, {microseconds(5), microseconds(6)},
+                          LinkCost{microseconds(2), Bandwidth::bytes_per_second(1'000'000'000)},
+                          microseconds(1));
+  const Timeline a = evaluate_timeline(costs, {{0, 0}, {1, 1}});
+  const Timeline b = evaluate_timeline(costs, {{0, 1}});
+  const auto trace = nlohmann::json::parse(timelines_to_chrome_trace({{"measured", a}, {"predicted", b}}));
+  std::map<int, int> events_of_pid;
+  std::map<int, std::string> name_of_pid;
+  for (const auto& event : trace.at("traceEvents")) {
+    const int pid = event.at("pid").get<int>();
+    if (event.at("ph") == "X") ++events_of_pid[pid];
+    if (event.at("name") == "process_name") name_of_pid[pid] = event.at("args").at("name").get<std::string>();
+  }
+  EXPECT_EQ(events_of_pid[1], 4);  // two groups: a copy and a compute each
+  EXPECT_EQ(events_of_pid[2], 2);
+  EXPECT_EQ(name_of_pid[1], "measured");
+  EXPECT_EQ(name_of_pid[2], "predicted");
+  ASSERT_EQ(trace.at("otherData").at("timelines").size(), 2u);
+  EXPECT_EQ(trace.at("otherData").at("timelines")[1].at("total_ns").get<std::int64_t>(), b.total.ns());
+  EXPECT_THROW(timelines_to_chrome_trace({}), Error);
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <string>
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "psw/common/config.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
 
 namespace psw::exec::testing_support {
 
@@ -30,6 +32,27 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   const double diff = (a64 - b64).abs().max().item<double>();
   const double scale = b64.abs().max().item<double>();
   return diff / std::max(scale, 1e-30);
+}
+
+// Note [Measured trace]: every group's compute starts after its copies end, copies run back
+// to back in group order, and compute only moves forward.
+inline void expect_causal_trace(const Timeline& t, const Grouping& groups) {
+  ASSERT_EQ(t.groups.size(), groups.size());
+  Duration copy_end = Duration::zero();
+  Duration compute_end = Duration::zero();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const GroupTiming& gt = t.groups[g];
+    EXPECT_EQ(gt.group, groups[g]);
+    EXPECT_GE(gt.transfer_start, copy_end) << g;
+    EXPECT_GE(gt.transfer_end, gt.transfer_start) << g;
+    EXPECT_GE(gt.compute_start, compute_end) << g;
+    EXPECT_GE(gt.compute_end, gt.compute_start) << g;
+    if (gt.bytes > 0 && gt.compute_end > gt.compute_start) EXPECT_GE(gt.compute_start, gt.transfer_end) << g;
+    copy_end = gt.transfer_end;
+    compute_end = gt.compute_end;
+  }
+  EXPECT_GT(t.total, Duration::zero());
+  EXPECT_LE(t.startup, t.total);
 }
 
 }  // namespace psw::exec::testing_support

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -216,6 +217,51 @@ TEST_P(ZooModelTest, RebindingToAnExternalBuffer) {
   // Moving the model to the device it is on keeps the binding.
   model->to(torch::Device(torch::kCPU));
   EXPECT_EQ(static_cast<const std::uint8_t*>(layers[0].tensors[0].data_ptr()), begin + offsets[0]);
+}
+
+TEST_P(ZooModelTest, TrainingLossGatesEveryLayerAndReachesEveryParameter) {
+  const std::string name = GetParam();
+  const ModelProfile profile = profile_of(name);
+  auto model = make_model(name);
+  // Inception's auxiliary head needs full-size images in training (and says so).
+  // (and a batch of 2 for BatchNorm on its 1 x 1 maps).
+  const torch::Tensor x = model->example_input(name == "bert_base" ? 1 : 2, 5);
+  const torch::Tensor input = name == "resnet152"   ? small_input(*model, name, 2, 5)
+                              : name == "bert_base" ? x.narrow(1, 0, 16)
+                                                    : x;
+  if (name == "inception_v3") {
+    EXPECT_THROW(model->training_loss(small_input(*model, name, 2, 5), [](std::size_t) {}), InputError);
+    EXPECT_THROW(model->training_loss(x.narrow(0, 0, 1), [](std::size_t) {}), InputError);
+  }
+  const torch::Tensor before = model->forward(input);
+
+  std::vector<std::size_t> seen;
+  const torch::Tensor loss = model->training_loss(input, [&](std::size_t i) { seen.push_back(i); });
+  // Every layer gates, training_only ones included, in the listed order.
+  std::vector<std::size_t> all(profile.layers.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  EXPECT_EQ(seen, all);
+  ASSERT_EQ(loss.dim(), 0);
+  EXPECT_TRUE(loss.requires_grad());
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));
+  loss.backward();
+  for (const ZooLayer& layer : model->layers()) {
+    bool any_grad = false;
+    for (const torch::Tensor& t : layer.tensors) {
+      if (!t.requires_grad()) continue;
+      ASSERT_TRUE(t.grad().defined()) << layer.name;
+      any_grad = any_grad || t.grad().abs().sum().item<double>() > 0;
+    }
+    EXPECT_TRUE(any_grad) << layer.name << " got no gradient";
+  }
+  // Back in eval mode: the inference output is what it was, except that BatchNorm's running
+  // statistics moved during the training forward (so compare BERT, which has none, exactly).
+  const torch::Tensor after = model->forward(input);
+  EXPECT_FALSE(after.requires_grad());
+  if (name == "bert_base") EXPECT_TRUE(torch::equal(before, after));
+  std::vector<std::size_t> inference;
+  model->forward(input, [&](std::size_t i) { inference.push_back(i); });
+  EXPECT_EQ(inference.size() + (name == "inception_v3" ? 5 : 0), profile.layers.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooModelTest,

@@ -6,6 +6,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
 #include "exec_test_support.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
@@ -15,6 +16,7 @@ namespace psw::exec {
 namespace {
 
 using testing_support::plan_for;
+using testing_support::expect_causal_trace;
 using testing_support::relative_error;
 
 // Full-size inputs make CPU forwards slow; every property checked here holds at any size the
@@ -102,6 +104,31 @@ TEST(Pipeline, HostMappedEmbeddingsGiveTheSameOutput) {
   EXPECT_LT(relative_error(split.switch_in_and_run(input), reference), 1e-5);
   EXPECT_THROW(PipelineEngine(*backend, *model2, Grouping{{0, 100}}, TransferMode::Pageable, 512, host_mapped),
                InputError);
+}
+
+TEST(Pipeline, TracedSwitchIsCausalAndComplete) {
+  for (const std::string name : {"inception_v3", "bert_base"}) {
+    auto model = make_model(name, 3);
+    const torch::Tensor input = small_input(*model, 2);
+    auto backend = make_host_backend();
+    const Grouping groups = plan_for(name, Strategy::Fixed);
+    PipelineEngine engine(*backend, *model, groups);
+    EXPECT_THROW(engine.measured_timeline(), Error);  // nothing traced yet
+    engine.set_tracing(true);
+    engine.poison_device_parameters();
+    const torch::Tensor out = engine.switch_in_and_run(input);
+    const Timeline t = engine.measured_timeline();
+    expect_causal_trace(t, groups);
+    Bytes copied = 0;
+    for (const auto& gt : t.groups) copied += gt.bytes;
+    EXPECT_EQ(copied, engine.layout().total_bytes) << name;
+    // Tracing does not change the output.
+    EXPECT_LT(relative_error(out, plain_run(name, 3, input)), 1e-5) << name;
+  }
+  auto model = make_model("resnet152", 3);
+  auto backend = make_host_backend();
+  PipelineEngine no_umm(*backend, *model, plan_for("resnet152", Strategy::Single), TransferMode::AllocatePerTensor);
+  EXPECT_THROW(no_umm.set_tracing(true), InputError);
 }
 
 TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {

@@ -11,11 +11,13 @@
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/pipeline.hpp"
+#include "psw/exec/profiler.hpp"
 
 namespace psw::exec {
 namespace {
 
 using testing_support::plan_for;
+using testing_support::expect_causal_trace;
 using testing_support::relative_error;
 
 class CudaPipeline : public ::testing::TestWithParam<std::tuple<std::string, Strategy>> {};
@@ -64,6 +66,11 @@ TEST_P(CudaGraphSwitch, ReplayedSwitchEqualsAResidentRun) {
     backend->synchronize();
     EXPECT_LT(relative_error(out, reference), 1e-5) << name << " repetition " << repetition;
   }
+  // The traced switch graph (Note [Measured trace]): same output, a causal timeline.
+  engine.poison_device_parameters(0x44);
+  const torch::Tensor traced = engine.switch_in_and_run_graph(input, /*traced=*/true).clone();
+  expect_causal_trace(engine.measured_timeline(), engine.groups());
+  EXPECT_LT(relative_error(traced, reference), 1e-5) << name << " traced";
   // The resident graph reads the bound parameters too: poisoning changes its output.
   engine.poison_device_parameters(0x00);
   const torch::Tensor poisoned = engine.run_resident_graph(input).clone();
@@ -116,6 +123,38 @@ TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   EXPECT_EQ(after.num_alloc_retries, before.num_alloc_retries);
   EXPECT_EQ(engine.device_allocations(), engine.layout().total_bytes);
 }
+
+// The profiler on the GPU: the training iteration (forward and backward) is captured as a
+// graph with a gradient hook per parameter; every layer gets a backward time and the
+// calibrated per-layer times sum to the uninstrumented phases (Note [Mark overhead]).
+class CudaProfiler : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaProfiler, TrainingIterationIsProfiledPerLayer) {
+  const std::string name = GetParam();
+  auto backend = make_backend("cuda");
+  auto model = make_model(name, 2);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 1).to(backend->device());
+  const PhaseTimes inference = profile_forward(*backend, *model, input, 5);
+  const TrainingTimes training = profile_training(*backend, *model, input, 5);
+  auto sum = [](const std::vector<Duration>& v) {
+    Duration s = Duration::zero();
+    for (Duration d : v) s += d;
+    return s;
+  };
+  EXPECT_EQ(sum(inference.per_layer), inference.total);
+  EXPECT_EQ(sum(training.forward.per_layer), training.forward.total);
+  EXPECT_EQ(sum(training.backward.per_layer), training.backward.total);
+  // The per-layer records cost time that the calibration removes.
+  EXPECT_GT(inference.instrumented, inference.total);
+  // Backward does about twice the forward's arithmetic.
+  EXPECT_GT(training.backward.total, inference.total);
+  std::size_t with_time = 0;
+  for (Duration d : training.backward.per_layer) with_time += d > Duration::zero() ? 1 : 0;
+  EXPECT_GT(with_time, model->layers().size() / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaProfiler, ::testing::Values("resnet152", "inception_v3", "bert_base"));
 
 }  // namespace
 }  // namespace psw::exec

@@ -52,8 +52,6 @@ class BertBase final : public ZooBase {
     initialise(kInitStd);
   }
 
-  using ZooBase::forward;
-
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
     if (batch < 1) {
       throw InputError(::psw::detail::concat("batch must be at least 1, not ", batch));
@@ -72,15 +70,13 @@ class BertBase final : public ZooBase {
     return ids;
   }
 
-  torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) override {
+  std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& c) override {
     if (input.dim() != 2 || input.scalar_type() != torch::kInt64 || input.size(1) < 1 ||
         input.size(1) > kMaxPositions) {
       throw InputError(::psw::detail::concat(
           "bert_base: the input must be token ids N x S (int64, 1 <= S <= ", kMaxPositions,
           "), not ", input.sizes(), " ", input.dtype()));
     }
-    torch::NoGradGuard no_grad;
-    Cursor c(*this, gate);
     const std::int64_t n = input.size(0);
     const std::int64_t s = input.size(1);
     const torch::Tensor positions = torch::arange(s, input.options()).unsqueeze(0);
@@ -109,7 +105,7 @@ class BertBase final : public ZooBase {
     }
     torch::Tensor pooled = torch::tanh(step(c, pooler_, h.select(1, 0)));
     c.finish();
-    return pooled;
+    return {pooled};
   }
 
  private:

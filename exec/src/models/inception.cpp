@@ -1,11 +1,12 @@
 // Inception-v3 as torchvision's inception_v3(aux_logits=True, transform_input=False), weights
 // random: BasicConv2d = conv (no bias) + BatchNorm (eps 1e-3) + ReLU, input N x 3 x 299 x 299
 // (any H, W >= 75 run), 1000 classes. The AuxLogits head is built (and listed after Mixed_6e,
-// where it runs in training) but inference does not run it.
+// where it runs in training) but inference does not run it; training_loss() runs it.
 
 #include <vector>
 
 #include "models/zoo_base.hpp"
+#include "psw/common/error.hpp"
 
 namespace psw::exec::detail {
 namespace {
@@ -15,6 +16,9 @@ namespace nn = torch::nn;
 constexpr double kBnEps = 1e-3;
 constexpr std::int64_t kImage = 299;     // example_input
 constexpr std::int64_t kMinImage = 75;   // forward: H, W >= 75, as torchvision says
+// Training runs AuxLogits, whose 5 x 5 convolution after a 5 x 5 / 3 pooling needs Mixed_6e
+// at least 17 x 17: images at least 291 x 291.
+constexpr std::int64_t kMinTrainingImage = 291;
 
 struct Basic {
   nn::Conv2d conv{nullptr};
@@ -67,16 +71,16 @@ class InceptionV3 final : public ZooBase {
     initialise(/*embedding_std=*/0.0);
   }
 
-  using ZooBase::forward;
-
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
     return random_images(batch, kImage, seed);
   }
 
-  torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) override {
-    check_image(input, kMinImage);
-    torch::NoGradGuard no_grad;
-    Cursor c(*this, gate);
+  std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& c) override {
+    check_image(input, c.training() ? kMinTrainingImage : kMinImage);
+    if (c.training() && input.size(0) < 2) {
+      // AuxLogits.conv1's BatchNorm sees 1 x 1 maps: batch statistics need two samples.
+      throw InputError("inception_v3: training needs a batch of at least 2 (AuxLogits' BatchNorm on 1 x 1 maps)");
+    }
     torch::Tensor x = run(c, c1a_, input);
     x = run(c, c2a_, x);
     x = run(c, c2b_, x);
@@ -92,14 +96,22 @@ class InceptionV3 final : public ZooBase {
     x = run(c, m6c_, x);
     x = run(c, m6d_, x);
     x = run(c, m6e_, x);
-    // AuxLogits: training only (the cursor skips its layers).
+    // AuxLogits: training only (in inference the cursor skips its layers).
+    torch::Tensor aux;
+    if (c.training()) {
+      aux = torch::avg_pool2d(x, {5, 5}, {3, 3});
+      aux = run(c, aux_.conv1, run(c, aux_.conv0, aux));
+      aux = torch::adaptive_avg_pool2d(aux, {1, 1}).flatten(1);
+      aux = step(c, aux_.fc, aux);
+    }
     x = run(c, m7a_, x);
     x = run(c, m7b_, x);
     x = run(c, m7c_, x);
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // then dropout: identity in eval
     x = step(c, fc_, x);
     c.finish();
-    return x;
+    if (aux.defined()) return {x, aux};
+    return {x};
   }
 
  private:

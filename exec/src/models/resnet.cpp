@@ -50,16 +50,12 @@ class ResNet152 final : public ZooBase {
     for (Block& b : blocks_) scale_bn_weight(b.bn3, 0.2);
   }
 
-  using ZooBase::forward;
-
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
     return random_images(batch, kImage, seed);
   }
 
-  torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) override {
+  std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& c) override {
     check_image(input, kMinImage);
-    torch::NoGradGuard no_grad;
-    Cursor c(*this, gate);
     torch::Tensor x = torch::relu(step(c, bn1_, step(c, conv1_, input)));
     x = torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
     for (Block& b : blocks_) {
@@ -73,7 +69,7 @@ class ResNet152 final : public ZooBase {
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     x = step(c, fc_, x);
     c.finish();
-    return x;
+    return {x};
   }
 
  private:

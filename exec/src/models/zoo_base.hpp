@@ -27,6 +27,9 @@ class ZooBase : public ZooModel {
 
   using ZooModel::forward;
   const std::string& name() const override { return name_; }
+  // Eval mode, no autograd: the model's outputs()[0].
+  torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) final;
+  torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate) final;
   std::vector<ZooLayer>& layers() override { return layers_; }
   void to(torch::Device device) override;
 
@@ -39,6 +42,8 @@ class ZooBase : public ZooModel {
     void enter(const torch::nn::Module& module);
     // Every running layer must have been entered.
     void finish();
+    // Whether training_only layers run in this forward (the model is in training mode).
+    bool training() const { return model_.training_; }
 
    private:
     void skip_training_only();
@@ -55,6 +60,12 @@ class ZooBase : public ZooModel {
   }
 
  protected:
+  // The model's forward through `cursor`: its outputs, the main one first (the logits, or
+  // BERT's pooled output); in training (cursor.training()) Inception-v3 also returns its
+  // auxiliary logits. Validates the input (InputError). Autograd and the module mode are set
+  // by the caller.
+  virtual std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& cursor) = 0;
+
   // Layer constructors: each registers the module at the dotted `path` (creating the parent
   // containers) and appends it to the layer list. Convolutions have no bias (as in both CNNs).
   torch::nn::Conv2d conv(const std::string& path, std::int64_t in, std::int64_t out, Pair kernel,
@@ -97,6 +108,7 @@ class ZooBase : public ZooModel {
   std::vector<ZooLayer> layers_;
   std::vector<const torch::nn::Module*> modules_;  // parallel to layers_
   std::vector<bool> training_only_;                // parallel to layers_
+  bool training_ = false;                          // inside training_loss()
 };
 
 // The three models (resnet.cpp, inception.cpp, bert.cpp); construct after seeding.

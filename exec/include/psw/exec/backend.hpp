@@ -67,6 +67,9 @@ class Backend {
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two
   // marks of the same switch.
   virtual void mark(std::size_t slot) = 0;
+  // As mark(), on the copy stream: when the copies enqueued before it are done. elapsed()
+  // compares marks of both streams (one clock).
+  virtual void mark_copy(std::size_t slot) = 0;
   virtual Duration elapsed(std::size_t from, std::size_t to) = 0;
 };
 

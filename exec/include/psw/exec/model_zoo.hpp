@@ -12,8 +12,9 @@
 //                  training, so inference does not gate them;
 //  - bert_base:    HuggingFace BertModel (bert-base-uncased config) with pooler, token ids
 //                  N x 128 (int64), no padding (attention mask all ones), token types 0.
-// Forward runs with eval semantics (BatchNorm on running statistics, dropout the identity) and
-// without autograd.
+// forward() runs with eval semantics (BatchNorm on running statistics, dropout the identity) and
+// without autograd; training_loss() runs the training forward (BatchNorm on batch statistics,
+// Inception's auxiliary head) with autograd, for the profiler's backward times.
 
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +65,12 @@ class ZooModel {
   torch::Tensor forward(const torch::Tensor& input) {
     return forward(input, [](std::size_t) {});
   }
+  // One training forward with autograd on: train mode (BatchNorm on batch statistics, running
+  // statistics updated), every layer gated in execution order, training_only layers included.
+  // Returns a scalar surrogate loss that depends on every layer's parameters: the mean square
+  // of the outputs (Inception-v3 adds 0.4 x that of its auxiliary logits, torchvision's weight).
+  // The model is back in eval mode on return; loss.backward() then fills every parameter's grad.
+  virtual torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate) = 0;
   // Moves every parameter and buffer to `device` (the model is built on the CPU). The layers'
   // tensors keep sharing their TensorImpl with the modules.
   virtual void to(torch::Device device) = 0;

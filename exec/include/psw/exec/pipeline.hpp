@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "psw/common/plan.hpp"
+#include "psw/common/timeline.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
 
@@ -40,6 +41,7 @@ class PipelineEngine {
   static constexpr std::size_t kMarkEnd = 2;
   static constexpr std::size_t kSwitchGraph = 0;
   static constexpr std::size_t kResidentGraph = 1;
+  static constexpr std::size_t kTracedSwitchGraph = 2;
 
   // Packs the model's tensors into host memory by the layout of `groups` (validated against
   // the model) and binds them to the device pool. Throws InputError for a bad grouping.
@@ -61,12 +63,23 @@ class PipelineEngine {
   // `example` as the input, into two graphs; afterwards switch_in_and_run_graph and
   // run_resident_graph replay them (the input is copied into the captured input tensor).
   // Needs a backend with graphs and pinned host memory (pageable copies cannot be captured).
+  // A third graph holds the switch with tracing on (Note [Measured trace]).
   void capture_graphs(const torch::Tensor& example);
-  torch::Tensor switch_in_and_run_graph(const torch::Tensor& input);
+  torch::Tensor switch_in_and_run_graph(const torch::Tensor& input, bool traced = false);
   torch::Tensor run_resident_graph(const torch::Tensor& input);
   void poison_device_parameters(std::uint8_t value = 0xFF);
   // Waits for the last switch_in_and_run / run_resident and returns its device-side times.
   SwitchTiming last_timing();
+
+  // Note [Measured trace]: with tracing on, a switch also records when each group's copies
+  // end (on the copy stream) and when its computation starts and ends (on the compute
+  // stream). measured_timeline() waits for that switch and returns it in the form the
+  // timeline evaluation predicts (times from the switch's begin; `ready` and `overhead` are
+  // left zero for the caller). A group none of whose layers runs computes for zero time where
+  // the previous group ended. The extra records cost a few µs each, so measure latency with
+  // tracing off. InputError in the AllocatePerTensor mode, which has no groups to trace.
+  void set_tracing(bool on);
+  Timeline measured_timeline();
 
   const MemoryLayout& layout() const { return layout_; }
   const Grouping& groups() const { return groups_; }
@@ -94,9 +107,12 @@ class PipelineEngine {
   // Per group, the byte ranges [offset, offset + length) to copy: the group's span without
   // its host-mapped layers.
   std::vector<std::vector<std::pair<Bytes, Bytes>>> group_pieces_;
+  bool tracing_ = false;
+  std::vector<bool> traced_group_ran_;  // in the last traced switch (or its capture)
   torch::Tensor graph_input_;
   torch::Tensor graph_switch_output_;
   torch::Tensor graph_resident_output_;
+  torch::Tensor graph_traced_output_;
   torch::Tensor host_;    // packed parameters (pinned unless Pageable)
   torch::Tensor device_;  // the parameter region of the pool
   std::int64_t device_allocations_ = 0;

@@ -1,6 +1,14 @@
 #pragma once
-// The profiler: per-layer forward times of a zoo model on a backend, and the host-to-device
-// link, as measured profiles (DESIGN.md §5, `psw profile`).
+// The profiler: per-layer forward (and backward) times of a zoo model on a backend, and the
+// host-to-device link, as measured profiles (DESIGN.md §5, `psw profile`).
+//
+// Note [Mark overhead]: a layer's time is the interval between timestamps recorded on the
+// compute stream at its boundaries. Each record costs the stream a little (a few µs per record
+// inside a CUDA graph on the H200: ResNet-152's 311 records added 0.9 ms to a 4.0 ms forward),
+// so summed per-layer times overstate the forward. The profiler therefore also times the same
+// work with no per-layer records (only its two ends) and removes the difference: an equal cost
+// per record is subtracted from every layer (no layer below zero), and the result is scaled to
+// sum to the uninstrumented time exactly. Both raw and uninstrumented totals are reported.
 
 #include <vector>
 
@@ -11,12 +19,41 @@
 
 namespace psw::exec {
 
-// Median per-layer forward time over `repeats` runs with the model resident (its tensors
-// on the backend's device). A layer's time runs from its gate to the next running layer's
-// gate, so parameterless operations fold into the layer before them, as in the analytic
-// profiles. Layers that do not run (training_only in inference) get zero. On a backend
-// with graphs, the timed forward is a replayed graph, so host dispatch is not counted.
-std::vector<Duration> profile_forward(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats);
+// Per-layer times of one phase (forward or backward) of a profiled model.
+struct PhaseTimes {
+  std::vector<Duration> per_layer;  // after Note [Mark overhead]; sums to `total`
+  Duration total;                   // median of the phase timed without per-layer records
+  Duration instrumented;            // median of the phase timed with them (sum of raw times)
+};
+
+struct TrainingTimes {
+  PhaseTimes forward;   // the training forward (train mode, every layer, the loss)
+  PhaseTimes backward;  // loss.backward(), attributed to layers as described below
+};
+
+// Note [Mark overhead]: the raw per-layer times, how many timestamp records each layer's
+// interval contains, and the phase timed without them: the calibrated per-layer times.
+// Throws InputError when the lengths differ or a value is negative.
+std::vector<Duration> remove_mark_overhead(const std::vector<Duration>& raw, const std::vector<int>& records,
+                                           Duration uninstrumented);
+
+// Median per-layer inference forward time over `repeats` runs with the model resident (its
+// tensors on the backend's device). A layer's time runs from its gate to the next running
+// layer's gate, so parameterless operations fold into the layer before them, as in the
+// analytic profiles. Layers that do not run (training_only in inference) get zero. On a
+// backend with graphs, the timed forward is a replayed graph, so host dispatch is not counted.
+PhaseTimes profile_forward(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats);
+
+// One training iteration's forward (training_loss) and backward (loss.backward()), per layer,
+// median over `repeats` (replayed graphs where the backend has them). Backward: a hook on
+// every parameter records when its gradient is ready; layers are ordered by that time and
+// each gets the interval since the previous layer's gradients were ready (the first since the
+// backward began, the last also the rest of the backward), so the parameterless operations
+// between two layers fold into the later-finishing one, and the times sum to the backward.
+// With `use_graphs` false (or a backend without graphs) the iteration runs eagerly, and the
+// times include whatever host dispatch leaves the device idle.
+TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats,
+                               bool use_graphs = true);
 
 // Copies of 4 KiB, 16 KiB, ..., up to `max_bytes` (x4 steps), `repeats` each, median.
 std::vector<CopySample> profile_link(Backend& backend, bool pinned, Bytes max_bytes, int repeats);
