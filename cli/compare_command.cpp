@@ -53,7 +53,7 @@ void run_compare(const CompareOptions& o) {
         const PlanResult per_layer = plan_per_layer(costs);
         const PlanResult pipeswitch = plan_pipeswitch(costs);
         const auto started = std::chrono::steady_clock::now();
-        const PlanResult optimal = plan_optimal(costs);
+        const PlanResult optimal = prefer_early_start(costs, plan_optimal(costs));
         const auto planner_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                     std::chrono::steady_clock::now() - started)
                                     .count();

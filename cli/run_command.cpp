@@ -98,7 +98,7 @@ void run(const RunOptions& o) {
     groups = plan_per_layer(costs).groups;
     strategy = "per-layer";
   } else {
-    groups = plan_optimal(costs).groups;
+    groups = prefer_early_start(costs, plan_optimal(costs)).groups;
     strategy = "optimal";
   }
   const exec::TransferMode transfer = o.mode == "no-pin"   ? exec::TransferMode::Pageable

@@ -4,7 +4,12 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
+# PSW_COMMIT names the commit where the tree was copied without its history (the GPU host).
+if [[ -n "${PSW_COMMIT:-}" ]]; then
+  echo "- commit: $PSW_COMMIT (given by the caller)"
+else
+  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- . ':!results' 2>/dev/null || echo ' (with uncommitted changes)')"
+fi
 echo "- host: $(uname -srm), $(nproc) cores, ${cpu:-unknown CPU}"
 echo "- memory: $(free -g 2>/dev/null | awk '/Mem:/ {print $2 " GiB"}')"
 echo "- compiler: $(c++ --version 2>/dev/null | head -1)"

@@ -306,6 +306,40 @@ PlanResult plan_optimal(const SwitchCosts& costs) {
   return finish_search(costs, pool, best_label, best_start, best, stats);
 }
 
+PlanResult prefer_early_start(const SwitchCosts& costs, const PlanResult& optimal) {
+  PSW_CHECK(!optimal.groups.empty(), "prefer_early_start needs a plan");
+  const std::size_t first_size = optimal.groups.front().size();
+  const std::size_t n = costs.num_layers();
+  const Duration slack = costs.link().copy_fixed + costs.group_sync();  // one more group's fixed costs
+  for (std::size_t k = 1; k < first_size; k *= 2) {
+    // First group [0, k-1]; the rest is the same problem shifted by the first transfer's end
+    // T: its transfers start at 0 and the GPU is free at E - T, where E is the first group's
+    // compute end.
+    const Duration t = costs.transfer_time(0, k - 1);
+    const Duration e = max(t, costs.gpu_free_at()) + costs.group_sync() + costs.compute(0, k - 1);
+    std::vector<Bytes> bytes;
+    std::vector<Duration> compute;
+    for (std::size_t i = k; i < n; ++i) {
+      bytes.push_back(costs.layer_bytes(i));
+      compute.push_back(costs.layer_compute(i));
+    }
+    const SwitchCosts rest(std::move(bytes), std::move(compute), costs.link(), costs.group_sync(), costs.tail(),
+                           e - t);
+    const PlanResult rest_plan = plan_optimal(rest);
+    if (t + rest_plan.total > optimal.total + slack) continue;
+    PlanResult result;
+    result.groups.push_back({0, k - 1});
+    for (const LayerGroup& g : rest_plan.groups) result.groups.push_back({g.first + k, g.last + k});
+    result.total = t + rest_plan.total;
+    result.stats = optimal.stats;
+    result.stats.nodes += rest_plan.stats.nodes;
+    result.stats.pruned += rest_plan.stats.pruned;
+    PSW_CHECK(evaluate_total(costs, result.groups) == result.total, "early-start plan disagrees");
+    return result;
+  }
+  return optimal;
+}
+
 // ---------------------------------------------------------------------------------
 // pipeswitch: the paper's recursion F(B, i) = min_j F(B + [i, j], j + 1) with its two
 // pruning rules (PAPER.md §5.2-5.3).
@@ -472,7 +506,7 @@ PlanResult make_plan(Strategy strategy, const SwitchCosts& costs, const Grouping
     case Strategy::Single: return plan_single(costs);
     case Strategy::PerLayer: return plan_per_layer(costs);
     case Strategy::PipeSwitch: return plan_pipeswitch(costs);
-    case Strategy::Optimal: return plan_optimal(costs);
+    case Strategy::Optimal: return prefer_early_start(costs, plan_optimal(costs));
     case Strategy::Fixed: {
       if (fixed_groups == nullptr) throw InputError("strategy 'fixed' needs a groups file (--groups)");
       validate_grouping(*fixed_groups, costs.num_layers(), "fixed groups");

@@ -58,6 +58,30 @@ TEST_P(PlannerProperty, ExactPlannersMatchBruteForce) {
     ASSERT_LE(pipeline_bound(costs), brute.total);
     ASSERT_LE(brute.total, plan_single(costs).total);
     ASSERT_LE(brute.total, plan_per_layer(costs).total);
+    // Note [Early start]: within one group's fixed costs of the optimum, a first group no
+    // larger, and when it is smaller, the first of 1, 2, 4, ... layers with which that is
+    // reachable (brute force).
+    const Duration slack = costs.link().copy_fixed + costs.group_sync();
+    const PlanResult early = prefer_early_start(costs, optimal);
+    ASSERT_GE(early.total, brute.total);
+    ASSERT_LE(early.total, brute.total + slack);
+    ASSERT_EQ(evaluate_total(costs, early.groups), early.total);
+    const std::size_t first = early.groups.front().size();
+    ASSERT_LE(first, optimal.groups.front().size());
+    for (std::size_t k = 1; k < first; k *= 2) {
+      bool reachable = false;
+      for (std::uint32_t mask = 0; mask < (1u << (n - 1)) && !reachable; ++mask) {
+        if (mask & ((1u << (k - 1)) - 1) || !(mask & (1u << (k - 1)))) continue;  // first group [0, k-1]
+        std::vector<std::size_t> ends;
+        for (std::size_t b = 0; b + 1 < n; ++b) {
+          if (mask & (1u << b)) ends.push_back(b + 1);
+        }
+        ends.push_back(n);
+        reachable = evaluate_total(costs, grouping_from_ends(ends)) <= brute.total + slack;
+      }
+      ASSERT_FALSE(reachable) << "a first group of " << k << " layers is within the slack, seed " << GetParam()
+                              << " instance " << instance;
+    }
   }
 }
 
@@ -117,6 +141,9 @@ TEST_P(ShippedModels, ExactPlannersAgree) {
   EXPECT_GE(optimal.total, pipeline_bound(costs));
   EXPECT_EQ(evaluate_total(costs, optimal.groups), optimal.total);
   EXPECT_EQ(evaluate_total(costs, pipeswitch.groups), pipeswitch.total);
+  const PlanResult early = make_plan(Strategy::Optimal, costs);
+  EXPECT_LE(early.total, optimal.total + costs.link().copy_fixed + costs.group_sync());
+  EXPECT_LE(evaluate_timeline(costs, early.groups).startup, evaluate_timeline(costs, optimal.groups).startup);
 }
 
 INSTANTIATE_TEST_SUITE_P(

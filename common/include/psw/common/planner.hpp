@@ -47,7 +47,18 @@ PlanResult plan_optimal(const SwitchCosts& costs);
 // Every one of the 2^(n-1) groupings; the test oracle. Refuses n > 24.
 PlanResult plan_brute_force(const SwitchCosts& costs);
 
-// Dispatches on a strategy; Fixed needs `fixed_groups` (validated here).
+// Note [Early start]: a transfer-bound model finishes when its last bytes arrive however large
+// its first group is, yet a large first group delays the first computation (the startup
+// overhead the executor reports). An extra group costs only its fixed costs (copy_fixed +
+// group_sync, a few µs), so the exact optimum is often a plan with a large first group that
+// wins by those few µs and starts the GPU 0.5 ms late. This returns the plan whose first group
+// is the first of 1, 2, 4, 8, ... layers that keeps the total within one group's fixed costs
+// of `optimal` (the rest planned exactly); `optimal` itself when no smaller first group does.
+// About log2(first group) more exact searches; not necessarily the least startup.
+PlanResult prefer_early_start(const SwitchCosts& costs, const PlanResult& optimal);
+
+// Dispatches on a strategy; Fixed needs `fixed_groups` (validated here). Optimal includes
+// prefer_early_start (so its total may exceed the exact optimum by one group's fixed costs).
 PlanResult make_plan(Strategy strategy, const SwitchCosts& costs,
                      const Grouping* fixed_groups = nullptr);
 
