@@ -26,7 +26,7 @@ struct ProfileOptions {
   int repeat = 50;
   std::string backend = "cuda";
   std::string base_profile;  // default configs/models/NAME.yaml: names, kinds, bytes
-  std::string hardware_base = "configs/hardware/h200-pcie5.yaml";
+  std::string hardware_base = "configs/hardware/h200-pcie5-base.yaml";
   bool link = false;
   bool train = false;
   bool train_eager = false;

@@ -34,7 +34,7 @@ struct RunOptions {
   std::string format = "table";
   std::string timeline_path;
   std::string backend = "cuda";
-  std::string profile_path;   // model profile for planning and prediction (default: configs/models/NAME.yaml)
+  std::string profile_path;   // model profile for planning and prediction (default: configs/models/h200/NAME.yaml)
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
   bool graph = false;
   bool host_embeddings = false;
@@ -64,7 +64,8 @@ void run(const RunOptions& o) {
     throw InputError("unknown --mode '" + o.mode + "': expected ready, pipeswitch, single, per-layer, no-pin or no-umm");
   }
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
-  const std::string profile_path = o.profile_path.empty() ? "configs/models/" + o.model + ".yaml" : o.profile_path;
+  // The default hardware is the H200, so the default profile is the one measured there.
+  const std::string profile_path = o.profile_path.empty() ? "configs/models/h200/" + o.model + ".yaml" : o.profile_path;
   const ModelProfile profile = load_model_profile(profile_path);
   const HardwareProfile hardware = load_hardware_profile(o.hardware_path);
   auto backend = exec::make_backend(o.backend);
@@ -237,7 +238,8 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--timeline", options->timeline_path,
                   "Write one traced switch, measured, beside the predicted timeline as a Chrome trace");
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
-  cmd->add_option("--profile", options->profile_path, "Model profile for planning and prediction");
+  cmd->add_option("--profile", options->profile_path,
+                  "Model profile for planning and prediction (default: configs/models/h200/MODEL.yaml, measured)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
   cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
   cmd->add_flag("--host-embeddings", options->host_embeddings,

@@ -8,4 +8,6 @@ build=${PSW_BUILD_DIR:-$root/build}
 # The shipped model profiles must be what their generator writes.
 python3 "$root/scripts/gen_model_profiles.py" --check
 python3 "$root/scripts/gen_artifact_plans.py" --check
+# The h200 configs must be the profiles measured on the H200 (results/profiles/).
+bash "$root/scripts/adopt-profiles.sh" --check
 ctest --test-dir "$build" --label-exclude gpu --output-on-failure --parallel "$(nproc)" --timeout 600

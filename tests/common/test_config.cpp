@@ -131,7 +131,7 @@ const std::string kTinyModel =
 
 // The text of the shipped h200 profile: a valid hardware profile to break one key of.
 std::string h200_text() {
-  return to_yaml(load_hardware_profile(hardware_path("h200-pcie5")));
+  return to_yaml(load_hardware_profile(hardware_path("h200-pcie5-base")));
 }
 
 // Replaces the one occurrence of `from` in `text`.
@@ -242,12 +242,38 @@ TEST(ConfigShippedHardware, AllLoad) {
 }
 
 TEST(ConfigShippedHardware, H200Measurements) {
+  // The base: DESIGN.md §6's numbers, measured in Python.
+  const HardwareProfile base = load_hardware_profile(hardware_path("h200-pcie5-base"));
+  EXPECT_EQ(base.pinned.bandwidth.bytes_per_second(), 55'400'000'000);
+  EXPECT_EQ(base.pinned.copy_fixed, nanoseconds(2'600));
+  EXPECT_EQ(base.cuda_context_create, milliseconds(385));
+  // The project's h200 profile: the links fitted by `psw profile --link` on the H200, every
+  // other cost from the base (scripts/adopt-profiles.sh).
   const HardwareProfile hw = load_hardware_profile(hardware_path("h200-pcie5"));
-  EXPECT_EQ(hw.pinned.bandwidth.bytes_per_second(), 55'400'000'000);
-  EXPECT_EQ(hw.pinned.copy_fixed, nanoseconds(2'600));
-  EXPECT_EQ(hw.cuda_context_create, milliseconds(385));
+  EXPECT_EQ(hw.name, "h200-pcie5");
   EXPECT_EQ(hw.source.kind, ProfileSource::Measured);
-  EXPECT_FALSE(hw.source.device.empty());
+  EXPECT_EQ(hw.source.device, "NVIDIA H200");
+  EXPECT_GT(hw.pinned.bandwidth.bytes_per_second(), 45'000'000'000);  // PCIe Gen5 x16
+  EXPECT_LT(hw.pinned.bandwidth.bytes_per_second(), 64'000'000'000);
+  EXPECT_LT(hw.pageable.bandwidth.bytes_per_second(), hw.pinned.bandwidth.bytes_per_second());
+  EXPECT_EQ(hw.cuda_context_create, base.cuda_context_create);
+  EXPECT_EQ(hw.group_sync, base.group_sync);
+  EXPECT_EQ(hw.mps.inference_slowdown_percent, base.mps.inference_slowdown_percent);
+}
+
+TEST(ConfigShippedHardware, H200MeasuredModelsMatchTheAnalyticLayers) {
+  for (const std::string name : {"resnet152", "inception_v3", "bert_base"}) {
+    const ModelProfile measured = load_model_profile(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/" + name + ".yaml");
+    const ModelProfile analytic = load_model_profile(std::string(PSW_SOURCE_DIR) + "/configs/models/" + name + ".yaml");
+    EXPECT_EQ(measured.source.kind, ProfileSource::Measured) << name;
+    ASSERT_EQ(measured.layers.size(), analytic.layers.size()) << name;
+    for (std::size_t i = 0; i < measured.layers.size(); ++i) {
+      EXPECT_EQ(measured.layers[i].name, analytic.layers[i].name);
+      EXPECT_EQ(measured.layers[i].param_bytes, analytic.layers[i].param_bytes);
+      // Measured with --train: every layer has a backward time (so training can be planned).
+      EXPECT_TRUE(measured.layers[i].backward_time.has_value()) << name << " " << measured.layers[i].name;
+    }
+  }
 }
 
 // --- measured profiles -------------------------------------------------------------

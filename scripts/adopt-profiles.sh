@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Makes the profiles measured on the lent H200 (results/profiles/, written by `psw profile`
+# through scripts/gpu-test.sh) the project's h200 configs:
+#   results/profiles/h200-pcie5.yaml  -> configs/hardware/h200-pcie5.yaml
+#   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
+# Each copy gets one header line naming its source; nothing else changes.
+#
+#   scripts/adopt-profiles.sh           # copy
+#   scripts/adopt-profiles.sh --check   # fail if a config differs from its measured source
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+check=false
+if [[ ${1:-} == --check ]]; then check=true; elif [[ $# -gt 0 ]]; then
+  echo "usage: $0 [--check]" >&2
+  exit 2
+fi
+status=0
+adopt() {
+  local source=$1 target=$2
+  if [[ ! -f "$root/$source" ]]; then
+    echo "adopt-profiles: $source is missing (run scripts/gpu-test.sh on the GPU host first)" >&2
+    exit 1
+  fi
+  local expected
+  expected="# Adopted from $source by scripts/adopt-profiles.sh; do not edit by hand."$'\n'"$(cat "$root/$source")"
+  if $check; then
+    if [[ ! -f "$root/$target" ]] || [[ "$(cat "$root/$target")" != "$expected" ]]; then
+      echo "adopt-profiles: $target is not $source (run scripts/adopt-profiles.sh)" >&2
+      status=1
+    fi
+  else
+    mkdir -p "$(dirname "$root/$target")"
+    printf '%s\n' "$expected" > "$root/$target"
+    echo "adopted $source -> $target"
+  fi
+}
+adopt results/profiles/h200-pcie5.yaml configs/hardware/h200-pcie5.yaml
+for model in resnet152 inception_v3 bert_base; do
+  adopt "results/profiles/$model.yaml" "configs/models/h200/$model.yaml"
+done
+exit $status
