@@ -42,8 +42,8 @@ void run_compare(const CompareOptions& o) {
 
   const std::vector<std::string> header = {
       "model", "hardware", "task", "ready_ms", "bound_ms", "single_ms", "per_layer_ms",
-      "pipeswitch_ms", "optimal_ms", "groups", "startup_ms", "overhead_ms", "optimal/bound",
-      "planner_us"};
+      "pipeswitch_ms", "optimal_ms", "early_start_ms", "groups", "startup_ms", "overhead_ms",
+      "early_start/bound", "planner_us"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& hw : hardware) {
     for (const auto& model : models) {
@@ -53,18 +53,20 @@ void run_compare(const CompareOptions& o) {
         const PlanResult per_layer = plan_per_layer(costs);
         const PlanResult pipeswitch = plan_pipeswitch(costs);
         const auto started = std::chrono::steady_clock::now();
-        const PlanResult optimal = prefer_early_start(costs, plan_optimal(costs));
+        const PlanResult optimal = plan_optimal(costs);
         const auto planner_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                     std::chrono::steady_clock::now() - started)
                                     .count();
-        const Timeline timeline = evaluate_timeline(costs, optimal.groups);
+        // What the executor and the simulator run: Note [Early start].
+        const PlanResult early = prefer_early_start(costs, optimal);
+        const Timeline timeline = evaluate_timeline(costs, early.groups);
         const Duration bound = pipeline_bound(costs);
         char ratio[32];
         std::snprintf(ratio, sizeof ratio, "%.3f",
                       static_cast<double>(timeline.total.ns()) / static_cast<double>(bound.ns()));
         rows.push_back({model.name, hw.name, to_string(task), ms(timeline.ready), ms(bound),
                         ms(single.total), ms(per_layer.total), ms(pipeswitch.total),
-                        ms(optimal.total), std::to_string(optimal.groups.size()),
+                        ms(optimal.total), ms(early.total), std::to_string(early.groups.size()),
                         ms(timeline.startup), ms(timeline.overhead), ratio,
                         std::to_string(planner_us)});
       }

@@ -377,8 +377,10 @@ def sec_claims(d):
             "%d above its 6.6 ms maximum. The simulated startup is only stopping training at a layer boundary, "
             "one group sync and the first group's copy; whatever the paper's 3.6 ms floor contains (waking the "
             "standby worker, Python-level signalling, stopping a batch-64 training iteration) is not modelled. "
-            "The large BERT values come from the optimal planner, which minimises total latency and so "
-            "puts the 94 MB embedding table and the following layers into one big first group." % (
+            "The large BERT values are its first layer alone: the 94 MB word-embedding table must arrive "
+            "before any compute (the planner already picks the smallest first group that keeps the total "
+            "within one group's fixed costs of the optimum, Note [Early start]); reading that table in place "
+            "from pinned host memory, as the executor can, is not simulated." % (
                 len(below), len(st), len(above)))
     if tot:
         inside = [x for x in tot if CLAIM_TOTAL[0] <= x[0] <= CLAIM_TOTAL[1]]
