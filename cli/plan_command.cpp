@@ -1,4 +1,5 @@
 // psw plan: choose the grouping of one model on one hardware profile and show it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/timeline.hpp"
 
@@ -26,6 +28,7 @@ struct PlanOptions {
   std::string timeline_path;
   std::string task = "inference";
   std::string memory = "pinned";
+  std::string placement = "copy";
 };
 
 HostMemory parse_memory(const std::string& text) {
@@ -36,7 +39,7 @@ HostMemory parse_memory(const std::string& text) {
 
 void print_table(const ModelProfile& model, const HardwareProfile& hardware, Task task,
                  Strategy strategy, const PlanResult& plan, const Timeline& timeline,
-                 Duration bound, Duration planner_time) {
+                 Duration bound, Duration planner_time, const std::vector<bool>& host_mapped) {
   auto row = [](const char* key, const std::string& value) {
     std::printf("%-10s %s\n", key, value.c_str());
   };
@@ -45,6 +48,9 @@ void print_table(const ModelProfile& model, const HardwareProfile& hardware, Tas
   row("hardware", hardware.name + " (" + hardware.gpu_name + ")");
   row("task", to_string(task));
   row("strategy", to_string(strategy) + " -> " + std::to_string(plan.groups.size()) + " groups");
+  if (std::find(host_mapped.begin(), host_mapped.end(), true) != host_mapped.end()) {
+    row("in place", describe_placement(model, host_mapped) + " (read from pinned host memory, not copied)");
+  }
   row("total", format_duration(timeline.total));
   row("ready", format_duration(timeline.ready) + " (every parameter already on the GPU)");
   row("startup", format_duration(timeline.startup));
@@ -84,7 +90,13 @@ void run_plan(const PlanOptions& o) {
   Grouping fixed;
   if (strategy == Strategy::Fixed) fixed = load_fixed_groups(o.groups_path, model);
 
-  const SwitchCosts costs = make_switch_costs(model, hardware, task, memory);
+  const Placement placement = parse_placement(o.placement);
+  if (placement == Placement::Auto && strategy == Strategy::Fixed) {
+    throw InputError("--placement auto plans the groups it places: use it with a planner, not --strategy fixed");
+  }
+  const std::vector<bool> host_mapped = choose_placement(placement, model, hardware, task, strategy, memory);
+  const SwitchCosts costs = make_switch_costs(model, hardware, task, memory, host_mapped);
+  const std::vector<std::string> mapped_names = host_mapped_names(model, host_mapped);
   const auto started = std::chrono::steady_clock::now();
   const PlanResult plan = make_plan(strategy, costs, &fixed);
   const auto planner_time = nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -110,6 +122,8 @@ void run_plan(const PlanOptions& o) {
         {"num_layers", model.num_layers()},
         {"param_bytes", model.total_param_bytes()},
         {"groups", groups},
+        {"placement", to_string(placement)},
+        {"host_mapped_layers", mapped_names},
         {"total_ns", timeline.total.ns()},
         {"startup_ns", timeline.startup.ns()},
         {"overhead_ns", timeline.overhead.ns()},
@@ -119,7 +133,7 @@ void run_plan(const PlanOptions& o) {
         {"search", {{"nodes", plan.stats.nodes}, {"pruned", plan.stats.pruned}}}};
     std::cout << out.dump(2) << "\n";
   } else {
-    print_table(model, hardware, task, strategy, plan, timeline, bound, planner_time);
+    print_table(model, hardware, task, strategy, plan, timeline, bound, planner_time, host_mapped);
   }
 }
 
@@ -138,6 +152,9 @@ Action add_plan_command(CLI::App& app) {
                   "Write a Chrome trace (chrome://tracing, Perfetto) of the plan's timeline");
   cmd->add_option("--task", options->task, "inference | training")->capture_default_str();
   cmd->add_option("--memory", options->memory, "Host memory of the parameters: pinned | pageable")
+      ->capture_default_str();
+  cmd->add_option("--placement", options->placement,
+                  "copy (every layer) | auto (read layers such as embeddings in place where cheaper)")
       ->capture_default_str();
   return [options] { run_plan(*options); };
 }

@@ -13,6 +13,7 @@
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
@@ -37,7 +38,7 @@ struct RunOptions {
   std::string profile_path;   // model profile for planning and prediction (default: configs/models/h200/NAME.yaml)
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
   bool graph = false;
-  bool host_embeddings = false;
+  std::string placement = "copy";
 };
 
 struct Stats {
@@ -74,34 +75,31 @@ void run(const RunOptions& o) {
     throw InputError(profile_path + ": the profile is of model '" + profile.name + "', not '" + o.model + "'");
   }
   model->to(backend->device());
-  const SwitchCosts full_costs = make_switch_costs(profile, hardware, Task::Inference,
-                                                   o.mode == "no-pin" ? HostMemory::Pageable : HostMemory::Pinned);
-  // With --host-embeddings, embedding tables stay in pinned host memory and are read in
-  // place (a forward gathers a few rows): they cross PCIe as no group's bytes.
-  std::vector<bool> host_mapped(profile.layers.size(), false);
-  std::vector<Bytes> bytes;
-  std::vector<Duration> compute;
-  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
-    host_mapped[i] = o.host_embeddings && profile.layers[i].kind == "embedding";
-    bytes.push_back(host_mapped[i] ? 0 : full_costs.layer_bytes(i));
-    compute.push_back(full_costs.layer_compute(i));
+  const HostMemory memory = o.mode == "no-pin" ? HostMemory::Pageable : HostMemory::Pinned;
+  const Placement placement = parse_placement(o.placement);
+  if (placement == Placement::Auto && (!o.plan_path.empty() || o.mode == "no-pin" || o.mode == "no-umm")) {
+    throw InputError("--placement auto plans the groups it places, from pinned memory: not with --plan, "
+                     "--mode no-pin or --mode no-umm");
   }
-  const SwitchCosts costs(bytes, compute, full_costs.link(), full_costs.group_sync());
   Grouping groups;
   std::string strategy;
+  std::vector<bool> host_mapped(profile.layers.size(), false);
   if (!o.plan_path.empty()) {
     groups = load_fixed_groups(o.plan_path, profile);
     strategy = "fixed";
-  } else if (o.mode == "single") {
-    groups = plan_single(costs).groups;
-    strategy = "single";
-  } else if (o.mode == "per-layer") {
-    groups = plan_per_layer(costs).groups;
-    strategy = "per-layer";
   } else {
-    groups = prefer_early_start(costs, plan_optimal(costs)).groups;
-    strategy = "optimal";
+    const Strategy planner = o.mode == "single"      ? Strategy::Single
+                             : o.mode == "per-layer" ? Strategy::PerLayer
+                                                     : Strategy::Optimal;
+    // Note [Placement]: layers read in place from pinned host memory cross PCIe as no
+    // group's bytes; the executor binds them to the pinned buffer instead of the pool.
+    const SwitchPlan plan = make_switch_plan(profile, hardware, Task::Inference, planner, placement, memory);
+    groups = plan.groups;
+    host_mapped = plan.host_mapped;
+    strategy = to_string(planner);
   }
+  const SwitchCosts costs = make_switch_costs(profile, hardware, Task::Inference, memory, host_mapped);
+  const std::vector<std::string> mapped_names = host_mapped_names(profile, host_mapped);
   const exec::TransferMode transfer = o.mode == "no-pin"   ? exec::TransferMode::Pageable
                                       : o.mode == "no-umm" ? exec::TransferMode::AllocatePerTensor
                                                            : exec::TransferMode::Pipelined;
@@ -191,7 +189,8 @@ void run(const RunOptions& o) {
         {"latency_ms", {{"median", latency.median_ms}, {"p99", latency.p99_ms}, {"min", latency.min_ms}}},
         {"ready_ms", {{"median", ready.median_ms}, {"p99", ready.p99_ms}}},
         {"graph", o.graph},
-        {"host_embeddings", o.host_embeddings},
+        {"placement", o.placement},
+        {"host_mapped_layers", mapped_names},
         {"ready_graph_ms", {{"median", ready_graph.median_ms}, {"p99", ready_graph.p99_ms}}},
         {"startup_ms", {{"median", startup.median_ms}, {"p99", startup.p99_ms}}},
         {"device_total_ms", {{"median", device.median_ms}, {"p99", device.p99_ms}}},
@@ -209,6 +208,10 @@ void run(const RunOptions& o) {
   std::printf("%-18s %s, mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
               o.model.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", backend->name().c_str(), strategy.c_str(),
               groups.size(), o.batch, o.repeat);
+  if (!mapped_names.empty()) {
+    std::printf("%-18s %s (read from pinned host memory, not copied)\n", "in place",
+                describe_placement(profile, host_mapped).c_str());
+  }
   std::printf("%-18s median %.3f ms  p99 %.3f ms  min %.3f ms\n", "latency", latency.median_ms, latency.p99_ms,
               latency.min_ms);
   std::printf("%-18s median %.3f ms  p99 %.3f ms (eager)\n", "ready (resident)", ready.median_ms, ready.p99_ms);
@@ -242,8 +245,9 @@ Action add_run_command(CLI::App& app) {
                   "Model profile for planning and prediction (default: configs/models/h200/MODEL.yaml, measured)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
   cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
-  cmd->add_flag("--host-embeddings", options->host_embeddings,
-                "Read embedding tables in place from pinned host memory instead of copying them");
+  cmd->add_option("--placement", options->placement,
+                  "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
+      ->capture_default_str();
   return [options] { run(*options); };
 }
 

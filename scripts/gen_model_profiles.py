@@ -44,6 +44,9 @@ Cost conventions
     ids + grad_out + read-modify-write of the rows + the dense gradient table (PyTorch's
     default sparse=False zero-fills and writes a full-size gradient);
   - concat backward is views (0, 0).
+* host_read_bytes (embeddings only) = what one forward reads from the table when it stays in
+  pinned host memory and the GPU reads it in place (DESIGN.md §3 placement): one row per
+  token, T x hidden x 4 bytes; absent for layers that are never read in place.
 * activation_bytes = the layer's own output plus the new tensors its folded ops create
   that autograd keeps for backward (ReLU in torchvision is in place and ResNet's residual
   add is in place, so they add nothing; max pooling also keeps its int64 indices; the
@@ -106,6 +109,7 @@ class Layer:
     param_bytes: int     # parameters + buffers, bytes
     training_only: bool = False
     ops: list = field(default_factory=list)
+    host_read_bytes: int = 0  # bytes one forward reads if the layer stays in pinned host memory
 
     def total(self, attr: str) -> int:
         return sum(getattr(op, attr) for op in self.ops)
@@ -415,9 +419,11 @@ def build_bert_base() -> Net:
         params = rows * HIDDEN
         pbytes = params * F32
         gathered = T * HIDDEN * F32
-        net.layer(name, "embedding", params, pbytes,
-                  Op(0, T * I64 + 2 * gathered, T * HIDDEN,
-                     T * I64 + gathered + 2 * gathered + pbytes, act))
+        lyr = net.layer(name, "embedding", params, pbytes,
+                        Op(0, T * I64 + 2 * gathered, T * HIDDEN,
+                           T * I64 + gathered + 2 * gathered + pbytes, act))
+        # Read in place from pinned host memory, a lookup fetches one row per token.
+        lyr.host_read_bytes = gathered
 
     def layernorm(name):
         params = 2 * HIDDEN
@@ -538,6 +544,8 @@ def render(net: Net, desc: str, total_params: int, total_bytes: int) -> str:
         ]
         if l.training_only:
             fields.append("training_only: true")
+        if l.host_read_bytes:
+            fields.append(f"host_read_bytes: {l.host_read_bytes}")
         out.append("  - {" + ", ".join(fields) + "}")
     return "\n".join(out) + "\n"
 

@@ -48,13 +48,13 @@ for model in resnet152 inception_v3 bert_base; do
 done
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
-  for mode in pipeswitch pipeswitch-graph pipeswitch-graph-hostemb single per-layer per-layer-graph no-pin no-umm; do
-    base=${mode%-hostemb}
+  for mode in pipeswitch pipeswitch-graph pipeswitch-graph-placement single per-layer per-layer-graph no-pin no-umm; do
+    base=${mode%-placement}
     args=(--mode "${base%-graph}")
     if [[ $base == *-graph ]]; then args+=(--graph); fi
-    if [[ $mode == *-hostemb ]]; then
-      [[ $model == bert_base ]] || continue   # only BERT has embedding tables
-      args+=(--host-embeddings)
+    if [[ $mode == *-placement ]]; then
+      [[ $model == bert_base ]] || continue   # only BERT has layers worth reading in place
+      args+=(--placement auto)
     fi
     if [[ $mode == pipeswitch-graph || $mode == pipeswitch ]]; then args+=(--timeline "$traces/$model-$mode.json"); fi
     (cd "$root" && "$build/cli/psw" run --model "$model" "${args[@]}" --repeat "${PSW_GPU_REPEAT:-100}" \

@@ -10,8 +10,9 @@ import sys
 
 def where_the_time_goes(runs) -> None:
     """A few lines per model, computed from the runs: where a switched-in request spends its time."""
-    by = {(r["model"], r["mode"], bool(r.get("graph"))): r for r in runs if not r.get("host_embeddings")}
-    hostemb = {r["model"]: r for r in runs if r.get("host_embeddings") and r.get("graph")}
+    placed = lambda r: r.get("placement") == "auto"
+    by = {(r["model"], r["mode"], bool(r.get("graph"))): r for r in runs if not placed(r)}
+    placed_runs = {r["model"]: r for r in runs if placed(r) and r.get("graph")}
     print("\n## Where the time goes\n")
     for model in sorted({r["model"] for r in runs}):
         g = by.get((model, "pipeswitch", True))
@@ -28,10 +29,11 @@ def where_the_time_goes(runs) -> None:
               f"LibTorch dispatches it eagerly. The graph switch answers in {lat:.2f} ms with {g['groups']} groups: "
               f"{limit} sets the pace ({lat / max(transfer, graph_ready):.2f} x the larger of the two). "
               f"Startup {g['startup_ms']['median']:.3f} ms (predicted {g['predicted_startup_ms']:.3f} ms: the first group's copy).")
-        h = hostemb.get(model)
+        h = placed_runs.get(model)
         if h:
-            print(f"  With its embedding tables read in place from pinned host memory ({h['param_bytes'] / 1e6:.1f} MB "
-                  f"still copied), the graph switch answers in {h['latency_ms']['median']:.2f} ms "
+            names = ", ".join(h.get("host_mapped_layers", [])) or "nothing"
+            print(f"  With `--placement auto` the planner reads {names} in place from pinned host memory "
+                  f"({h['param_bytes'] / 1e6:.1f} MB still copied); the graph switch answers in {h['latency_ms']['median']:.2f} ms "
                   f"({h['latency_ms']['median'] / h['ready_ms']['median']:.2f} x eager resident), startup "
                   f"{h['startup_ms']['median']:.3f} ms.")
         if e:
@@ -40,9 +42,9 @@ def where_the_time_goes(runs) -> None:
     print("\nWhat stands between these numbers and the bound: per-group synchronisation is an event edge")
     print("inside the graph (near zero), so the remaining gap is the order of the copies. A model whose first")
     print("layers are large and cheap (BERT's 94 MB word embedding) waits for them before any compute; reading")
-    print("such layers from pinned host memory instead of copying them (DESIGN.md §3 placement) removes that")
-    print("wait. BERT-base stays near its eager time because its 343 MB of copied parameters alone take about as")
-    print("long over PCIe as LibTorch's eager forward.")
+    print("such layers from pinned host memory instead of copying them (DESIGN.md §3 placement, `--placement auto`)")
+    print("removes that wait. BERT-base stays near its eager time because its remaining 343 MB of copied")
+    print("parameters alone take about as long over PCIe as LibTorch's eager forward.")
 
 
 def profile_summary(profiles_dir: str) -> None:
@@ -135,7 +137,7 @@ def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_d
         lat = r["latency_ms"]["median"]
         graph = r.get("graph", False)
         ready_graph = r.get("ready_graph_ms", {}).get("median", 0.0)
-        mode = r["mode"] + (" (host embeddings)" if r.get("host_embeddings") else "")
+        mode = r["mode"] + (" (placement auto)" if r.get("placement") == "auto" else "")
         print(f"| {r['model']} | {mode} | {'yes' if graph else 'no'} | {r['strategy']} | {r['groups']} | {lat:.3f} | "
               f"{r['latency_ms']['p99']:.3f} | {r['ready_ms']['median']:.3f} | {ready_graph:.3f} | "
               f"{r['startup_ms']['median']:.3f} | {r['predicted_ms']:.3f} | {r['bound_ms']:.3f} | "

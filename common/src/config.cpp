@@ -37,6 +37,7 @@ ModelProfile parse_model_profile(const std::string& text, const std::string& ori
     layer.param_bytes = l.integer("param_bytes", 0, kMaxBytes);
     layer.activation_bytes = l.optional_integer("activation_bytes", 0, kMaxBytes).value_or(0);
     layer.training_only = l.boolean("training_only", false);
+    layer.host_read_bytes = l.optional_integer("host_read_bytes", 0, kMaxBytes).value_or(0);
     const auto fwd_flops = l.optional_integer("forward_flops", 0, kMaxFlops);
     const auto fwd_mem = l.optional_integer("forward_memory_bytes", 0, kMaxBytes);
     const auto bwd_flops = l.optional_integer("backward_flops", 0, kMaxFlops);
@@ -89,6 +90,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     MapReader l = r.map("link");
     hw.pinned = read_link(l, "pinned");
     hw.pageable = read_link(l, "pageable");
+    if (l.has("mapped")) hw.mapped = read_link(l, "mapped");
     l.finish();
   }
   hw.group_sync = read_duration(r, "group_sync_ns");
@@ -221,6 +223,7 @@ std::string to_yaml(const ModelProfile& model) {
     }
     out << YAML::Key << "activation_bytes" << YAML::Value << layer.activation_bytes;
     if (layer.training_only) out << YAML::Key << "training_only" << YAML::Value << true;
+    if (layer.host_read_bytes > 0) out << YAML::Key << "host_read_bytes" << YAML::Value << layer.host_read_bytes;
     out << YAML::EndMap;
   }
   out << YAML::EndSeq << YAML::EndMap;
@@ -245,6 +248,7 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "link" << YAML::Value << YAML::BeginMap;
   link("pinned", hw.pinned);
   link("pageable", hw.pageable);
+  if (hw.mapped) link("mapped", *hw.mapped);
   out << YAML::EndMap;
   out << YAML::Key << "group_sync_ns" << YAML::Value << hw.group_sync.ns();
   out << YAML::Key << "compute" << YAML::Value << YAML::BeginMap;

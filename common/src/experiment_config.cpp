@@ -213,6 +213,19 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     }
   }
   r.mark_seen("planner");
+  if (r.has("placement")) {
+    try {
+      config.placement = parse_placement(r.string("placement"));
+    } catch (const InputError& e) {
+      r.fail_key("placement", r.get("placement"), e.what());
+    }
+    if (config.placement == Placement::Auto && !config.hardware.mapped) {
+      r.fail_key("placement", r.get("placement"),
+                 "placement auto needs the hardware's link.mapped (the cost of reading host memory in place), and '" +
+                     config.hardware.name + "' has none");
+    }
+  }
+  r.mark_seen("placement");
   config.standby_workers = static_cast<int>(r.optional_integer("standby_workers", 1, 64).value_or(1));
   config.seed = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 62).value_or(1));
   if (r.has("training")) {
@@ -284,6 +297,7 @@ std::string resolved_yaml(const ExperimentConfig& config) {
   out << YAML::EndSeq;
   out << YAML::Key << "mechanism" << YAML::Value << to_string(config.mechanism);
   out << YAML::Key << "planner" << YAML::Value << to_string(config.planner);
+  out << YAML::Key << "placement" << YAML::Value << to_string(config.placement);
   out << YAML::Key << "standby_workers" << YAML::Value << config.standby_workers;
   out << YAML::Key << "seed" << YAML::Value << config.seed;
   out << YAML::Key << "training" << YAML::Value

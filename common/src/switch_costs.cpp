@@ -74,7 +74,11 @@ Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
 }
 
 SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& hardware,
-                              Task task, HostMemory memory) {
+                              Task task, HostMemory memory, const std::vector<bool>& host_mapped) {
+  if (!host_mapped.empty() && host_mapped.size() != model.layers.size()) {
+    throw InputError(detail::concat("placement of ", host_mapped.size(), " layers for model '", model.name,
+                                    "' with ", model.layers.size()));
+  }
   if (task == Task::Training && model.source.kind == ProfileSource::Measured) {
     for (const auto& layer : model.layers) {
       if (!layer.backward_time) {
@@ -88,9 +92,25 @@ SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& 
   bytes.reserve(model.layers.size());
   compute.reserve(model.layers.size());
   Duration tail = Duration::zero();
-  for (const auto& layer : model.layers) {
-    bytes.push_back(layer.param_bytes);
-    compute.push_back(forward_time(layer, model, hardware, task));
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerProfile& layer = model.layers[i];
+    Duration forward = forward_time(layer, model, hardware, task);
+    if (!host_mapped.empty() && host_mapped[i]) {
+      if (layer.host_read_bytes <= 0) {
+        throw InputError("layer '" + layer.name + "' of model '" + model.name +
+                         "' cannot be read in place from host memory (no host_read_bytes)");
+      }
+      if (!hardware.mapped) {
+        throw InputError("hardware profile '" + hardware.name +
+                         "' has no link.mapped (the cost of reading pinned host memory in place)");
+      }
+      if (memory == HostMemory::Pageable) throw InputError("only pinned host memory can be read in place");
+      bytes.push_back(0);
+      compute.push_back(forward + hardware.mapped->copy_time(layer.host_read_bytes));
+    } else {
+      bytes.push_back(layer.param_bytes);
+      compute.push_back(forward);
+    }
     if (task == Task::Training) tail += backward_time(layer, model, hardware);
   }
   const LinkCost link = memory == HostMemory::Pinned ? hardware.pinned : hardware.pageable;

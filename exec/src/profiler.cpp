@@ -252,4 +252,10 @@ std::vector<CopySample> profile_link(Backend& backend, bool pinned, Bytes max_by
   return samples;
 }
 
+std::vector<CopySample> profile_mapped_reads(Backend& backend, Bytes max_bytes, int repeats) {
+  std::vector<CopySample> samples;
+  for (Bytes b = 4 * kKiB; b <= max_bytes; b *= 4) samples.push_back({b, backend.time_mapped_read(b, repeats)});
+  return samples;
+}
+
 }  // namespace psw::exec

@@ -178,7 +178,7 @@ class GpuServer {
  public:
   GpuServer(const ExperimentConfig& config, const SimulationOptions& options)
       : config_(config),
-        mechanism_(config.mechanism, config.hardware, config.models, config.planner),
+        mechanism_(config.mechanism, config.hardware, config.models, config.planner, config.placement),
         source_(open_source(config)),
         per_model_(config.models.size()),
         standby_(config.standby_workers) {

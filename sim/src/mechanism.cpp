@@ -31,7 +31,7 @@ Duration scale(Duration d, double factor) {
 }  // namespace
 
 MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
-                               const std::vector<ModelProfile>& models, Strategy planner)
+                               const std::vector<ModelProfile>& models, Strategy planner, Placement placement)
     : mechanism_(mechanism), hardware_(hardware) {
   if (planner == Strategy::Fixed) throw InputError("the simulator plans with single, per-layer, pipeswitch or optimal");
   const HostMemory memory = mechanism == Mechanism::NoPinnedMemory ||
@@ -53,7 +53,10 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
   effective_sync_ = sync;
   for (const auto& model : models) {
     for (Task task : {Task::Inference, Task::Training}) {
-      SwitchCosts base = make_switch_costs(model, hardware, task, memory);
+      const std::vector<bool> host_mapped =
+          mechanism == Mechanism::PipeSwitch ? choose_placement(placement, model, hardware, task, strategy, memory)
+                                             : std::vector<bool>{};
+      SwitchCosts base = make_switch_costs(model, hardware, task, memory, host_mapped);
       std::vector<Bytes> bytes;
       std::vector<Duration> compute;
       for (std::size_t i = 0; i < base.num_layers(); ++i) {

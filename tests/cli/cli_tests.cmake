@@ -68,6 +68,17 @@ foreach(bad ${PSW_BAD_FILES})
 endforeach()
 
 # The JSON carries every field the issue names, and --timeline writes a trace file.
+# Placement (Note [Placement]): auto reads BERT's word embeddings in place on hardware with a
+# mapped link, and is refused clearly where the hardware has none.
+set(PSW_MAPPED_HW ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml)
+psw_cli_test(plan.placement_auto 0 "in place +embeddings.word_embeddings" plan --model ${PSW_MODELS}/bert_base.yaml
+             --hardware ${PSW_MAPPED_HW} --placement auto)
+psw_cli_test(plan.placement_no_link 2 "has no link.mapped" plan --model ${PSW_MODELS}/bert_base.yaml
+             --hardware ${PSW_HW}/v100-pcie3-x16.yaml --placement auto)
+psw_cli_test(plan.placement_unknown 2 "unknown placement 'host'" plan --model ${PSW_MODELS}/bert_base.yaml
+             --hardware ${PSW_MAPPED_HW} --placement host)
+psw_cli_test(plan.placement_fixed 2 "not --strategy fixed" plan --model ${PSW_MODELS}/bert_base.yaml
+             --hardware ${PSW_MAPPED_HW} --placement auto --strategy fixed --groups ${PROJECT_SOURCE_DIR}/configs/plans/bert_base-artifact.yaml)
 psw_cli_test(plan_json_fields 0 "\"planner_ns\"" plan --model ${PSW_MODELS}/inception_v3.yaml
              --hardware ${PSW_HW}/h200-pcie5.yaml --format json)
 add_test(NAME cli.plan_timeline_file
@@ -105,6 +116,12 @@ endforeach()
 if(PSW_HAVE_EXEC)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer --repeat 1 --warmup 0 --batch 1 --format json)
+  psw_cli_test(run.host_placement 0 "^ +\"embeddings\\.word_embeddings\"$" run --model bert_base --backend host
+               --placement auto --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
+               --repeat 1 --warmup 0 --batch 1 --format json)
+  psw_cli_test(run.placement_with_plan 2 "not with --plan" run --model bert_base --backend host --placement auto
+               --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
+               --plan ${PROJECT_SOURCE_DIR}/configs/plans/bert_base-artifact.yaml)
   psw_cli_test(run.bad_mode 2 "unknown --mode 'fast'" run --model resnet152 --backend host --mode fast)
   psw_cli_test(run.unknown_model 2 "unknown model 'gpt2'" run --model gpt2 --backend host --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_test(run.graph_on_host 2 "cannot capture graphs" run --model inception_v3 --backend host --graph --repeat 1 --warmup 0 --batch 1)

@@ -174,5 +174,17 @@ TEST(SimMetrics, HistogramQuantilesAreWithinATenthOfAPercent) {
   EXPECT_EQ(small.quantile(0.99), nanoseconds(5));
 }
 
+// Note [Placement]: with BERT's word embeddings read in place, its switches start and end
+// earlier than with every layer copied; the resolved config says which placement ran.
+TEST(SimServer, PlacementAutoStartsBertEarlier) {
+  const auto placed = simulate("placement.yaml");
+  const auto copied = simulate("placement.yaml", {{"placement", "copy"}});
+  EXPECT_LT(placed.at("startup_overhead_ms").at("mean").get<double>(),
+            copied.at("startup_overhead_ms").at("mean").get<double>());
+  EXPECT_LT(mean_ms(placed), mean_ms(copied));
+  const auto config = load_experiment_config(data("placement.yaml"));
+  EXPECT_NE(resolved_yaml(config).find("placement: auto"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace psw::sim

@@ -24,6 +24,7 @@
 
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/model_profile.hpp"
 #include "psw/common/trace.hpp"
@@ -70,6 +71,8 @@ struct ExperimentConfig {
   std::vector<ModelProfile> models;  // index = model id in requests
   Mechanism mechanism = Mechanism::PipeSwitch;
   Strategy planner = Strategy::Optimal;
+  // PipeSwitch's placement of layers (Note [Placement]): copy all (the paper) or auto.
+  Placement placement = Placement::Copy;
   int standby_workers = 1;
   std::uint64_t seed = 1;
   std::optional<std::uint32_t> training_model;

@@ -5,6 +5,7 @@
 // here or from a ModelProfile, never from a literal in code. Shipped profiles live in
 // configs/hardware/ and say where each number comes from.
 
+#include <optional>
 #include <string>
 
 #include "psw/common/model_profile.hpp"
@@ -53,6 +54,9 @@ struct HardwareProfile {
 
   LinkCost pinned;    // host-to-device from page-locked memory
   LinkCost pageable;  // host-to-device from pageable memory (staged by the driver)
+  // Kernels reading pinned host memory in place (zero-copy over PCIe): the cost of one layer's
+  // reads, fixed + bytes / bandwidth. Absent: layers cannot be placed in host memory.
+  std::optional<LinkCost> mapped;
   Duration group_sync;  // per group: the compute stream learns that its group arrived
 
   ComputeModel compute;

@@ -38,6 +38,10 @@ struct LayerProfile {
   Bytes param_bytes = 0;   // parameters plus buffers
   Bytes activation_bytes = 0;  // output activation, what training keeps for backward
   bool training_only = false;  // runs only in training (Inception-v3's auxiliary head)
+  // Bytes of its parameters one forward reads when the layer stays in pinned host memory and
+  // the GPU reads it in place (an embedding fetches one row per token); 0: the layer is never
+  // read in place (DESIGN.md §3 placement, Note [Placement] in placement.hpp).
+  Bytes host_read_bytes = 0;
 
   // Analytic costs (source: analytic).
   std::int64_t forward_flops = 0;

@@ -1,5 +1,6 @@
 #pragma once
-// SwitchPlan: the grouping of consecutive layers and the memory layout one switch uses.
+// SwitchPlan: the grouping of consecutive layers, the placement of each layer and the memory
+// layout one switch uses.
 // One type consumed by the planners, the simulator and the executor.
 
 #include <cstddef>
@@ -47,6 +48,10 @@ struct SwitchPlan {
   std::string model;
   std::string strategy;
   Grouping groups;
+  // Per layer: read in place from pinned host memory instead of copied (Note [Placement] in
+  // placement.hpp); empty or all false: every layer copied.
+  std::vector<bool> host_mapped;
+  // Filled by the executor, which knows its tensors' alignment (exec/pipeline.hpp).
   MemoryLayout layout;
 };
 

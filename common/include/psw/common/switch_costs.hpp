@@ -73,7 +73,12 @@ Duration forward_time(const LayerProfile& layer, const ModelProfile& model,
 Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
                        const HardwareProfile& hardware);
 
+// `host_mapped` (empty, or one flag per layer): layers read in place from pinned host memory
+// (Note [Placement], placement.hpp) cross PCIe as no group's bytes; their compute grows by
+// hardware.mapped's cost of their host_read_bytes. InputError when a mapped layer has no
+// host_read_bytes, the hardware no mapped link, or the memory is pageable.
 SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& hardware,
-                              Task task, HostMemory memory = HostMemory::Pinned);
+                              Task task, HostMemory memory = HostMemory::Pinned,
+                              const std::vector<bool>& host_mapped = {});
 
 }  // namespace psw

@@ -62,6 +62,9 @@ class Backend {
   // One host-to-device copy of `bytes` from pinned or pageable memory, timed on the copy
   // stream: the median of `repeats` copies (buffers allocated once per call).
   virtual Duration time_copy(Bytes bytes, bool pinned, int repeats) = 0;
+  // One kernel reading `bytes` (a multiple of 4) of pinned host memory in place (map_host),
+  // timed on the compute stream: the median of `repeats` reads.
+  virtual Duration time_mapped_read(Bytes bytes, int repeats) = 0;
 
   // Timestamps on the compute stream, for measurement: mark(k) records when the compute
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two

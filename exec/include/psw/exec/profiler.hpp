@@ -57,5 +57,7 @@ TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::T
 
 // Copies of 4 KiB, 16 KiB, ..., up to `max_bytes` (x4 steps), `repeats` each, median.
 std::vector<CopySample> profile_link(Backend& backend, bool pinned, Bytes max_bytes, int repeats);
+// In-place reads of pinned host memory by a kernel, same sizes (the mapped link of placement).
+std::vector<CopySample> profile_mapped_reads(Backend& backend, Bytes max_bytes, int repeats);
 
 }  // namespace psw::exec

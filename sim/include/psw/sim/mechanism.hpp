@@ -16,6 +16,7 @@
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/model_profile.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/units.hpp"
 
@@ -36,8 +37,11 @@ struct SwitchInCost {
 // Precomputed per-model costs of one mechanism on one hardware profile.
 class MechanismModel {
  public:
+  // `placement` applies to PipeSwitch itself (Note [Placement]); every other mechanism,
+  // the ablations included, copies every layer.
   MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
-                 const std::vector<ModelProfile>& models, Strategy planner);
+                 const std::vector<ModelProfile>& models, Strategy planner,
+                 Placement placement = Placement::Copy);
 
   Mechanism mechanism() const { return mechanism_; }
 
