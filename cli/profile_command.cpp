@@ -117,7 +117,9 @@ void run_profile(const ProfileOptions& o) {
 
   if (!o.link) return;
   HardwareProfile hw = load_hardware_profile(o.hardware_base);
-  std::string note = "links fitted by psw profile (least squares on relative error) from copies of";
+  std::string note =
+      "links fitted by psw profile (least squares on relative error) from copies timed back to back as a switch "
+      "queues them (per-copy rates):";
   for (bool pinned : {true, false}) {
     const auto samples = exec::profile_link(*backend, pinned, parse_size(o.link_max), 20);
     const LinkCost fit = fit_link(samples);

@@ -107,7 +107,8 @@ class CudaBackend final : public Backend {
     return props.name;
   }
 
-  Duration time_copy(Bytes bytes, bool pinned, int repeats) override {
+  Duration time_copy(Bytes bytes, bool pinned, int repeats, int back_to_back) override {
+    PSW_CHECK(back_to_back >= 1, "back_to_back must be at least 1");
     torch::Tensor src = allocate_host(bytes, pinned).fill_(1);
     torch::Tensor dst = allocate_device(bytes);
     Event start(/*timing=*/true);
@@ -115,13 +116,15 @@ class CudaBackend final : public Backend {
     std::vector<Duration> times;
     for (int i = 0; i < repeats; ++i) {
       PSW_CUDA_CHECK(cudaEventRecord(start.get(), copy_stream_.stream()));
-      PSW_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), static_cast<std::size_t>(bytes),
-                                     cudaMemcpyHostToDevice, copy_stream_.stream()));
+      for (int k = 0; k < back_to_back; ++k) {
+        PSW_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), static_cast<std::size_t>(bytes),
+                                       cudaMemcpyHostToDevice, copy_stream_.stream()));
+      }
       PSW_CUDA_CHECK(cudaEventRecord(end.get(), copy_stream_.stream()));
       PSW_CUDA_CHECK(cudaEventSynchronize(end.get()));
       float ms = 0;
       PSW_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
-      times.push_back(nanoseconds(static_cast<std::int64_t>(static_cast<double>(ms) * 1e6)));
+      times.push_back(nanoseconds(static_cast<std::int64_t>(static_cast<double>(ms) * 1e6) / back_to_back));
     }
     std::sort(times.begin(), times.end());
     return times.at(times.size() / 2);

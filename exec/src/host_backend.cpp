@@ -79,14 +79,16 @@ class HostBackend final : public Backend {
 
   std::string device_description() const override { return "CPU (LibTorch host backend)"; }
 
-  Duration time_copy(Bytes bytes, bool pinned, int repeats) override {
+  Duration time_copy(Bytes bytes, bool pinned, int repeats, int back_to_back) override {
+    PSW_CHECK(back_to_back >= 1, "back_to_back must be at least 1");
     torch::Tensor src = allocate_host(bytes, pinned).fill_(1);
     torch::Tensor dst = allocate_device(bytes);
     std::vector<Duration> times;
     for (int i = 0; i < repeats; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      dst.copy_(src);
-      times.push_back(nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+      for (int k = 0; k < back_to_back; ++k) dst.copy_(src);
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      times.push_back(nanoseconds(ns / back_to_back));
     }
     std::sort(times.begin(), times.end());
     return times.at(times.size() / 2);

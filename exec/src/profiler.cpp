@@ -248,7 +248,10 @@ TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::T
 
 std::vector<CopySample> profile_link(Backend& backend, bool pinned, Bytes max_bytes, int repeats) {
   std::vector<CopySample> samples;
-  for (Bytes b = 4 * kKiB; b <= max_bytes; b *= 4) samples.push_back({b, backend.time_copy(b, pinned, repeats)});
+  for (Bytes b = 4 * kKiB; b <= max_bytes; b *= 4) {
+    const auto back_to_back = static_cast<int>(std::clamp<Bytes>(16 * kMiB / b, 1, 64));
+    samples.push_back({b, backend.time_copy(b, pinned, repeats, back_to_back)});
+  }
   return samples;
 }
 

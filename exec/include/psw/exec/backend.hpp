@@ -60,8 +60,10 @@ class Backend {
   // The device, for profiles and reports ("NVIDIA H200", "CPU (LibTorch)").
   virtual std::string device_description() const = 0;
   // One host-to-device copy of `bytes` from pinned or pageable memory, timed on the copy
-  // stream: the median of `repeats` copies (buffers allocated once per call).
-  virtual Duration time_copy(Bytes bytes, bool pinned, int repeats) = 0;
+  // stream: the median of `repeats` timings (buffers allocated once per call). Each timing
+  // covers `back_to_back` copies queued one after another, as a switch queues its groups,
+  // and is divided by their number.
+  virtual Duration time_copy(Bytes bytes, bool pinned, int repeats, int back_to_back = 1) = 0;
   // One kernel reading `bytes` (a multiple of 4) of pinned host memory in place (map_host),
   // timed on the compute stream: the median of `repeats` reads.
   virtual Duration time_mapped_read(Bytes bytes, int repeats) = 0;

@@ -55,7 +55,10 @@ PhaseTimes profile_forward(Backend& backend, ZooModel& model, const torch::Tenso
 TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats,
                                bool use_graphs = true);
 
-// Copies of 4 KiB, 16 KiB, ..., up to `max_bytes` (x4 steps), `repeats` each, median.
+// Copies of 4 KiB, 16 KiB, ..., up to `max_bytes` (x4 steps), `repeats` each, median. Copies
+// below 16 MiB are timed in runs of back-to-back copies (up to 64; 16 MiB per run), as a
+// switch queues its groups: what one more group costs the copy stream, not the latency of
+// a lone copy (which includes launch and completion that a queue overlaps).
 std::vector<CopySample> profile_link(Backend& backend, bool pinned, Bytes max_bytes, int repeats);
 // In-place reads of pinned host memory by a kernel, same sizes (the mapped link of placement).
 std::vector<CopySample> profile_mapped_reads(Backend& backend, Bytes max_bytes, int repeats);
