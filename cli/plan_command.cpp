@@ -102,7 +102,10 @@ void run_plan(const PlanOptions& o) {
   const auto planner_time = nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                             std::chrono::steady_clock::now() - started)
                                             .count());
-  const Timeline timeline = evaluate_timeline(costs, plan.groups);
+  Timeline timeline = evaluate_timeline(costs, plan.groups);
+  // Ready means every parameter on the GPU: without the in-place reads of a placement.
+  timeline.ready = make_switch_costs(model, hardware, task, memory).ready_time();
+  timeline.overhead = timeline.total - timeline.ready;
   const Duration bound = pipeline_bound(costs);
 
   if (!o.timeline_path.empty()) {
