@@ -44,21 +44,18 @@ void time_runs(Backend& backend, int repeats, bool use_graphs, const std::functi
     backend.capture(kInstrumentedGraph, instrumented);
     backend.capture(kPlainGraph, plain);
   }
+  auto run = [&](std::size_t slot, const std::function<void()>& body, const std::function<void()>& read) {
+    if (graph) {
+      backend.replay(slot);
+    } else {
+      body();
+    }
+    backend.synchronize();
+    read();
+  };
   for (int r = 0; r < repeats; ++r) {
-    if (graph) {
-      backend.replay(kInstrumentedGraph);
-    } else {
-      instrumented();
-    }
-    backend.synchronize();
-    read_instrumented();
-    if (graph) {
-      backend.replay(kPlainGraph);
-    } else {
-      plain();
-    }
-    backend.synchronize();
-    read_plain();
+    run(kInstrumentedGraph, instrumented, read_instrumented);
+    run(kPlainGraph, plain, read_plain);
   }
 }
 

@@ -12,6 +12,15 @@ function(psw_cli_test name code regex)
   set_tests_properties(cli.${name} PROPERTIES LABELS cli TIMEOUT 60)
 endfunction()
 
+# A CLI test as a shell script, run from the project root with a fresh temporary folder in
+# $out (removed afterwards); it passes when the script exits 0.
+function(psw_cli_script_test name timeout script)
+  add_test(NAME cli.${name}
+           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && ${script}; rc=$?; rm -rf $out; exit $rc")
+  set_tests_properties(cli.${name} PROPERTIES LABELS cli TIMEOUT ${timeout})
+endfunction()
+
+
 psw_cli_test(help 0 "plan" --help)
 psw_cli_test(plan_help 0 "--strategy" plan --help)
 # Every shipped model answers with every strategy (fixed uses a groups file per model).
@@ -93,12 +102,10 @@ psw_cli_test(sim.set 0 "mechanism +stop-and-start" sim --config ${PSW_SIM_DATA}/
 psw_cli_test(sim.bad_set 2 "--set 'mechanism': expected KEY=VALUE" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism)
 psw_cli_test(sim.missing_config 2 "nope\\.yaml: no such file" sim --config nope.yaml)
 psw_cli_test(sim.negative_seed 2 "--seed" sim --config ${PSW_SIM_DATA}/small.yaml --seed -3)
-add_test(NAME cli.sim.outputs
-         COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/poisson.yaml --out $out/run --trace-out $out/trace.json >/dev/null && test -s $out/run/requests.csv && grep -q p999_ms $out/run/summary.json && grep -q 'mechanism: pipeswitch' $out/run/config.resolved.yaml && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 10\" $out/trace.json; rc=$?; rm -rf $out; exit $rc")
-set_tests_properties(cli.sim.outputs PROPERTIES LABELS cli TIMEOUT 120)
-add_test(NAME cli.sweep.small
-         COMMAND bash -c "out=$(mktemp -d) && $<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 9 && head -1 $out/sweep.csv | grep -q '^point,mechanism,workload.models,seed,' ; rc=$?; rm -rf $out; exit $rc")
-set_tests_properties(cli.sweep.small PROPERTIES LABELS cli TIMEOUT 120)
+psw_cli_script_test(sim.outputs 120
+  "$<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/poisson.yaml --out $out/run --trace-out $out/trace.json >/dev/null && test -s $out/run/requests.csv && grep -q p999_ms $out/run/summary.json && grep -q 'mechanism: pipeswitch' $out/run/config.resolved.yaml && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 10\" $out/trace.json")
+psw_cli_script_test(sweep.small 120
+  "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 9 && head -1 $out/sweep.csv | grep -q '^point,mechanism,workload.models,seed,' ")
 
 # Bad experiment configs: every file under tests/data/bad-sim/ is one case; its first line
 # says `# expect: <regex>` for the message of `psw sim` (exit code 2).
@@ -130,15 +137,12 @@ if(PSW_HAVE_EXEC)
   endif()
 endif()
 if(PSW_HAVE_EXEC)
-  add_test(NAME cli.profile.host
-           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> profile --model inception_v3 --backend host --batch 1 --repeat 1 --link --link-max 16MiB --hardware-name cpu-test --out $out >/dev/null && grep -q 'kind: measured' $out/inception_v3.yaml && $<TARGET_FILE:psw> plan --model $out/inception_v3.yaml --hardware $out/cpu-test.yaml --format json | grep -q total_ns; rc=$?; rm -rf $out; exit $rc")
-  set_tests_properties(cli.profile.host PROPERTIES LABELS cli TIMEOUT 300)
+  psw_cli_script_test(profile.host 300
+    "$<TARGET_FILE:psw> profile --model inception_v3 --backend host --batch 1 --repeat 1 --link --link-max 16MiB --hardware-name cpu-test --out $out >/dev/null && grep -q 'kind: measured' $out/inception_v3.yaml && $<TARGET_FILE:psw> plan --model $out/inception_v3.yaml --hardware $out/cpu-test.yaml --format json | grep -q total_ns")
   # --train: every layer gets a backward time, and a measured profile with them plans training.
-  add_test(NAME cli.profile.host_train
-           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> profile --model bert_base --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_base.yaml) -eq 101 && $<TARGET_FILE:psw> plan --model $out/bert_base.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns; rc=$?; rm -rf $out; exit $rc")
-  set_tests_properties(cli.profile.host_train PROPERTIES LABELS cli TIMEOUT 300)
+  psw_cli_script_test(profile.host_train 300
+    "$<TARGET_FILE:psw> profile --model bert_base --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_base.yaml) -eq 101 && $<TARGET_FILE:psw> plan --model $out/bert_base.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns")
   # --timeline: one traced switch measured beside the predicted timeline, one process each.
-  add_test(NAME cli.run.host_timeline
-           COMMAND bash -c "out=$(mktemp -d) && cd ${PROJECT_SOURCE_DIR} && $<TARGET_FILE:psw> run --model inception_v3 --backend host --repeat 1 --warmup 0 --batch 1 --timeline $out/t.json >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['otherData']['timelines']; assert len(t) == 2 and 'measured' in t[0]['title'] and 'predicted' in t[1]['title'], t; assert len([e for e in d['traceEvents'] if e['ph'] == 'X' and e['pid'] == 1]) > 0\" $out/t.json; rc=$?; rm -rf $out; exit $rc")
-  set_tests_properties(cli.run.host_timeline PROPERTIES LABELS cli TIMEOUT 300)
+  psw_cli_script_test(run.host_timeline 300
+    "$<TARGET_FILE:psw> run --model inception_v3 --backend host --repeat 1 --warmup 0 --batch 1 --timeline $out/t.json >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['otherData']['timelines']; assert len(t) == 2 and 'measured' in t[0]['title'] and 'predicted' in t[1]['title'], t; assert len([e for e in d['traceEvents'] if e['ph'] == 'X' and e['pid'] == 1]) > 0\" $out/t.json")
 endif()
