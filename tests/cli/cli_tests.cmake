@@ -104,6 +104,10 @@ psw_cli_test(sim.missing_config 2 "nope\\.yaml: no such file" sim --config nope.
 psw_cli_test(sim.negative_seed 2 "--seed" sim --config ${PSW_SIM_DATA}/small.yaml --seed -3)
 psw_cli_script_test(sim.outputs 120
   "$<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/poisson.yaml --out $out/run --trace-out $out/trace.json >/dev/null && test -s $out/run/requests.csv && grep -q p999_ms $out/run/summary.json && grep -q 'mechanism: pipeswitch' $out/run/config.resolved.yaml && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 10\" $out/trace.json")
+# The cross-validation sweep (H200-measured profiles): 12 points, and BERT switches faster with
+# its embeddings read in place.
+psw_cli_script_test(sweep.h200_measured 120
+  "$<TARGET_FILE:psw> sweep --config configs/experiments/h200-measured.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 13 && python3 -c \"import csv,sys; r={(x['workload.models'], x['mechanism'], x['placement']): float(x['mean_ms']) for x in csv.DictReader(open(sys.argv[1]))}; assert r[('[bert_base]', 'pipeswitch', 'auto')] < r[('[bert_base]', 'pipeswitch', 'copy')], r\" $out/sweep.csv")
 psw_cli_script_test(sweep.small 120
   "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 9 && head -1 $out/sweep.csv | grep -q '^point,mechanism,workload.models,seed,' ")
 
