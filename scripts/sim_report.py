@@ -401,9 +401,19 @@ def sec_claims(d):
     return "\n".join(lines)
 
 
+def latency_section(d, fig, number, title):
+    """The opening lines of Figure `number`'s section: heading, plot, latency tables."""
+    return ["## Figure %d: %s\n" % (number, title), "![Figure %d](%s.png)\n" % (number, fig), latency_tables(d, fig), "",
+            "### Where and why they differ\n"]
+
+
+def v100_overheads(d, fig):
+    """Overhead lookups (model, mechanism) -> ms on the V100: simulated, and the artifact's."""
+    return (lambda m, k: d.overhead(fig, V100, m, k)), (lambda m, k: art_overhead(fig, m, k))
+
+
 def sec_fig5(d):
-    L = ["## Figure 5: total latency\n", "![Figure 5](fig5.png)\n", latency_tables(d, "fig5"), "",
-         "### Where and why they differ\n"]
+    L = latency_section(d, "fig5", 5, "total latency")
     ready = {m: d.ready(V100, m) for m in MODELS}
     L.append(
         "- **Ready model.** Simulated %s / %s / %s ms (ResNet-152 / Inception-v3 / BERT-base) against the artifact's "
@@ -565,10 +575,8 @@ def sec_fig6(d):
 
 
 def sec_fig7(d):
-    L = ["## Figure 7: pipelined model transmission\n", "![Figure 7](fig7.png)\n", latency_tables(d, "fig7"), "",
-         "### Where and why they differ\n"]
-    o = lambda m, k: d.overhead("fig7", V100, m, k)  # noqa: E731
-    a = lambda m, k: art_overhead("fig7", m, k)  # noqa: E731
+    L = latency_section(d, "fig7", 7, "pipelined model transmission")
+    o, a = v100_overheads(d, "fig7")
     L.append(
         "- **Grouped transmission** (one copy, then compute) is the closest match in the whole study: simulated "
         "overheads %s / %s / %s ms against %.1f / %.1f / %.1f ms. It is pure PCIe transfer of 241 / 109 / 438 MB, "
@@ -624,8 +632,7 @@ def sec_fig7(d):
 
 
 def sec_fig8(d, no_ipc_plans):
-    L = ["## Figure 8: unified memory management\n", "![Figure 8](fig8.png)\n", latency_tables(d, "fig8"), "",
-         "### Where and why they differ\n"]
+    L = latency_section(d, "fig8", 8, "unified memory management")
 
     def inc(m, k, src):
         if src == "sim":
@@ -685,10 +692,8 @@ def sec_fig8(d, no_ipc_plans):
 
 
 def sec_fig9(d):
-    L = ["## Figure 9: active-standby worker switching\n", "![Figure 9](fig9.png)\n", latency_tables(d, "fig9"), "",
-         "### Where and why they differ\n"]
-    o = lambda m, k: d.overhead("fig9", V100, m, k)  # noqa: E731
-    a = lambda m, k: art_overhead("fig9", m, k)  # noqa: E731
+    L = latency_section(d, "fig9", 9, "active-standby worker switching")
+    o, a = v100_overheads(d, "fig9")
     L.append(
         "- **One process** (one worker; the old model is copied back and freed, the new one allocated and copied "
         "without pipelining): simulated overheads %s / %s / %s ms against %.0f / %.0f / %.0f ms, about %.1f× "

@@ -306,30 +306,45 @@ std::uint32_t map_function(const LineReader& reader, const TraceMapping& mapping
                                   "model is set"));
 }
 
+[[noreturn]] void throw_no_requests(const std::string& name, std::int64_t header_line) {
+  throw InputError(detail::concat(name, ":", header_line, ": the trace has no requests (only the header)"));
+}
+
+// A source of one request per CSV row. The subclass's constructor reads the header and then
+// calls read_first_row(), so that a trace with only its header is refused at construction;
+// next() hands that first row out before reading on.
+class RowSource : public RequestSource {
+ public:
+  std::optional<Request> next() final {
+    if (first_) return std::exchange(first_, std::nullopt);
+    return read_row();
+  }
+
+ protected:
+  void read_first_row(const std::string& name, std::int64_t header_line) {
+    first_ = read_row();
+    if (!first_) throw_no_requests(name, header_line);
+  }
+  virtual std::optional<Request> read_row() = 0;
+
+ private:
+  std::optional<Request> first_;
+};
+
 // ---------------------------------------------------------------------------------------
 // The project's CSV.
 
-class ProjectCsvSource final : public RequestSource {
+class ProjectCsvSource final : public RowSource {
  public:
   ProjectCsvSource(const std::filesystem::path& path,
                    const std::map<std::string, std::uint32_t>& model_index)
       : reader_(path, /*allow_comments=*/true), model_index_(model_index) {
     expect_header(reader_, {"arrival_ns", "model", "task", "batch", "slo_ns"}, fields_);
-    const std::int64_t header_line = reader_.line();
-    first_ = read_row();
-    if (!first_) {
-      throw InputError(detail::concat(reader_.name(), ":", header_line,
-                                      ": the trace has no requests (only the header)"));
-    }
-  }
-
-  std::optional<Request> next() override {
-    if (first_) return std::exchange(first_, std::nullopt);
-    return read_row();
+    read_first_row(reader_.name(), reader_.line());
   }
 
  private:
-  std::optional<Request> read_row() {
+  std::optional<Request> read_row() override {
     std::string_view line;
     if (!reader_.next(line)) return std::nullopt;
     split_csv(line, fields_);
@@ -373,7 +388,6 @@ class ProjectCsvSource final : public RequestSource {
   LineReader reader_;
   std::map<std::string, std::uint32_t> model_index_;
   std::vector<std::string_view> fields_;
-  std::optional<Request> first_;
   Duration previous_ = Duration::zero();
   std::int64_t previous_line_ = 0;
 };
@@ -429,10 +443,7 @@ class AzureFunctions2019Source final : public RequestSource {
         parse_count(reader, fields[column], header[column].c_str());
       }
     }
-    if (models_.empty()) {
-      throw InputError(detail::concat(name, ":", header_line,
-                                      ": the trace has no requests (only the header)"));
-    }
+    if (models_.empty()) throw_no_requests(name, header_line);
   }
 
   std::optional<Request> next() override {
@@ -541,10 +552,7 @@ std::vector<Request> read_azure_functions_2021(const std::filesystem::path& path
     r.slo = mapping.slo;
     requests.push_back(r);
   }
-  if (requests.empty()) {
-    throw InputError(detail::concat(reader.name(), ":", header_line,
-                                    ": the trace has no requests (only the header)"));
-  }
+  if (requests.empty()) throw_no_requests(reader.name(), header_line);
   // Stable: equal arrivals keep file order.
   std::stable_sort(requests.begin(), requests.end(),
                    [](const Request& a, const Request& b) { return a.arrival < b.arrival; });
@@ -619,7 +627,7 @@ Timestamp parse_timestamp(const LineReader& reader, std::string_view s) {
           ((hour * 60 + minute) * 60 + second) * kNsPerSecond + fraction_ns};
 }
 
-class AzureLlm2023Source final : public RequestSource {
+class AzureLlm2023Source final : public RowSource {
  public:
   AzureLlm2023Source(const std::filesystem::path& path, std::vector<TokenBucket> buckets,
                      int batch, Duration slo)
@@ -632,21 +640,11 @@ class AzureLlm2023Source final : public RequestSource {
     }
     check_batch_slo(name.c_str(), batch_, slo_);
     expect_header(reader_, {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}, fields_);
-    const std::int64_t header_line = reader_.line();
-    first_ = read_row();
-    if (!first_) {
-      throw InputError(detail::concat(name, ":", header_line,
-                                      ": the trace has no requests (only the header)"));
-    }
-  }
-
-  std::optional<Request> next() override {
-    if (first_) return std::exchange(first_, std::nullopt);
-    return read_row();
+    read_first_row(name, reader_.line());
   }
 
  private:
-  std::optional<Request> read_row() {
+  std::optional<Request> read_row() override {
     std::string_view line;
     if (!reader_.next(line)) return std::nullopt;
     split_csv(line, fields_);
@@ -693,7 +691,6 @@ class AzureLlm2023Source final : public RequestSource {
   int batch_;
   Duration slo_;
   std::vector<std::string_view> fields_;
-  std::optional<Request> first_;
   std::optional<Timestamp> origin_;
   std::int64_t previous_ = 0;
   std::string previous_text_;
