@@ -1,53 +1,48 @@
-// psw: the one command of the project. Exit codes: 0 success, 1 internal error,
-// 2 bad input (arguments, configs, traces), with one message on stderr naming what is
-// wrong and where.
-#include <CLI/CLI.hpp>
+// psw: the one command of the project. The light commands (plan, compare, synth, sim, sweep,
+// serve, client) run here and never load LibTorch; the executor's commands (run, profile) live
+// in psw-exec beside this binary, which psw runs in its place for them.
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
-#include <map>
+#include <string>
 
-#include "commands.hpp"
-#include "psw/common/error.hpp"
+#include "app.hpp"
+
+namespace {
+
+// The executor's commands: psw replaces itself with psw-exec (same arguments) for them.
+bool is_executor_command(const char* name) {
+  const std::string n = name;
+  return n == "run" || n == "profile";
+}
+
+int exec_executor(char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path exe = (ec ? std::filesystem::path(argv[0]) : self).parent_path() / "psw-exec";
+  if (!std::filesystem::exists(exe)) {
+    std::cerr << "psw: error: '" << argv[1] << "' needs the executor (" << exe.string()
+              << "), which this build does not have: LibTorch was not found at configure time\n";
+    return 2;
+  }
+  argv[0] = const_cast<char*>("psw");
+  ::execv(exe.c_str(), argv);
+  std::cerr << "psw: internal error: cannot run " << exe.string() << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"psw: PipeSwitch in C++ -- plan, simulate and execute millisecond GPU switches"};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  std::map<CLI::App*, psw::cli::Action> actions;
-  auto register_command = [&](psw::cli::Action (*add)(CLI::App&)) {
-    const std::size_t before = app.get_subcommands({}).size();
-    psw::cli::Action action = add(app);
-    actions[app.get_subcommands({}).at(before)] = std::move(action);
-  };
-  register_command(&psw::cli::add_plan_command);
-  register_command(&psw::cli::add_compare_command);
-  register_command(&psw::cli::add_synth_command);
-  register_command(&psw::cli::add_sim_command);
-  register_command(&psw::cli::add_sweep_command);
-#if PSW_HAVE_EXEC
-  register_command(&psw::cli::add_run_command);
-  register_command(&psw::cli::add_profile_command);
-#endif
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "psw: " << e.what() << "\n";
-    std::cerr << "Run with --help for usage.\n";
-    return 2;
-  }
-  try {
-    for (CLI::App* sub : app.get_subcommands()) actions.at(sub)();
-  } catch (const psw::InputError& e) {
-    std::cerr << "psw: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "psw: internal error: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+  if (argc > 1 && is_executor_command(argv[1])) return exec_executor(argv);
+  using namespace psw::cli;
+  return run_app(argc, argv, "psw: PipeSwitch in C++ -- plan, simulate, serve and execute millisecond GPU switches",
+                 {&add_plan_command, &add_compare_command, &add_synth_command, &add_sim_command, &add_sweep_command,
+                  &add_serve_command, &add_client_command},
+                 "The executor's commands, where LibTorch was found:\n"
+                 "  run        Switch a cold model into the device and run it; measure (psw run --help)\n"
+                 "  profile    Measure per-layer times and the link; write profiles (psw profile --help)");
 }

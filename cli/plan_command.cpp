@@ -29,6 +29,7 @@ struct PlanOptions {
   std::string task = "inference";
   std::string memory = "pinned";
   std::string placement = "copy";
+  std::string out_path;
 };
 
 HostMemory parse_memory(const std::string& text) {
@@ -108,6 +109,9 @@ void run_plan(const PlanOptions& o) {
   timeline.overhead = timeline.total - timeline.ready;
   const Duration bound = pipeline_bound(costs);
 
+  if (!o.out_path.empty()) {
+    save_text(o.out_path, to_yaml(assemble_switch_plan(model, strategy, plan.groups, host_mapped)));
+  }
   if (!o.timeline_path.empty()) {
     save_text(o.timeline_path,
               timeline_to_chrome_trace(timeline, model.name + " on " + hardware.name + " (" +
@@ -125,6 +129,7 @@ void run_plan(const PlanOptions& o) {
         {"num_layers", model.num_layers()},
         {"param_bytes", model.total_param_bytes()},
         {"groups", groups},
+        {"fingerprint", fingerprint_hex(layer_fingerprint(model))},
         {"placement", to_string(placement)},
         {"host_mapped_layers", mapped_names},
         {"total_ns", timeline.total.ns()},
@@ -159,6 +164,9 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (read layers such as embeddings in place where cheaper)")
       ->capture_default_str();
+  cmd->add_option("--out", options->out_path,
+                  "Write the plan (groups, placement, the model's layer fingerprint) as YAML, for psw run --plan "
+                  "and serve configs");
   return [options] { run_plan(*options); };
 }
 

@@ -2,6 +2,8 @@
 // every reader goes through yaml_reader.hpp, so every error looks the same.
 #include "psw/common/config.hpp"
 
+#include <charconv>
+
 #include <yaml-cpp/yaml.h>
 
 #include <set>
@@ -142,15 +144,11 @@ HardwareProfile load_hardware_profile(const std::filesystem::path& path) {
   return parse_hardware_profile(read_file(path), path.string());
 }
 
-Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile& model) {
-  const std::string origin = path.string();
-  YAML::Node root = parse_document(read_file(path), origin);
-  MapReader r(root, origin, "");
-  const std::string named = r.optional_string("model");
-  if (!named.empty() && named != model.name) {
-    r.fail_key("model", r.get("model"),
-               "the groups are for model '" + named + "' but the model is '" + model.name + "'");
-  }
+namespace {
+
+// `groups: [[first, last], ...]` of a model of `num_layers` layers, consecutive and covering
+// every layer once; errors name the entry.
+Grouping read_groups(MapReader& r, std::size_t num_layers) {
   YAML::Node list = r.sequence("groups");
   Grouping groups;
   std::size_t next = 0;
@@ -160,7 +158,7 @@ Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile
     if (!entry.IsSequence() || entry.size() != 2) {
       r.fail_key(key, entry, "expected a pair [first, last] of layer indices");
     }
-    const auto max_index = static_cast<std::int64_t>(model.layers.size()) - 1;
+    const auto max_index = static_cast<std::int64_t>(num_layers) - 1;
     const auto first = r.to_integer(key + "[0]", entry[0], 0, max_index);
     const auto last = r.to_integer(key + "[1]", entry[1], 0, max_index);
     if (last < first) {
@@ -174,14 +172,89 @@ Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile
     next = static_cast<std::size_t>(last) + 1;
     groups.push_back({static_cast<std::size_t>(first), static_cast<std::size_t>(last)});
   }
-  if (next != model.layers.size()) {
+  if (next != num_layers) {
     r.fail_key("groups", list, detail::concat("the groups cover layers 0..", next - 1,
-                                              " but the model has ", model.layers.size(),
+                                              " but the model has ", num_layers,
                                               " layers"));
   }
+  return groups;
+}
+
+}  // namespace
+
+Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile& model) {
+  const std::string origin = path.string();
+  YAML::Node root = parse_document(read_file(path), origin);
+  MapReader r(root, origin, "");
+  const std::string named = r.optional_string("model");
+  if (!named.empty() && named != model.name) {
+    r.fail_key("model", r.get("model"),
+               "the groups are for model '" + named + "' but the model is '" + model.name + "'");
+  }
+  Grouping groups = read_groups(r, model.layers.size());
   r.finish();
   validate_grouping(groups, model.layers.size(), origin);
   return groups;
+}
+
+SwitchPlan parse_switch_plan(const std::string& text, const std::string& origin) {
+  YAML::Node root = parse_document(text, origin);
+  MapReader r(root, origin, "");
+  SwitchPlan plan;
+  plan.model = r.string("model");
+  try {
+    plan.strategy = parse_strategy(r.string("strategy"));
+  } catch (const InputError& e) {
+    r.fail_key("strategy", r.get("strategy"), e.what());
+  }
+  const std::string fingerprint = r.string("fingerprint");
+  {
+    std::uint64_t value = 0;
+    const char* begin = fingerprint.data() + (fingerprint.rfind("0x", 0) == 0 ? 2 : 0);
+    const char* end = fingerprint.data() + fingerprint.size();
+    const auto [ptr, ec] = std::from_chars(begin, end, value, 16);
+    if (ec != std::errc() || ptr != end || begin == end) {
+      r.fail_key("fingerprint", r.get("fingerprint"), "expected a hexadecimal fingerprint such as 0x0123456789abcdef");
+    }
+    plan.fingerprint = value;
+  }
+  plan.num_layers = static_cast<std::size_t>(r.integer("num_layers", 1, 10'000'000));
+  plan.groups = read_groups(r, plan.num_layers);
+  plan.host_mapped.assign(plan.num_layers, false);
+  if (r.has("host_mapped")) {
+    YAML::Node list = r.get("host_mapped");
+    if (!list.IsSequence()) r.fail_key("host_mapped", list, "expected a list of layer indices");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const auto index = r.to_integer(detail::concat("host_mapped[", k, "]"), list[k], 0,
+                                      static_cast<std::int64_t>(plan.num_layers) - 1);
+      plan.host_mapped[static_cast<std::size_t>(index)] = true;
+    }
+  }
+  r.finish();
+  return plan;
+}
+
+SwitchPlan load_switch_plan(const std::filesystem::path& path) {
+  return parse_switch_plan(read_file(path), path.string());
+}
+
+std::string to_yaml(const SwitchPlan& plan) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "model" << YAML::Value << plan.model;
+  out << YAML::Key << "strategy" << YAML::Value << to_string(plan.strategy);
+  out << YAML::Key << "fingerprint" << YAML::Value << fingerprint_hex(plan.fingerprint);
+  out << YAML::Key << "num_layers" << YAML::Value << plan.num_layers;
+  out << YAML::Key << "groups" << YAML::Value << YAML::BeginSeq;
+  for (const auto& g : plan.groups) out << YAML::Flow << YAML::BeginSeq << g.first << g.last << YAML::EndSeq;
+  out << YAML::EndSeq;
+  out << YAML::Key << "host_mapped" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (std::size_t i = 0; i < plan.host_mapped.size(); ++i) {
+    if (plan.host_mapped[i]) out << i;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+  return std::string("# A switch plan (psw plan --out): use with psw run --plan or a serve config.\n") + out.c_str() + "\n";
 }
 
 namespace {

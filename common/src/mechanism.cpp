@@ -6,32 +6,55 @@ namespace psw {
 
 namespace {
 
-struct Named {
-  Mechanism mechanism;
-  const char* name;
-};
+using P = ProcessModel;
+using A = Allocation;
+constexpr auto kPinned = HostMemory::Pinned;
+constexpr auto kPageable = HostMemory::Pageable;
+constexpr std::optional<Strategy> kPlanner = std::nullopt;
 
-constexpr Named kNames[] = {
-    {Mechanism::Ready, "ready"},
-    {Mechanism::PipeSwitch, "pipeswitch"},
-    {Mechanism::StopAndStart, "stop-and-start"},
-    {Mechanism::Mps, "mps"},
-    {Mechanism::OneProcess, "one-process"},
-    {Mechanism::PerLayerPipeline, "per-layer-pipeline"},
-    {Mechanism::GroupedTransmission, "grouped-transmission"},
-    {Mechanism::NoOptimization, "no-optimization"},
-    {Mechanism::NoMemoryManagement, "no-memory-management"},
-    {Mechanism::NoIpcOptimization, "no-ipc-optimization"},
-    {Mechanism::NoPinnedMemory, "no-pinned-memory"},
-    {Mechanism::UnifiedMemory, "unified-memory"},
-    {Mechanism::TwoProcesses, "two-processes"},
+// Note [Mechanism table]. Stop-and-start and two processes load with the framework's plain
+// `.to(device)` from ordinary (pageable) memory, as a fresh process does.
+const MechanismTraits kTraits[] = {
+    {Mechanism::Ready, "ready", kPlanner, kPinned, P::Resident, A::Preallocated, false, false},
+    {Mechanism::PipeSwitch, "pipeswitch", kPlanner, kPinned, P::StandbyWorkers, A::Preallocated, true, false},
+    {Mechanism::StopAndStart, "stop-and-start", Strategy::Single, kPageable, P::FreshProcess, A::PerTensorMalloc,
+     false, false},
+    {Mechanism::Mps, "mps", kPlanner, kPinned, P::SharedContext, A::Preallocated, false, false},
+    {Mechanism::OneProcess, "one-process", Strategy::Single, kPinned, P::OneProcess, A::PerTensorMalloc, false,
+     false},
+    {Mechanism::PerLayerPipeline, "per-layer-pipeline", Strategy::PerLayer, kPinned, P::StandbyWorkers,
+     A::Preallocated, true, false},
+    {Mechanism::GroupedTransmission, "grouped-transmission", Strategy::Single, kPinned, P::StandbyWorkers,
+     A::Preallocated, true, false},
+    {Mechanism::NoOptimization, "no-optimization", Strategy::PerLayer, kPinned, P::StandbyWorkers, A::Preallocated,
+     false, false},
+    {Mechanism::NoMemoryManagement, "no-memory-management", kPlanner, kPinned, P::StandbyWorkers,
+     A::PerTensorMalloc, true, false},
+    {Mechanism::NoIpcOptimization, "no-ipc-optimization", kPlanner, kPinned, P::StandbyWorkers, A::Preallocated,
+     true, true},
+    {Mechanism::NoPinnedMemory, "no-pinned-memory", kPlanner, kPageable, P::StandbyWorkers, A::Preallocated, true,
+     false},
+    {Mechanism::UnifiedMemory, "unified-memory", kPlanner, kPinned, P::StandbyWorkers, A::Managed, false, false},
+    {Mechanism::TwoProcesses, "two-processes", Strategy::Single, kPageable, P::FreshProcess, A::PerTensorMalloc,
+     false, false},
 };
 
 }  // namespace
 
+const MechanismTraits& traits(Mechanism mechanism) {
+  for (const auto& t : kTraits) {
+    if (t.mechanism == mechanism) return t;
+  }
+  throw Error("a mechanism missing from the mechanism table");
+}
+
+Strategy grouping_strategy(Mechanism mechanism, Strategy planner) {
+  return traits(mechanism).grouping.value_or(planner);
+}
+
 Mechanism parse_mechanism(const std::string& text) {
   std::string choices;
-  for (const auto& n : kNames) {
+  for (const auto& n : kTraits) {
     if (text == n.name) return n.mechanism;
     choices += (choices.empty() ? "" : ", ") + std::string(n.name);
   }
@@ -39,7 +62,7 @@ Mechanism parse_mechanism(const std::string& text) {
 }
 
 std::string to_string(Mechanism mechanism) {
-  for (const auto& n : kNames) {
+  for (const auto& n : kTraits) {
     if (n.mechanism == mechanism) return n.name;
   }
   return "?";
@@ -48,7 +71,7 @@ std::string to_string(Mechanism mechanism) {
 const std::vector<Mechanism>& all_mechanisms() {
   static const std::vector<Mechanism> all = [] {
     std::vector<Mechanism> v;
-    for (const auto& n : kNames) v.push_back(n.mechanism);
+    for (const auto& n : kTraits) v.push_back(n.mechanism);
     return v;
   }();
   return all;

@@ -1,8 +1,76 @@
 #include "psw/common/plan.hpp"
 
+#include <cstdio>
+
 #include "psw/common/error.hpp"
 
 namespace psw {
+
+std::string to_string(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::Single: return "single";
+    case Strategy::PerLayer: return "per-layer";
+    case Strategy::PipeSwitch: return "pipeswitch";
+    case Strategy::Optimal: return "optimal";
+    case Strategy::Fixed: return "fixed";
+  }
+  return "?";
+}
+
+Strategy parse_strategy(const std::string& text) {
+  for (Strategy s : {Strategy::Single, Strategy::PerLayer, Strategy::PipeSwitch, Strategy::Optimal,
+                     Strategy::Fixed}) {
+    if (text == to_string(s)) return s;
+  }
+  throw InputError("unknown strategy '" + text +
+                   "': expected one of single, per-layer, pipeswitch, optimal, fixed");
+}
+
+std::uint64_t layer_fingerprint(const LayerSignature& layers) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+  auto mix = [&hash](const void* data, std::size_t n) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+      hash ^= bytes[i];
+      hash *= 0x100000001b3ULL;  // FNV prime
+    }
+  };
+  for (const auto& [name, bytes] : layers) {
+    mix(name.data(), name.size());
+    const unsigned char separator = 0;  // "ab"+"c" and "a"+"bc" must differ
+    mix(&separator, 1);
+    const auto b = static_cast<std::uint64_t>(bytes);
+    mix(&b, sizeof b);
+  }
+  return hash;
+}
+
+std::string fingerprint_hex(std::uint64_t fingerprint) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
+}
+
+void check_plan_matches(const SwitchPlan& plan, const std::string& model_name, std::uint64_t fingerprint,
+                        std::size_t num_layers, const std::string& where) {
+  if (plan.model != model_name) {
+    throw InputError(where + ": the plan is for model '" + plan.model + "', not '" + model_name + "'");
+  }
+  if (plan.num_layers != num_layers) {
+    throw InputError(detail::concat(where, ": the plan is for ", plan.num_layers, " layers but ", model_name,
+                                    " has ", num_layers));
+  }
+  if (plan.fingerprint != fingerprint) {
+    throw InputError(where + ": the plan's layer fingerprint " + fingerprint_hex(plan.fingerprint) +
+                     " does not match " + model_name + "'s " + fingerprint_hex(fingerprint) +
+                     " (its layers have other names, sizes or order: make the plan again from this model)");
+  }
+  validate_grouping(plan.groups, num_layers, where);
+  if (!plan.host_mapped.empty() && plan.host_mapped.size() != num_layers) {
+    throw InputError(detail::concat(where, ": placement flags for ", plan.host_mapped.size(), " layers but ",
+                                    model_name, " has ", num_layers));
+  }
+}
 
 void validate_grouping(const Grouping& groups, std::size_t num_layers, const std::string& where) {
   if (groups.empty()) throw InputError(where + ": the grouping has no groups");

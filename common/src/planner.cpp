@@ -9,25 +9,6 @@
 
 namespace psw {
 
-std::string to_string(Strategy strategy) {
-  switch (strategy) {
-    case Strategy::Single: return "single";
-    case Strategy::PerLayer: return "per-layer";
-    case Strategy::PipeSwitch: return "pipeswitch";
-    case Strategy::Optimal: return "optimal";
-    case Strategy::Fixed: return "fixed";
-  }
-  return "?";
-}
-
-Strategy parse_strategy(const std::string& text) {
-  for (Strategy s : {Strategy::Single, Strategy::PerLayer, Strategy::PipeSwitch, Strategy::Optimal,
-                     Strategy::Fixed}) {
-    if (text == to_string(s)) return s;
-  }
-  throw InputError("unknown strategy '" + text +
-                   "': expected one of single, per-layer, pipeswitch, optimal, fixed");
-}
 
 namespace {
 

@@ -8,10 +8,6 @@ namespace psw::exec {
 
 namespace {
 
-constexpr Bytes kTensorAlignment = 16;  // vectorised loads need 16-byte aligned tensors
-
-Bytes align_up(Bytes v, Bytes a) { return (v + a - 1) / a * a; }
-
 // Mark slots of Note [Measured trace], above the engine's and the profiler's.
 constexpr std::size_t kTraceCopyBegin = 1024;
 std::size_t trace_copy_end(std::size_t group) { return kTraceCopyBegin + 1 + 3 * group; }
@@ -26,49 +22,42 @@ torch::Tensor view_as(const torch::Tensor& region, Bytes offset, const torch::Te
 
 }  // namespace
 
-PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, Grouping groups, TransferMode mode,
-                               Bytes alignment, std::vector<bool> host_mapped)
-    : backend_(backend), model_(model), groups_(std::move(groups)), mode_(mode), host_mapped_(std::move(host_mapped)) {
+PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                               const DeviceRegion* region, TransferMode mode, Bytes alignment)
+    : backend_(backend), model_(model), groups_(plan.groups), mode_(mode), host_mapped_(plan.host_mapped) {
   auto& layers = model_.layers();
-  validate_grouping(groups_, layers.size(), "pipeline plan for " + model_.name());
+  check_plan_matches(plan, model_.name(), layer_fingerprint(model_), layers.size(), "pipeline plan");
   if (host_mapped_.empty()) host_mapped_.assign(layers.size(), false);
-  if (host_mapped_.size() != layers.size()) {
-    throw InputError(detail::concat("host-mapped flags for ", host_mapped_.size(), " layers but the model has ",
-                                    layers.size()));
-  }
   const bool any_host_mapped = std::find(host_mapped_.begin(), host_mapped_.end(), true) != host_mapped_.end();
   if (any_host_mapped && mode_ != TransferMode::Pipelined) {
     throw InputError("layers can be read from host memory only with pipelined transfers from pinned memory");
   }
-  // Each layer's span: its tensors back to back, each aligned.
-  std::vector<Bytes> spans;
-  for (const auto& layer : layers) {
-    Bytes span = 0;
-    for (const auto& t : layer.tensors) span = align_up(span + static_cast<Bytes>(t.nbytes()), kTensorAlignment);
-    spans.push_back(span);
+  if ((mode_ == TransferMode::Pageable) == store.pinned()) {
+    throw InputError(mode_ == TransferMode::Pageable ? "the no-pinned-memory mode needs a pageable parameter store"
+                                                     : "this transfer mode needs a pinned parameter store");
   }
-  layout_ = make_memory_layout(spans, groups_, alignment);
+  const PackedLayout packed = pack_layout(model_, groups_, alignment);
+  layout_ = packed.layout;
+  if (store.size() < layout_.total_bytes) {
+    throw InputError(detail::concat("the parameter store of ", store.size(), " bytes is smaller than ", model_.name(),
+                                    "'s packed parameters (", layout_.total_bytes, " bytes)"));
+  }
+  host_ = store.bytes().narrow(0, 0, layout_.total_bytes);
   group_of_layer_.resize(layers.size());
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (std::size_t i = groups_[g].first; i <= groups_[g].last; ++i) group_of_layer_[i] = g;
   }
+  std::size_t k = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    Bytes offset = layout_.layer_offset[i];
-    for (const auto& t : layers[i].tensors) {
-      PSW_CHECK(t.is_contiguous(), "tensor of layer ", layers[i].name, " is not contiguous");
-      slots_.push_back({i, t, offset});
-      offset = align_up(offset + static_cast<Bytes>(t.nbytes()), kTensorAlignment);
-    }
-  }
-  // Pack once into host memory, by the layout.
-  host_ = backend_.allocate_host(layout_.total_bytes, mode_ != TransferMode::Pageable);
-  host_.zero_();
-  for (const auto& slot : slots_) {
-    view_as(host_, slot.offset, slot.tensor).copy_(slot.tensor.to(torch::kCPU));
+    for (const auto& t : layers[i].tensors) slots_.push_back({i, t, packed.tensors.at(k++).offset});
   }
   if (mode_ != TransferMode::AllocatePerTensor) {
-    device_ = backend_.allocate_device(layout_.total_bytes);
-    device_allocations_ += layout_.total_bytes;
+    if (region == nullptr) throw InputError("a pipelined engine needs a device region");
+    if (region->size() < layout_.total_bytes) {
+      throw InputError(detail::concat("the device region of ", region->size(), " bytes is smaller than ",
+                                      model_.name(), "'s packed parameters (", layout_.total_bytes, " bytes)"));
+    }
+    device_ = region->bytes().narrow(0, 0, layout_.total_bytes);
     bind_to(device_);
   }
   // Host-mapped layers are rebound to the pinned host copy, read in place by the device.
@@ -247,6 +236,28 @@ torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) {
 SwitchTiming PipelineEngine::last_timing() {
   backend_.synchronize();
   return {backend_.elapsed(kMarkBegin, kMarkFirstLayer), backend_.elapsed(kMarkBegin, kMarkEnd)};
+}
+
+std::unique_ptr<PrivatePipeline> make_private_pipeline(Backend& backend, ZooModel& model, const SwitchPlan& plan,
+                                                       TransferMode mode, Bytes alignment) {
+  const PackedLayout packed = pack_layout(model, plan.groups, alignment);
+  auto owned = std::make_unique<PrivatePipeline>(PrivatePipeline{
+      ParameterStore::allocate(backend, packed.layout.total_bytes, mode != TransferMode::Pageable), std::nullopt,
+      std::nullopt});
+  owned->store.pack(model, packed);
+  if (mode != TransferMode::AllocatePerTensor) {
+    owned->region.emplace(DeviceRegion::allocate(backend, packed.layout.total_bytes));
+  }
+  owned->engine.emplace(backend, model, plan, owned->store, owned->region ? &*owned->region : nullptr, mode, alignment);
+  return owned;
+}
+
+std::unique_ptr<PrivatePipeline> make_private_pipeline(Backend& backend, ZooModel& model, Grouping groups,
+                                                       TransferMode mode, Bytes alignment,
+                                                       std::vector<bool> host_mapped) {
+  return make_private_pipeline(backend, model,
+                               plan_for_model(model, Strategy::Fixed, std::move(groups), std::move(host_mapped)), mode,
+                               alignment);
 }
 
 }  // namespace psw::exec

@@ -8,19 +8,7 @@ namespace psw::sim {
 
 namespace {
 
-bool is_pipelined(Mechanism m) {
-  switch (m) {
-    case Mechanism::PipeSwitch:
-    case Mechanism::PerLayerPipeline:
-    case Mechanism::GroupedTransmission:
-    case Mechanism::NoMemoryManagement:
-    case Mechanism::NoIpcOptimization:
-    case Mechanism::NoPinnedMemory:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_pipelined(Mechanism m) { return traits(m).pipeswitch_family; }
 
 double percent_factor(int percent) { return static_cast<double>(percent) / 100.0; }
 
@@ -34,22 +22,12 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
                                const std::vector<ModelProfile>& models, Strategy planner, Placement placement)
     : mechanism_(mechanism), hardware_(hardware) {
   if (planner == Strategy::Fixed) throw InputError("the simulator plans with single, per-layer, pipeswitch or optimal");
-  const HostMemory memory = mechanism == Mechanism::NoPinnedMemory ||
-                                    mechanism == Mechanism::StopAndStart ||
-                                    mechanism == Mechanism::TwoProcesses
-                                ? HostMemory::Pageable
-                                : HostMemory::Pinned;
-  Strategy strategy = planner;
-  if (mechanism == Mechanism::PerLayerPipeline || mechanism == Mechanism::NoOptimization) {
-    strategy = Strategy::PerLayer;
-  }
-  if (mechanism == Mechanism::GroupedTransmission || mechanism == Mechanism::OneProcess ||
-      mechanism == Mechanism::StopAndStart || mechanism == Mechanism::TwoProcesses) {
-    strategy = Strategy::Single;
-  }
+  // Note [Mechanism table] (common/mechanism.hpp): host memory and grouping per mechanism.
+  const HostMemory memory = traits(mechanism).host_memory;
+  const Strategy strategy = grouping_strategy(mechanism, planner);
   // Without the IPC optimisation every group's arrival also opens a CUDA IPC handle.
   const Duration sync = hardware.group_sync +
-                        (mechanism == Mechanism::NoIpcOptimization ? hardware.ipc_handle_open : Duration::zero());
+                        (traits(mechanism).ipc_handle_per_group ? hardware.ipc_handle_open : Duration::zero());
   effective_sync_ = sync;
   for (const auto& model : models) {
     for (Task task : {Task::Inference, Task::Training}) {

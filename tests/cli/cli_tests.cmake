@@ -126,14 +126,19 @@ endforeach()
 # The executor's command, where LibTorch is found (host backend in CI).
 if(PSW_HAVE_EXEC)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
-  psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer --repeat 1 --warmup 0 --batch 1 --format json)
+  psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
   psw_cli_test(run.host_placement 0 "^ +\"embeddings\\.word_embeddings\"$" run --model bert_base --backend host
                --placement auto --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
                --repeat 1 --warmup 0 --batch 1 --format json)
   psw_cli_test(run.placement_with_plan 2 "not with --plan" run --model bert_base --backend host --placement auto
                --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
-               --plan ${PROJECT_SOURCE_DIR}/configs/plans/bert_base-artifact.yaml)
-  psw_cli_test(run.bad_mode 2 "unknown --mode 'fast'" run --model resnet152 --backend host --mode fast)
+               --groups ${PROJECT_SOURCE_DIR}/configs/plans/bert_base-artifact.yaml)
+  psw_cli_test(run.bad_mode 2 "unknown mechanism 'fast'" run --model resnet152 --backend host --mode fast)
+  psw_cli_test(run.server_mechanism 2 "needs the server" run --model resnet152 --backend host --mode mps)
+  # A plan file made by psw plan --out runs as it is; a plan of another model is refused by name,
+  # and one of the same model with other layer sizes by its fingerprint (Note [Layer fingerprint]).
+  psw_cli_script_test(run.plan_file 300
+    "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && grep -q 'fingerprint: 0x' $out/p.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"strategy\": \"optimal\"' && { $<TARGET_FILE:psw> run --model bert_base --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q \"is for model 'inception_v3'\" && sed -i 's/^fingerprint: .*/fingerprint: 0x1/' $out/p.yaml && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'fingerprint'")
   psw_cli_test(run.unknown_model 2 "unknown model 'gpt2'" run --model gpt2 --backend host --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_test(run.graph_on_host 2 "cannot capture graphs" run --model inception_v3 --backend host --graph --repeat 1 --warmup 0 --batch 1)
   if(NOT PSW_WITH_CUDA)

@@ -4,6 +4,7 @@
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
@@ -42,14 +43,15 @@ TEST_P(PipelineOutputs, SwitchedOutputEqualsAPlainRun) {
   const torch::Tensor input = small_input(*model, 5);
   const torch::Tensor reference = plain_run(name, 11, input);
   auto backend = make_host_backend();
-  PipelineEngine engine(*backend, *model, plan_for(name, strategy));
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for(name, strategy));
+  PipelineEngine& engine = *engine_owned->engine;
   for (int repetition = 0; repetition < 2; ++repetition) {
     engine.poison_device_parameters(static_cast<std::uint8_t>(0xA5 + repetition));
     const torch::Tensor out = engine.switch_in_and_run(input);
     EXPECT_LT(relative_error(out, reference), 1e-5) << name << " repetition " << repetition;
   }
   // The pool was allocated once, at construction, by the layout.
-  EXPECT_EQ(engine.device_allocations(), engine.layout().total_bytes);
+  EXPECT_EQ(engine_owned->region->size(), engine.layout().total_bytes);
 }
 
 std::string strategy_label(Strategy s) { return s == Strategy::PerLayer ? "per_layer" : to_string(s); }
@@ -64,7 +66,8 @@ TEST(Pipeline, PoisonedParametersChangeAResidentRun) {
   // Proves the model reads the bound region: poisoning without a switch breaks the output.
   auto model = make_model("bert_base", 3);
   auto backend = make_host_backend();
-  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal));
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for("bert_base", Strategy::Optimal));
+  PipelineEngine& engine = *engine_owned->engine;
   const torch::Tensor input = small_input(*model, 1);
   const torch::Tensor good = engine.switch_in_and_run(input);
   engine.poison_device_parameters(0x00);
@@ -79,7 +82,8 @@ TEST(Pipeline, VariantsGiveTheSameOutput) {
   for (TransferMode mode : {TransferMode::Pageable, TransferMode::AllocatePerTensor}) {
     auto model = make_model("resnet152", 2);
     auto backend = make_host_backend();
-    PipelineEngine engine(*backend, *model, plan_for("resnet152", Strategy::Optimal), mode);
+    auto engine_owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Optimal), mode);
+  PipelineEngine& engine = *engine_owned->engine;
     engine.poison_device_parameters();
     EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
   }
@@ -93,16 +97,18 @@ TEST(Pipeline, HostMappedEmbeddingsGiveTheSameOutput) {
   std::vector<bool> host_mapped;
   for (const auto& layer : model->layers()) host_mapped.push_back(layer.kind == "embedding");
   auto backend = make_host_backend();
-  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
                         host_mapped);
+  PipelineEngine& engine = *engine_owned->engine;
   engine.poison_device_parameters();
   EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
   // A grouping whose first group holds only host-mapped layers needs no wait for it.
   auto model2 = make_model("bert_base", 4);
-  PipelineEngine split(*backend, *model2, Grouping{{0, 2}, {3, 100}}, TransferMode::Pipelined, 512, host_mapped);
+  auto split_owned = make_private_pipeline(*backend, *model2, Grouping{{0, 2}, {3, 100}}, TransferMode::Pipelined, 512, host_mapped);
+  PipelineEngine& split = *split_owned->engine;
   split.poison_device_parameters();
   EXPECT_LT(relative_error(split.switch_in_and_run(input), reference), 1e-5);
-  EXPECT_THROW(PipelineEngine(*backend, *model2, Grouping{{0, 100}}, TransferMode::Pageable, 512, host_mapped),
+  EXPECT_THROW(make_private_pipeline(*backend, *model2, Grouping{{0, 100}}, TransferMode::Pageable, 512, host_mapped),
                InputError);
 }
 
@@ -112,7 +118,8 @@ TEST(Pipeline, TracedSwitchIsCausalAndComplete) {
     const torch::Tensor input = small_input(*model, 2);
     auto backend = make_host_backend();
     const Grouping groups = plan_for(name, Strategy::Fixed);
-    PipelineEngine engine(*backend, *model, groups);
+    auto engine_owned = make_private_pipeline(*backend, *model, groups);
+  PipelineEngine& engine = *engine_owned->engine;
     EXPECT_THROW(engine.measured_timeline(), Error);  // nothing traced yet
     engine.set_tracing(true);
     engine.poison_device_parameters();
@@ -127,7 +134,8 @@ TEST(Pipeline, TracedSwitchIsCausalAndComplete) {
   }
   auto model = make_model("resnet152", 3);
   auto backend = make_host_backend();
-  PipelineEngine no_umm(*backend, *model, plan_for("resnet152", Strategy::Single), TransferMode::AllocatePerTensor);
+  auto no_umm_owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Single), TransferMode::AllocatePerTensor);
+  PipelineEngine& no_umm = *no_umm_owned->engine;
   EXPECT_THROW(no_umm.set_tracing(true), InputError);
 }
 
@@ -135,7 +143,8 @@ TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {
   auto model = make_model("inception_v3", 0);
   auto backend = make_host_backend();
   const Grouping groups = plan_for("inception_v3", Strategy::Fixed);
-  PipelineEngine engine(*backend, *model, groups);
+  auto engine_owned = make_private_pipeline(*backend, *model, groups);
+  PipelineEngine& engine = *engine_owned->engine;
   const auto& layout = engine.layout();
   ASSERT_EQ(layout.group_offset.size(), groups.size());
   for (std::size_t g = 0; g + 1 < groups.size(); ++g) {
@@ -152,7 +161,39 @@ TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {
 TEST(Pipeline, RejectsAGroupingOfAnotherModel) {
   auto model = make_model("bert_base", 0);
   auto backend = make_host_backend();
-  EXPECT_THROW(PipelineEngine(*backend, *model, plan_for("resnet152", Strategy::Single)), InputError);
+  EXPECT_THROW(make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Single)), InputError);
+}
+
+// Note [Layer fingerprint]: a plan made from a profile is accepted by the live model it
+// describes, and refused by another model or by the same layers in another order.
+TEST(Pipeline, PlanFromTheProfileMatchesTheLiveModelAndNoOther) {
+  const std::string root = PSW_SOURCE_DIR;
+  const ModelProfile profile = load_model_profile(root + "/configs/models/resnet152.yaml");
+  const HardwareProfile hw = load_hardware_profile(root + "/configs/hardware/h200-pcie5.yaml");
+  const SwitchPlan plan = make_switch_plan(profile, hw, Task::Inference, Strategy::Optimal, Placement::Copy);
+  auto resnet = make_model("resnet152", 0);
+  EXPECT_EQ(plan.fingerprint, layer_fingerprint(*resnet));
+  auto backend = make_host_backend();
+  EXPECT_NO_THROW(make_private_pipeline(*backend, *resnet, plan));
+  // A plan round-tripped through its YAML file is the same plan.
+  const SwitchPlan again = parse_switch_plan(to_yaml(plan), "plan.yaml");
+  EXPECT_EQ(again.groups, plan.groups);
+  EXPECT_EQ(again.fingerprint, plan.fingerprint);
+  EXPECT_EQ(again.strategy, plan.strategy);
+  EXPECT_EQ(again.host_mapped, plan.host_mapped);
+  auto bert = make_model("bert_base", 0);
+  EXPECT_THROW(make_private_pipeline(*backend, *bert, plan), InputError);
+  // Same model name and layer count, two layers swapped: refused by the fingerprint.
+  ModelProfile swapped = profile;
+  std::swap(swapped.layers[3], swapped.layers[4]);
+  SwitchPlan wrong = plan;
+  wrong.fingerprint = layer_fingerprint(swapped);
+  try {
+    make_private_pipeline(*backend, *resnet, wrong);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fingerprint"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Backend, UnknownBackendsAreRefused) {

@@ -28,7 +28,8 @@ TEST_P(CudaPipeline, SwitchedOutputEqualsAResidentRun) {
   auto model = make_model(name, 21);
   model->to(backend->device());
   const torch::Tensor input = model->example_input(8, 4).to(backend->device());
-  PipelineEngine engine(*backend, *model, plan_for(name, strategy));
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for(name, strategy));
+  PipelineEngine& engine = *engine_owned->engine;
   engine.switch_in_and_run(input);
   const torch::Tensor reference = engine.run_resident(input).clone();
   backend->synchronize();
@@ -57,7 +58,8 @@ TEST_P(CudaGraphSwitch, ReplayedSwitchEqualsAResidentRun) {
   auto model = make_model(name, 5);
   model->to(backend->device());
   const torch::Tensor input = model->example_input(8, 2).to(backend->device());
-  PipelineEngine engine(*backend, *model, plan_for(name, Strategy::Optimal));
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for(name, Strategy::Optimal));
+  PipelineEngine& engine = *engine_owned->engine;
   engine.capture_graphs(input);
   const torch::Tensor reference = engine.run_resident(input).clone();
   for (int repetition = 0; repetition < 3; ++repetition) {
@@ -87,8 +89,9 @@ TEST(CudaHostMapped, BertEmbeddingsReadInPlaceGiveTheSameOutput) {
   const torch::Tensor input = model->example_input(8, 3).to(backend->device());
   std::vector<bool> host_mapped;
   for (const auto& layer : model->layers()) host_mapped.push_back(layer.kind == "embedding");
-  PipelineEngine engine(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for("bert_base", Strategy::Optimal), TransferMode::Pipelined, 512,
                         host_mapped);
+  PipelineEngine& engine = *engine_owned->engine;
   engine.switch_in_and_run(input);
   const torch::Tensor reference = engine.run_resident(input).clone();
   engine.capture_graphs(input);
@@ -105,7 +108,8 @@ TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   auto model = make_model("resnet152", 1);
   model->to(backend->device());
   const torch::Tensor input = model->example_input(8, 1).to(backend->device());
-  PipelineEngine engine(*backend, *model, plan_for("resnet152", Strategy::Optimal));
+  auto engine_owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Optimal));
+  PipelineEngine& engine = *engine_owned->engine;
   for (int i = 0; i < 3; ++i) engine.switch_in_and_run(input);  // warm the activation cache
   backend->synchronize();
   const auto device = backend->device().index();
@@ -121,7 +125,7 @@ TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   // allocated once. Index 0 of a stat array is the aggregate over pool kinds.
   EXPECT_EQ(after.reserved_bytes[0].current, before.reserved_bytes[0].current);
   EXPECT_EQ(after.num_alloc_retries, before.num_alloc_retries);
-  EXPECT_EQ(engine.device_allocations(), engine.layout().total_bytes);
+  EXPECT_EQ(engine_owned->region->size(), engine.layout().total_bytes);
 }
 
 // The profiler on the GPU: the training iteration (forward and backward) is captured as a

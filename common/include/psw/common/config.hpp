@@ -26,6 +26,13 @@ Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile
 ModelProfile parse_model_profile(const std::string& text, const std::string& origin);
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin);
 
+// A SwitchPlan file (`psw plan --out`): model, strategy, fingerprint, num_layers, groups and
+// the indices of host-mapped layers. load_switch_plan checks the file's own consistency; the
+// user of the plan checks it against the model (check_plan_matches, Note [Layer fingerprint]).
+SwitchPlan load_switch_plan(const std::filesystem::path& path);
+SwitchPlan parse_switch_plan(const std::string& text, const std::string& origin);
+std::string to_yaml(const SwitchPlan& plan);
+
 std::string to_yaml(const ModelProfile& model);
 std::string to_yaml(const HardwareProfile& hardware);
 void save_text(const std::filesystem::path& path, const std::string& text);

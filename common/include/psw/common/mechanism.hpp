@@ -3,8 +3,12 @@
 // names one; the simulator models each (sim/mechanism.hpp) and the executor will run them
 // as modes of the same binary (DESIGN.md §5).
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "psw/common/plan.hpp"
+#include "psw/common/switch_costs.hpp"
 
 namespace psw {
 
@@ -23,6 +27,39 @@ enum class Mechanism {
   UnifiedMemory,        // ablation: cudaMallocManaged, pages migrate on first touch
   TwoProcesses,         // the paper's Figure 9 name for stop-and-start
 };
+
+// Note [Mechanism table]: what each mechanism is made of, in one table that the simulator
+// (sim/mechanism.cpp), `psw run` and the server (exec/runtime/) all read, so the two engines
+// cannot drift apart on what "no-pinned-memory" or "grouped-transmission" means.
+enum class ProcessModel {
+  StandbyWorkers,  // warm worker processes, one active (PipeSwitch and its ablations)
+  FreshProcess,    // a new process per switch (stop-and-start, two processes)
+  OneProcess,      // one process swaps models in and out
+  SharedContext,   // tasks run concurrently (MPS)
+  Resident,        // every model stays on the device (ready)
+};
+enum class Allocation {
+  Preallocated,     // one device region, allocated at start (unified memory management)
+  PerTensorMalloc,  // cudaMalloc/cudaFree per tensor on the switch path
+  Managed,          // cudaMallocManaged: pages migrate on first touch
+};
+
+struct MechanismTraits {
+  Mechanism mechanism;
+  const char* name;
+  // The grouping the mechanism imposes; empty: the configured planner's.
+  std::optional<Strategy> grouping;
+  HostMemory host_memory;
+  ProcessModel process;
+  Allocation allocation;
+  // A PipeSwitch variant: the switch is the pipelined transfer with some part changed.
+  bool pipeswitch_family;
+  bool ipc_handle_per_group;  // no IPC optimisation: one handle opened per group
+};
+
+const MechanismTraits& traits(Mechanism mechanism);
+// The grouping strategy a mechanism uses when the configuration asks for `planner`.
+Strategy grouping_strategy(Mechanism mechanism, Strategy planner);
 
 Mechanism parse_mechanism(const std::string& text);  // throws InputError listing the choices
 std::string to_string(Mechanism mechanism);

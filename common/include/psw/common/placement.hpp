@@ -44,6 +44,14 @@ std::vector<std::string> host_mapped_names(const ModelProfile& model, const std:
 std::string describe_placement(const ModelProfile& model, const std::vector<bool>& host_mapped);
 
 // A plan with its placement, for one model on one hardware profile: what the executor runs.
+// Note [Layer fingerprint] (plan.hpp) of a profile's layers.
+std::uint64_t layer_fingerprint(const ModelProfile& model);
+
+// The one place a SwitchPlan is built: the model's name and fingerprint, the strategy, the
+// groups and the placement (empty: every layer copied), checked against the model.
+SwitchPlan assemble_switch_plan(const ModelProfile& model, Strategy strategy, Grouping groups,
+                                std::vector<bool> host_mapped);
+// Plans with `strategy` (not Fixed) and `placement`, then assemble_switch_plan.
 SwitchPlan make_switch_plan(const ModelProfile& model, const HardwareProfile& hardware, Task task,
                             Strategy strategy, Placement placement, HostMemory memory = HostMemory::Pinned);
 

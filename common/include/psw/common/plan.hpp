@@ -4,7 +4,9 @@
 // One type consumed by the planners, the simulator and the executor.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "psw/common/units.hpp"
@@ -44,9 +46,27 @@ struct MemoryLayout {
 MemoryLayout make_memory_layout(const std::vector<Bytes>& layer_bytes, const Grouping& groups,
                                 Bytes alignment);
 
+// How a plan's grouping was chosen (planner.hpp says what each does).
+enum class Strategy { Single, PerLayer, PipeSwitch, Optimal, Fixed };
+
+std::string to_string(Strategy strategy);
+Strategy parse_strategy(const std::string& text);  // throws InputError naming the choices
+
+// Note [Layer fingerprint]: a plan is only meaningful for the layers it was made for. The
+// fingerprint is a 64-bit FNV-1a hash of every layer's name and parameter bytes, in execution
+// order, so a plan made for another model, or for a model with the same number of layers in
+// another order or of other sizes, is refused (check_plan_matches) instead of binding
+// parameters to the wrong offsets. The profile (common/) and the zoo model (exec/) hash the
+// same (name, bytes) list, so a plan made from a profile is checked against the live model.
+using LayerSignature = std::vector<std::pair<std::string, Bytes>>;
+std::uint64_t layer_fingerprint(const LayerSignature& layers);
+std::string fingerprint_hex(std::uint64_t fingerprint);  // "0x" and 16 hex digits
+
 struct SwitchPlan {
   std::string model;
-  std::string strategy;
+  Strategy strategy = Strategy::Optimal;
+  std::uint64_t fingerprint = 0;  // of the model's layers (Note [Layer fingerprint])
+  std::size_t num_layers = 0;
   Grouping groups;
   // Per layer: read in place from pinned host memory instead of copied (Note [Placement] in
   // placement.hpp); empty or all false: every layer copied.
@@ -54,5 +74,10 @@ struct SwitchPlan {
   // Filled by the executor, which knows its tensors' alignment (exec/pipeline.hpp).
   MemoryLayout layout;
 };
+
+// Throws InputError unless `plan` was made for a model of `model_name` whose layers hash to
+// `fingerprint` (`num_layers` of them); `where` names the plan's source in the message.
+void check_plan_matches(const SwitchPlan& plan, const std::string& model_name, std::uint64_t fingerprint,
+                        std::size_t num_layers, const std::string& where);
 
 }  // namespace psw

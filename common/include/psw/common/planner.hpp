@@ -24,10 +24,7 @@
 
 namespace psw {
 
-enum class Strategy { Single, PerLayer, PipeSwitch, Optimal, Fixed };
-
-std::string to_string(Strategy strategy);
-Strategy parse_strategy(const std::string& text);  // throws InputError naming the choices
+// Strategy, to_string(Strategy) and parse_strategy live in plan.hpp (a plan records its strategy).
 
 struct SearchStats {
   std::int64_t nodes = 0;   // partial schedules expanded

@@ -12,12 +12,14 @@
 // switch path. (The NoMemoryManagement variant deliberately does the opposite.)
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "psw/common/plan.hpp"
 #include "psw/common/timeline.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 
 namespace psw::exec {
 
@@ -43,14 +45,16 @@ class PipelineEngine {
   static constexpr std::size_t kResidentGraph = 1;
   static constexpr std::size_t kTracedSwitchGraph = 2;
 
-  // Packs the model's tensors into host memory by the layout of `groups` (validated against
-  // the model) and binds them to the device pool. Throws InputError for a bad grouping.
-  // `host_mapped` (one flag per layer, empty for none): layers the device reads in place
-  // from pinned host memory instead of copying (DESIGN.md §3 placement), e.g. an embedding
-  // table of which a forward gathers only a few rows.
-  PipelineEngine(Backend& backend, ZooModel& model, Grouping groups,
-                 TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512,
-                 std::vector<bool> host_mapped = {});
+  // Binds the model's tensors to `region` by the layout of `plan` (checked against the live
+  // model: Note [Layer fingerprint]); copies come from `store`, which must already hold the
+  // model packed by the same layout (pack_layout + ParameterStore::pack). The engine owns
+  // neither: both must outlive it. `region` may be null only for AllocatePerTensor.
+  // plan.host_mapped: layers the device reads in place from pinned host memory instead of
+  // copying (DESIGN.md §3 placement), e.g. an embedding table of which a forward gathers only
+  // a few rows. Throws InputError for a plan of another model, a store or region too small,
+  // or a store whose memory kind does not match `mode`.
+  PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                 const DeviceRegion* region, TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512);
 
   // One switch: the device parameter region is assumed stale (poison it with
   // poison_device_parameters() to prove it); copies every group and runs the forward, each
@@ -83,8 +87,6 @@ class PipelineEngine {
 
   const MemoryLayout& layout() const { return layout_; }
   const Grouping& groups() const { return groups_; }
-  // Device bytes allocated by the engine itself since construction (the pool, made once).
-  std::int64_t device_allocations() const { return device_allocations_; }
 
  private:
   struct TensorSlot {
@@ -113,9 +115,24 @@ class PipelineEngine {
   torch::Tensor graph_switch_output_;
   torch::Tensor graph_resident_output_;
   torch::Tensor graph_traced_output_;
-  torch::Tensor host_;    // packed parameters (pinned unless Pageable)
-  torch::Tensor device_;  // the parameter region of the pool
-  std::int64_t device_allocations_ = 0;
+  torch::Tensor host_;    // packed parameters (pinned unless Pageable): the store's
+  torch::Tensor device_;  // the parameter region: the region's
 };
+
+// An engine with a store and a region of its own, made for it (psw run, tests): allocates
+// both, packs the model's current parameters, and builds the engine. The members stay where
+// they are (the engine refers to the other two), hence the unique_ptr.
+struct PrivatePipeline {
+  ParameterStore store;
+  std::optional<DeviceRegion> region;
+  std::optional<PipelineEngine> engine;
+};
+std::unique_ptr<PrivatePipeline> make_private_pipeline(Backend& backend, ZooModel& model, const SwitchPlan& plan,
+                                                       TransferMode mode = TransferMode::Pipelined,
+                                                       Bytes alignment = 512);
+// The same from a grouping (a plan with strategy Fixed, made from the live model).
+std::unique_ptr<PrivatePipeline> make_private_pipeline(Backend& backend, ZooModel& model, Grouping groups,
+                                                       TransferMode mode = TransferMode::Pipelined,
+                                                       Bytes alignment = 512, std::vector<bool> host_mapped = {});
 
 }  // namespace psw::exec

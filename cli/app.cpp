@@ -1,0 +1,50 @@
+#include "app.hpp"
+
+#include <iostream>
+#include <map>
+
+#include "psw/common/error.hpp"
+
+namespace psw::cli {
+
+int run_app(int argc, char** argv, const char* description, std::initializer_list<AddCommand> commands,
+            const char* footer) {
+  CLI::App app{description};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  if (footer != nullptr) app.footer(footer);
+  std::map<CLI::App*, Action> actions;
+  for (AddCommand add : commands) {
+    const std::size_t before = app.get_subcommands({}).size();
+    Action action = add(app);
+    actions[app.get_subcommands({}).at(before)] = std::move(action);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "psw: " << e.what() << "\n";
+    std::cerr << "Run with --help for usage.\n";
+    return 2;
+  }
+  try {
+    for (CLI::App* sub : app.get_subcommands()) actions.at(sub)();
+  } catch (const InputError& e) {
+    std::cerr << "psw: error: " << e.what() << "\n";
+    return 2;
+  } catch (const Error& e) {
+    // Not the user's input, but a failure the user can act on (a server that does not answer,
+    // a file that cannot be written): no "internal" here.
+    std::cerr << "psw: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "psw: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace psw::cli

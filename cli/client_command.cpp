@@ -1,0 +1,315 @@
+// psw client: talk to a running `psw serve` over its gRPC protocol (KServe v2 + Control):
+// health, metadata, inference with latencies, the training job, metrics. The logic lives in the
+// client library (psw/runtime/client.hpp, client_tools.hpp); this file parses and prints.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "psw/common/error.hpp"
+#include "psw/runtime/client.hpp"
+#include "psw/runtime/client_tools.hpp"
+#include "psw/runtime/grpc_server.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+using runtime::Client;
+using runtime::ServiceError;
+
+// How many leading values of each output are shown.
+constexpr std::size_t kShownValues = 6;
+
+struct ClientOptions {
+  std::string socket_path;
+  std::string server_address;
+  std::string model;
+  std::string input_path;
+  bool random = false;
+  std::int64_t batch = 1;
+  std::uint64_t seed = 1;
+  int repeat = 1;
+  double timeout_s = 60;
+  std::string format = "table";
+  bool live = false;
+  bool metadata = false;
+  bool metrics = false;
+  std::string train_start;
+  std::int64_t steps = 0;
+  std::string train_stop;
+  std::string train_status;
+};
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw InputError("cannot open --input " + path);
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad()) throw InputError("cannot read --input " + path);
+  return bytes;
+}
+
+nlohmann::json tensor_specs_json(const std::vector<runtime::TensorSpec>& specs) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& spec : specs) list.push_back({{"name", spec.name}, {"datatype", spec.datatype}, {"shape", spec.shape}});
+  return list;
+}
+
+nlohmann::json training_json(const runtime::TrainingStatus& status) {
+  return {{"model", status.model},
+          {"running", status.running},
+          {"stopped", status.stopped},
+          {"completed_steps", status.completed_steps},
+          {"target_steps", status.target_steps},
+          {"preemptions", status.preemptions},
+          {"last_loss", status.last_loss}};
+}
+
+void print_training(const ClientOptions& o, const runtime::TrainingStatus& status) {
+  if (o.format == "json") {
+    std::cout << training_json(status).dump(2) << "\n";
+    return;
+  }
+  const char* state = status.running ? "running" : status.stopped ? "stopped" : "waiting (preempted or not started)";
+  std::printf("%-12s %s\n", "model", status.model.empty() ? "(no training job)" : status.model.c_str());
+  std::printf("%-12s %s\n", "state", state);
+  std::printf("%-12s %lld of %s\n", "steps", static_cast<long long>(status.completed_steps),
+              status.target_steps > 0 ? std::to_string(status.target_steps).c_str() : "until stopped");
+  std::printf("%-12s %lld\n", "preemptions", static_cast<long long>(status.preemptions));
+  std::printf("%-12s %g\n", "last loss", status.last_loss);
+}
+
+void print_metadata(const ClientOptions& o, Client& client) {
+  if (o.model.empty()) {
+    const runtime::ServerInfo server = client.server_metadata();
+    if (o.format == "json") {
+      std::cout << nlohmann::json{{"name", server.name}, {"version", server.version}, {"extensions", server.extensions}}.dump(2)
+                << "\n";
+    } else {
+      std::printf("%-10s %s %s\n", "server", server.name.c_str(), server.version.c_str());
+      std::string extensions;
+      for (const auto& e : server.extensions) extensions += (extensions.empty() ? "" : ", ") + e;
+      std::printf("%-10s %s\n", "extensions", extensions.empty() ? "(none)" : extensions.c_str());
+    }
+    return;
+  }
+  const runtime::ModelInfo model = client.model_metadata(o.model);
+  if (o.format == "json") {
+    std::cout << nlohmann::json{{"name", model.name},
+                                {"platform", model.platform},
+                                {"versions", model.versions},
+                                {"ready", model.ready},
+                                {"inputs", tensor_specs_json(model.inputs)},
+                                {"outputs", tensor_specs_json(model.outputs)}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::string versions;
+  for (const auto& v : model.versions) versions += (versions.empty() ? "" : ", ") + v;
+  std::printf("%-10s %s (%s, versions %s, %s)\n", "model", model.name.c_str(), model.platform.c_str(),
+              versions.c_str(), model.ready ? "ready" : "not ready");
+  for (const auto& [kind, specs] : {std::pair{"input", &model.inputs}, std::pair{"output", &model.outputs}}) {
+    for (const auto& spec : *specs) {
+      std::printf("%-10s %-16s %-6s %s\n", kind, spec.name.c_str(), spec.datatype.c_str(), shape_text(spec.shape).c_str());
+    }
+  }
+}
+
+// Inputs for the model from its metadata: the first from --input (its batch inferred from the
+// file's size), or every one random at --batch; the others random at the same batch.
+runtime::InferRequest build_request(const ClientOptions& o, const runtime::ModelInfo& model) {
+  if (model.inputs.empty()) throw InputError("model '" + o.model + "' declares no inputs");
+  runtime::InferRequest request;
+  request.model = o.model;
+  request.id = "psw-client";
+  std::int64_t batch = o.batch;
+  for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+    const std::uint64_t seed = o.seed + i;  // distinct values per input, reproducible per seed
+    if (i == 0 && !o.input_path.empty()) {
+      request.inputs.push_back(runtime::tensor_from_bytes(model.inputs[0], read_file(o.input_path), o.input_path));
+      if (!request.inputs[0].shape.empty()) batch = request.inputs[0].shape[0];
+    } else {
+      request.inputs.push_back(runtime::random_tensor(model.inputs[i], batch, seed));
+    }
+  }
+  return request;
+}
+
+void run_inference(const ClientOptions& o, Client& client) {
+  const runtime::ModelInfo model = client.model_metadata(o.model);
+  const runtime::InferRequest request = build_request(o, model);
+  std::vector<double> latencies_ms;
+  runtime::InferResponse response;
+  for (int i = 0; i < o.repeat; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    response = client.infer(request);
+    latencies_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  }
+  const runtime::LatencySummary latency = runtime::summarize_latencies(latencies_ms);
+  if (o.format == "json") {
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const auto& output : response.outputs) {
+      outputs.push_back({{"name", output.name},
+                         {"datatype", output.datatype},
+                         {"shape", output.shape},
+                         {"bytes", output.bytes.size()},
+                         {"first_values", runtime::leading_values(output, kShownValues)}});
+    }
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& input : request.inputs) {
+      inputs.push_back({{"name", input.name}, {"datatype", input.datatype}, {"shape", input.shape}});
+    }
+    const nlohmann::json out = {
+        {"model", response.model},
+        {"version", response.version},
+        {"id", response.id},
+        {"inputs", inputs},
+        {"outputs", outputs},
+        {"latency_ms",
+         {{"count", latency.count}, {"median", latency.median_ms}, {"p99", latency.p99_ms}, {"min", latency.min_ms},
+          {"max", latency.max_ms}}}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::printf("%-9s %s (version %s)\n", "model", response.model.c_str(), response.version.c_str());
+  for (const auto& input : request.inputs) {
+    std::printf("%-9s %-16s %-6s %s\n", "input", input.name.c_str(), input.datatype.c_str(),
+                shape_text(input.shape).c_str());
+  }
+  for (const auto& output : response.outputs) {
+    const std::vector<double> shown = runtime::leading_values(output, kShownValues + 1);
+    std::string values;
+    for (std::size_t i = 0; i < std::min(shown.size(), kShownValues); ++i) {
+      const double v = shown[i];
+      char text[32];
+      std::snprintf(text, sizeof text, "%s%.6g", values.empty() ? "" : " ", v);
+      values += text;
+    }
+    std::printf("%-9s %-16s %-6s %-16s %s%s\n", "output", output.name.c_str(), output.datatype.c_str(),
+                shape_text(output.shape).c_str(), values.c_str(),
+                shown.size() > kShownValues ? " ..." : "");
+  }
+  std::printf("%-9s %zu request%s: median %.3f ms, p99 %.3f ms, min %.3f ms\n", "latency", latency.count,
+              latency.count == 1 ? "" : "s", latency.median_ms, latency.p99_ms, latency.min_ms);
+}
+
+void run_client(const ClientOptions& o) {
+  if (o.format != "table" && o.format != "json") {
+    throw InputError("unknown --format '" + o.format + "': expected table or json");
+  }
+  if (o.repeat < 1) throw InputError("--repeat must be at least 1");
+  if (o.timeout_s <= 0) throw InputError("--timeout must be positive");
+  const int actions = int{o.live} + int{o.metadata} + int{o.metrics} + int{!o.train_start.empty()} +
+                      int{!o.train_stop.empty()} + int{!o.train_status.empty()};
+  const bool inference = actions == 0;
+  if (actions > 1) {
+    throw InputError("give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status");
+  }
+  if (inference) {
+    if (o.model.empty()) {
+      throw InputError("nothing to do: give --model NAME with --input FILE or --random to run inference, or one of "
+                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status");
+    }
+    if (o.input_path.empty() == !o.random) throw InputError("give exactly one of --input FILE and --random");
+  }
+
+  const std::string target = o.server_address.empty()
+                                 ? "unix:" + (o.socket_path.empty() ? runtime::default_socket_path() : o.socket_path)
+                                 : o.server_address;
+  Client client(target);
+  client.set_timeout(std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000)));
+  try {
+    if (o.live) {
+      const bool live = client.server_live();
+      const bool ready = client.server_ready();
+      if (o.format == "json") {
+        std::cout << nlohmann::json{{"target", target}, {"live", live}, {"ready", ready}}.dump(2) << "\n";
+      } else {
+        std::printf("%-6s %s\n%-6s %s\n%-6s %s\n", "server", target.c_str(), "live", live ? "yes" : "no", "ready",
+                    ready ? "yes" : "no");
+      }
+    } else if (o.metadata) {
+      print_metadata(o, client);
+    } else if (o.metrics) {
+      const std::string text = client.metrics();
+      if (o.format == "json") {
+        std::cout << nlohmann::json{{"metrics", text}}.dump(2) << "\n";
+      } else {
+        std::cout << text;
+      }
+    } else if (!o.train_start.empty()) {
+      print_training(o, client.start_training(o.train_start, o.steps));
+    } else if (!o.train_stop.empty()) {
+      print_training(o, client.stop_training(o.train_stop));
+    } else if (!o.train_status.empty()) {
+      print_training(o, client.training_status(o.train_status));
+    } else {
+      run_inference(o, client);
+    }
+  } catch (const ServiceError& e) {
+    // What the user asked for was wrong (exit 2), or the server could not do it (exit 1).
+    switch (e.code()) {
+      case ServiceError::Code::InvalidArgument:
+      case ServiceError::Code::NotFound:
+      case ServiceError::Code::ResourceExhausted:
+        throw InputError(e.what());
+      default:
+        throw Error(e.what());
+    }
+  }
+}
+
+}  // namespace
+
+Action add_client_command(CLI::App& app) {
+  auto options = std::make_shared<ClientOptions>();
+  CLI::App* cmd = app.add_subcommand("client", "Talk to a running `psw serve`: health, metadata, inference, training");
+  cmd->footer(
+      "Without an action option, runs --model on --input FILE or --random inputs and prints its outputs and "
+      "latencies.\nExamples:\n  psw client --live\n  psw client --metadata --model resnet152\n"
+      "  psw client --model resnet152 --random --batch 8 --repeat 100\n"
+      "  psw client --train-start bert_base --steps 1000");
+  auto* socket = cmd->add_option("--socket", options->socket_path,
+                                 "The server's Unix socket (default: $XDG_RUNTIME_DIR/psw/psw.sock, else "
+                                 "/tmp/psw-<uid>/psw.sock)");
+  cmd->add_option("--server", options->server_address, "A server on TCP, HOST:PORT, instead of the socket")
+      ->excludes(socket);
+  cmd->add_option("--model", options->model, "The model to run, or whose --metadata to show");
+  auto* input = cmd->add_option("--input", options->input_path,
+                                "Raw little-endian bytes of the model's first input; the batch is inferred "
+                                "from the file's size (other inputs: random at that batch)");
+  cmd->add_flag("--random", options->random, "Random inputs: floats in [-1, 1), integers in [0, 1000)")
+      ->excludes(input);
+  cmd->add_option("--batch", options->batch, "Batch of --random inputs (the leading -1 dimension)")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of --random inputs")->capture_default_str();
+  cmd->add_option("--repeat", options->repeat, "Requests to send (latencies over all)")->capture_default_str();
+  cmd->add_option("--timeout", options->timeout_s, "Deadline of each call, in seconds")->capture_default_str();
+  cmd->add_option("--format", options->format, "table | json")->capture_default_str();
+  cmd->add_flag("--live", options->live, "Show whether the server is live and ready");
+  cmd->add_flag("--metadata", options->metadata, "Show the server's metadata, or --model's tensors");
+  cmd->add_flag("--metrics", options->metrics, "Print the server's metrics (Prometheus text)");
+  cmd->add_option("--train-start", options->train_start, "Start (or resume) MODEL's training job");
+  cmd->add_option("--steps", options->steps, "With --train-start: the step target (0: until stopped)")
+      ->capture_default_str();
+  cmd->add_option("--train-stop", options->train_stop, "Stop MODEL's training job at the next layer boundary");
+  cmd->add_option("--train-status", options->train_status, "Show MODEL's training job");
+  return [options] { run_client(*options); };
+}
+
+}  // namespace psw::cli

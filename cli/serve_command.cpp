@@ -1,0 +1,61 @@
+// psw serve: the PipeSwitch server (exec/runtime/): options only.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/serve_config.hpp"
+#include "psw/runtime/server.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct ServeOptions {
+  std::string config_path;
+  std::string backend = "cuda";
+  std::string socket_path;
+  std::string listen;
+  bool quiet = false;
+};
+
+}  // namespace
+
+Action add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve models over the open inference protocol (KServe v2, gRPC), "
+                                              "switching the GPU between them and a training job");
+  cmd->add_option("--config", o->config_path, "Serve config (configs/serve/)")->required();
+  cmd->add_option("--backend", o->backend, "cuda | host")->capture_default_str();
+  cmd->add_option("--socket", o->socket_path, "Unix socket (default: $XDG_RUNTIME_DIR/psw/psw.sock or /tmp/psw-UID/psw.sock)");
+  cmd->add_option("--listen", o->listen, "Listen on TCP HOST:PORT instead (e.g. 127.0.0.1:8001); never all interfaces");
+  cmd->add_flag("--quiet", o->quiet, "No progress lines on stderr");
+  return [o] {
+    if (o->backend != "cuda" && o->backend != "host") {
+      throw InputError("unknown --backend '" + o->backend + "': expected cuda or host");
+    }
+    runtime::ServerOptions options;
+    options.config = load_serve_config(o->config_path);
+    options.backend = o->backend;
+    options.socket_path = o->socket_path;
+    options.listen_address = o->listen;
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    options.exec_path = (self.parent_path() / "psw-exec").string();
+    if (ec || !std::filesystem::exists(options.exec_path)) {
+      throw InputError("psw serve needs the executor (psw-exec beside psw), which this build does not have: "
+                       "LibTorch was not found at configure time");
+    }
+    if (!o->quiet) {
+      options.log = [](const std::string& line) { std::fprintf(stderr, "psw serve: %s\n", line.c_str()); };
+    }
+    const int code = runtime::run_server(options);
+    if (code != 0) std::exit(code);
+  };
+}
+
+}  // namespace psw::cli

@@ -1,0 +1,82 @@
+#pragma once
+// The configuration of `psw serve` (configs/serve/*.yaml, DESIGN.md §5): which models the
+// server answers for, how it switches between them (a mechanism of the shared table), how
+// many worker processes it keeps, its residency cache, and the training job that shares
+// the GPU. Parsed here, once, strictly (config.hpp's rules); every process of the server
+// reads the same file, so they agree on models, plans and sizes.
+//
+//   mechanism: pipeswitch          # Note [Mechanism table]
+//   workers: 2                     # worker processes (one active, the rest standby)
+//   hardware: configs/hardware/h200-pcie5.yaml
+//   profiles: configs/models/h200  # NAME.yaml per model, for planning
+//   cache: off                     # off: every switch transfers (the paper); lru
+//   cache_bytes: 2GiB              # lru: parameters kept resident at most
+//   max_tensor_bytes: 64MiB        # largest input or output tensor
+//   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
+//   models:
+//     - name: resnet152
+//       batch: 8                   # the batch its switch graph is captured for
+//       plan: optimal              # a strategy, or a plan file (psw plan --out)
+//   training:                      # optional
+//     model: resnet152
+//     batch: 8
+//     input_size: 224              # image side (CNNs) or tokens (BERT)
+//     learning_rate: 0.01
+//     momentum: 0.9
+//     seed: 1
+//     autostart: true
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "psw/common/mechanism.hpp"
+#include "psw/common/plan.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw {
+
+struct ServedModelConfig {
+  std::string name;
+  int batch = 8;
+  Strategy strategy = Strategy::Optimal;
+  std::filesystem::path plan_file;  // set: the plan comes from this file (strategy ignored)
+};
+
+struct TrainingJobConfig {
+  std::string model;
+  int batch = 8;
+  int input_size = 224;
+  double learning_rate = 0.01;
+  double momentum = 0.9;
+  std::uint64_t seed = 1;
+  bool autostart = true;
+};
+
+enum class CachePolicy { Off, Lru };
+
+struct ServeConfig {
+  std::filesystem::path path;  // the file, for messages and for the worker processes
+  Mechanism mechanism = Mechanism::PipeSwitch;
+  int workers = 2;
+  std::filesystem::path hardware;
+  std::filesystem::path profiles;
+  CachePolicy cache = CachePolicy::Off;
+  Bytes cache_bytes = 0;
+  Bytes max_tensor_bytes = Bytes{64} << 20;
+  Duration request_timeout = milliseconds(10'000);
+  std::vector<ServedModelConfig> models;
+  std::optional<TrainingJobConfig> training;
+
+  // The index of a served model by name; -1 when not served.
+  int model_index(const std::string& name) const;
+};
+
+// Relative paths inside the file are resolved against the file's folder (as in experiment
+// configs); InputError naming file, line and key for anything wrong.
+ServeConfig load_serve_config(const std::filesystem::path& path);
+ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin);
+
+}  // namespace psw

@@ -1,0 +1,117 @@
+#include "psw/common/serve_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "yaml_reader.hpp"
+
+namespace psw {
+
+using namespace yaml_detail;
+
+namespace {
+
+std::filesystem::path resolve_against(const std::filesystem::path& config, const std::string& relative) {
+  const std::filesystem::path p(relative);
+  return p.is_absolute() ? p : (config.parent_path() / p).lexically_normal();
+}
+
+}  // namespace
+
+int ServeConfig::model_index(const std::string& name) const {
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    if (models[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin_path) {
+  const std::string origin = origin_path.string();
+  YAML::Node root = parse_document(text, origin);
+  MapReader r(root, origin, "");
+  ServeConfig config;
+  config.path = std::filesystem::absolute(origin_path);
+  if (r.has("mechanism")) {
+    try {
+      config.mechanism = parse_mechanism(r.string("mechanism"));
+    } catch (const InputError& e) {
+      r.fail_key("mechanism", r.get("mechanism"), e.what());
+    }
+  }
+  r.mark_seen("mechanism");
+  config.workers = static_cast<int>(r.optional_integer("workers", 1, 16).value_or(2));
+  config.hardware = resolve_against(config.path, r.string("hardware"));
+  config.profiles = resolve_against(config.path, r.string("profiles"));
+  if (r.has("cache")) {
+    const std::string cache = r.string("cache");
+    if (cache == "off") {
+      config.cache = CachePolicy::Off;
+    } else if (cache == "lru") {
+      config.cache = CachePolicy::Lru;
+    } else {
+      r.fail_key("cache", r.get("cache"), "expected off or lru, got '" + cache + "'");
+    }
+  }
+  r.mark_seen("cache");
+  config.cache_bytes = r.optional_integer("cache_bytes", 0, kMaxBytes).value_or(0);
+  if (config.cache == CachePolicy::Lru && config.cache_bytes == 0) {
+    r.fail_key("cache", r.get("cache"), "cache: lru needs cache_bytes (the parameters kept resident at most)");
+  }
+  config.max_tensor_bytes = r.optional_integer("max_tensor_bytes", 1024, std::int64_t{1} << 32).value_or(64 << 20);
+  config.request_timeout =
+      milliseconds(r.optional_integer("request_timeout_ms", 10, 3'600'000).value_or(10'000));
+  YAML::Node models = r.sequence("models");
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    MapReader m(models[i], origin, detail::concat("models[", i, "]"));
+    ServedModelConfig model;
+    model.name = m.string("name");
+    if (config.model_index(model.name) >= 0) {
+      m.fail_key("name", m.get("name"), "model '" + model.name + "' is listed twice");
+    }
+    model.batch = static_cast<int>(m.optional_integer("batch", 1, 4096).value_or(8));
+    if (m.has("plan")) {
+      const std::string plan = m.string("plan");
+      try {
+        model.strategy = parse_strategy(plan);
+        if (model.strategy == Strategy::Fixed) {
+          m.fail_key("plan", m.get("plan"), "give the plan file (psw plan --out) instead of 'fixed'");
+        }
+      } catch (const InputError&) {
+        if (plan.size() < 5 || (plan.substr(plan.size() - 5) != ".yaml" && plan.substr(plan.size() - 4) != ".yml")) {
+          m.fail_key("plan", m.get("plan"),
+                     "expected single, per-layer, pipeswitch, optimal or a plan file (.yaml), got '" + plan + "'");
+        }
+        model.plan_file = resolve_against(config.path, plan);
+        model.strategy = Strategy::Fixed;
+      }
+    }
+    m.mark_seen("plan");
+    m.finish();
+    config.models.push_back(std::move(model));
+  }
+  if (r.has("training")) {
+    MapReader t = r.map("training");
+    TrainingJobConfig job;
+    job.model = t.string("model");
+    job.batch = static_cast<int>(t.optional_integer("batch", 1, 4096).value_or(8));
+    job.input_size = static_cast<int>(t.optional_integer("input_size", 1, 4096).value_or(224));
+    job.learning_rate = t.has("learning_rate") ? t.real("learning_rate", 0.0, 10.0) : 0.01;
+    t.mark_seen("learning_rate");
+    job.momentum = t.has("momentum") ? t.real("momentum", 0.0, 1.0) : 0.9;
+    t.mark_seen("momentum");
+    job.seed = static_cast<std::uint64_t>(t.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
+    job.autostart = t.boolean("autostart", true);
+    t.finish();
+    config.training = job;
+  }
+  r.mark_seen("training");
+  r.finish();
+  return config;
+}
+
+ServeConfig load_serve_config(const std::filesystem::path& path) {
+  return parse_serve_config(read_file(path), path);
+}
+
+}  // namespace psw

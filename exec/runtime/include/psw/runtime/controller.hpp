@@ -1,0 +1,95 @@
+#pragma once
+// The controller of `psw serve` (DESIGN.md §5): receives requests, keeps the queue, decides
+// which worker runs, and drives the memory daemon and the workers with small messages
+// (ipc.hpp). It links neither LibTorch nor CUDA: the daemon and the workers are `psw-exec`
+// processes it starts.
+//
+//   client --gRPC--> front end --> Controller::infer --queue--> scheduler thread
+//                                                               |  Infer / Train / Cleanup
+//                                  memory daemon <--segments--  +--> worker 0 (active)
+//                                  (device regions, packed         worker 1 (standby)
+//                                   parameters, training state)
+//
+// Note [Scheduling]: FIFO, inference before training (SchedulingPolicy, common/). A request
+// goes to a standby worker at once; if training runs, its worker is told to stop at its next
+// layer boundary at the same moment (the regions are disjoint, so the new model's transfer
+// overlaps the training's last layer). Training resumes, from its last completed step, on a
+// standby worker once the queue is empty.
+//
+// Note [Faults]: a worker that exits, or does not answer a request within the config's
+// request_timeout (the watchdog), is killed and replaced; the request it held is answered
+// with UNAVAILABLE or DEADLINE_EXCEEDED, never left hanging; the next request goes to another
+// worker. The training state lives in the daemon (Note [Training state]), so a training
+// worker's death loses at most its step in flight.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "psw/common/serve_config.hpp"
+#include "psw/runtime/service.hpp"
+
+namespace psw::runtime {
+
+struct ControllerOptions {
+  ServeConfig config;
+  std::string backend = "host";
+  std::string exec_path;  // psw-exec
+  std::function<void(const std::string&)> log;  // progress lines (startup, restarts); may be empty
+};
+
+// What the controller has measured since it started (tests and results read these).
+struct ControllerStats {
+  std::int64_t requests = 0;
+  std::int64_t failed_requests = 0;
+  std::int64_t transfers = 0;           // inference requests that switched parameters in
+  std::int64_t worker_switches = 0;     // a request or training went to another worker than the last task
+  std::int64_t preemptions = 0;
+  std::int64_t worker_restarts = 0;
+  std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
+  std::vector<std::int64_t> startup_ns;     // request arrival -> worker starts it
+};
+
+class Controller final : public InferenceService {
+ public:
+  // Starts the daemon and the workers and returns once every worker is ready; InputError for
+  // a config the processes refuse (with their message), Error when they fail to start.
+  explicit Controller(ControllerOptions options);
+  ~Controller() override;  // shutdown()
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Answers queued requests with UNAVAILABLE, stops the workers and the daemon (killing what
+  // does not exit within a few seconds). Idempotent.
+  void shutdown();
+
+  bool live() override;
+  bool ready() override;
+  std::vector<ModelInfo> models() override;
+  InferResponse infer(const InferRequest& request) override;
+  TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
+  TrainingStatus stop_training(const std::string& model) override;
+  TrainingStatus training_status(const std::string& model) override;
+  std::string metrics_text() override;
+
+  ControllerStats stats();
+  // The training job's segment (Note [Training state]) as the daemon holds it: header,
+  // weights, momentum; empty without a training job. For tests comparing it with a run.
+  std::pair<const std::uint8_t*, std::size_t> training_segment();
+  std::vector<pid_t> worker_pids();
+  pid_t daemon_pid();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The tensors each zoo model takes and returns over the protocol (the controller does not
+// link the zoo; tests/runtime checks this table against it).
+ModelInfo zoo_model_info(const std::string& name);
+
+}  // namespace psw::runtime

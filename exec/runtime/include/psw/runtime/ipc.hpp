@@ -1,0 +1,149 @@
+#pragma once
+// What the runtime's processes share (DESIGN.md §5): shared-memory segments and small
+// fixed-size messages over Unix sockets, with file descriptors passed along (SCM_RIGHTS).
+//
+// Note [Anonymous segments]: every segment is a memfd, never a name in /dev/shm. It lives as
+// long as some process holds its descriptor or a mapping, so a server that is killed leaves
+// nothing behind, and two servers cannot collide on a name. Descriptors reach the workers over
+// their control socket.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace psw::runtime {
+
+// Owner of one file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release();
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// A shared-memory segment mapped read-write into this process (Note [Anonymous segments]).
+class SharedSegment {
+ public:
+  SharedSegment() = default;
+  // A new zero-filled segment of `bytes`; `name` shows in /proc/PID/fd (debugging only).
+  static SharedSegment create(const std::string& name, std::size_t bytes);
+  // Maps a segment another process created and passed as `fd` (taken over).
+  static SharedSegment attach(UniqueFd fd);
+  ~SharedSegment();
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// The messages between controller, memory daemon and workers. Plain data of fixed size: one
+// datagram each on a SOCK_SEQPACKET socket, so a message arrives whole or not at all.
+enum class MessageType : std::uint32_t {
+  Hello = 1,        // daemon/worker -> controller: started (pid in `value`)
+  Segments,         // daemon -> controller, controller -> worker: the shared segments (fds)
+  Ready,            // worker -> controller: models bound, graphs captured (init part 1 done)
+  Infer,            // controller -> worker: run `model` on the input in the io segment
+  InferDone,        // worker -> controller: output in the io segment
+  Train,            // controller -> worker: train `model` until step `value` or preempted
+  TrainStopped,     // worker -> controller: stopped at a layer boundary or at the target
+  Cleanup,          // controller -> worker: drop the task's state (off the critical path)
+  CleanupDone,      // worker -> controller
+  Shutdown,         // controller -> daemon/worker: exit
+  Failed,           // any -> controller: `text` says what went wrong
+};
+
+const char* to_string(MessageType type);
+
+constexpr std::size_t kMaxRank = 8;
+constexpr std::size_t kMessageText = 480;
+
+struct Message {
+  MessageType type = MessageType::Hello;
+  std::uint32_t worker = 0;
+  std::uint64_t request = 0;   // the controller's request id, echoed
+  std::int32_t model = -1;     // index into the serve config's models (or training jobs)
+  std::uint32_t flags = 0;     // kTransfer, kPoison ...
+  std::int64_t value = 0;      // a step count, a pid, a byte count
+  std::int64_t value2 = 0;
+  std::int32_t dtype = 0;      // element type of a tensor in the io segment
+  std::uint32_t rank = 0;
+  std::int64_t shape[kMaxRank] = {};
+  std::int64_t bytes = 0;      // of the tensor in the io segment
+  // Phases measured by the worker (ns, its steady clock): e.g. started, first layer, done.
+  std::int64_t times[6] = {};
+  char text[kMessageText] = {};
+
+  void set_text(const std::string& s);
+  std::string get_text() const;
+};
+
+constexpr std::uint32_t kFlagTransfer = 1;  // Infer: the parameters are not on the device
+
+// Element types of tensors in an io segment (Message::dtype).
+enum class ElementType : std::int32_t { Float32 = 0, Int64 = 1, Float16 = 2, BFloat16 = 3, Int32 = 4, UInt8 = 5 };
+std::int64_t element_bytes(ElementType type);
+// KServe v2 datatype names ("FP32", "INT64", ...); std::nullopt for a type the runtime lacks.
+std::optional<ElementType> element_type_of(const std::string& datatype);
+const char* datatype_name(ElementType type);
+
+// Per worker, in the control segment the controller shares with it: the controller raises
+// `stop` to preempt training, the worker reads it at every layer boundary (Note [Preemption
+// without loss] in training.hpp). One cache line each.
+struct alignas(64) WorkerControl {
+  std::atomic<std::uint32_t> stop;
+};
+constexpr std::size_t kMaxWorkers = 16;
+
+// The head of the training job's segment (Note [Training state] in training.hpp), which the
+// controller reads for progress and the worker writes after every completed step.
+struct TrainingHeader {
+  std::int64_t completed_steps;
+  double last_loss;
+  std::int64_t weights_bytes;  // per copy (weights, momentum)
+  std::uint64_t fingerprint;   // of the model's layers: a segment of another model is refused
+};
+
+// The io segment of a worker: an input area and an output area of max_tensor_bytes each.
+struct IoLayout {
+  std::int64_t max_tensor_bytes;
+  std::int64_t input_offset() const { return 0; }
+  std::int64_t output_offset() const { return max_tensor_bytes; }
+  std::int64_t total() const { return 2 * max_tensor_bytes; }
+};
+
+// A connected pair of SOCK_SEQPACKET sockets (controller end, child end).
+std::pair<UniqueFd, UniqueFd> message_socket_pair();
+
+// Sends one message with `fds` attached; throws psw::Error if the peer is gone.
+void send_message(int socket, const Message& message, const std::vector<int>& fds = {});
+// Receives one message and the fds attached to it. std::nullopt on an orderly close by the
+// peer; throws psw::Error on a malformed datagram. Blocks up to `timeout_ms` (-1: forever);
+// psw::Error on a timeout.
+std::optional<Message> receive_message(int socket, std::vector<UniqueFd>* fds = nullptr, int timeout_ms = -1);
+
+// Steady-clock nanoseconds, the one clock the runtime's processes compare (same host).
+std::int64_t monotonic_ns();
+
+}  // namespace psw::runtime

@@ -1,0 +1,34 @@
+#pragma once
+// The runtime's LibTorch processes, started by `psw serve` through `psw-exec` (not by users):
+//
+//   memory daemon  allocates every model's device region and the training job's state once,
+//                  packs every model's parameters into shared host memory once, sends the
+//                  segments to the controller, and lives until the controller says Shutdown or
+//                  goes away; it outlives every worker (DESIGN.md §5).
+//   worker         receives the segments, builds every model's structure and binds it to the
+//                  daemon's memory (init part 1), says Ready, then runs what the controller
+//                  sends: Infer (a switch, or a resident run), Train (until stopped), Cleanup.
+//
+// Both talk to the controller over one SOCK_SEQPACKET socket inherited as `socket_fd`.
+// Note [Segment order]: the daemon sends, and the controller forwards to every worker, the
+// segments in this order: per served model its parameter store, per served model its device
+// region, then the training state (when the config has a training job); the controller adds
+// the control segment and the worker's io segment at the end.
+
+#include <string>
+
+namespace psw::runtime {
+
+struct ProcessOptions {
+  std::string config_path;  // the serve config
+  std::string backend = "host";
+  int socket_fd = 3;
+  int worker_id = 0;        // workers only
+};
+
+// Both return the process's exit code; errors are reported to the controller as a Failed
+// message before returning non-zero.
+int run_memory_daemon(const ProcessOptions& options);
+int run_worker(const ProcessOptions& options);
+
+}  // namespace psw::runtime

@@ -1,0 +1,100 @@
+#pragma once
+// The seam between the runtime's client protocol and its controller (DESIGN.md §5).
+//
+// The gRPC front end (grpc_server.hpp: the open inference protocol, KServe v2, plus the
+// project's Control service for training and metrics) turns each call into one of these
+// plain C++ calls; the controller (controller.hpp) implements them. Neither side sees the
+// other's types: no protobuf here, no LibTorch, no CUDA. A test can drive the front end with
+// a fake service and the controller without any socket.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace psw::runtime {
+
+// One tensor as it crosses the protocol: KServe v2 datatype names ("FP32", "FP16", "BF16",
+// "INT64", "INT32", "UINT8", "BOOL"), a shape, and the raw little-endian bytes in row-major
+// order (the protocol's raw_input_contents / raw_output_contents).
+struct TensorData {
+  std::string name;
+  std::string datatype;
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+
+// A tensor a model takes or returns; -1 in `shape` is a dimension of any size (the batch).
+struct TensorSpec {
+  std::string name;
+  std::string datatype;
+  std::vector<std::int64_t> shape;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string platform;  // "pytorch_libtorch"
+  std::vector<std::string> versions;  // {"1"}
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  bool ready = false;
+};
+
+struct InferRequest {
+  std::string model;
+  std::string version;  // empty: the only version
+  std::string id;       // echoed in the response
+  std::vector<TensorData> inputs;
+};
+
+struct InferResponse {
+  std::string model;
+  std::string version;
+  std::string id;
+  std::vector<TensorData> outputs;
+};
+
+struct TrainingStatus {
+  std::string model;              // empty: no training job configured
+  bool running = false;           // iterating now (not preempted, not stopped)
+  bool stopped = false;           // stopped by a client (StopTraining) or finished
+  std::int64_t completed_steps = 0;
+  std::int64_t target_steps = 0;  // 0: until stopped
+  std::int64_t preemptions = 0;   // times inference stopped it
+  double last_loss = 0;
+};
+
+// The error a call fails with; the front end maps `code` to the gRPC status of the same name
+// and sends `what()` as the status message.
+class ServiceError : public std::runtime_error {
+ public:
+  enum class Code { InvalidArgument, NotFound, Unavailable, ResourceExhausted, DeadlineExceeded, Internal };
+  ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Code code() const { return code_; }
+
+ private:
+  Code code_;
+};
+
+// What the server does. Every method may be called from many threads at once.
+class InferenceService {
+ public:
+  virtual ~InferenceService() = default;
+  virtual bool live() = 0;   // the process answers
+  virtual bool ready() = 0;  // workers are up and every model can be served
+  // Every model the server serves (inference), with its tensors and readiness.
+  virtual std::vector<ModelInfo> models() = 0;
+  // Blocks until the request is answered; throws ServiceError (NotFound for an unknown model,
+  // InvalidArgument for a wrong datatype, shape or byte count, ResourceExhausted for an
+  // oversized tensor, Unavailable when the worker failed or the server is stopping).
+  virtual InferResponse infer(const InferRequest& request) = 0;
+  // Training jobs (the config's training section): start (or resume after a stop) with an
+  // optional step target (0: until stopped), stop at the next layer boundary, report.
+  virtual TrainingStatus start_training(const std::string& model, std::int64_t steps) = 0;
+  virtual TrainingStatus stop_training(const std::string& model) = 0;
+  virtual TrainingStatus training_status(const std::string& model) = 0;
+  // Prometheus text exposition format (version 0.0.4).
+  virtual std::string metrics_text() = 0;
+};
+
+}  // namespace psw::runtime

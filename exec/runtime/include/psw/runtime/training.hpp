@@ -1,0 +1,80 @@
+#pragma once
+// A real training job that loses nothing when preempted (DESIGN.md §5, issue "runtime").
+//
+// Note [Training state]: the job's weights, BatchNorm statistics, momentum buffers and step
+// counter live in one segment of the memory daemon's, not in the worker: a worker that is
+// preempted, replaced or killed leaves them where the next worker finds them. The segment:
+//
+//   | header (4 KiB): completed steps, last loss | weights (packed) | momentum (same layout) |
+//
+// Note [Preemption without loss]: a step is SGD with momentum on seeded synthetic data (the
+// data of step s depends only on the seed and s). The step can be stopped at any layer
+// boundary of its forward (the zoo's gates) or its backward (a hook on each parameter's
+// gradient); a stopped step leaves no trace: the BatchNorm statistics it updated are put back
+// from a copy taken at its start, its gradients are dropped, and the weights and momentum
+// are only written after a complete backward, in an update that is never interrupted. So a
+// job stopped any number of times at any points reaches, step for step, the same bytes as an
+// uninterrupted run (bit for bit on the CPU; on a GPU with deterministic kernels). It resumes
+// from its last completed step: the activations of a stopped step are not kept.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "psw/common/serve_config.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
+#include "psw/runtime/ipc.hpp"
+
+namespace psw::runtime {
+
+constexpr Bytes kTrainingHeaderBytes = 4096;
+
+class TrainingJob {
+ public:
+  // Bytes of the segment for `model` (header, weights, momentum).
+  static Bytes segment_bytes(exec::ZooModel& model);
+  // The daemon's part: writes `model`'s current (seeded) weights, zero momentum and a zero
+  // step count into `segment` (uint8, at least segment_bytes, on the CPU).
+  static void initialize(exec::ZooModel& model, const torch::Tensor& segment);
+
+  // Binds `model`'s tensors to the weights in `segment` (uint8, on the model's device; host
+  // memory shared with the daemon, or device memory imported from it); `header` is the same
+  // segment's header as the host sees it (the step count survives this object).
+  TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& segment,
+              TrainingHeader* header);
+
+  enum class Outcome { ReachedTarget, Preempted };
+  struct Result {
+    Outcome outcome;
+    std::int64_t completed_steps;
+    double last_loss;
+  };
+  // Runs steps until `target_steps` are complete (0: no target) or `stop` is non-zero at a
+  // layer boundary or between steps (Note [Preemption without loss]). `on_step` (optional)
+  // after each completed step; it returns false to stop there (reported as Preempted).
+  Result run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
+             const std::function<bool(std::int64_t step, double loss)>& on_step = {});
+
+  // The input of step `step` (depends only on the config's seed and `step`).
+  torch::Tensor input_of_step(std::int64_t step) const;
+  const TrainingHeader& header() const { return *header_; }
+
+ private:
+  struct Preempted : std::runtime_error {
+    Preempted() : std::runtime_error("training preempted at a layer boundary") {}
+  };
+  exec::ZooModel& model_;
+  TrainingJobConfig config_;
+  TrainingHeader* header_;
+  torch::Device device_;
+  std::vector<torch::Tensor> parameters_;  // that train (gradients)
+  std::vector<torch::Tensor> momentum_;    // one per parameter, in the segment
+  std::vector<torch::Tensor> buffers_;     // BatchNorm statistics: put back after a stopped step
+  const std::atomic<std::uint32_t>* stop_ = nullptr;
+};
+
+}  // namespace psw::runtime

@@ -1,0 +1,247 @@
+#include "psw/runtime/client.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <climits>
+#include <utility>
+
+#include "grpc_service.grpc.pb.h"
+#include "psw/common/error.hpp"
+#include "psw_control.grpc.pb.h"
+
+namespace psw::runtime {
+
+namespace {
+
+ServiceError::Code to_service_code(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return ServiceError::Code::InvalidArgument;
+    case grpc::StatusCode::NOT_FOUND: return ServiceError::Code::NotFound;
+    case grpc::StatusCode::UNAVAILABLE: return ServiceError::Code::Unavailable;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ServiceError::Code::ResourceExhausted;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return ServiceError::Code::DeadlineExceeded;
+    default: return ServiceError::Code::Internal;
+  }
+}
+
+std::string status_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "status " + std::to_string(static_cast<int>(code));
+  }
+}
+
+TrainingStatus from_proto(const psw::control::TrainingStatusResponse& response) {
+  TrainingStatus status;
+  status.model = response.model();
+  status.running = response.running();
+  status.stopped = response.stopped();
+  status.completed_steps = response.completed_steps();
+  status.target_steps = response.target_steps();
+  status.preemptions = response.preemptions();
+  status.last_loss = response.last_loss();
+  return status;
+}
+
+TensorSpec from_proto(const inference::ModelMetadataResponse::TensorMetadata& tensor) {
+  return {tensor.name(), tensor.datatype(), {tensor.shape().begin(), tensor.shape().end()}};
+}
+
+}  // namespace
+
+struct Client::Impl {
+  std::string target;
+  std::chrono::milliseconds timeout{60'000};
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> inference;
+  std::unique_ptr<psw::control::Control::Stub> control;
+
+  // Makes one call with a fresh context (a context serves a single call) and turns a failure
+  // into a ServiceError.
+  template <typename Call>
+  void call(const char* what, Call&& rpc) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    const grpc::Status status = rpc(&context);
+    if (status.ok()) return;
+    const grpc::StatusCode code = status.error_code();
+    std::string message = status.error_message();
+    // UNAVAILABLE comes both from the transport (no server) and from a server that answers it
+    // (a crashed worker): only the first is about reaching the server, and only then is the
+    // channel not connected.
+    if (code == grpc::StatusCode::UNAVAILABLE && channel->GetState(false) != GRPC_CHANNEL_READY) {
+      message = "cannot reach the server at " + target + " (" + what + "): " + message;
+    } else if (code == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      message = std::string(what) + ": no answer within " + std::to_string(timeout.count()) + " ms";
+    } else if (to_service_code(code) == ServiceError::Code::Internal && code != grpc::StatusCode::INTERNAL) {
+      message = status_name(code) + ": " + message;
+    }
+    throw ServiceError(to_service_code(code), message);
+  }
+};
+
+Client::Client(const std::string& target, std::int64_t max_message_bytes) : impl_(std::make_unique<Impl>()) {
+  if (target.empty()) throw InputError("the server target is empty (expected unix:/path or host:port)");
+  if (max_message_bytes < 1 || max_message_bytes > INT_MAX) {
+    throw InputError("max message size " + std::to_string(max_message_bytes) + " bytes is outside [1, " +
+                     std::to_string(INT_MAX) + "] (gRPC's limit)");
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  arguments.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  impl_->target = target;
+  impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  impl_->inference = inference::GRPCInferenceService::NewStub(impl_->channel);
+  impl_->control = psw::control::Control::NewStub(impl_->channel);
+}
+
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+void Client::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) throw InputError("a call timeout must be positive");
+  impl_->timeout = timeout;
+}
+
+std::chrono::milliseconds Client::timeout() const { return impl_->timeout; }
+
+const std::string& Client::target() const { return impl_->target; }
+
+bool Client::server_live() {
+  inference::ServerLiveResponse response;
+  impl_->call("ServerLive", [&](grpc::ClientContext* context) {
+    return impl_->inference->ServerLive(context, inference::ServerLiveRequest{}, &response);
+  });
+  return response.live();
+}
+
+bool Client::server_ready() {
+  inference::ServerReadyResponse response;
+  impl_->call("ServerReady", [&](grpc::ClientContext* context) {
+    return impl_->inference->ServerReady(context, inference::ServerReadyRequest{}, &response);
+  });
+  return response.ready();
+}
+
+bool Client::model_ready(const std::string& model, const std::string& version) {
+  inference::ModelReadyRequest request;
+  request.set_name(model);
+  request.set_version(version);
+  inference::ModelReadyResponse response;
+  impl_->call("ModelReady", [&](grpc::ClientContext* context) {
+    return impl_->inference->ModelReady(context, request, &response);
+  });
+  return response.ready();
+}
+
+ServerInfo Client::server_metadata() {
+  inference::ServerMetadataResponse response;
+  impl_->call("ServerMetadata", [&](grpc::ClientContext* context) {
+    return impl_->inference->ServerMetadata(context, inference::ServerMetadataRequest{}, &response);
+  });
+  return {response.name(), response.version(), {response.extensions().begin(), response.extensions().end()}};
+}
+
+ModelInfo Client::model_metadata(const std::string& model, const std::string& version) {
+  inference::ModelMetadataRequest request;
+  request.set_name(model);
+  request.set_version(version);
+  inference::ModelMetadataResponse response;
+  impl_->call("ModelMetadata", [&](grpc::ClientContext* context) {
+    return impl_->inference->ModelMetadata(context, request, &response);
+  });
+  ModelInfo info;
+  info.name = response.name();
+  info.platform = response.platform();
+  info.versions.assign(response.versions().begin(), response.versions().end());
+  for (const auto& input : response.inputs()) info.inputs.push_back(from_proto(input));
+  for (const auto& output : response.outputs()) info.outputs.push_back(from_proto(output));
+  info.ready = model_ready(model, version);
+  return info;
+}
+
+InferResponse Client::infer(const InferRequest& request) {
+  inference::ModelInferRequest message;
+  message.set_model_name(request.model);
+  message.set_model_version(request.version);
+  message.set_id(request.id);
+  for (const TensorData& input : request.inputs) {
+    auto* tensor = message.add_inputs();
+    tensor->set_name(input.name);
+    tensor->set_datatype(input.datatype);
+    for (const std::int64_t dim : input.shape) tensor->add_shape(dim);
+    message.add_raw_input_contents(input.bytes);  // a copy: `request` is the caller's
+  }
+  inference::ModelInferResponse response;
+  impl_->call("ModelInfer", [&](grpc::ClientContext* context) {
+    return impl_->inference->ModelInfer(context, message, &response);
+  });
+  if (response.raw_output_contents_size() != response.outputs_size()) {
+    throw ServiceError(ServiceError::Code::Internal,
+                       "the server answered " + std::to_string(response.outputs_size()) + " outputs with " +
+                           std::to_string(response.raw_output_contents_size()) +
+                           " raw_output_contents entries; this client reads raw contents only");
+  }
+  InferResponse result;
+  result.model = response.model_name();
+  result.version = response.model_version();
+  result.id = response.id();
+  for (int i = 0; i < response.outputs_size(); ++i) {
+    const auto& output = response.outputs(i);
+    result.outputs.push_back(TensorData{output.name(), output.datatype(),
+                                        {output.shape().begin(), output.shape().end()},
+                                        std::move(*response.mutable_raw_output_contents(i))});
+  }
+  return result;
+}
+
+TrainingStatus Client::start_training(const std::string& model, std::int64_t steps) {
+  psw::control::StartTrainingRequest request;
+  request.set_model(model);
+  request.set_steps(steps);
+  psw::control::TrainingStatusResponse response;
+  impl_->call("StartTraining", [&](grpc::ClientContext* context) {
+    return impl_->control->StartTraining(context, request, &response);
+  });
+  return from_proto(response);
+}
+
+TrainingStatus Client::stop_training(const std::string& model) {
+  psw::control::StopTrainingRequest request;
+  request.set_model(model);
+  psw::control::TrainingStatusResponse response;
+  impl_->call("StopTraining", [&](grpc::ClientContext* context) {
+    return impl_->control->StopTraining(context, request, &response);
+  });
+  return from_proto(response);
+}
+
+TrainingStatus Client::training_status(const std::string& model) {
+  psw::control::TrainingStatusRequest request;
+  request.set_model(model);
+  psw::control::TrainingStatusResponse response;
+  impl_->call("TrainingStatus", [&](grpc::ClientContext* context) {
+    return impl_->control->TrainingStatus(context, request, &response);
+  });
+  return from_proto(response);
+}
+
+std::string Client::metrics() {
+  psw::control::MetricsResponse response;
+  impl_->call("Metrics", [&](grpc::ClientContext* context) {
+    return impl_->control->Metrics(context, psw::control::MetricsRequest{}, &response);
+  });
+  return std::move(*response.mutable_text());
+}
+
+}  // namespace psw::runtime

@@ -1,0 +1,810 @@
+#include "psw/runtime/controller.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "psw/common/error.hpp"
+#include "psw/common/scheduling.hpp"
+#include "psw/runtime/ipc.hpp"
+
+extern char** environ;
+
+namespace psw::runtime {
+
+ModelInfo zoo_model_info(const std::string& name) {
+  ModelInfo info;
+  info.name = name;
+  info.platform = "pytorch_libtorch";
+  info.versions = {"1"};
+  // The sizes the models are served at (their switch graphs are captured for them): the
+  // zoo's example inputs; only the batch may vary.
+  if (name == "resnet152" || name == "inception_v3") {
+    const std::int64_t side = name == "resnet152" ? 224 : 299;
+    info.inputs = {{"input", "FP32", {-1, 3, side, side}}};
+    info.outputs = {{"logits", "FP32", {-1, 1000}}};
+  } else if (name == "bert_base") {
+    info.inputs = {{"input_ids", "INT64", {-1, 128}}};
+    info.outputs = {{"pooled_output", "FP32", {-1, 768}}};
+  } else {
+    throw InputError("model '" + name + "' is not in the zoo: expected resnet152, inception_v3 or bert_base");
+  }
+  return info;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ServiceError::Code code_of(std::int64_t value) {
+  if (value < 0 || value > static_cast<std::int64_t>(ServiceError::Code::Internal)) return ServiceError::Code::Internal;
+  return static_cast<ServiceError::Code>(value);
+}
+
+enum class WorkerState { Starting, Standby, Inferring, Training, Dead };
+
+struct Worker {
+  int id = 0;
+  pid_t pid = -1;
+  UniqueFd socket;
+  WorkerState state = WorkerState::Dead;
+  SharedSegment io;
+  std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
+};
+
+struct Pending {
+  std::uint64_t id = 0;  // Message::request
+  InferRequest request;
+  int model = -1;
+  ElementType type = ElementType::Float32;
+  std::int64_t arrival_ns = 0;
+  std::promise<InferResponse> reply;
+};
+
+// The latency histogram's upper bounds, in seconds (Prometheus `le`).
+constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+
+}  // namespace
+
+struct Controller::State {
+  ControllerOptions options;
+  InferenceFirstPolicy policy;
+  std::vector<ModelInfo> infos;
+  std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
+
+  // Processes and segments.
+  pid_t daemon_pid = -1;
+  UniqueFd daemon_socket;
+  std::vector<SharedSegment> daemon_segments;  // Note [Segment order]
+  SharedSegment control;                        // WorkerControl per worker
+  TrainingHeader* training_header = nullptr;    // in the daemon's training segment
+  std::vector<Worker> workers;
+  UniqueFd wakeup;  // eventfd: a request arrived or a call changed the state
+
+  // Everything below under `mutex`.
+  std::mutex mutex;
+  bool stopping = false;
+  bool all_ready = false;
+  std::uint64_t next_request_id = 1;
+  std::deque<std::shared_ptr<Pending>> queue;
+  std::shared_ptr<Pending> inflight;
+  int inflight_worker = -1;
+  int last_worker = -1;           // the worker of the last task started
+  bool training_wanted = false;
+  bool training_stopped_by_client = false;
+  std::int64_t training_target = 0;
+  int training_worker = -1;
+  bool training_stopping = false;
+  std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
+  std::list<int> resident;        // models whose parameters are on the device, most recent first
+  ControllerStats stats;
+  std::map<std::string, std::int64_t> requests_by_model_code;
+  std::vector<std::int64_t> latency_bucket_counts = std::vector<std::int64_t>(std::size(kLatencyBuckets) + 1, 0);
+  double latency_sum_s = 0;
+  std::int64_t latency_count = 0;
+
+  std::thread scheduler;
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+
+  void wake() const {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wakeup.get(), &one, sizeof one);
+  }
+
+  pid_t spawn(const std::vector<std::string>& args, UniqueFd child_end) {
+    // The child's socket must be fd 3 with close-on-exec off: dup2 onto 3 does that, unless it
+    // already is 3 (dup2 to itself keeps the flag), so move it away first.
+    if (child_end.get() == 3) child_end = UniqueFd(::fcntl(child_end.get(), F_DUPFD_CLOEXEC, 10));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(options.exec_path.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, child_end.get(), 3);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, options.exec_path.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw Error("cannot start " + options.exec_path + ": " + std::strerror(rc));
+    return pid;
+  }
+
+  std::vector<std::string> process_args(const char* role) const {
+    return {role, "--config", options.config.path.string(), "--backend", options.backend, "--socket-fd", "3"};
+  }
+
+  // Waits for one message from a starting process; turns its Failed report into the error.
+  Message expect(int socket, MessageType type, const std::string& who, int timeout_ms,
+                 std::vector<UniqueFd>* fds = nullptr) {
+    const std::optional<Message> m = receive_message(socket, fds, timeout_ms);
+    if (!m) throw Error(who + " exited during start-up (see its message above)");
+    if (m->type == MessageType::Failed) {
+      if (code_of(m->value) == ServiceError::Code::InvalidArgument) throw InputError(who + ": " + m->get_text());
+      throw Error(who + ": " + m->get_text());
+    }
+    if (m->type != type) {
+      throw Error(who + ": expected a " + to_string(type) + " message, got " + to_string(m->type));
+    }
+    return *m;
+  }
+
+  void start_daemon() {
+    auto [mine, theirs] = message_socket_pair();
+    daemon_pid = spawn(process_args("runtime-daemon"), std::move(theirs));
+    daemon_socket = std::move(mine);
+    expect(daemon_socket.get(), MessageType::Hello, "the memory daemon", 60'000);
+    std::vector<UniqueFd> fds;
+    // Packing every model's parameters takes seconds on a CPU.
+    expect(daemon_socket.get(), MessageType::Segments, "the memory daemon", 600'000, &fds);
+    const std::size_t n = options.config.models.size();
+    const std::size_t expected = 2 * n + (options.config.training ? 1 : 0);
+    if (fds.size() != expected) {
+      throw Error(detail::concat("the memory daemon sent ", fds.size(), " segments, expected ", expected));
+    }
+    for (auto& fd : fds) daemon_segments.push_back(SharedSegment::attach(std::move(fd)));
+    for (std::size_t i = 0; i < n; ++i) model_bytes.push_back(static_cast<std::int64_t>(daemon_segments[i].size()));
+    if (options.config.training) training_header = reinterpret_cast<TrainingHeader*>(daemon_segments[2 * n].data());
+  }
+
+  // Starts worker `id` (again) and sends it the segments; it says Ready later, on its socket.
+  void start_worker(int id) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    auto [mine, theirs] = message_socket_pair();
+    std::vector<std::string> args = process_args("runtime-worker");
+    args.push_back("--worker");
+    args.push_back(std::to_string(id));
+    w.pid = spawn(args, std::move(theirs));
+    w.socket = std::move(mine);
+    w.state = WorkerState::Starting;
+    w.busy_since_ns = monotonic_ns();
+    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
+    std::vector<int> fds;
+    for (const auto& s : daemon_segments) fds.push_back(s.fd());
+    fds.push_back(control.fd());
+    fds.push_back(w.io.fd());
+    Message segments;
+    segments.type = MessageType::Segments;
+    segments.worker = static_cast<std::uint32_t>(id);
+    send_message(w.socket.get(), segments, fds);
+  }
+
+  // With the mutex held. Kills and replaces a worker whose process failed or hung, answering
+  // what it held (Note [Faults]).
+  void replace_worker(int id, const std::string& why, ServiceError::Code code) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    if (w.pid > 0) {
+      ::kill(w.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(w.pid, &status, 0);
+    }
+    log("worker " + std::to_string(id) + " " + why + "; starting a new one");
+    if (inflight && inflight_worker == id) {
+      fail(inflight, code, "worker " + std::to_string(id) + " " + why + " while running the request; it was replaced");
+      inflight.reset();
+      inflight_worker = -1;
+    }
+    if (training_worker == id) {
+      training_worker = -1;
+      training_stopping = false;
+    }
+    // What it was writing to the device region is unknown: no model counts as resident.
+    resident.clear();
+    w.state = WorkerState::Dead;
+    w.socket = UniqueFd();
+    ++stats.worker_restarts;
+    if (!stopping) start_worker(id);
+  }
+
+  void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
+    ++stats.failed_requests;
+    ++requests_by_model_code[p->request.model + "\x1f" + "error"];
+    p->reply.set_exception(std::make_exception_ptr(ServiceError(code, message)));
+  }
+
+  bool is_resident(int model) const { return std::find(resident.begin(), resident.end(), model) != resident.end(); }
+
+  // Note [Residency]: with cache off every request transfers (the paper); with lru the model
+  // stays resident until the parameters kept exceed cache_bytes, least recently used out
+  // first; the ready mechanism keeps every model once loaded.
+  bool note_use(int model) {
+    if (options.config.mechanism == Mechanism::Ready) {
+      if (is_resident(model)) return false;
+      resident.push_front(model);
+      return true;
+    }
+    const bool transfer = !is_resident(model) || options.config.cache == CachePolicy::Off;
+    resident.remove(model);
+    if (options.config.cache == CachePolicy::Off) {
+      resident = {model};
+      return true;
+    }
+    resident.push_front(model);
+    std::int64_t kept = 0;
+    for (int m : resident) kept += model_bytes[static_cast<std::size_t>(m)];
+    while (kept > options.config.cache_bytes && resident.size() > 1) {
+      kept -= model_bytes[static_cast<std::size_t>(resident.back())];
+      resident.pop_back();
+    }
+    return transfer;
+  }
+
+  int free_worker() const {
+    // Prefer the worker of the last task when it is free (no process switch), else any standby.
+    if (last_worker >= 0 && workers[static_cast<std::size_t>(last_worker)].state == WorkerState::Standby) {
+      return last_worker;
+    }
+    for (const auto& w : workers) {
+      if (w.state == WorkerState::Standby) return w.id;
+    }
+    return -1;
+  }
+
+  void dispatch_request() {
+    std::shared_ptr<Pending> p = queue.front();
+    queue.pop_front();
+    const int id = free_worker();
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    const TensorData& input = p->request.inputs.front();
+    const IoLayout io{options.config.max_tensor_bytes};
+    std::memcpy(w.io.data() + io.input_offset(), input.bytes.data(), input.bytes.size());
+    Message m;
+    m.type = MessageType::Infer;
+    m.worker = static_cast<std::uint32_t>(id);
+    m.request = p->id;
+    m.model = p->model;
+    m.dtype = static_cast<std::int32_t>(p->type);
+    m.rank = static_cast<std::uint32_t>(input.shape.size());
+    for (std::size_t d = 0; d < input.shape.size(); ++d) m.shape[d] = input.shape[d];
+    m.bytes = static_cast<std::int64_t>(input.bytes.size());
+    if (note_use(p->model)) {
+      m.flags |= kFlagTransfer;
+      ++stats.transfers;
+    }
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.state = WorkerState::Inferring;
+    w.busy_since_ns = monotonic_ns();
+    inflight = p;
+    inflight_worker = id;
+    try {
+      send_message(w.socket.get(), m);
+    } catch (const Error&) {
+      replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+    }
+  }
+
+  void resume_training() {
+    const int id = free_worker();
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
+    Message m;
+    m.type = MessageType::Train;
+    m.worker = static_cast<std::uint32_t>(id);
+    m.value = training_target;
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.state = WorkerState::Training;
+    w.busy_since_ns = monotonic_ns();
+    training_worker = id;
+    // Training has the device memory of its own segment; the inference models' parameters
+    // stay where they are (Note [Residency]); with cache off the next request transfers anyway.
+    try {
+      send_message(w.socket.get(), m);
+    } catch (const Error&) {
+      replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+    }
+  }
+
+  void stop_training(std::int64_t for_arrival_ns) {
+    reinterpret_cast<WorkerControl*>(control.data())[training_worker].stop.store(1);
+    training_stopping = true;
+    stop_requested_for_arrival_ns = for_arrival_ns;
+    workers[static_cast<std::size_t>(training_worker)].busy_since_ns = monotonic_ns();
+  }
+
+  void schedule() {  // with the mutex held
+    if (stopping) return;
+    SchedulerView view;
+    view.request_waiting = !queue.empty();
+    view.request_running = inflight != nullptr;
+    view.worker_free = free_worker() >= 0;
+    view.training_wanted = training_wanted && options.config.training.has_value() &&
+                           (training_target == 0 || training_header->completed_steps < training_target);
+    view.training_running = training_worker >= 0 && !training_stopping;
+    view.training_stopping = training_worker >= 0 && training_stopping;
+    SchedulerAction actions[2];
+    int count = 0;
+    policy.decide(view, actions, count);
+    for (int i = 0; i < count; ++i) {
+      switch (actions[i]) {
+        case SchedulerAction::StopTraining: stop_training(queue.front()->arrival_ns); break;
+        case SchedulerAction::DispatchRequest: dispatch_request(); break;
+        case SchedulerAction::ResumeTraining: resume_training(); break;
+        case SchedulerAction::Wait: break;
+      }
+    }
+  }
+
+  void on_message(int id, const Message& m) {  // with the mutex held
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    switch (m.type) {
+      case MessageType::Hello: return;
+      case MessageType::Ready:
+        w.state = WorkerState::Standby;
+        log("worker " + std::to_string(id) + " ready (pid " + std::to_string(w.pid) + ")");
+        all_ready = std::all_of(workers.begin(), workers.end(),
+                                [](const Worker& x) { return x.state != WorkerState::Starting && x.state != WorkerState::Dead; });
+        return;
+      case MessageType::InferDone:
+      case MessageType::Failed: {
+        if (w.state == WorkerState::Starting) {
+          log("worker " + std::to_string(id) + " failed to start: " + m.get_text());
+          w.state = WorkerState::Dead;
+          return;
+        }
+        if (w.state == WorkerState::Training) {  // the training job failed
+          log("training failed on worker " + std::to_string(id) + ": " + m.get_text());
+          training_wanted = false;
+          training_worker = -1;
+          training_stopping = false;
+          w.state = WorkerState::Standby;
+          return;
+        }
+        w.state = WorkerState::Standby;
+        if (!inflight || inflight_worker != id || m.request != inflight->id) return;
+        std::shared_ptr<Pending> p = std::move(inflight);
+        inflight_worker = -1;
+        if (m.type == MessageType::Failed) {
+          fail(p, code_of(m.value), m.get_text());
+          return;
+        }
+        InferResponse response;
+        response.model = p->request.model;
+        response.version = p->request.version.empty() ? "1" : p->request.version;
+        response.id = p->request.id;
+        TensorData out;
+        out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
+        out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
+        out.shape.assign(m.shape, m.shape + m.rank);
+        const IoLayout io{options.config.max_tensor_bytes};
+        out.bytes.assign(reinterpret_cast<const char*>(w.io.data() + io.output_offset()), static_cast<std::size_t>(m.bytes));
+        response.outputs.push_back(std::move(out));
+        const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
+        std::size_t b = 0;
+        while (b < std::size(kLatencyBuckets) && latency_s > kLatencyBuckets[b]) ++b;
+        ++latency_bucket_counts[b];
+        latency_sum_s += latency_s;
+        ++latency_count;
+        stats.startup_ns.push_back(m.times[0] - p->arrival_ns);
+        ++requests_by_model_code[p->request.model + "\x1f" + "ok"];
+        p->reply.set_value(std::move(response));
+        return;
+      }
+      case MessageType::TrainStopped: {
+        w.state = WorkerState::Standby;
+        if (training_stopping && m.value2 == 1 && stop_requested_for_arrival_ns > 0) {
+          ++stats.preemptions;
+          stats.preemption_ns.push_back(m.times[1] - stop_requested_for_arrival_ns);
+        }
+        training_worker = -1;
+        training_stopping = false;
+        stop_requested_for_arrival_ns = 0;
+        // Off the critical path: the stopped worker drops its task before its next one.
+        Message cleanup;
+        cleanup.type = MessageType::Cleanup;
+        try {
+          send_message(w.socket.get(), cleanup);
+          w.state = WorkerState::Inferring;  // busy until CleanupDone
+          w.busy_since_ns = monotonic_ns();
+        } catch (const Error&) {
+          replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+        }
+        return;
+      }
+      case MessageType::CleanupDone:
+        w.state = WorkerState::Standby;
+        return;
+      default:
+        log(std::string("worker sent an unexpected ") + to_string(m.type) + " message");
+    }
+  }
+
+  void watchdog() {  // with the mutex held
+    const std::int64_t now = monotonic_ns();
+    const std::int64_t limit = options.config.request_timeout.ns();
+    for (auto& w : workers) {
+      const bool busy = w.state == WorkerState::Inferring || (w.state == WorkerState::Training && training_stopping);
+      if (busy && now - w.busy_since_ns > limit) {
+        replace_worker(w.id, "did not answer within " + std::to_string(limit / 1'000'000) + " ms",
+                       ServiceError::Code::DeadlineExceeded);
+      } else if (w.state == WorkerState::Starting && now - w.busy_since_ns > 600'000'000'000) {
+        replace_worker(w.id, "did not start within 600 s", ServiceError::Code::Unavailable);
+      }
+    }
+  }
+
+  void loop() {
+    while (true) {
+      std::vector<pollfd> fds;
+      fds.push_back({wakeup.get(), POLLIN, 0});
+      fds.push_back({daemon_socket.get(), POLLIN, 0});
+      std::vector<int> ids;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping) return;
+        for (const auto& w : workers) {
+          if (w.socket) {
+            fds.push_back({w.socket.get(), POLLIN, 0});
+            ids.push_back(w.id);
+          }
+        }
+      }
+      const int ready_count = ::poll(fds.data(), fds.size(), 50);
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return;
+      if (ready_count > 0) {
+        if ((fds[0].revents & POLLIN) != 0) {
+          std::uint64_t n;
+          [[maybe_unused]] const ssize_t r = ::read(wakeup.get(), &n, sizeof n);
+        }
+        if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+          log("the memory daemon exited; the server cannot go on");
+          all_ready = false;
+          stopping = true;
+          for (auto& p : queue) fail(p, ServiceError::Code::Unavailable, "the memory daemon exited");
+          queue.clear();
+          if (inflight) fail(inflight, ServiceError::Code::Unavailable, "the memory daemon exited");
+          inflight.reset();
+          return;
+        }
+        for (std::size_t k = 2; k < fds.size(); ++k) {
+          if (fds[k].revents == 0) continue;
+          const int id = ids[k - 2];
+          std::optional<Message> m;
+          try {
+            m = receive_message(workers[static_cast<std::size_t>(id)].socket.get(), nullptr, 0);
+          } catch (const Error&) {
+            m.reset();
+          }
+          if (!m) {
+            replace_worker(id, "exited", ServiceError::Code::Unavailable);
+          } else {
+            on_message(id, *m);
+          }
+        }
+      }
+      watchdog();
+      schedule();
+    }
+  }
+};
+
+Controller::Controller(ControllerOptions options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = std::move(options);
+  const ServeConfig& config = s.options.config;
+  if (config.workers > static_cast<int>(kMaxWorkers)) throw InputError("at most 16 workers");
+  for (const auto& m : config.models) s.infos.push_back(zoo_model_info(m.name));
+  s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s.wakeup) throw Error("eventfd failed");
+  s.log("starting the memory daemon");
+  s.start_daemon();
+  s.control = SharedSegment::create("control", sizeof(WorkerControl) * kMaxWorkers);
+  s.workers.resize(static_cast<std::size_t>(config.workers));
+  for (int id = 0; id < config.workers; ++id) {
+    s.workers[static_cast<std::size_t>(id)].id = id;
+    s.workers[static_cast<std::size_t>(id)].io =
+        SharedSegment::create("io-" + std::to_string(id), static_cast<std::size_t>(IoLayout{config.max_tensor_bytes}.total()));
+  }
+  s.log("starting " + std::to_string(config.workers) + " workers");
+  for (int id = 0; id < config.workers; ++id) s.start_worker(id);
+  // Init part 1 of every worker before the first request: wait for every Ready.
+  for (auto& w : s.workers) {
+    const Message m = s.expect(w.socket.get(), MessageType::Hello, "worker " + std::to_string(w.id), 60'000);
+    (void)m;
+  }
+  for (auto& w : s.workers) {
+    s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000);
+    w.state = WorkerState::Standby;
+  }
+  s.all_ready = true;
+  if (config.training && config.training->autostart) s.training_wanted = true;
+  s.log("ready");
+  s.scheduler = std::thread([&s] { s.loop(); });
+}
+
+Controller::~Controller() { shutdown(); }
+
+void Controller::shutdown() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping && !s.scheduler.joinable() && s.daemon_pid < 0) return;
+    s.stopping = true;
+    for (auto& p : s.queue) s.fail(p, ServiceError::Code::Unavailable, "the server is shutting down");
+    s.queue.clear();
+    if (s.inflight) s.fail(s.inflight, ServiceError::Code::Unavailable, "the server is shutting down");
+    s.inflight.reset();
+    // A training worker stops at its next layer boundary.
+    for (std::size_t i = 0; i < s.workers.size() && s.control.data() != nullptr; ++i) {
+      reinterpret_cast<WorkerControl*>(s.control.data())[i].stop.store(1);
+    }
+  }
+  s.wake();
+  if (s.scheduler.joinable()) s.scheduler.join();
+  std::vector<pid_t> pids;
+  Message bye;
+  bye.type = MessageType::Shutdown;
+  for (auto& w : s.workers) {
+    if (w.socket) {
+      try {
+        send_message(w.socket.get(), bye);
+      } catch (const Error&) {
+      }
+    }
+    if (w.pid > 0) pids.push_back(w.pid);
+    w.pid = -1;
+  }
+  if (s.daemon_socket) {
+    try {
+      send_message(s.daemon_socket.get(), bye);
+    } catch (const Error&) {
+    }
+  }
+  if (s.daemon_pid > 0) pids.push_back(s.daemon_pid);
+  s.daemon_pid = -1;
+  // Up to 5 s to exit, then SIGKILL.
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+bool Controller::live() { return true; }
+
+bool Controller::ready() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->all_ready && !state_->stopping;
+}
+
+std::vector<ModelInfo> Controller::models() {
+  std::vector<ModelInfo> infos = state_->infos;
+  const bool ok = ready();
+  for (auto& i : infos) i.ready = ok;
+  return infos;
+}
+
+InferResponse Controller::infer(const InferRequest& request) {
+  State& s = *state_;
+  auto p = std::make_shared<Pending>();
+  p->arrival_ns = monotonic_ns();
+  p->model = s.options.config.model_index(request.model);
+  if (p->model < 0) {
+    throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
+  }
+  if (!request.version.empty() && request.version != "1") {
+    throw ServiceError(ServiceError::Code::NotFound,
+                       "model '" + request.model + "' has only version 1, not '" + request.version + "'");
+  }
+  const ModelInfo& info = s.infos[static_cast<std::size_t>(p->model)];
+  if (request.inputs.size() != info.inputs.size()) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       detail::concat(request.model, " takes ", info.inputs.size(), " input, got ", request.inputs.size()));
+  }
+  const TensorData& input = request.inputs.front();
+  const TensorSpec& spec = info.inputs.front();
+  if (input.datatype != spec.datatype) {
+    throw ServiceError(ServiceError::Code::InvalidArgument, request.model + "'s input '" + spec.name + "' is " +
+                                                                spec.datatype + ", got " + input.datatype);
+  }
+  if (input.shape.size() != spec.shape.size()) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       detail::concat(request.model, "'s input '", spec.name, "' has rank ", spec.shape.size(),
+                                      ", got a tensor of rank ", input.shape.size()));
+  }
+  for (std::size_t d = 0; d < spec.shape.size(); ++d) {
+    if (spec.shape[d] >= 0 && input.shape[d] != spec.shape[d]) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(request.model, "'s input dimension ", d, " must be ", spec.shape[d], ", got ",
+                                        input.shape[d]));
+    }
+    if (input.shape[d] <= 0) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(request.model, "'s input dimension ", d, " must be positive, got ", input.shape[d]));
+    }
+  }
+  if (static_cast<std::int64_t>(input.bytes.size()) > s.options.config.max_tensor_bytes) {
+    throw ServiceError(ServiceError::Code::ResourceExhausted,
+                       detail::concat("the input of ", input.bytes.size(), " bytes exceeds the server's max_tensor_bytes ",
+                                      s.options.config.max_tensor_bytes));
+  }
+  p->type = *element_type_of(input.datatype);
+  p->request = request;
+  std::future<InferResponse> reply = p->reply.get_future();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+    ++s.stats.requests;
+    p->id = s.next_request_id++;
+    s.queue.push_back(p);
+  }
+  s.wake();
+  // The watchdog answers within request_timeout of the worker starting it; the queue ahead
+  // may add as much again per request, so this bound only catches a controller bug.
+  const auto limit = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
+  if (reply.wait_for(limit) != std::future_status::ready) {
+    throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
+  }
+  return reply.get();
+}
+
+TrainingStatus Controller::training_status(const std::string& model) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TrainingStatus status;
+  if (!s.options.config.training) return status;
+  if (!model.empty() && model != s.options.config.training->model) {
+    throw ServiceError(ServiceError::Code::NotFound, "no training job of model '" + model + "' (this server trains " +
+                                                         s.options.config.training->model + ")");
+  }
+  status.model = s.options.config.training->model;
+  status.running = s.training_worker >= 0 && !s.training_stopping;
+  status.completed_steps = s.training_header->completed_steps;
+  status.target_steps = s.training_target;
+  status.stopped = s.training_stopped_by_client ||
+                   (s.training_target > 0 && status.completed_steps >= s.training_target);
+  status.preemptions = s.stats.preemptions;
+  status.last_loss = s.training_header->last_loss;
+  return status;
+}
+
+TrainingStatus Controller::start_training(const std::string& model, std::int64_t steps) {
+  State& s = *state_;
+  if (!s.options.config.training) {
+    throw ServiceError(ServiceError::Code::NotFound, "this server has no training job (the config has no training section)");
+  }
+  if (steps < 0) throw ServiceError(ServiceError::Code::InvalidArgument, "steps must not be negative");
+  training_status(model);  // checks the name
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.training_wanted = true;
+    s.training_stopped_by_client = false;
+    s.training_target = steps == 0 ? 0 : s.training_header->completed_steps + steps;
+  }
+  s.wake();
+  return training_status(model);
+}
+
+TrainingStatus Controller::stop_training(const std::string& model) {
+  State& s = *state_;
+  training_status(model);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.training_wanted = false;
+    s.training_stopped_by_client = true;
+    if (s.training_worker >= 0 && !s.training_stopping) s.stop_training(0);
+  }
+  s.wake();
+  return training_status(model);
+}
+
+ControllerStats Controller::stats() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
+  State& s = *state_;
+  if (!s.options.config.training) return {nullptr, 0};
+  const SharedSegment& segment = s.daemon_segments[2 * s.options.config.models.size()];
+  return {segment.data(), segment.size()};
+}
+
+std::vector<pid_t> Controller::worker_pids() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<pid_t> pids;
+  for (const auto& w : state_->workers) pids.push_back(w.pid);
+  return pids;
+}
+
+pid_t Controller::daemon_pid() { return state_->daemon_pid; }
+
+std::string Controller::metrics_text() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::ostringstream out;
+  out << "# HELP psw_requests_total Inference requests answered, by model and outcome.\n"
+      << "# TYPE psw_requests_total counter\n";
+  for (const auto& [key, count] : s.requests_by_model_code) {
+    const auto sep = key.find('\x1f');
+    out << "psw_requests_total{model=\"" << key.substr(0, sep) << "\",outcome=\"" << key.substr(sep + 1) << "\"} "
+        << count << "\n";
+  }
+  out << "# HELP psw_request_latency_seconds Request latency at the controller (arrival to reply).\n"
+      << "# TYPE psw_request_latency_seconds histogram\n";
+  std::int64_t cumulative = 0;
+  for (std::size_t b = 0; b < std::size(kLatencyBuckets); ++b) {
+    cumulative += s.latency_bucket_counts[b];
+    out << "psw_request_latency_seconds_bucket{le=\"" << kLatencyBuckets[b] << "\"} " << cumulative << "\n";
+  }
+  cumulative += s.latency_bucket_counts.back();
+  out << "psw_request_latency_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n"
+      << "psw_request_latency_seconds_sum " << s.latency_sum_s << "\n"
+      << "psw_request_latency_seconds_count " << s.latency_count << "\n";
+  auto counter = [&out](const char* name, const char* help, std::int64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << value << "\n";
+  };
+  auto gauge = [&out](const char* name, const char* help, std::int64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << " " << value << "\n";
+  };
+  counter("psw_switches_total", "Inference requests that transferred their model's parameters.", s.stats.transfers);
+  counter("psw_worker_switches_total", "Tasks started on another worker than the previous task.", s.stats.worker_switches);
+  counter("psw_preemptions_total", "Times inference stopped training.", s.stats.preemptions);
+  counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
+  counter("psw_training_iterations_total", "Completed training steps.",
+          s.training_header != nullptr ? s.training_header->completed_steps : 0);
+  gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
+  std::int64_t device = 0;
+  std::int64_t host = 0;
+  const std::size_t n = s.options.config.models.size();
+  for (std::size_t i = 0; i < s.daemon_segments.size(); ++i) {
+    if (i < n) {
+      host += static_cast<std::int64_t>(s.daemon_segments[i].size());
+    } else {
+      device += static_cast<std::int64_t>(s.daemon_segments[i].size());
+    }
+  }
+  gauge("psw_device_memory_bytes", "Device memory the memory daemon holds (regions and training state).", device);
+  gauge("psw_host_memory_bytes", "Shared host memory with the packed parameters.", host);
+  return out.str();
+}
+
+}  // namespace psw::runtime

@@ -1,0 +1,611 @@
+// The gRPC front end of `psw serve`: endpoint safety (socket directory, stale sockets, modes,
+// wildcard addresses), protocol validation, and the translation between protobuf messages and
+// the plain structs of service.hpp.
+#include "psw/runtime/grpc_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grpc_service.grpc.pb.h"
+#include "psw/common/error.hpp"
+#include "psw/runtime/tensor_bytes.hpp"
+#include "psw_control.grpc.pb.h"
+
+namespace psw::runtime {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// --- endpoints -------------------------------------------------------------------------------
+
+bool is_private_directory_of(const char* path, uid_t uid) {
+  struct stat info {};
+  return ::stat(path, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == uid &&
+         ::access(path, W_OK | X_OK) == 0;
+}
+
+// Creates `dir` (one level) with mode 0700 unless it exists; the mode of an existing one is
+// judged by check_socket_directory.
+void make_private_directory(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw InputError("cannot create the socket directory " + dir.string() + ": " + errno_text(errno));
+  }
+}
+
+// A socket in a directory that someone else can write can be unlinked and replaced by theirs,
+// and clients would then send their tensors to an impostor: refuse such directories.
+void check_socket_directory(const fs::path& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) {
+    throw InputError("socket directory " + dir.string() + ": " + errno_text(errno));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw InputError("socket directory " + dir.string() + " is not a directory");
+  }
+  const uid_t uid = ::geteuid();
+  if (info.st_uid != uid) {
+    throw InputError("socket directory " + dir.string() + " is owned by uid " +
+                     std::to_string(info.st_uid) + ", not by the current user (uid " +
+                     std::to_string(uid) +
+                     "): its owner could replace the socket; use a directory of your own with "
+                     "mode 0700");
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw InputError("socket directory " + dir.string() + " has mode " + octal_mode(info.st_mode) +
+                     ", writable by group or others, who could replace the socket; use a "
+                     "directory with mode 0700");
+  }
+}
+
+enum class SocketProbe { Absent, Stale, Listening };
+
+// Whether a server answers on the socket file at `path`. A non-blocking connect, so that a
+// server whose accept backlog is full counts as listening instead of blocking the probe.
+SocketProbe probe_socket(const fs::path& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return SocketProbe::Absent;
+    throw InputError("cannot inspect " + path.string() + ": " + errno_text(errno));
+  }
+  if (!S_ISSOCK(info.st_mode)) {
+    throw InputError(path.string() + " exists and is not a socket; refusing to replace it");
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw Error("cannot create a Unix socket: " + errno_text(errno));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.string().size() + 1);
+  const int result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = errno;
+  ::close(fd);
+  if (result == 0 || error == EAGAIN || error == EINPROGRESS) return SocketProbe::Listening;
+  if (error == ECONNREFUSED) return SocketProbe::Stale;
+  if (error == ENOENT) return SocketProbe::Absent;  // removed between lstat and connect
+  throw InputError("cannot probe the socket " + path.string() + ": " + errno_text(error));
+}
+
+fs::path prepare_unix_socket(const std::string& requested) {
+  if (requested.empty()) throw InputError("the Unix socket path is empty");
+  const fs::path path = fs::absolute(requested).lexically_normal();
+  constexpr std::size_t max_length = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.string().size() > max_length) {
+    throw InputError("socket path " + path.string() + " is " + std::to_string(path.string().size()) +
+                     " bytes long; a Unix socket path has at most " + std::to_string(max_length));
+  }
+  const fs::path dir = path.parent_path();
+  make_private_directory(dir);
+  check_socket_directory(dir);
+  switch (probe_socket(path)) {
+    case SocketProbe::Listening:
+      throw InputError("another server is already listening on " + path.string());
+    case SocketProbe::Stale:
+      // Left behind by a server that died without cleaning up: nobody answers on it.
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        throw InputError("cannot remove the stale socket " + path.string() + ": " + errno_text(errno));
+      }
+      break;
+    case SocketProbe::Absent:
+      break;
+  }
+  return path;
+}
+
+struct HostPort {
+  std::string host;  // without brackets
+  bool bracketed = false;
+  int port = 0;
+};
+
+HostPort parse_tcp_address(const std::string& address) {
+  const std::string usage = " (expected HOST:PORT, e.g. 127.0.0.1:8001 or [::1]:8001)";
+  HostPort parsed;
+  std::string port_text;
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      throw InputError("bad TCP address '" + address + "'" + usage);
+    }
+    parsed.host = address.substr(1, close - 1);
+    parsed.bracketed = true;
+    port_text = address.substr(close + 2);
+  } else {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) throw InputError("TCP address '" + address + "' has no port" + usage);
+    parsed.host = address.substr(0, colon);
+    if (parsed.host.find(':') != std::string::npos) {
+      throw InputError("bad TCP address '" + address + "': write an IPv6 address in brackets" + usage);
+    }
+    port_text = address.substr(colon + 1);
+  }
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(port_text) > 65535) {
+    throw InputError("bad port in TCP address '" + address + "'" + usage);
+  }
+  parsed.port = std::stoi(port_text);
+  return parsed;
+}
+
+bool is_wildcard(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(&ip)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&ip)) {
+      return ip.s6_addr[12] == 0 && ip.s6_addr[13] == 0 && ip.s6_addr[14] == 0 && ip.s6_addr[15] == 0;
+    }
+  }
+  return false;
+}
+
+// TCP has no file permissions: whoever reaches the port can use the server. Listening on every
+// interface would expose it to the network, so a wildcard host is refused; loopback or one
+// interface's address must be named. The host is resolved as the server will resolve it, so
+// spellings such as "0" or "::0" are caught too.
+void check_tcp_host(const std::string& address, const HostPort& parsed) {
+  const std::string refusal = "refusing to listen on every interface (TCP address '" + address +
+                              "'): name loopback (127.0.0.1, [::1], localhost) or one interface's "
+                              "address; clients reach the server on a Unix socket by default";
+  if (parsed.host.empty() || parsed.host == "*") throw InputError(refusal);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  const int status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &results);
+  if (status != 0) {
+    throw InputError("cannot resolve the host of TCP address '" + address + "': " + ::gai_strerror(status));
+  }
+  bool wildcard = false;
+  for (const addrinfo* result = results; result != nullptr; result = result->ai_next) {
+    wildcard = wildcard || is_wildcard(result->ai_addr);
+  }
+  ::freeaddrinfo(results);
+  if (wildcard) throw InputError(refusal);
+}
+
+// Sets the process's umask for its lifetime. The umask is process-wide: a file another thread
+// creates meanwhile gets a narrower mode than it asked for, which errs on the safe side.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(previous_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t previous_;
+};
+
+// --- errors ------------------------------------------------------------------------------------
+
+grpc::StatusCode to_grpc_code(ServiceError::Code code) {
+  switch (code) {
+    case ServiceError::Code::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ServiceError::Code::NotFound: return grpc::StatusCode::NOT_FOUND;
+    case ServiceError::Code::Unavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ServiceError::Code::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ServiceError::Code::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ServiceError::Code::Internal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+// Runs one handler body. An exception escaping a gRPC handler would terminate the server, so
+// every one ends here as a status.
+template <typename Body>
+grpc::Status answer(Body&& body) {
+  try {
+    body();
+    return grpc::Status::OK;
+  } catch (const ServiceError& e) {
+    return {to_grpc_code(e.code()), e.what()};
+  } catch (const std::exception& e) {
+    return {grpc::StatusCode::INTERNAL, e.what()};
+  } catch (...) {
+    return {grpc::StatusCode::INTERNAL, "unknown error"};
+  }
+}
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw ServiceError(ServiceError::Code::InvalidArgument, message);
+}
+
+std::string in_quotes(const std::string& name) { return "'" + name + "'"; }
+
+std::string describe(const std::string& datatype, const std::vector<std::int64_t>& shape) {
+  std::string text = datatype + " [";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// --- inference ---------------------------------------------------------------------------------
+
+ModelInfo find_model(InferenceService& service, const std::string& name, const std::string& version) {
+  if (name.empty()) invalid("the model name is empty");
+  for (ModelInfo& model : service.models()) {
+    if (model.name != name) continue;
+    if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) ==
+                                model.versions.end()) {
+      throw ServiceError(ServiceError::Code::NotFound,
+                         "model " + in_quotes(name) + " has no version " + in_quotes(version));
+    }
+    return std::move(model);
+  }
+  throw ServiceError(ServiceError::Code::NotFound, "unknown model " + in_quotes(name));
+}
+
+void fill_tensor_metadata(const TensorSpec& spec, inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(spec.name);
+  out->set_datatype(spec.datatype);
+  for (const std::int64_t dim : spec.shape) out->add_shape(dim);
+}
+
+// Checks what the protocol fixes and moves the raw bytes out of `request` (the service never
+// sees a malformed tensor, and a tensor of hundreds of MiB is not copied).
+InferRequest to_infer_request(inference::ModelInferRequest& request) {
+  if (request.model_name().empty()) invalid("the request names no model (model_name is empty)");
+  if (request.inputs_size() == 0) invalid("the request has no inputs");
+  for (const auto& input : request.inputs()) {
+    if (input.has_contents() && input.contents().ByteSizeLong() > 0) {
+      invalid("input " + in_quotes(input.name()) +
+              " carries typed `contents`; this server takes tensor data only as raw bytes: send "
+              "them in raw_input_contents, one entry per input");
+    }
+  }
+  if (request.raw_input_contents_size() != request.inputs_size()) {
+    invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
+            std::to_string(request.raw_input_contents_size()) +
+            " raw_input_contents entries; send one entry per input, in the order of `inputs`");
+  }
+  InferRequest converted;
+  converted.model = request.model_name();
+  converted.version = request.model_version();
+  converted.id = request.id();
+  converted.inputs.reserve(static_cast<std::size_t>(request.inputs_size()));
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& input = request.inputs(i);
+    if (input.name().empty()) invalid("input " + std::to_string(i) + " has no name");
+    for (int j = 0; j < i; ++j) {
+      if (request.inputs(j).name() == input.name()) invalid("input " + in_quotes(input.name()) + " is given twice");
+    }
+    const std::vector<std::int64_t> shape(input.shape().begin(), input.shape().end());
+    const std::int64_t expected = tensor_byte_count("input " + in_quotes(input.name()), input.datatype(), shape);
+    std::string& bytes = *request.mutable_raw_input_contents(i);
+    if (static_cast<std::int64_t>(bytes.size()) != expected) {
+      invalid("input " + in_quotes(input.name()) + ": " + std::to_string(bytes.size()) +
+              " bytes of raw contents, but " + describe(input.datatype(), shape) + " needs " +
+              std::to_string(expected));
+    }
+    converted.inputs.push_back(TensorData{input.name(), input.datatype(), shape, std::move(bytes)});
+  }
+  return converted;
+}
+
+// Which of the service's outputs go back, in which order: the requested ones, else all.
+std::vector<std::size_t> selected_outputs(const inference::ModelInferRequest& request,
+                                          const InferResponse& answer) {
+  std::vector<std::size_t> order;
+  if (request.outputs_size() == 0) {
+    for (std::size_t i = 0; i < answer.outputs.size(); ++i) order.push_back(i);
+    return order;
+  }
+  for (const auto& wanted : request.outputs()) {
+    std::size_t found = answer.outputs.size();
+    for (std::size_t i = 0; i < answer.outputs.size(); ++i) {
+      if (answer.outputs[i].name == wanted.name()) found = i;
+    }
+    if (found == answer.outputs.size()) {
+      invalid("model " + in_quotes(request.model_name()) + " has no output " + in_quotes(wanted.name()));
+    }
+    order.push_back(found);
+  }
+  return order;
+}
+
+class InferenceEndpoint final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit InferenceEndpoint(InferenceService& service) : service_(service) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* response) override {
+    return answer([&] { response->set_live(service_.live()); });
+  }
+
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* response) override {
+    return answer([&] { response->set_ready(service_.ready()); });
+  }
+
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override {
+    return answer([&] { response->set_ready(find_model(service_, request->name(), request->version()).ready); });
+  }
+
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* response) override {
+    return answer([&] {
+      response->set_name("psw");
+      response->set_version("0.1");
+    });
+  }
+
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override {
+    return answer([&] {
+      const ModelInfo model = find_model(service_, request->name(), request->version());
+      response->set_name(model.name);
+      response->set_platform(model.platform);
+      for (const auto& version : model.versions) response->add_versions(version);
+      for (const auto& input : model.inputs) fill_tensor_metadata(input, response->add_inputs());
+      for (const auto& output : model.outputs) fill_tensor_metadata(output, response->add_outputs());
+    });
+  }
+
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override {
+    return answer([&] {
+      // The synchronous API hands the request as const, but the object is the call's own and
+      // is only destroyed after this handler returns: moving its raw bytes out saves a copy of
+      // every input.
+      auto& owned_request = const_cast<inference::ModelInferRequest&>(*request);
+      InferResponse result = service_.infer(to_infer_request(owned_request));
+      response->set_model_name(result.model.empty() ? request->model_name() : result.model);
+      response->set_model_version(result.version);
+      response->set_id(result.id.empty() ? request->id() : result.id);
+      const std::vector<std::size_t> order = selected_outputs(*request, result);
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        TensorData& output = result.outputs[order[k]];
+        // A service that answers inconsistent bytes would make every client misread them.
+        const std::int64_t expected =
+            tensor_byte_count("output " + in_quotes(output.name), output.datatype, output.shape);
+        if (static_cast<std::int64_t>(output.bytes.size()) != expected) {
+          throw ServiceError(ServiceError::Code::Internal,
+                             "the server produced " + std::to_string(output.bytes.size()) +
+                                 " bytes for output " + in_quotes(output.name) + " of " +
+                                 describe(output.datatype, output.shape) + ", which needs " +
+                                 std::to_string(expected));
+        }
+        auto* tensor = response->add_outputs();
+        tensor->set_name(output.name);
+        tensor->set_datatype(output.datatype);
+        for (const std::int64_t dim : output.shape) tensor->add_shape(dim);
+        // Moved, unless the request asks for the same output again further on.
+        const bool asked_again = std::find(order.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                                           order.end(), order[k]) != order.end();
+        if (asked_again) {
+          response->add_raw_output_contents(output.bytes);
+        } else {
+          response->add_raw_output_contents(std::move(output.bytes));
+        }
+      }
+    });
+  }
+
+ private:
+  InferenceService& service_;
+};
+
+// --- control -----------------------------------------------------------------------------------
+
+void fill_training_status(const TrainingStatus& status, psw::control::TrainingStatusResponse* out) {
+  out->set_model(status.model);
+  out->set_running(status.running);
+  out->set_stopped(status.stopped);
+  out->set_completed_steps(status.completed_steps);
+  out->set_target_steps(status.target_steps);
+  out->set_preemptions(status.preemptions);
+  out->set_last_loss(status.last_loss);
+}
+
+class ControlEndpoint final : public psw::control::Control::Service {
+ public:
+  explicit ControlEndpoint(InferenceService& service) : service_(service) {}
+
+  grpc::Status StartTraining(grpc::ServerContext*, const psw::control::StartTrainingRequest* request,
+                             psw::control::TrainingStatusResponse* response) override {
+    return answer([&] {
+      if (request->steps() < 0) {
+        invalid("steps must be 0 (until stopped) or positive, not " + std::to_string(request->steps()));
+      }
+      fill_training_status(service_.start_training(request->model(), request->steps()), response);
+    });
+  }
+
+  grpc::Status StopTraining(grpc::ServerContext*, const psw::control::StopTrainingRequest* request,
+                            psw::control::TrainingStatusResponse* response) override {
+    return answer([&] { fill_training_status(service_.stop_training(request->model()), response); });
+  }
+
+  grpc::Status TrainingStatus(grpc::ServerContext*, const psw::control::TrainingStatusRequest* request,
+                              psw::control::TrainingStatusResponse* response) override {
+    return answer([&] { fill_training_status(service_.training_status(request->model()), response); });
+  }
+
+  grpc::Status Metrics(grpc::ServerContext*, const psw::control::MetricsRequest*,
+                       psw::control::MetricsResponse* response) override {
+    return answer([&] { response->set_text(service_.metrics_text()); });
+  }
+
+ private:
+  InferenceService& service_;
+};
+
+}  // namespace
+
+std::string default_socket_path() {
+  const uid_t uid = ::geteuid();
+  fs::path dir;
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime_dir != nullptr && runtime_dir[0] == '/' && is_private_directory_of(runtime_dir, uid)) {
+    dir = fs::path(runtime_dir) / "psw";
+  } else {
+    dir = fs::path("/tmp") / ("psw-" + std::to_string(uid));
+  }
+  make_private_directory(dir);
+  return (dir / "psw.sock").string();
+}
+
+struct GrpcFrontEnd::Impl {
+  explicit Impl(InferenceService& service) : inference(service), control(service) {}
+
+  InferenceEndpoint inference;
+  ControlEndpoint control;
+  std::unique_ptr<grpc::Server> server;
+  std::string target;
+  fs::path socket_path;            // empty for TCP
+  dev_t socket_device = 0;         // identify the socket file this server created, so that
+  ino_t socket_inode = 0;          // shutdown never removes another server's
+  std::mutex mutex;
+  std::condition_variable stopped_changed;
+  bool stopped = false;
+};
+
+GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(service)) {
+  if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
+    throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
+  }
+  if (max_message_bytes < 1 || max_message_bytes > INT_MAX) {
+    throw InputError("max message size " + std::to_string(max_message_bytes) +
+                     " bytes is outside [1, " + std::to_string(INT_MAX) + "] (gRPC's limit)");
+  }
+  std::string listen_uri;
+  std::optional<HostPort> tcp;
+  if (!endpoint.unix_path.empty()) {
+    impl_->socket_path = prepare_unix_socket(endpoint.unix_path);
+    listen_uri = "unix:" + impl_->socket_path.string();
+  } else {
+    tcp = parse_tcp_address(endpoint.tcp_address);
+    check_tcp_host(endpoint.tcp_address, *tcp);
+    listen_uri = endpoint.tcp_address;
+  }
+
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use
+  // instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int selected_port = 0;
+  builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(&impl_->inference);
+  builder.RegisterService(&impl_->control);
+  {
+    // gRPC creates the socket file while it starts; with this umask it is 0600 from the start,
+    // with no moment in which another user could connect.
+    const ScopedUmask private_files(0177);
+    impl_->server = builder.BuildAndStart();
+  }
+  if (!impl_->server || (tcp && selected_port == 0)) {
+    impl_->server.reset();
+    throw InputError("cannot listen on " + listen_uri +
+                     (tcp ? ": the port is in use or the address is not one of this host's"
+                          : ": gRPC could not bind the socket"));
+  }
+  if (tcp) {
+    impl_->target = (tcp->bracketed ? "[" + tcp->host + "]" : tcp->host) + ":" + std::to_string(selected_port);
+    return;
+  }
+  impl_->target = listen_uri;
+  struct stat info {};
+  if (::stat(impl_->socket_path.c_str(), &info) == 0) {
+    impl_->socket_device = info.st_dev;
+    impl_->socket_inode = info.st_ino;
+  }
+  // The umask already made it 0600; set it explicitly so the mode does not depend on how gRPC
+  // creates the file.
+  if (impl_->socket_inode == 0 || ::chmod(impl_->socket_path.c_str(), 0600) != 0) {
+    const int error = errno;
+    shutdown(0);
+    throw Error("cannot restrict the socket " + impl_->socket_path.string() + " to mode 0600: " +
+                errno_text(error));
+  }
+}
+
+GrpcFrontEnd::~GrpcFrontEnd() {
+  try {
+    shutdown();
+  } catch (...) {
+    // A destructor must not throw; shutdown only fails if gRPC does, and the process is ending
+    // the server anyway.
+  }
+}
+
+void GrpcFrontEnd::shutdown(std::int64_t grace_ms) {
+  std::unique_lock lock(impl_->mutex);
+  if (impl_->stopped) return;
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+    impl_->server->Wait();
+  }
+  if (!impl_->socket_path.empty()) {
+    struct stat info {};
+    if (::lstat(impl_->socket_path.c_str(), &info) == 0 && info.st_dev == impl_->socket_device &&
+        info.st_ino == impl_->socket_inode) {
+      ::unlink(impl_->socket_path.c_str());
+    }
+  }
+  impl_->stopped = true;
+  impl_->stopped_changed.notify_all();
+}
+
+void GrpcFrontEnd::wait() {
+  std::unique_lock lock(impl_->mutex);
+  impl_->stopped_changed.wait(lock, [this] { return impl_->stopped; });
+}
+
+std::string GrpcFrontEnd::target() const { return impl_->target; }
+
+}  // namespace psw::runtime

@@ -1,0 +1,133 @@
+#include "psw/runtime/training.hpp"
+
+#include "psw/common/error.hpp"
+
+namespace psw::runtime {
+
+namespace {
+
+// The one-group layout of the training weights (momentum uses the same offsets).
+exec::PackedLayout training_layout(exec::ZooModel& model) {
+  return exec::pack_layout(model, single_group(model.layers().size()));
+}
+
+torch::Tensor view_bytes(const torch::Tensor& region, Bytes offset, const torch::Tensor& like) {
+  return region.narrow(0, offset, static_cast<std::int64_t>(like.nbytes())).view(like.scalar_type()).view(like.sizes());
+}
+
+}  // namespace
+
+Bytes TrainingJob::segment_bytes(exec::ZooModel& model) {
+  return kTrainingHeaderBytes + 2 * training_layout(model).layout.total_bytes;
+}
+
+void TrainingJob::initialize(exec::ZooModel& model, const torch::Tensor& segment) {
+  const exec::PackedLayout layout = training_layout(model);
+  const Bytes weights = layout.layout.total_bytes;
+  PSW_CHECK(segment.numel() >= kTrainingHeaderBytes + 2 * weights, "training segment too small");
+  segment.zero_();
+  exec::ParameterStore store = exec::ParameterStore::over(segment.narrow(0, kTrainingHeaderBytes, weights), true);
+  store.pack(model, layout);
+  auto* header = reinterpret_cast<TrainingHeader*>(segment.data_ptr());
+  header->completed_steps = 0;
+  header->last_loss = 0;
+  header->weights_bytes = weights;
+  header->fingerprint = exec::layer_fingerprint(model);
+}
+
+TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& segment,
+                         TrainingHeader* header)
+    : model_(model), config_(config), header_(header), device_(segment.device()) {
+  const exec::PackedLayout layout = training_layout(model_);
+  const Bytes weights = layout.layout.total_bytes;
+  if (header_->fingerprint != exec::layer_fingerprint(model_) || header_->weights_bytes != weights) {
+    throw InputError("the training segment holds another model than " + model_.name());
+  }
+  PSW_CHECK(segment.numel() >= kTrainingHeaderBytes + 2 * weights, "training segment too small");
+  const torch::Tensor weights_region = segment.narrow(0, kTrainingHeaderBytes, weights);
+  const torch::Tensor momentum_region = segment.narrow(0, kTrainingHeaderBytes + weights, weights);
+  torch::NoGradGuard no_grad;
+  std::size_t k = 0;
+  for (auto& layer : model_.layers()) {
+    for (auto& t : layer.tensors) {
+      const Bytes offset = layout.tensors.at(k++).offset;
+      t.set_data(view_bytes(weights_region, offset, t));
+      if (t.requires_grad()) {
+        parameters_.push_back(t);
+        momentum_.push_back(view_bytes(momentum_region, offset, t));
+      } else {
+        buffers_.push_back(t);
+      }
+    }
+  }
+  // Backward boundaries: a gradient hook on every parameter (the zoo's gates cover the forward).
+  for (auto& p : parameters_) {
+    p.register_hook([this](torch::Tensor grad) {
+      if (stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) throw Preempted{};
+      return grad;
+    });
+  }
+}
+
+torch::Tensor TrainingJob::input_of_step(std::int64_t step) const {
+  torch::Tensor x = model_.example_input(config_.batch, config_.seed * 1'000'003ULL + static_cast<std::uint64_t>(step));
+  const std::int64_t size = config_.input_size;
+  if (x.dim() == 2) {  // token ids: N x sequence
+    if (size > x.size(1)) throw InputError("training.input_size: at most " + std::to_string(x.size(1)) + " tokens");
+    x = x.narrow(1, 0, size);
+  } else {
+    if (size > x.size(2)) throw InputError("training.input_size: at most " + std::to_string(x.size(2)) + " pixels");
+    x = x.narrow(2, 0, size).narrow(3, 0, size);
+  }
+  return x.contiguous().to(device_);
+}
+
+TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
+                                     const std::function<bool(std::int64_t, double)>& on_step) {
+  stop_ = &stop;
+  auto stopped = [&stop] { return stop.load(std::memory_order_relaxed) != 0; };
+  while (target_steps == 0 || header_->completed_steps < target_steps) {
+    if (stopped()) return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
+    const torch::Tensor input = input_of_step(header_->completed_steps);
+    std::vector<torch::Tensor> saved;
+    saved.reserve(buffers_.size());
+    for (const auto& b : buffers_) saved.push_back(b.clone());
+    double loss_value = 0;
+    try {
+      torch::Tensor loss = model_.training_loss(input, [&](std::size_t) {
+        if (stopped()) throw Preempted{};
+      });
+      loss.backward();
+      loss_value = loss.item<double>();
+    } catch (...) {
+      // A stopped step leaves no trace (Note [Preemption without loss]). An exception from a
+      // gradient hook may reach here wrapped by autograd, so the flag decides what it was.
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved[i]);
+      for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
+      if (!stopped()) throw;
+      return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
+    }
+    {
+      torch::NoGradGuard no_grad;
+      const double lr = config_.learning_rate;
+      const double momentum = config_.momentum;
+      for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        auto& p = parameters_[i];
+        const torch::Tensor grad = p.grad();
+        PSW_CHECK(grad.defined(), "a parameter of ", model_.name(), " got no gradient");
+        momentum_[i].mul_(momentum).add_(grad);
+        p.add_(momentum_[i], -lr);
+        p.mutable_grad() = torch::Tensor();
+      }
+    }
+    header_->last_loss = loss_value;
+    header_->completed_steps += 1;
+    if (on_step && !on_step(header_->completed_steps, loss_value)) {
+      return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
+    }
+  }
+  return {Outcome::ReachedTarget, header_->completed_steps, header_->last_loss};
+}
+
+}  // namespace psw::runtime

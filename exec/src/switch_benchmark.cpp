@@ -1,0 +1,166 @@
+#include "psw/exec/switch_benchmark.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/pipeline.hpp"
+
+namespace psw::exec {
+
+namespace {
+
+Duration milliseconds_to_duration(double ms) { return nanoseconds(static_cast<std::int64_t>(std::llround(ms * 1e6))); }
+
+// How the engine moves parameters for a mechanism (Note [Mechanism table]); empty for the
+// mechanisms one process cannot play.
+std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
+  const MechanismTraits& t = traits(mechanism);
+  if (mechanism == Mechanism::Ready) return TransferMode::Pipelined;
+  if (!t.pipeswitch_family || t.ipc_handle_per_group) return std::nullopt;
+  if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
+  if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
+  return TransferMode::Pipelined;
+}
+
+}  // namespace
+
+std::vector<Mechanism> benchmark_mechanisms() {
+  std::vector<Mechanism> out;
+  for (Mechanism m : all_mechanisms()) {
+    if (transfer_mode(m)) out.push_back(m);
+  }
+  return out;
+}
+
+LatencyStats latency_stats(std::vector<Duration> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)].ms();
+  };
+  return {at(0.5), at(0.99), v.front().ms()};
+}
+
+SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
+  const std::optional<TransferMode> mode = transfer_mode(spec.mechanism);
+  if (!mode) {
+    std::string names;
+    for (Mechanism m : benchmark_mechanisms()) names += (names.empty() ? "" : ", ") + to_string(m);
+    throw InputError("psw run measures one process: mechanism '" + to_string(spec.mechanism) +
+                     "' needs the server (psw serve); psw run takes " + names);
+  }
+  const MechanismTraits& mechanism = traits(spec.mechanism);
+  const HostMemory memory = mechanism.host_memory;
+  if (spec.placement == Placement::Auto && (spec.plan || *mode != TransferMode::Pipelined)) {
+    throw InputError("--placement auto plans the groups it places, from pinned memory: not with --plan, "
+                     "no-pinned-memory or no-memory-management");
+  }
+  auto backend = make_backend(spec.backend);
+  auto model = make_model(spec.model, 0);
+  if (spec.profile.name != model->name()) {
+    throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
+                     spec.model + "'");
+  }
+  model->to(backend->device());
+  SwitchBenchmarkReport report;
+  report.backend = backend->name();
+  report.device = backend->device_description();
+  if (spec.plan) {
+    report.plan = *spec.plan;
+    check_plan_matches(report.plan, model->name(), layer_fingerprint(*model), model->layers().size(),
+                       spec.plan_origin);
+  } else {
+    // Note [Placement]: layers read in place from pinned host memory cross PCIe as no group's
+    // bytes; the executor binds them to the pinned buffer instead of the region.
+    const Strategy strategy = grouping_strategy(spec.mechanism, Strategy::Optimal);
+    report.plan = make_switch_plan(spec.profile, spec.hardware, Task::Inference, strategy, spec.placement, memory);
+  }
+  const SwitchPlan& plan = report.plan;
+  const SwitchCosts costs = make_switch_costs(spec.profile, spec.hardware, Task::Inference, memory, plan.host_mapped);
+  report.host_mapped_layers = host_mapped_names(spec.profile, plan.host_mapped);
+  auto pipeline = make_private_pipeline(*backend, *model, plan, *mode);
+  PipelineEngine& engine = *pipeline->engine;
+  const torch::Tensor input = model->example_input(spec.batch, 1).to(backend->device());
+
+  std::vector<Duration> ready_wall;
+  std::vector<Duration> switch_wall;
+  std::vector<Duration> switch_startup;
+  std::vector<Duration> device_total;
+  auto wall = [&](auto&& fn) {
+    backend->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    backend->synchronize();
+    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
+  // The ready model, measured in the same run: parameters resident, plain forward.
+  engine.switch_in_and_run(input);
+  for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+    const Duration w = wall([&] { engine.run_resident(input); });
+    if (i >= spec.warmup) ready_wall.push_back(w);
+  }
+  // With graphs: the switch and the resident run replay captured graphs (Note [Switch
+  // graphs]); the eager resident run above stays the PyTorch-eager reference.
+  std::vector<Duration> ready_graph_wall;
+  if (spec.graph) {
+    engine.capture_graphs(input);
+    for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+      const Duration w = wall([&] { engine.run_resident_graph(input); });
+      if (i >= spec.warmup) ready_graph_wall.push_back(w);
+    }
+  }
+  const bool switches = spec.mechanism != Mechanism::Ready;
+  if (switches) {
+    for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+      engine.poison_device_parameters(static_cast<std::uint8_t>(i));  // stale parameters: a cold switch
+      const Duration w = wall([&] {
+        if (spec.graph) {
+          engine.switch_in_and_run_graph(input);
+        } else {
+          engine.switch_in_and_run(input);
+        }
+      });
+      const SwitchTiming t = engine.last_timing();
+      if (i >= spec.warmup) {
+        switch_wall.push_back(w);
+        switch_startup.push_back(t.startup);
+        device_total.push_back(t.total);
+      }
+    }
+  }
+  report.ready = latency_stats(ready_wall);
+  report.ready_graph = latency_stats(ready_graph_wall);
+  report.latency = switches ? latency_stats(switch_wall) : report.ready;
+  report.startup = latency_stats(switch_startup);
+  report.device_total = latency_stats(device_total);
+  report.predicted = evaluate_timeline(costs, plan.groups);
+  report.bound = pipeline_bound(costs);
+  report.param_bytes = costs.total_bytes();
+  report.transfer = costs.link().copy_time(costs.total_bytes());
+  report.profile_compute = costs.total_compute();
+  // Note [Measured trace] (pipeline.hpp): one more cold switch, traced.
+  if (spec.traced_switch && switches && *mode != TransferMode::AllocatePerTensor) {
+    engine.poison_device_parameters();
+    if (spec.graph) {
+      engine.switch_in_and_run_graph(input, /*traced=*/true);
+    } else {
+      engine.set_tracing(true);
+      engine.switch_in_and_run(input);
+      engine.set_tracing(false);
+    }
+    Timeline measured = engine.measured_timeline();
+    measured.ready = milliseconds_to_duration(spec.graph ? report.ready_graph.median_ms : report.ready.median_ms);
+    measured.overhead = measured.total - measured.ready;
+    report.measured = measured;
+  }
+  return report;
+}
+
+}  // namespace psw::exec

@@ -1,0 +1,130 @@
+#pragma once
+// An InferenceService with fixed, checkable behaviour, for testing the gRPC front end, the
+// client and other protocol clients without the controller:
+//   "double"     FP32 x [-1, 4] -> FP32 y [-1, 4], y = 2x
+//   "slow"       like "double", after sleeping slow_delay (a client's deadline can expire)
+//   "unready"    listed, not ready; infer answers Unavailable
+//   "unavailable" infer throws ServiceError(Unavailable, "worker 0 crashed")
+//   "throws"     infer throws std::runtime_error("boom in the service")
+//   "trainer"    the only training job; training_status advances completed_steps by one per call
+//                while running, so a client sees it progress
+// metrics_text() counts inference requests per model.
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "psw/runtime/service.hpp"
+
+namespace psw::runtime::testing {
+
+class FakeInferenceService final : public InferenceService {
+ public:
+  std::chrono::milliseconds slow_delay{400};
+
+  bool live() override { return true; }
+  bool ready() override { return true; }
+
+  std::vector<ModelInfo> models() override {
+    std::vector<ModelInfo> list;
+    for (const char* name : {"double", "slow", "unready", "unavailable", "throws"}) {
+      ModelInfo model;
+      model.name = name;
+      model.platform = "pytorch_libtorch";
+      model.versions = {"1"};
+      model.inputs = {TensorSpec{"x", "FP32", {-1, 4}}};
+      model.outputs = {TensorSpec{"y", "FP32", {-1, 4}}};
+      model.ready = std::string(name) != "unready";
+      list.push_back(model);
+    }
+    return list;
+  }
+
+  InferResponse infer(const InferRequest& request) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++requests_[request.model];
+    }
+    const std::string& model = request.model;
+    if (model == "unavailable") throw ServiceError(ServiceError::Code::Unavailable, "worker 0 crashed");
+    if (model == "throws") throw std::runtime_error("boom in the service");
+    if (model == "unready") throw ServiceError(ServiceError::Code::Unavailable, "model 'unready' is not ready");
+    if (model != "double" && model != "slow") {
+      throw ServiceError(ServiceError::Code::NotFound, "unknown model '" + model + "'");
+    }
+    if (model == "slow") std::this_thread::sleep_for(slow_delay);
+    if (request.inputs.size() != 1 || request.inputs[0].name != "x") {
+      throw ServiceError(ServiceError::Code::InvalidArgument, "model '" + model + "' takes one input 'x'");
+    }
+    const TensorData& x = request.inputs[0];
+    if (x.datatype != "FP32") {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         "input 'x' of model '" + model + "' is FP32, not " + x.datatype);
+    }
+    if (x.shape.size() != 2 || x.shape[1] != 4) {
+      throw ServiceError(ServiceError::Code::InvalidArgument, "input 'x' must have shape [batch, 4]");
+    }
+    TensorData y{"y", "FP32", x.shape, x.bytes};
+    for (std::size_t i = 0; i + sizeof(float) <= y.bytes.size(); i += sizeof(float)) {
+      float value;
+      std::memcpy(&value, y.bytes.data() + i, sizeof value);
+      value *= 2;
+      std::memcpy(y.bytes.data() + i, &value, sizeof value);
+    }
+    return InferResponse{model, "1", request.id, {y}};
+  }
+
+  TrainingStatus start_training(const std::string& model, std::int64_t steps) override {
+    std::lock_guard lock(mutex_);
+    check_trainer(model);
+    training_.running = true;
+    training_.stopped = false;
+    training_.target_steps = steps;
+    return training_;
+  }
+
+  TrainingStatus stop_training(const std::string& model) override {
+    std::lock_guard lock(mutex_);
+    check_trainer(model);
+    training_.running = false;
+    training_.stopped = true;
+    return training_;
+  }
+
+  TrainingStatus training_status(const std::string& model) override {
+    std::lock_guard lock(mutex_);
+    check_trainer(model);
+    if (training_.running) {
+      ++training_.completed_steps;
+      training_.last_loss = 1.0 / static_cast<double>(training_.completed_steps);
+    }
+    return training_;
+  }
+
+  std::string metrics_text() override {
+    std::lock_guard lock(mutex_);
+    std::string text = "# HELP psw_requests_total Inference requests received.\n"
+                       "# TYPE psw_requests_total counter\n";
+    for (const auto& [model, count] : requests_) {
+      text += "psw_requests_total{model=\"" + model + "\"} " + std::to_string(count) + "\n";
+    }
+    return text;
+  }
+
+ private:
+  void check_trainer(const std::string& model) {
+    if (model != "trainer") throw ServiceError(ServiceError::Code::NotFound, "no training job for model '" + model + "'");
+    training_.model = model;
+  }
+
+  std::mutex mutex_;
+  std::map<std::string, std::int64_t> requests_;
+  TrainingStatus training_;
+};
+
+}  // namespace psw::runtime::testing

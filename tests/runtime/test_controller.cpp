@@ -1,0 +1,243 @@
+// The controller with its memory daemon and worker processes on the host backend (Note
+// [Scheduling], Note [Faults], Note [Training state]): outputs equal a plain run, inference
+// preempts training without loss, bad requests leave the server serving, a crashed or hung
+// worker is replaced and its request answered.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "psw/common/serve_config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/runtime/controller.hpp"
+#include "psw/runtime/training.hpp"
+
+namespace psw::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A serve config in a fresh folder; `extra` is appended (models:, training:).
+ServeConfig write_config(const std::string& name, const std::string& body) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string root = PSW_SOURCE_DIR;
+  std::ofstream(dir / "serve.yaml") << "hardware: " << root << "/configs/hardware/h200-pcie5.yaml\n"
+                                    << "profiles: " << root << "/configs/models/h200\n"
+                                    << body;
+  return load_serve_config(dir / "serve.yaml");
+}
+
+std::unique_ptr<Controller> start(const ServeConfig& config) {
+  ControllerOptions options;
+  options.config = config;
+  options.backend = "host";
+  options.exec_path = PSW_EXEC_PATH;
+  return std::make_unique<Controller>(options);
+}
+
+TensorData tensor_of(const std::string& name, const torch::Tensor& t) {
+  TensorData d;
+  d.name = name;
+  d.datatype = t.scalar_type() == torch::kInt64 ? "INT64" : "FP32";
+  d.shape.assign(t.sizes().begin(), t.sizes().end());
+  d.bytes.assign(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  return d;
+}
+
+InferRequest request_for(const std::string& model, const torch::Tensor& input) {
+  InferRequest r;
+  r.model = model;
+  r.id = "test";
+  r.inputs.push_back(tensor_of(zoo_model_info(model).inputs.front().name, input));
+  return r;
+}
+
+torch::Tensor output_of(const InferResponse& r) {
+  const TensorData& out = r.outputs.at(0);
+  EXPECT_EQ(out.datatype, "FP32");
+  torch::Tensor t = torch::empty(out.shape, torch::kFloat32);
+  EXPECT_EQ(out.bytes.size(), t.nbytes());
+  std::memcpy(t.data_ptr(), out.bytes.data(), t.nbytes());
+  return t;
+}
+
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>() /
+         std::max(1e-30, b.to(torch::kFloat64).abs().max().item<double>());
+}
+
+template <typename Predicate>
+bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return p();
+}
+
+TEST(Controller, ServesModelsBesideTrainingAndPreemptsItWithoutLoss) {
+  const ServeConfig config = write_config("serve", R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: inception_v3
+    batch: 1
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: false
+)");
+  auto controller = start(config);
+  EXPECT_TRUE(controller->ready());
+  ASSERT_EQ(controller->models().size(), 2u);
+  controller->start_training("resnet152", 4);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 60s));
+  // Requests while the job trains: each stops it, runs, and lets it resume.
+  auto inception = exec::make_model("inception_v3", 0);
+  auto bert = exec::make_model("bert_base", 0);
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 2; ++i) {
+    const torch::Tensor image = inception->example_input(1, 10 + i);
+    const torch::Tensor tokens = bert->example_input(1, 20 + i);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("inception_v3", image))), inception->forward(image)), 1e-5);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    std::this_thread::sleep_for(300ms);
+  }
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
+  const TrainingStatus status = controller->training_status("resnet152");
+  EXPECT_EQ(status.completed_steps, 4);
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.requests, 4);
+  EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
+  EXPECT_GE(stats.preemptions, 1);
+  EXPECT_EQ(stats.preemption_ns.size(), static_cast<std::size_t>(stats.preemptions));
+  // The job's state equals four uninterrupted steps of the same job, bit for bit.
+  auto model = exec::make_model("resnet152", config.training->seed);
+  torch::Tensor reference = torch::empty({TrainingJob::segment_bytes(*model)}, torch::kUInt8);
+  TrainingJob::initialize(*model, reference);
+  {
+    auto fresh = exec::make_model("resnet152", 0);
+    TrainingJob job(*fresh, *config.training, reference, reinterpret_cast<TrainingHeader*>(reference.data_ptr()));
+    std::atomic<std::uint32_t> never{0};
+    torch::AutoGradMode grad(true);
+    job.run(4, never);
+  }
+  const auto [data, size] = controller->training_segment();
+  ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
+  EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
+  const std::string metrics = controller->metrics_text();
+  EXPECT_NE(metrics.find("psw_preemptions_total " + std::to_string(stats.preemptions)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_requests_total{model=\"bert_base\",outcome=\"ok\"} 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_training_iterations_total 4"), std::string::npos) << metrics;
+}
+
+ServeConfig single_model_config(const std::string& name, int timeout_ms) {
+  return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +
+                                "\nmodels:\n  - name: bert_base\n    batch: 1\n");
+}
+
+void expect_code(const std::function<void()>& call, ServiceError::Code code, const std::string& fragment) {
+  try {
+    call();
+    ADD_FAILURE() << "expected a ServiceError";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Controller, BadRequestsAreRefusedAndTheServerGoesOn) {
+  auto controller = start(single_model_config("bad", 60000));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 3);
+  InferRequest unknown = request_for("bert_base", tokens);
+  unknown.model = "gpt2";
+  expect_code([&] { controller->infer(unknown); }, ServiceError::Code::NotFound, "gpt2");
+  InferRequest wrong_type = request_for("bert_base", tokens.to(torch::kFloat32));
+  expect_code([&] { controller->infer(wrong_type); }, ServiceError::Code::InvalidArgument, "INT64");
+  expect_code([&] { controller->infer(request_for("bert_base", tokens.reshape({-1}))); }, ServiceError::Code::InvalidArgument,
+              "rank");
+  expect_code([&] { controller->infer(request_for("bert_base", tokens.narrow(1, 0, 64).contiguous())); },
+              ServiceError::Code::InvalidArgument, "dimension 1");
+  expect_code([&] { controller->infer(request_for("bert_base", torch::zeros({8192, 128}, torch::kInt64))); },
+              ServiceError::Code::ResourceExhausted, "max_tensor_bytes");
+  // Token ids out of the vocabulary reach the worker, which refuses them; the worker lives on.
+  expect_code([&] { controller->infer(request_for("bert_base", torch::full({1, 128}, 1 << 30, torch::kInt64))); },
+              ServiceError::Code::InvalidArgument, "");
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  EXPECT_EQ(controller->stats().worker_restarts, 0);
+}
+
+TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {
+  auto controller = start(single_model_config("crash", 60000));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 3);
+  // Freeze every worker so the request is certainly in one when they die.
+  const std::vector<pid_t> pids = controller->worker_pids();
+  for (pid_t pid : pids) ::kill(pid, SIGSTOP);
+  auto reply = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", tokens)); });
+  std::this_thread::sleep_for(300ms);
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  try {
+    reply.get();
+    ADD_FAILURE() << "expected the request to fail";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ServiceError::Code::Unavailable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
+  }
+  ASSERT_TRUE(eventually([&] { return controller->ready(); }, 300s));
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  EXPECT_GE(controller->stats().worker_restarts, 1);
+  for (pid_t pid : controller->worker_pids()) EXPECT_EQ(std::count(pids.begin(), pids.end(), pid), 0);
+}
+
+TEST(Controller, AHungWorkerIsReplacedByTheWatchdog) {
+  auto controller = start(single_model_config("hang", 2000));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 3);
+  const std::vector<pid_t> pids = controller->worker_pids();
+  for (pid_t pid : pids) ::kill(pid, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::DeadlineExceeded,
+              "did not answer within 2000 ms");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);  // the one the watchdog did not need
+  ASSERT_TRUE(eventually([&] { return controller->ready(); }, 300s));
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+}
+
+// The controller's table of the models' tensors matches the zoo.
+TEST(Controller, ModelInfoMatchesTheZoo) {
+  torch::NoGradGuard no_grad;
+  for (const auto& name : exec::zoo_model_names()) {
+    const ModelInfo info = zoo_model_info(name);
+    auto model = exec::make_model(name, 0);
+    torch::Tensor x = model->example_input(1, 0);
+    EXPECT_EQ(info.inputs.at(0).datatype, x.scalar_type() == torch::kInt64 ? "INT64" : "FP32") << name;
+    ASSERT_EQ(info.inputs.at(0).shape.size(), static_cast<std::size_t>(x.dim())) << name;
+    for (std::int64_t d = 1; d < x.dim(); ++d) EXPECT_EQ(info.inputs.at(0).shape[d], x.size(d)) << name;
+    if (name == "inception_v3") continue;  // 299 x 299 on the CPU is slow; its output is N x 1000 as ResNet's
+    const torch::Tensor y = model->forward(x);
+    EXPECT_EQ(info.outputs.at(0).shape.at(1), y.size(1)) << name;
+  }
+  EXPECT_THROW(zoo_model_info("gpt2"), InputError);
+}
+
+}  // namespace
+}  // namespace psw::runtime

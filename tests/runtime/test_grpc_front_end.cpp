@@ -1,0 +1,419 @@
+// The gRPC front end and the client against a fake service (fake_inference_service.hpp) on a
+// Unix socket in a fresh private directory: the protocol's answers and errors, and the
+// endpoint rules of DESIGN.md §5 (socket mode, directory ownership, stale sockets, wildcards).
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fake_inference_service.hpp"
+#include "grpc_service.grpc.pb.h"
+#include "psw/common/error.hpp"
+#include "psw/runtime/client.hpp"
+#include "psw/runtime/grpc_server.hpp"
+
+namespace psw::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using Code = ServiceError::Code;
+
+constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
+
+std::string floats_to_bytes(const std::vector<float>& values) {
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<float> bytes_to_floats(const std::string& bytes) {
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  return values;
+}
+
+InferRequest double_request(std::int64_t batch, const std::string& model = "double") {
+  std::vector<float> values(static_cast<std::size_t>(batch * 4));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  return InferRequest{model, "", "request-7", {TensorData{"x", "FP32", {batch, 4}, floats_to_bytes(values)}}};
+}
+
+// The ServiceError code a call fails with; fails the test when it does not throw one.
+template <typename Call>
+Code error_code_of(Call&& call, std::string* message = nullptr) {
+  try {
+    call();
+  } catch (const ServiceError& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  ADD_FAILURE() << "the call did not fail";
+  return Code::Internal;
+}
+
+template <typename Call>
+std::string input_error_of(Call&& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError";
+  return "";
+}
+
+class GrpcFrontEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/psw-grpc-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;  // mkdtemp makes it 0700, as a socket directory must be
+    socket_ = (dir_ / "psw.sock").string();
+  }
+
+  void TearDown() override {
+    server_.reset();
+    std::error_code ignored;
+    fs::permissions(dir_, fs::perms::owner_all, ignored);
+    fs::remove_all(dir_, ignored);
+  }
+
+  void start() { server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage); }
+  Client client() { return Client(server_->target()); }
+
+  // A raw protocol stub, for requests the C++ Client never builds.
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub() {
+    return inference::GRPCInferenceService::NewStub(
+        grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  }
+
+  inference::ModelInferRequest raw_double_request() {
+    inference::ModelInferRequest request;
+    request.set_model_name("double");
+    auto* input = request.add_inputs();
+    input->set_name("x");
+    input->set_datatype("FP32");
+    input->add_shape(2);
+    input->add_shape(4);
+    request.add_raw_input_contents(floats_to_bytes(std::vector<float>(8, 1.5f)));
+    return request;
+  }
+
+  grpc::Status send(const inference::ModelInferRequest& request, inference::ModelInferResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub()->ModelInfer(&context, request, response);
+  }
+
+  fs::path dir_;
+  std::string socket_;
+  testing::FakeInferenceService service_;
+  std::unique_ptr<GrpcFrontEnd> server_;
+};
+
+TEST_F(GrpcFrontEndTest, HealthMetadataAndInferRoundTrip) {
+  start();
+  EXPECT_EQ(server_->target(), "unix:" + socket_);
+  Client c = client();
+  EXPECT_TRUE(c.server_live());
+  EXPECT_TRUE(c.server_ready());
+  const ServerInfo server = c.server_metadata();
+  EXPECT_EQ(server.name, "psw");
+  EXPECT_EQ(server.version, "0.1");
+  EXPECT_TRUE(server.extensions.empty());
+
+  EXPECT_TRUE(c.model_ready("double"));
+  EXPECT_FALSE(c.model_ready("unready"));
+  const ModelInfo model = c.model_metadata("double");
+  EXPECT_EQ(model.name, "double");
+  EXPECT_EQ(model.platform, "pytorch_libtorch");
+  EXPECT_EQ(model.versions, std::vector<std::string>{"1"});
+  ASSERT_EQ(model.inputs.size(), 1u);
+  EXPECT_EQ(model.inputs[0].name, "x");
+  EXPECT_EQ(model.inputs[0].datatype, "FP32");
+  EXPECT_EQ(model.inputs[0].shape, (std::vector<std::int64_t>{-1, 4}));
+  ASSERT_EQ(model.outputs.size(), 1u);
+  EXPECT_EQ(model.outputs[0].name, "y");
+  EXPECT_TRUE(model.ready);
+
+  const InferRequest request = double_request(3);
+  const InferResponse response = c.infer(request);
+  EXPECT_EQ(response.model, "double");
+  EXPECT_EQ(response.version, "1");
+  EXPECT_EQ(response.id, "request-7");
+  ASSERT_EQ(response.outputs.size(), 1u);
+  EXPECT_EQ(response.outputs[0].name, "y");
+  EXPECT_EQ(response.outputs[0].datatype, "FP32");
+  EXPECT_EQ(response.outputs[0].shape, (std::vector<std::int64_t>{3, 4}));
+  const std::vector<float> in = bytes_to_floats(request.inputs[0].bytes);
+  const std::vector<float> out = bytes_to_floats(response.outputs[0].bytes);
+  ASSERT_EQ(out.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], 2 * in[i]) << "element " << i;
+}
+
+TEST_F(GrpcFrontEndTest, UnknownModelIsNotFound) {
+  start();
+  Client c = client();
+  std::string message;
+  EXPECT_EQ(error_code_of([&] { c.model_metadata("nope"); }, &message), Code::NotFound);
+  EXPECT_NE(message.find("unknown model 'nope'"), std::string::npos) << message;
+  EXPECT_EQ(error_code_of([&] { c.model_ready("nope"); }), Code::NotFound);
+  EXPECT_EQ(error_code_of([&] { c.model_metadata("double", "7"); }), Code::NotFound);
+  EXPECT_EQ(error_code_of([&] { c.infer(double_request(1, "nope")); }), Code::NotFound);
+}
+
+TEST_F(GrpcFrontEndTest, MalformedTensorsAreInvalidArgument) {
+  start();
+  Client c = client();
+  std::string message;
+
+  InferRequest unknown_type = double_request(1);
+  unknown_type.inputs[0].datatype = "FP99";
+  EXPECT_EQ(error_code_of([&] { c.infer(unknown_type); }, &message), Code::InvalidArgument);
+  EXPECT_NE(message.find("unsupported datatype 'FP99'"), std::string::npos) << message;
+
+  // A datatype the protocol knows but the model does not take: the service's refusal.
+  InferRequest wrong_type = double_request(1);
+  wrong_type.inputs[0].datatype = "INT32";
+  EXPECT_EQ(error_code_of([&] { c.infer(wrong_type); }, &message), Code::InvalidArgument);
+  EXPECT_NE(message.find("FP32, not INT32"), std::string::npos) << message;
+
+  InferRequest short_bytes = double_request(2);
+  short_bytes.inputs[0].bytes.pop_back();
+  EXPECT_EQ(error_code_of([&] { c.infer(short_bytes); }, &message), Code::InvalidArgument);
+  EXPECT_NE(message.find("31 bytes of raw contents, but FP32 [2, 4] needs 32"), std::string::npos) << message;
+
+  InferRequest negative = double_request(1);
+  negative.inputs[0].shape = {-1, 4};
+  EXPECT_EQ(error_code_of([&] { c.infer(negative); }, &message), Code::InvalidArgument);
+  EXPECT_NE(message.find("negative dimension"), std::string::npos) << message;
+
+  InferRequest overflowing = double_request(1);
+  overflowing.inputs[0].shape = {std::int64_t{1} << 40, std::int64_t{1} << 40};
+  EXPECT_EQ(error_code_of([&] { c.infer(overflowing); }, &message), Code::InvalidArgument);
+  EXPECT_NE(message.find("overflows"), std::string::npos) << message;
+
+  InferRequest no_model = double_request(1);
+  no_model.model.clear();
+  EXPECT_EQ(error_code_of([&] { c.infer(no_model); }), Code::InvalidArgument);
+}
+
+TEST_F(GrpcFrontEndTest, TypedContentsAndMissingRawContentsAreRefused) {
+  start();
+  inference::ModelInferResponse response;
+
+  inference::ModelInferRequest typed = raw_double_request();
+  typed.clear_raw_input_contents();
+  for (int i = 0; i < 8; ++i) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0f);
+  grpc::Status status = send(typed, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("raw_input_contents"), std::string::npos) << status.error_message();
+
+  inference::ModelInferRequest missing = raw_double_request();
+  missing.clear_raw_input_contents();
+  status = send(missing, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("1 inputs but 0 raw_input_contents"), std::string::npos)
+      << status.error_message();
+
+  inference::ModelInferRequest unknown_output = raw_double_request();
+  unknown_output.add_outputs()->set_name("z");
+  status = send(unknown_output, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("no output 'z'"), std::string::npos) << status.error_message();
+
+  // Asking for the same output twice answers it twice, with its bytes both times.
+  inference::ModelInferRequest twice = raw_double_request();
+  twice.add_outputs()->set_name("y");
+  twice.add_outputs()->set_name("y");
+  status = send(twice, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 2);
+  EXPECT_EQ(response.raw_output_contents(0), floats_to_bytes(std::vector<float>(8, 3.0f)));
+  EXPECT_EQ(response.raw_output_contents(1), response.raw_output_contents(0));
+}
+
+TEST_F(GrpcFrontEndTest, OversizedMessageIsResourceExhausted) {
+  start();
+  Client c = client();  // its own limit (256 MiB) lets the request leave; the server's is 1 MiB
+  std::string message;
+  EXPECT_EQ(error_code_of([&] { c.infer(double_request(70'000)); }, &message), Code::ResourceExhausted)
+      << message;
+  // The client's own limit refuses before sending.
+  Client small(server_->target(), 1024);
+  EXPECT_EQ(error_code_of([&] { small.infer(double_request(100)); }), Code::ResourceExhausted);
+  EXPECT_TRUE(c.server_live());
+}
+
+TEST_F(GrpcFrontEndTest, ServiceErrorsReachTheClientWithCodeAndMessage) {
+  start();
+  Client c = client();
+  std::string message;
+  EXPECT_EQ(error_code_of([&] { c.infer(double_request(1, "unavailable")); }, &message), Code::Unavailable);
+  EXPECT_EQ(message, "worker 0 crashed");
+  EXPECT_EQ(error_code_of([&] { c.infer(double_request(1, "throws")); }, &message), Code::Internal);
+  EXPECT_EQ(message, "boom in the service");
+  EXPECT_TRUE(c.server_live());  // neither took the server down
+}
+
+TEST_F(GrpcFrontEndTest, ClientGivingUpMidRequestLeavesServerServing) {
+  service_.slow_delay = std::chrono::milliseconds(500);
+  start();
+  Client impatient = client();
+  impatient.set_timeout(std::chrono::milliseconds(50));
+  std::string message;
+  EXPECT_EQ(error_code_of([&] { impatient.infer(double_request(1, "slow")); }, &message), Code::DeadlineExceeded)
+      << message;
+  Client c = client();
+  const InferResponse response = c.infer(double_request(2));
+  ASSERT_EQ(response.outputs.size(), 1u);
+  EXPECT_EQ(bytes_to_floats(response.outputs[0].bytes)[1], 2 * -0.75f);
+}
+
+TEST_F(GrpcFrontEndTest, TrainingControlAndMetrics) {
+  start();
+  Client c = client();
+  TrainingStatus status = c.start_training("trainer", 100);
+  EXPECT_EQ(status.model, "trainer");
+  EXPECT_TRUE(status.running);
+  EXPECT_EQ(status.target_steps, 100);
+  status = c.training_status("trainer");
+  status = c.training_status("trainer");
+  EXPECT_EQ(status.completed_steps, 2);
+  EXPECT_DOUBLE_EQ(status.last_loss, 0.5);
+  status = c.stop_training("trainer");
+  EXPECT_FALSE(status.running);
+  EXPECT_TRUE(status.stopped);
+  EXPECT_EQ(status.completed_steps, 2);
+  EXPECT_EQ(error_code_of([&] { c.start_training("trainer", -1); }), Code::InvalidArgument);
+  EXPECT_EQ(error_code_of([&] { c.training_status("nope"); }), Code::NotFound);
+
+  c.infer(double_request(1));
+  const std::string metrics = c.metrics();
+  EXPECT_NE(metrics.find("# TYPE psw_requests_total counter"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_requests_total{model=\"double\"} 1"), std::string::npos) << metrics;
+}
+
+TEST_F(GrpcFrontEndTest, UnreachableServerIsUnavailable) {
+  Client c("unix:" + socket_);
+  c.set_timeout(std::chrono::milliseconds(2000));
+  std::string message;
+  EXPECT_EQ(error_code_of([&] { c.server_live(); }, &message), Code::Unavailable);
+  EXPECT_NE(message.find("cannot reach the server at unix:" + socket_), std::string::npos) << message;
+}
+
+TEST_F(GrpcFrontEndTest, SocketHasMode0600AndIsRemovedAfterShutdown) {
+  start();
+  struct stat info {};
+  ASSERT_EQ(::stat(socket_.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISSOCK(info.st_mode));
+  EXPECT_EQ(info.st_mode & 07777, 0600u);
+  server_->shutdown();
+  EXPECT_FALSE(fs::exists(socket_));
+  server_->shutdown();  // idempotent
+  server_->wait();      // returns at once after a shutdown
+}
+
+TEST_F(GrpcFrontEndTest, SecondServerOnTheSameSocketIsRefused) {
+  start();
+  testing::FakeInferenceService other;
+  const std::string message =
+      input_error_of([&] { GrpcFrontEnd second(other, Endpoint{socket_, ""}, kMaxMessage); });
+  EXPECT_NE(message.find("another server is already listening on " + socket_), std::string::npos) << message;
+  EXPECT_TRUE(client().server_live());  // the first one still has its socket
+}
+
+TEST_F(GrpcFrontEndTest, StaleSocketIsReplaced) {
+  // A socket file nobody listens on, as a crashed server leaves behind.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ::close(fd);
+  ASSERT_TRUE(fs::is_socket(socket_));
+  start();
+  EXPECT_TRUE(client().server_live());
+}
+
+TEST_F(GrpcFrontEndTest, ExistingFileThatIsNotASocketIsKept) {
+  std::ofstream(socket_) << "precious";
+  const std::string message = input_error_of([&] { start(); });
+  EXPECT_NE(message.find("is not a socket"), std::string::npos) << message;
+  EXPECT_TRUE(fs::is_regular_file(socket_));
+}
+
+TEST_F(GrpcFrontEndTest, GroupWritableSocketDirectoryIsRefused) {
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_all);
+  const std::string message = input_error_of([&] { start(); });
+  EXPECT_NE(message.find("socket directory " + dir_.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("writable by group or others"), std::string::npos) << message;
+}
+
+TEST_F(GrpcFrontEndTest, MissingSocketDirectoryIsCreatedPrivate) {
+  socket_ = (dir_ / "sub" / "psw.sock").string();
+  start();
+  EXPECT_EQ(fs::status(dir_ / "sub").permissions(), fs::perms::owner_all);
+  EXPECT_TRUE(client().server_live());
+}
+
+TEST_F(GrpcFrontEndTest, WildcardTcpAddressesAreRefused) {
+  for (const char* address : {"0.0.0.0:0", "[::]:0", ":0", "*:0", "0:0", "[::0]:0"}) {
+    const std::string message =
+        input_error_of([&] { GrpcFrontEnd tcp(service_, Endpoint{"", address}, kMaxMessage); });
+    EXPECT_NE(message.find("refusing to listen on every interface"), std::string::npos) << address << ": " << message;
+  }
+  for (const char* address : {"127.0.0.1", "::1:80", "[::1]", "127.0.0.1:99999", "127.0.0.1:x"}) {
+    input_error_of([&] { GrpcFrontEnd tcp(service_, Endpoint{"", address}, kMaxMessage); });
+  }
+  input_error_of([&] { GrpcFrontEnd neither(service_, Endpoint{}, kMaxMessage); });
+  input_error_of([&] { GrpcFrontEnd both(service_, Endpoint{socket_, "127.0.0.1:0"}, kMaxMessage); });
+  input_error_of([&] { GrpcFrontEnd zero(service_, Endpoint{socket_, ""}, 0); });
+}
+
+TEST_F(GrpcFrontEndTest, LoopbackTcpServesAndRefusesAPortInUse) {
+  GrpcFrontEnd tcp(service_, Endpoint{"", "127.0.0.1:0"}, kMaxMessage);
+  const std::string target = tcp.target();
+  ASSERT_EQ(target.rfind("127.0.0.1:", 0), 0u) << target;
+  EXPECT_NE(target, "127.0.0.1:0");
+  Client c(target);
+  EXPECT_TRUE(c.server_live());
+  EXPECT_EQ(c.infer(double_request(1)).outputs.size(), 1u);
+  const std::string message = input_error_of([&] { GrpcFrontEnd again(service_, Endpoint{"", target}, kMaxMessage); });
+  EXPECT_NE(message.find("cannot listen on " + target), std::string::npos) << message;
+  EXPECT_TRUE(c.server_live());
+}
+
+TEST(GrpcDefaultSocketPath, PrefersAPrivateXdgRuntimeDir) {
+  char pattern[] = "/tmp/psw-grpc-xdg-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string runtime_dir = pattern;
+  const char* saved = std::getenv("XDG_RUNTIME_DIR");
+  const std::string previous = saved ? saved : "";
+  ::setenv("XDG_RUNTIME_DIR", runtime_dir.c_str(), 1);
+  EXPECT_EQ(default_socket_path(), runtime_dir + "/psw/psw.sock");
+  EXPECT_EQ(fs::status(runtime_dir + "/psw").permissions(), fs::perms::owner_all);
+  ::setenv("XDG_RUNTIME_DIR", "relative/dir", 1);
+  EXPECT_EQ(default_socket_path(), "/tmp/psw-" + std::to_string(::geteuid()) + "/psw.sock");
+  if (saved) {
+    ::setenv("XDG_RUNTIME_DIR", previous.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_RUNTIME_DIR");
+  }
+  fs::remove_all(runtime_dir);
+}
+
+}  // namespace
+}  // namespace psw::runtime

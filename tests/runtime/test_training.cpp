@@ -1,0 +1,238 @@
+// Note [Preemption without loss] (training.hpp): a training job stopped at random layer
+// boundaries, forward and backward, reaches the same bytes as an uninterrupted run.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "psw/common/error.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/runtime/training.hpp"
+
+namespace psw::runtime {
+namespace {
+
+// A small model of the zoo's shape (gated layers, BatchNorm statistics as buffers), so that a
+// thousand preemptions take seconds; the same job runs on a real zoo model below.
+class TinyModel final : public exec::ZooModel {
+ public:
+  explicit TinyModel(std::uint64_t seed) {
+    torch::manual_seed(seed);
+    fc1_ = torch::nn::Linear(16, 32);
+    bn_ = torch::nn::BatchNorm1d(32);
+    fc2_ = torch::nn::Linear(32, 32);
+    fc3_ = torch::nn::Linear(32, 4);
+    auto add = [this](const std::string& name, const std::string& kind, torch::nn::Module& m) {
+      exec::ZooLayer layer{name, kind, {}};
+      for (auto& p : m.parameters()) layer.tensors.push_back(p);
+      for (auto& b : m.buffers()) {
+        if (b.is_floating_point()) layer.tensors.push_back(b);
+      }
+      layers_.push_back(layer);
+    };
+    add("fc1", "linear", *fc1_);
+    add("bn", "bn", *bn_);
+    add("fc2", "linear", *fc2_);
+    add("fc3", "linear", *fc3_);
+  }
+  const std::string& name() const override { return name_; }
+  std::vector<exec::ZooLayer>& layers() override { return layers_; }
+  torch::Tensor example_input(int batch, std::uint64_t seed) const override {
+    auto gen = at::detail::createCPUGenerator(seed);
+    return torch::randn({batch, 16}, gen);
+  }
+  torch::Tensor forward(const torch::Tensor& x, const exec::LayerGate& gate) override {
+    return run(x, gate);
+  }
+  torch::Tensor training_loss(const torch::Tensor& x, const exec::LayerGate& gate) override {
+    bn_->train();
+    torch::Tensor y = run(x, gate);
+    bn_->eval();
+    return y.pow(2).mean();
+  }
+  void to(torch::Device) override {}
+  std::function<void()> on_gate;  // the test's hook at every forward boundary
+
+ private:
+  torch::Tensor run(torch::Tensor x, const exec::LayerGate& gate) {
+    auto g = [&](std::size_t i) {
+      if (on_gate) on_gate();
+      gate(i);
+    };
+    g(0);
+    x = fc1_(x);
+    g(1);
+    x = torch::relu(bn_(x));
+    g(2);
+    x = torch::relu(fc2_(x));
+    g(3);
+    return fc3_(x);
+  }
+  std::string name_ = "tiny";
+  torch::nn::Linear fc1_{nullptr};
+  torch::nn::BatchNorm1d bn_{nullptr};
+  torch::nn::Linear fc2_{nullptr};
+  torch::nn::Linear fc3_{nullptr};
+  std::vector<exec::ZooLayer> layers_;
+};
+
+struct Segment {
+  torch::Tensor bytes;
+  TrainingHeader* header() const { return reinterpret_cast<TrainingHeader*>(bytes.data_ptr()); }
+};
+
+Segment make_segment(exec::ZooModel& model) {
+  Segment s{torch::empty({TrainingJob::segment_bytes(model)}, torch::kUInt8)};
+  TrainingJob::initialize(model, s.bytes);
+  return s;
+}
+
+// Runs `make()`'s job with `preemptions` stops at random layer boundaries, then an
+// uninterrupted job to the same step count, and compares the two segments byte for byte.
+// `arm(wire, random)` chooses where the next attempt is stopped.
+struct PreemptionCounts {
+  int stopped = 0;
+  std::int64_t steps = 0;
+};
+
+PreemptionCounts preempt_and_compare(const std::function<std::unique_ptr<exec::ZooModel>()>& make,
+                                     const TrainingJobConfig& config, int preemptions,
+                                     const std::function<void(exec::ZooModel&, TrainingJob&, std::atomic<std::uint32_t>&,
+                                                              std::int64_t target)>& attempt) {
+  auto model = make();
+  Segment preempted = make_segment(*model);
+  TrainingJob job(*model, config, preempted.bytes, preempted.header());
+  std::atomic<std::uint32_t> stop{0};
+  PreemptionCounts counts;
+  while (counts.stopped < preemptions) {
+    const std::int64_t before = preempted.header()->completed_steps;
+    stop.store(0);
+    attempt(*model, job, stop, before + 1);
+    if (preempted.header()->completed_steps == before) {
+      ++counts.stopped;
+    } else {
+      EXPECT_EQ(preempted.header()->completed_steps, before + 1);
+    }
+  }
+  counts.steps = preempted.header()->completed_steps + 1;
+  stop.store(0);
+  EXPECT_EQ(job.run(counts.steps, stop).outcome, TrainingJob::Outcome::ReachedTarget);
+
+  auto reference_model = make();
+  Segment reference = make_segment(*reference_model);
+  TrainingJob uninterrupted(*reference_model, config, reference.bytes, reference.header());
+  std::atomic<std::uint32_t> never{0};
+  EXPECT_EQ(uninterrupted.run(counts.steps, never).outcome, TrainingJob::Outcome::ReachedTarget);
+  EXPECT_EQ(preempted.header()->completed_steps, reference.header()->completed_steps);
+  EXPECT_EQ(std::memcmp(preempted.bytes.data_ptr(), reference.bytes.data_ptr(),
+                        static_cast<std::size_t>(reference.bytes.numel())),
+            0)
+      << "weights, statistics or momentum differ from the uninterrupted run";
+  return counts;
+}
+
+TEST(TrainingJob, AThousandPreemptionsLoseNothingBitForBit) {
+  TrainingJobConfig config;
+  config.batch = 8;
+  config.input_size = 16;
+  config.seed = 3;
+  // Every layer boundary of a step, counted: the forward gates, then (in the backward) the
+  // gradient hooks the test adds after the job's own, so a stop raised at hook k is seen by
+  // the job at hook k + 1; a stop at the last hook comes too late and the step completes.
+  std::mt19937_64 random(11);
+  std::atomic<std::uint32_t>* stop_flag = nullptr;
+  std::int64_t passed = 0;
+  std::int64_t trip_at = -1;
+  std::int64_t forward_boundaries = 0;
+  std::int64_t in_forward = 0;
+  std::int64_t in_backward = 0;
+  auto pass = [&] {
+    if (passed++ == trip_at) stop_flag->store(1);
+  };
+  bool hooked = false;
+  const PreemptionCounts counts = preempt_and_compare(
+      [] { return std::make_unique<TinyModel>(7); }, config, 1000,
+      [&](exec::ZooModel& model, TrainingJob& job, std::atomic<std::uint32_t>& stop, std::int64_t target) {
+        if (!hooked) {
+          auto& tiny = dynamic_cast<TinyModel&>(model);
+          tiny.on_gate = pass;
+          for (auto& layer : model.layers()) {
+            for (auto& t : layer.tensors) {
+              if (t.requires_grad()) t.register_hook([&pass](torch::Tensor g) { pass(); return g; });
+            }
+          }
+          forward_boundaries = static_cast<std::int64_t>(model.layers().size());
+          hooked = true;
+        }
+        const std::int64_t per_step = forward_boundaries + 8;  // 4 gates, 8 parameters
+        stop_flag = &stop;
+        passed = 0;
+        trip_at = std::uniform_int_distribution<std::int64_t>(0, per_step - 1)(random);
+        if (job.run(target, stop).outcome == TrainingJob::Outcome::Preempted) {
+          ++(trip_at < forward_boundaries ? in_forward : in_backward);
+        }
+      });
+  EXPECT_EQ(counts.stopped, 1000);
+  EXPECT_GT(in_forward, 100);
+  EXPECT_GT(in_backward, 100);
+}
+
+TEST(TrainingJob, PreemptedResNet152LosesNothingBitForBit) {
+  TrainingJobConfig config;
+  config.batch = 2;
+  config.input_size = 32;
+  config.seed = 1;
+  // On a real zoo model the stop comes from another thread at a random time within a step,
+  // as the controller raises it: wherever the step is then, forward or backward.
+  std::mt19937_64 random(5);
+  double step_ms = 0;
+  preempt_and_compare(
+      [] { return exec::make_model("resnet152", 1); }, config, 12,
+      [&](exec::ZooModel&, TrainingJob& job, std::atomic<std::uint32_t>& stop, std::int64_t target) {
+        if (step_ms == 0) {  // time one complete step first
+          const auto t0 = std::chrono::steady_clock::now();
+          job.run(target, stop);
+          step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+          return;
+        }
+        const auto delay = std::chrono::microseconds(
+            static_cast<std::int64_t>(std::uniform_real_distribution<double>(0.0, 0.9 * step_ms * 1000.0)(random)));
+        std::thread stopper([&stop, delay] {
+          std::this_thread::sleep_for(delay);
+          stop.store(1);
+        });
+        job.run(target, stop);
+        stopper.join();
+      });
+}
+
+TEST(TrainingJob, TrainingChangesTheWeightsAndCountsSteps) {
+  TinyModel model(7);
+  Segment s = make_segment(model);
+  const torch::Tensor before = s.bytes.clone();
+  TrainingJobConfig config;
+  config.input_size = 16;
+  TrainingJob job(model, config, s.bytes, s.header());
+  std::atomic<std::uint32_t> never{0};
+  const auto r = job.run(5, never);
+  EXPECT_EQ(r.completed_steps, 5);
+  EXPECT_FALSE(torch::equal(before, s.bytes));
+  // A stop raised before the run stops it between steps, with nothing done.
+  std::atomic<std::uint32_t> stop{1};
+  EXPECT_EQ(job.run(10, stop).outcome, TrainingJob::Outcome::Preempted);
+  EXPECT_EQ(s.header()->completed_steps, 5);
+}
+
+TEST(TrainingJob, ASegmentOfAnotherModelIsRefused) {
+  TinyModel model(7);
+  Segment s = make_segment(model);
+  s.header()->fingerprint ^= 1;
+  TrainingJobConfig config;
+  EXPECT_THROW(TrainingJob(model, config, s.bytes, s.header()), InputError);
+}
+
+}  // namespace
+}  // namespace psw::runtime
