@@ -18,6 +18,7 @@ Action add_sim_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_client_command(CLI::App& app);
+Action add_bench_serve_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);

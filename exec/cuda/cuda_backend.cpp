@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "cuda_check.hpp"
@@ -149,6 +150,48 @@ class CudaBackend final : public Backend {
     }
     std::sort(times.begin(), times.end());
     return times.at(times.size() / 2);
+  }
+
+  torch::Tensor allocate_shared_device(Bytes bytes) override {
+    void* data = nullptr;
+    PSW_CUDA_CHECK(cudaMalloc(&data, static_cast<std::size_t>(bytes)));
+    return torch::from_blob(
+        data, {static_cast<std::int64_t>(bytes)}, [](void* p) { PSW_CUDA_CHECK_WARN(cudaFree(p)); },
+        torch::dtype(torch::kUInt8).device(device()));
+  }
+
+  std::string export_device(const torch::Tensor& region) override {
+    cudaIpcMemHandle_t handle;
+    PSW_CUDA_CHECK(cudaIpcGetMemHandle(&handle, region.data_ptr()));
+    return std::string(reinterpret_cast<const char*>(&handle), sizeof handle);
+  }
+
+  torch::Tensor import_device(const std::string& handle, Bytes bytes) override {
+    PSW_CHECK(handle.size() == sizeof(cudaIpcMemHandle_t), "a CUDA IPC handle of ", handle.size(), " bytes");
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.data(), sizeof h);
+    void* data = nullptr;
+    PSW_CUDA_CHECK(cudaIpcOpenMemHandle(&data, h, cudaIpcMemLazyEnablePeerAccess));
+    return torch::from_blob(
+        data, {static_cast<std::int64_t>(bytes)}, [](void* p) { PSW_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(p)); },
+        torch::dtype(torch::kUInt8).device(device()));
+  }
+
+  torch::Tensor register_host(void* data, Bytes bytes, bool pin) override {
+    if (pin) PSW_CUDA_CHECK(cudaHostRegister(data, static_cast<std::size_t>(bytes), cudaHostRegisterDefault));
+    return torch::from_blob(
+        data, {static_cast<std::int64_t>(bytes)},
+        [pin](void* p) {
+          if (pin) PSW_CUDA_CHECK_WARN(cudaHostUnregister(p));
+        },
+        torch::dtype(torch::kUInt8));
+  }
+
+  Bytes device_free_memory() const override {
+    std::size_t free = 0;
+    std::size_t total = 0;
+    PSW_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return static_cast<Bytes>(free);
   }
 
   bool supports_graphs() const override { return true; }

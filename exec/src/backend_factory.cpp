@@ -1,4 +1,6 @@
 // The one place that knows which backends this build has.
+#include <limits>
+
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
 
@@ -15,6 +17,22 @@ void Backend::capture(std::size_t /*slot*/, const std::function<void()>& /*body*
 void Backend::replay(std::size_t /*slot*/) {
   throw InputError("the " + name() + " backend cannot replay graphs");
 }
+
+torch::Tensor Backend::allocate_shared_device(Bytes bytes) { return allocate_device(bytes); }
+
+std::string Backend::export_device(const torch::Tensor& /*region*/) {
+  throw InputError("the " + name() + " backend shares device memory as shared segments, not handles");
+}
+
+torch::Tensor Backend::import_device(const std::string& /*handle*/, Bytes /*bytes*/) {
+  throw InputError("the " + name() + " backend shares device memory as shared segments, not handles");
+}
+
+torch::Tensor Backend::register_host(void* data, Bytes bytes, bool /*pin*/) {
+  return torch::from_blob(data, {static_cast<std::int64_t>(bytes)}, torch::dtype(torch::kUInt8));
+}
+
+Bytes Backend::device_free_memory() const { return std::numeric_limits<Bytes>::max(); }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "host") return make_host_backend();

@@ -12,3 +12,24 @@ if(PSW_HAVE_EXEC)
   add_dependencies(psw_runtime_tests psw-exec)
   gtest_discover_tests(psw_runtime_tests TEST_PREFIX runtime. PROPERTIES LABELS unit TIMEOUT 900 DISCOVERY_TIMEOUT 60)
 endif()
+
+# psw serve end to end (label cli): processes, sockets, both clients, SIGTERM.
+if(PSW_HAVE_EXEC)
+  add_test(NAME cli.serve.end_to_end
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_end_to_end.sh $<TARGET_FILE:psw>
+                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.end_to_end PROPERTIES LABELS cli TIMEOUT 600)
+  psw_cli_test(serve.unknown_backend 2 "unknown --backend 'tpu'" serve --backend tpu
+               --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml)
+endif()
+# Bad serve configs: the first line of each says what the error must match.
+file(GLOB PSW_BAD_SERVE ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-serve/*.yaml)
+foreach(bad ${PSW_BAD_SERVE})
+  file(STRINGS ${bad} first LIMIT_COUNT 1)
+  if(first MATCHES "^# expect: (.*)$")
+    get_filename_component(case ${bad} NAME_WE)
+    psw_cli_test(bad_serve.${case} 2 "${CMAKE_MATCH_1}" serve --backend host --config ${bad}
+                 --socket /tmp/psw-test-bad-serve-${case}/psw.sock)
+  endif()
+endforeach()

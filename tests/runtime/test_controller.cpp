@@ -126,11 +126,12 @@ training:
   EXPECT_EQ(stats.preemption_ns.size(), static_cast<std::size_t>(stats.preemptions));
   // The job's state equals four uninterrupted steps of the same job, bit for bit.
   auto model = exec::make_model("resnet152", config.training->seed);
-  torch::Tensor reference = torch::empty({TrainingJob::segment_bytes(*model)}, torch::kUInt8);
-  TrainingJob::initialize(*model, reference);
+  torch::Tensor reference = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
+  TrainingHeader header{};
+  TrainingJob::initialize(*model, reference, &header);
   {
     auto fresh = exec::make_model("resnet152", 0);
-    TrainingJob job(*fresh, *config.training, reference, reinterpret_cast<TrainingHeader*>(reference.data_ptr()));
+    TrainingJob job(*fresh, *config.training, reference, &header);
     std::atomic<std::uint32_t> never{0};
     torch::AutoGradMode grad(true);
     job.run(4, never);

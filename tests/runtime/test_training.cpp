@@ -81,12 +81,13 @@ class TinyModel final : public exec::ZooModel {
 
 struct Segment {
   torch::Tensor bytes;
-  TrainingHeader* header() const { return reinterpret_cast<TrainingHeader*>(bytes.data_ptr()); }
+  std::shared_ptr<TrainingHeader> head = std::make_shared<TrainingHeader>();
+  TrainingHeader* header() const { return head.get(); }
 };
 
 Segment make_segment(exec::ZooModel& model) {
-  Segment s{torch::empty({TrainingJob::segment_bytes(model)}, torch::kUInt8)};
-  TrainingJob::initialize(model, s.bytes);
+  Segment s{torch::empty({TrainingJob::state_bytes(model)}, torch::kUInt8)};
+  TrainingJob::initialize(model, s.bytes, s.header());
   return s;
 }
 
@@ -127,6 +128,7 @@ PreemptionCounts preempt_and_compare(const std::function<std::unique_ptr<exec::Z
   std::atomic<std::uint32_t> never{0};
   EXPECT_EQ(uninterrupted.run(counts.steps, never).outcome, TrainingJob::Outcome::ReachedTarget);
   EXPECT_EQ(preempted.header()->completed_steps, reference.header()->completed_steps);
+  EXPECT_EQ(preempted.header()->last_loss, reference.header()->last_loss);
   EXPECT_EQ(std::memcmp(preempted.bytes.data_ptr(), reference.bytes.data_ptr(),
                         static_cast<std::size_t>(reference.bytes.numel())),
             0)

@@ -68,6 +68,21 @@ class Backend {
   // timed on the compute stream: the median of `repeats` reads.
   virtual Duration time_mapped_read(Bytes bytes, int repeats) = 0;
 
+  // Note [Shared device memory]: the runtime's memory daemon allocates the device regions
+  // once and the workers, other processes, import them (DESIGN.md §5). On `cuda`: memory from
+  // cudaMalloc itself (not the caching allocator, whose blocks are parts of larger ones),
+  // exported as a CUDA IPC handle; the host pages of the parameter stores are page-locked in
+  // every process that maps them. The `host` backend shares memfd segments instead and
+  // refuses export/import.
+  virtual torch::Tensor allocate_shared_device(Bytes bytes);
+  virtual std::string export_device(const torch::Tensor& region);
+  virtual torch::Tensor import_device(const std::string& handle, Bytes bytes);
+  // `bytes` of host memory at `data` (a mapped shared segment that outlives the tensor) as a
+  // uint8 tensor, page-locked for the device when `pin` (undone when the tensor goes).
+  virtual torch::Tensor register_host(void* data, Bytes bytes, bool pin);
+  // Device memory free now, for the daemon's check before it allocates.
+  virtual Bytes device_free_memory() const;
+
   // Timestamps on the compute stream, for measurement: mark(k) records when the compute
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two
   // marks of the same switch.

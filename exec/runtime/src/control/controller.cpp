@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -92,7 +93,12 @@ struct Controller::State {
   // Processes and segments.
   pid_t daemon_pid = -1;
   UniqueFd daemon_socket;
-  std::vector<SharedSegment> daemon_segments;  // Note [Segment order]
+  std::vector<SharedSegment> daemon_segments;  // Note [Segment order]: stores, training header
+  struct RegionGrant {
+    Message message;
+    std::optional<SharedSegment> segment;  // host backend: the region's shared segment
+  };
+  std::vector<RegionGrant> regions;            // per model, then the training state
   SharedSegment control;                        // WorkerControl per worker
   TrainingHeader* training_header = nullptr;    // in the daemon's training segment
   std::vector<Worker> workers;
@@ -177,13 +183,19 @@ struct Controller::State {
     // Packing every model's parameters takes seconds on a CPU.
     expect(daemon_socket.get(), MessageType::Segments, "the memory daemon", 600'000, &fds);
     const std::size_t n = options.config.models.size();
-    const std::size_t expected = 2 * n + (options.config.training ? 1 : 0);
-    if (fds.size() != expected) {
-      throw Error(detail::concat("the memory daemon sent ", fds.size(), " segments, expected ", expected));
+    const std::size_t training = options.config.training ? 1 : 0;
+    if (fds.size() != n + training) {
+      throw Error(detail::concat("the memory daemon sent ", fds.size(), " segments, expected ", n + training));
     }
     for (auto& fd : fds) daemon_segments.push_back(SharedSegment::attach(std::move(fd)));
-    for (std::size_t i = 0; i < n; ++i) model_bytes.push_back(static_cast<std::int64_t>(daemon_segments[i].size()));
-    if (options.config.training) training_header = reinterpret_cast<TrainingHeader*>(daemon_segments[2 * n].data());
+    for (std::size_t i = 0; i < n + training; ++i) {
+      std::vector<UniqueFd> region_fds;
+      RegionGrant grant{expect(daemon_socket.get(), MessageType::Region, "the memory daemon", 600'000, &region_fds), {}};
+      if (!region_fds.empty()) grant.segment = SharedSegment::attach(std::move(region_fds.front()));
+      regions.push_back(std::move(grant));
+    }
+    for (std::size_t i = 0; i < n; ++i) model_bytes.push_back(regions[i].message.value);
+    if (training != 0) training_header = reinterpret_cast<TrainingHeader*>(daemon_segments[n].data());
   }
 
   // Starts worker `id` (again) and sends it the segments; it says Ready later, on its socket.
@@ -206,6 +218,11 @@ struct Controller::State {
     segments.type = MessageType::Segments;
     segments.worker = static_cast<std::uint32_t>(id);
     send_message(w.socket.get(), segments, fds);
+    for (const auto& r : regions) {
+      std::vector<int> region_fds;
+      if (r.segment) region_fds.push_back(r.segment->fd());
+      send_message(w.socket.get(), r.message, region_fds);
+    }
   }
 
   // With the mutex held. Kills and replaces a worker whose process failed or hung, answering
@@ -415,7 +432,9 @@ struct Controller::State {
         ++latency_bucket_counts[b];
         latency_sum_s += latency_s;
         ++latency_count;
-        stats.startup_ns.push_back(m.times[0] - p->arrival_ns);
+        // Arrival at the controller to the first layer computing: the wait for the worker,
+        // plus the device's own startup of the switch (times[2], from its events).
+        stats.startup_ns.push_back(m.times[0] - p->arrival_ns + m.times[2]);
         ++requests_by_model_code[p->request.model + "\x1f" + "ok"];
         p->reply.set_value(std::move(response));
         return;
@@ -744,8 +763,9 @@ ControllerStats Controller::stats() {
 std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
   State& s = *state_;
   if (!s.options.config.training) return {nullptr, 0};
-  const SharedSegment& segment = s.daemon_segments[2 * s.options.config.models.size()];
-  return {segment.data(), segment.size()};
+  const auto& grant = s.regions.back();
+  if (!grant.segment) return {nullptr, 0};  // device memory: not readable here
+  return {grant.segment->data(), grant.segment->size()};
 }
 
 std::vector<pid_t> Controller::worker_pids() {
@@ -791,17 +811,32 @@ std::string Controller::metrics_text() {
   counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
   counter("psw_training_iterations_total", "Completed training steps.",
           s.training_header != nullptr ? s.training_header->completed_steps : 0);
+  // Summaries (quantiles over everything since start) of the two times the paper's system is
+  // judged by.
+  auto summary = [&out](const char* name, const char* help, std::vector<std::int64_t> ns) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
+    std::sort(ns.begin(), ns.end());
+    double sum = 0;
+    for (std::int64_t v : ns) sum += static_cast<double>(v) * 1e-9;
+    for (double q : {0.5, 0.9, 0.99}) {
+      double value = 0;
+      if (!ns.empty()) {
+        const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
+        value = static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
+      }
+      out << name << "{quantile=\"" << q << "\"} " << value << "\n";
+    }
+    out << name << "_sum " << sum << "\n" << name << "_count " << ns.size() << "\n";
+  };
+  summary("psw_preemption_latency_seconds", "Request arrival at the controller to training stopped at a layer boundary.",
+          s.stats.preemption_ns);
+  summary("psw_startup_latency_seconds", "Request arrival at the controller to its first layer computing on the device.",
+          s.stats.startup_ns);
   gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
   std::int64_t device = 0;
   std::int64_t host = 0;
-  const std::size_t n = s.options.config.models.size();
-  for (std::size_t i = 0; i < s.daemon_segments.size(); ++i) {
-    if (i < n) {
-      host += static_cast<std::int64_t>(s.daemon_segments[i].size());
-    } else {
-      device += static_cast<std::int64_t>(s.daemon_segments[i].size());
-    }
-  }
+  for (const auto& segment : s.daemon_segments) host += static_cast<std::int64_t>(segment.size());
+  for (const auto& region : s.regions) device += region.message.value;
   gauge("psw_device_memory_bytes", "Device memory the memory daemon holds (regions and training state).", device);
   gauge("psw_host_memory_bytes", "Shared host memory with the packed parameters.", host);
   return out.str();

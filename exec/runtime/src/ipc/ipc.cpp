@@ -84,6 +84,7 @@ const char* to_string(MessageType type) {
   switch (type) {
     case MessageType::Hello: return "hello";
     case MessageType::Segments: return "segments";
+    case MessageType::Region: return "region";
     case MessageType::Ready: return "ready";
     case MessageType::Infer: return "infer";
     case MessageType::InferDone: return "infer-done";

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <deque>
 #include <iostream>
 #include <memory>
@@ -90,34 +91,78 @@ int run_memory_daemon(const ProcessOptions& options) {
     send_hello(socket, 0);
     const ServeConfig config = load_serve_config(options.config_path);
     check_served_mechanism(config.mechanism);
-    if (options.backend != "host") {
-      throw InputError("the memory daemon shares device memory through CUDA IPC, which is not built yet: "
-                       "serve with --backend host");
-    }
+    auto backend = exec::make_backend(options.backend);
+    const bool on_host = backend->name() == "host";
     std::vector<ServedModel> served = build_served_models(config);
-    std::vector<SharedSegment> segments;
+    std::unique_ptr<exec::ZooModel> training_model;
+    if (config.training) {
+      training_model = exec::make_model(config.training->model, config.training->seed);
+      TrainingJob::check_config(*training_model, *config.training);
+    }
+    // The device memory the config needs, checked before any of it is allocated.
+    Bytes needed = 0;
+    for (const auto& s : served) needed += s.layout.layout.total_bytes;
+    if (training_model) needed += TrainingJob::state_bytes(*training_model);
+    const Bytes free = backend->device_free_memory();
+    if (needed > free) {
+      throw InputError(detail::concat(options.config_path, ": the models' parameter regions and the training state need ",
+                                      needed, " bytes of device memory, but the device has ", free,
+                                      " free: serve fewer models or train a smaller one"));
+    }
+    // Shared host memory: every model packed once (Note [Segment order]).
+    std::vector<SharedSegment> host_segments;
     const bool pinned = traits(config.mechanism).host_memory == HostMemory::Pinned;
     for (auto& s : served) {
       const auto bytes = static_cast<std::size_t>(s.layout.layout.total_bytes);
-      segments.push_back(SharedSegment::create("store-" + s.plan.model, bytes));
-      exec::ParameterStore::over(bytes_of(segments.back(), bytes), pinned).pack(*s.model, s.layout);
+      host_segments.push_back(SharedSegment::create("store-" + s.plan.model, bytes));
+      exec::ParameterStore::over(bytes_of(host_segments.back(), bytes), pinned).pack(*s.model, s.layout);
     }
-    for (auto& s : served) {
-      segments.push_back(SharedSegment::create("region-" + s.plan.model, static_cast<std::size_t>(s.layout.layout.total_bytes)));
+    TrainingHeader* header = nullptr;
+    if (training_model) {
+      host_segments.push_back(SharedSegment::create("training-header", sizeof(TrainingHeader)));
+      header = reinterpret_cast<TrainingHeader*>(host_segments.back().data());
     }
-    if (config.training) {
-      auto model = exec::make_model(config.training->model, config.training->seed);
-      const auto bytes = static_cast<std::size_t>(TrainingJob::segment_bytes(*model));
-      segments.push_back(SharedSegment::create("training-" + config.training->model, bytes));
-      TrainingJob::initialize(*model, bytes_of(segments.back(), bytes));
+    // Device regions: shared segments on the host backend, exportable device memory on cuda.
+    std::vector<Bytes> region_bytes;
+    for (const auto& s : served) region_bytes.push_back(s.layout.layout.total_bytes);
+    if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model));
+    std::vector<SharedSegment> host_regions;
+    std::vector<torch::Tensor> device_regions;
+    for (std::size_t r = 0; r < region_bytes.size(); ++r) {
+      const bool is_training = r == served.size();
+      const std::string name = is_training ? "training-state" : "region-" + served[r].plan.model;
+      torch::Tensor region;
+      if (on_host) {
+        host_regions.push_back(SharedSegment::create(name, static_cast<std::size_t>(region_bytes[r])));
+        region = bytes_of(host_regions.back(), static_cast<std::size_t>(region_bytes[r]));
+      } else {
+        region = backend->allocate_shared_device(region_bytes[r]);
+        device_regions.push_back(region);
+      }
+      if (is_training) TrainingJob::initialize(*training_model, region, header);
     }
-    served.clear();  // the daemon keeps the packed copies, not the models
+    served.clear();  // the daemon keeps the packed copies and the regions, not the models
+    training_model.reset();
     Message message;
     message.type = MessageType::Segments;
-    message.value = static_cast<std::int64_t>(segments.size());
+    message.value = static_cast<std::int64_t>(host_segments.size());
     std::vector<int> fds;
-    for (const auto& s : segments) fds.push_back(s.fd());
+    for (const auto& s : host_segments) fds.push_back(s.fd());
     send_message(socket, message, fds);
+    for (std::size_t r = 0; r < region_bytes.size(); ++r) {
+      Message region;
+      region.type = MessageType::Region;
+      region.model = r < config.models.size() ? static_cast<std::int32_t>(r) : -1;
+      region.value = region_bytes[r];
+      if (on_host) {
+        send_message(socket, region, {host_regions[r].fd()});
+      } else {
+        const std::string handle = backend->export_device(device_regions[r]);
+        PSW_CHECK(handle.size() == sizeof region.handle, "a device handle of ", handle.size(), " bytes");
+        std::memcpy(region.handle, handle.data(), handle.size());
+        send_message(socket, region);
+      }
+    }
     // Hold the memory until the controller says so, or goes away.
     while (true) {
       const std::optional<Message> next = receive_message(socket);
@@ -138,34 +183,63 @@ int run_worker(const ProcessOptions& options) {
     }
     const ServeConfig config = load_serve_config(options.config_path);
     const std::size_t num_models = config.models.size();
-    const std::size_t expected = 2 * num_models + (config.training ? 1 : 0) + 2;
+    const std::size_t num_regions = num_models + (config.training ? 1 : 0);
+    const std::size_t expected = num_models + (config.training ? 1 : 0) + 2;
     if (fds.size() != expected) {
       throw Error(detail::concat("expected ", expected, " segments (Note [Segment order]), got ", fds.size()));
     }
     std::vector<SharedSegment> segments;
     for (auto& fd : fds) segments.push_back(SharedSegment::attach(std::move(fd)));
     auto backend = exec::make_backend(options.backend);
+    const bool on_host = backend->name() == "host";
+    // The device regions (Note [Segment order]).
+    std::vector<SharedSegment> host_regions;
+    std::vector<torch::Tensor> regions;
+    for (std::size_t r = 0; r < num_regions; ++r) {
+      std::vector<UniqueFd> region_fds;
+      const std::optional<Message> m = receive_message(socket, &region_fds);
+      if (!m || m->type != MessageType::Region) throw Error("expected a device region from the controller");
+      if (on_host) {
+        PSW_CHECK(region_fds.size() == 1, "a host region without its segment");
+        host_regions.push_back(SharedSegment::attach(std::move(region_fds.front())));
+        regions.push_back(bytes_of(host_regions.back(), static_cast<std::size_t>(m->value)));
+      } else {
+        regions.push_back(backend->import_device(
+            std::string(reinterpret_cast<const char*>(m->handle), sizeof m->handle), m->value));
+      }
+    }
     std::vector<ServedModel> served = build_served_models(config);
     const exec::TransferMode mode = transfer_mode_of(config.mechanism);
+    const bool pinned = mode != exec::TransferMode::Pageable;
     std::deque<exec::ParameterStore> stores;
-    std::deque<exec::DeviceRegion> regions;
+    std::deque<exec::DeviceRegion> device_regions;
     std::vector<std::unique_ptr<exec::PipelineEngine>> engines;
+    std::vector<torch::Tensor> graph_inputs;  // per model: the input its graphs were captured for
     for (std::size_t i = 0; i < num_models; ++i) {
       auto& s = served[i];
-      const auto bytes = static_cast<std::size_t>(s.layout.layout.total_bytes);
-      stores.push_back(exec::ParameterStore::over(bytes_of(segments[i], bytes), mode != exec::TransferMode::Pageable));
-      regions.push_back(exec::DeviceRegion::over(bytes_of(segments[num_models + i], bytes)));
+      const Bytes bytes = s.layout.layout.total_bytes;
+      stores.push_back(exec::ParameterStore::over(backend->register_host(segments[i].data(), bytes, pinned), pinned));
+      device_regions.push_back(exec::DeviceRegion::over(regions[i]));
       s.model->to(backend->device());
       engines.push_back(std::make_unique<exec::PipelineEngine>(*backend, *s.model, s.plan, stores.back(),
-                                                               &regions.back(), mode));
+                                                               &device_regions.back(), mode));
+      // Init part 1: the switch and resident graphs, captured before any request, for the
+      // configured batch (other batches run eagerly).
+      if (backend->supports_graphs() && mode == exec::TransferMode::Pipelined) {
+        const torch::Tensor example = s.model->example_input(config.models[i].batch, 0).to(backend->device());
+        engines.back()->capture_graphs(example);
+        graph_inputs.push_back(example);
+      } else {
+        graph_inputs.emplace_back();
+      }
     }
     std::unique_ptr<exec::ZooModel> training_model;
     std::unique_ptr<TrainingJob> training;
     if (config.training) {
-      const SharedSegment& segment = segments[2 * num_models];
       training_model = exec::make_model(config.training->model, 0);
-      training = std::make_unique<TrainingJob>(*training_model, *config.training, bytes_of(segment, segment.size()),
-                                               reinterpret_cast<TrainingHeader*>(segment.data()));
+      training_model->to(backend->device());
+      training = std::make_unique<TrainingJob>(*training_model, *config.training, regions[num_models],
+                                               reinterpret_cast<TrainingHeader*>(segments[num_models].data()));
     }
     const SharedSegment& control_segment = segments[expected - 2];
     const SharedSegment& io = segments[expected - 1];
@@ -199,8 +273,13 @@ int run_worker(const ProcessOptions& options) {
                                                    torch::dtype(torch_type(type)))
                                       .to(backend->device(), /*non_blocking=*/false, /*copy=*/true);
             exec::PipelineEngine& engine = *engines[static_cast<std::size_t>(m.model)];
-            torch::Tensor output = (m.flags & kFlagTransfer) != 0 ? engine.switch_in_and_run(input)
-                                                                  : engine.run_resident(input);
+            const torch::Tensor& graph_input = graph_inputs[static_cast<std::size_t>(m.model)];
+            const bool transfer = (m.flags & kFlagTransfer) != 0;
+            const bool graph = graph_input.defined() && graph_input.sizes() == input.sizes();
+            torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
+                                         : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
+            const exec::SwitchTiming timing = engine.last_timing();  // synchronizes
+            reply.times[2] = timing.startup.ns();
             output = output.contiguous().to(torch::kCPU);
             backend->synchronize();
             reply.times[1] = monotonic_ns();

@@ -17,35 +17,33 @@ torch::Tensor view_bytes(const torch::Tensor& region, Bytes offset, const torch:
 
 }  // namespace
 
-Bytes TrainingJob::segment_bytes(exec::ZooModel& model) {
-  return kTrainingHeaderBytes + 2 * training_layout(model).layout.total_bytes;
-}
+Bytes TrainingJob::state_bytes(exec::ZooModel& model) { return 2 * training_layout(model).layout.total_bytes; }
 
-void TrainingJob::initialize(exec::ZooModel& model, const torch::Tensor& segment) {
+void TrainingJob::initialize(exec::ZooModel& model, const torch::Tensor& state, TrainingHeader* header) {
   const exec::PackedLayout layout = training_layout(model);
   const Bytes weights = layout.layout.total_bytes;
-  PSW_CHECK(segment.numel() >= kTrainingHeaderBytes + 2 * weights, "training segment too small");
-  segment.zero_();
-  exec::ParameterStore store = exec::ParameterStore::over(segment.narrow(0, kTrainingHeaderBytes, weights), true);
-  store.pack(model, layout);
-  auto* header = reinterpret_cast<TrainingHeader*>(segment.data_ptr());
+  PSW_CHECK(state.numel() >= 2 * weights, "training state too small");
+  // Packed on the CPU, then copied to wherever the state lives.
+  exec::ParameterStore packed = exec::ParameterStore::over(torch::zeros({2 * weights}, torch::kUInt8), true);
+  packed.pack(model, layout);
+  state.narrow(0, 0, 2 * weights).copy_(packed.bytes());
   header->completed_steps = 0;
   header->last_loss = 0;
   header->weights_bytes = weights;
   header->fingerprint = exec::layer_fingerprint(model);
 }
 
-TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& segment,
+TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& state,
                          TrainingHeader* header)
-    : model_(model), config_(config), header_(header), device_(segment.device()) {
+    : model_(model), config_(config), header_(header), device_(state.device()) {
   const exec::PackedLayout layout = training_layout(model_);
   const Bytes weights = layout.layout.total_bytes;
   if (header_->fingerprint != exec::layer_fingerprint(model_) || header_->weights_bytes != weights) {
     throw InputError("the training segment holds another model than " + model_.name());
   }
-  PSW_CHECK(segment.numel() >= kTrainingHeaderBytes + 2 * weights, "training segment too small");
-  const torch::Tensor weights_region = segment.narrow(0, kTrainingHeaderBytes, weights);
-  const torch::Tensor momentum_region = segment.narrow(0, kTrainingHeaderBytes + weights, weights);
+  PSW_CHECK(state.numel() >= 2 * weights, "training state too small");
+  const torch::Tensor weights_region = state.narrow(0, 0, weights);
+  const torch::Tensor momentum_region = state.narrow(0, weights, weights);
   torch::NoGradGuard no_grad;
   std::size_t k = 0;
   for (auto& layer : model_.layers()) {
@@ -66,6 +64,15 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
       if (stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) throw Preempted{};
       return grad;
     });
+  }
+}
+
+void TrainingJob::check_config(exec::ZooModel& model, const TrainingJobConfig& config) {
+  const torch::Tensor x = model.example_input(1, 0);
+  const std::int64_t limit = x.dim() == 2 ? x.size(1) : x.size(2);
+  if (config.input_size > limit) {
+    throw InputError(detail::concat("training.input_size: at most ", limit, x.dim() == 2 ? " tokens" : " pixels", " for ",
+                                    model.name(), ", got ", config.input_size));
   }
 }
 

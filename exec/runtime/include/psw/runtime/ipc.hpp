@@ -63,6 +63,7 @@ class SharedSegment {
 enum class MessageType : std::uint32_t {
   Hello = 1,        // daemon/worker -> controller: started (pid in `value`)
   Segments,         // daemon -> controller, controller -> worker: the shared segments (fds)
+  Region,           // daemon -> controller -> worker: one device region (an fd, or a CUDA IPC handle)
   Ready,            // worker -> controller: models bound, graphs captured (init part 1 done)
   Infer,            // controller -> worker: run `model` on the input in the io segment
   InferDone,        // worker -> controller: output in the io segment
@@ -93,6 +94,7 @@ struct Message {
   std::int64_t bytes = 0;      // of the tensor in the io segment
   // Phases measured by the worker (ns, its steady clock): e.g. started, first layer, done.
   std::int64_t times[6] = {};
+  std::uint8_t handle[64] = {};  // Region: the CUDA IPC handle (cudaIpcMemHandle_t is 64 bytes)
   char text[kMessageText] = {};
 
   void set_text(const std::string& s);

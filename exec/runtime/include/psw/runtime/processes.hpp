@@ -10,10 +10,13 @@
 //                  sends: Infer (a switch, or a resident run), Train (until stopped), Cleanup.
 //
 // Both talk to the controller over one SOCK_SEQPACKET socket inherited as `socket_fd`.
-// Note [Segment order]: the daemon sends, and the controller forwards to every worker, the
-// segments in this order: per served model its parameter store, per served model its device
-// region, then the training state (when the config has a training job); the controller adds
-// the control segment and the worker's io segment at the end.
+// Note [Segment order]: the daemon sends, and the controller forwards to every worker, one
+// Segments message whose descriptors are, in order: per served model its parameter store
+// (shared host memory), then the training job's header (when the config has a training job);
+// the controller adds the control segment and the worker's io segment at the end. Then one
+// Region message per device region: per served model its parameter region, then the training
+// job's state (weights and momentum); on `host` each carries a shared segment's descriptor,
+// on `cuda` a CUDA IPC handle (Note [Shared device memory] in exec/backend.hpp).
 
 #include <string>
 

@@ -2,10 +2,10 @@
 // A real training job that loses nothing when preempted (DESIGN.md §5, issue "runtime").
 //
 // Note [Training state]: the job's weights, BatchNorm statistics, momentum buffers and step
-// counter live in one segment of the memory daemon's, not in the worker: a worker that is
-// preempted, replaced or killed leaves them where the next worker finds them. The segment:
-//
-//   | header (4 KiB): completed steps, last loss | weights (packed) | momentum (same layout) |
+// counter live in the memory daemon's memory, not in the worker: a worker that is preempted,
+// replaced or killed leaves them where the next worker finds them. The state is one device
+// region, | weights (packed) | momentum (same layout) |, and the header (completed steps,
+// last loss) is a small shared host segment the controller reads for progress.
 //
 // Note [Preemption without loss]: a step is SGD with momentum on seeded synthetic data (the
 // data of step s depends only on the seed and s). The step can be stopped at any layer
@@ -31,20 +31,19 @@
 
 namespace psw::runtime {
 
-constexpr Bytes kTrainingHeaderBytes = 4096;
 
 class TrainingJob {
  public:
-  // Bytes of the segment for `model` (header, weights, momentum).
-  static Bytes segment_bytes(exec::ZooModel& model);
-  // The daemon's part: writes `model`'s current (seeded) weights, zero momentum and a zero
-  // step count into `segment` (uint8, at least segment_bytes, on the CPU).
-  static void initialize(exec::ZooModel& model, const torch::Tensor& segment);
+  // Bytes of the state for `model` (weights, momentum).
+  static Bytes state_bytes(exec::ZooModel& model);
+  // The daemon's part: writes `model`'s current (seeded) weights and zero momentum into
+  // `state` (uint8, state_bytes, any device) and a zero step count into `header`.
+  static void initialize(exec::ZooModel& model, const torch::Tensor& state, TrainingHeader* header);
 
-  // Binds `model`'s tensors to the weights in `segment` (uint8, on the model's device; host
-  // memory shared with the daemon, or device memory imported from it); `header` is the same
-  // segment's header as the host sees it (the step count survives this object).
-  TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& segment,
+  // Binds `model`'s tensors to the weights in `state` (uint8, on the model's device: host
+  // memory shared with the daemon, or device memory imported from it); `header` is the shared
+  // header (the step count survives this object).
+  TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& state,
               TrainingHeader* header);
 
   enum class Outcome { ReachedTarget, Preempted };
@@ -58,6 +57,9 @@ class TrainingJob {
   // after each completed step; it returns false to stop there (reported as Preempted).
   Result run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
              const std::function<bool(std::int64_t step, double loss)>& on_step = {});
+
+  // InputError unless `config` can train `model` (its input size within the model's).
+  static void check_config(exec::ZooModel& model, const TrainingJobConfig& config);
 
   // The input of step `step` (depends only on the config's seed and `step`).
   torch::Tensor input_of_step(std::int64_t step) const;

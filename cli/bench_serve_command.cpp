@@ -1,0 +1,79 @@
+// psw bench-serve: measure a running psw serve as a client (exec/runtime/serving_benchmark.hpp);
+// options and JSON output only.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/serving_benchmark.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct BenchServeOptions {
+  std::string socket_path;
+  std::string server;
+  std::string out_path;
+  runtime::ServingBenchmarkSpec spec;
+};
+
+nlohmann::json to_json(const runtime::LatencySummary& s) {
+  return {{"count", s.count}, {"min_ms", s.min_ms}, {"median_ms", s.median_ms}, {"p99_ms", s.p99_ms}, {"max_ms", s.max_ms}};
+}
+
+}  // namespace
+
+Action add_bench_serve_command(CLI::App& app) {
+  auto o = std::make_shared<BenchServeOptions>();
+  CLI::App* cmd = app.add_subcommand("bench-serve", "Measure a running psw serve as a client: cold switches while "
+                                                    "training runs, preemption, training throughput, many switches");
+  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
+  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  cmd->add_option("--cold-requests", o->spec.cold_requests, "Cold requests per model while training runs")
+      ->check(CLI::Range(0, 100000))->capture_default_str();
+  cmd->add_option("--gap-ms", o->spec.gap_ms, "Pause before each cold request (training resumes)")
+      ->check(CLI::Range(0, 600000))->capture_default_str();
+  cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--window", o->spec.throughput_window_s, "Seconds of training alone, then with requests (0: skip)")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the second window")
+      ->check(CLI::Range(0.01, 1000.0))->capture_default_str();
+  cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
+      ->check(CLI::Range(0, 10000000))->capture_default_str();
+  cmd->add_option("--out", o->out_path, "Write the report as JSON here (default: stdout)");
+  return [o] {
+    const std::string target = !o->server.empty() ? o->server
+                               : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
+    runtime::Client client(target);
+    const runtime::ServingBenchmarkReport r = runtime::run_serving_benchmark(
+        client, o->spec, [](const std::string& line) { std::fprintf(stderr, "bench-serve: %s\n", line.c_str()); });
+    nlohmann::json cold = nlohmann::json::object();
+    for (const auto& [model, s] : r.cold_latency_ms) cold[model] = to_json(s);
+    nlohmann::json server = nlohmann::json::object();
+    for (const auto& [key, value] : r.server) server[key] = std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
+    const nlohmann::json out = {
+        {"target", target},
+        {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
+                  {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches}}},
+        {"cold_latency_ms", cold},
+        {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
+                                  {"with_requests", r.training_steps_per_s_with_requests},
+                                  {"requests", r.requests_in_throughput_window}}},
+        {"switch_latency_ms", to_json(r.switch_latency_ms)},
+        {"server", server}};
+    if (o->out_path.empty()) {
+      std::cout << out.dump(2) << "\n";
+    } else {
+      save_text(o->out_path, out.dump(2) + "\n");
+    }
+  };
+}
+
+}  // namespace psw::cli

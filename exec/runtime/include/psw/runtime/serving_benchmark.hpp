@@ -1,0 +1,48 @@
+#pragma once
+// Measures a running `psw serve` from the outside, as a client sees it (the numbers of the
+// runtime issue, DESIGN.md §6): cold requests of every model while the training job runs,
+// the server's own startup and preemption quantiles, training throughput alone and under a
+// steady trickle of requests, and a long run of consecutive switches. The logic lives here and
+// returns a typed report; `psw bench-serve` prints it as JSON.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "psw/runtime/client.hpp"
+#include "psw/runtime/client_tools.hpp"
+
+namespace psw::runtime {
+
+struct ServingBenchmarkSpec {
+  int cold_requests = 20;          // per model, each while training runs
+  int gap_ms = 300;                // between them: training resumes before the next
+  int batch = 8;
+  double throughput_window_s = 10; // training alone, then with requests
+  double request_rate = 1.0;       // requests per second in the second window
+  int switches = 0;                // consecutive requests alternating the models (0: skip)
+  std::uint64_t seed = 1;
+};
+
+struct ServingBenchmarkReport {
+  std::map<std::string, LatencySummary> cold_latency_ms;  // per model, client-observed
+  double training_steps_per_s_alone = 0;
+  double training_steps_per_s_with_requests = 0;
+  int requests_in_throughput_window = 0;
+  LatencySummary switch_latency_ms;                       // the consecutive switches
+  int switches = 0;
+  // The server's metrics after the run (Prometheus text) and the values read from it.
+  std::string metrics;
+  std::map<std::string, double> server;  // e.g. "preemption_p99_s", "startup_p50_s", "preemptions"
+};
+
+ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
+                                             const std::function<void(const std::string&)>& progress = {});
+
+// One value of a Prometheus text exposition: `name` with its labels exactly as written, e.g.
+// metric_value(text, "psw_preemption_latency_seconds{quantile=\"0.99\"}"); NaN when absent.
+double metric_value(const std::string& text, const std::string& name);
+
+}  // namespace psw::runtime

@@ -1,0 +1,140 @@
+#include "psw/runtime/serving_benchmark.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "psw/common/error.hpp"
+
+namespace psw::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+InferRequest random_request(const ModelInfo& info, int batch, std::uint64_t seed) {
+  InferRequest request;
+  request.model = info.name;
+  for (const auto& spec : info.inputs) request.inputs.push_back(random_tensor(spec, batch, seed));
+  return request;
+}
+
+void wait_for_training(Client& client, const std::string& model) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    if (client.training_status(model).running) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  throw Error("the training job did not resume within 60 s");
+}
+
+}  // namespace
+
+double metric_value(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 && line[name.size()] == ' ') {
+      return std::stod(line.substr(name.size() + 1));
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
+                                             const std::function<void(const std::string&)>& progress) {
+  auto say = [&progress](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
+  // The models: every one the metadata of the server's models lists; the server's training job.
+  const TrainingStatus training = client.training_status("");
+  std::vector<ModelInfo> models;
+  for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
+    try {
+      models.push_back(client.model_metadata(name));
+    } catch (const ServiceError& e) {
+      if (e.code() != ServiceError::Code::NotFound) throw;
+    }
+  }
+  if (models.empty()) throw Error("the server serves none of the zoo's models");
+  ServingBenchmarkReport report;
+  std::uint64_t seed = spec.seed;
+  // 1. Cold requests while training runs (cache off in the config: each one transfers).
+  for (const auto& info : models) {
+    std::vector<double> latencies;
+    for (int i = 0; i < spec.cold_requests; ++i) {
+      if (!training.model.empty()) wait_for_training(client, training.model);
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      const auto t0 = Clock::now();
+      client.infer(request);
+      latencies.push_back(ms_since(t0));
+    }
+    report.cold_latency_ms[info.name] = summarize_latencies(latencies);
+    say(info.name + ": " + std::to_string(spec.cold_requests) + " cold requests, median " +
+        std::to_string(report.cold_latency_ms[info.name].median_ms) + " ms");
+  }
+  // 2. Training throughput alone, then under requests at the given rate.
+  if (!training.model.empty() && spec.throughput_window_s > 0) {
+    wait_for_training(client, training.model);
+    auto steps = [&] { return client.training_status(training.model).completed_steps; };
+    std::int64_t s0 = steps();
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(spec.throughput_window_s));
+    report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
+    s0 = steps();
+    t0 = Clock::now();
+    const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
+    auto next = Clock::now();
+    std::size_t k = 0;
+    while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
+      std::this_thread::sleep_until(next);
+      client.infer(random_request(models[k++ % models.size()], spec.batch, seed++));
+      ++report.requests_in_throughput_window;
+      next += std::chrono::duration_cast<Clock::duration>(period);
+    }
+    report.training_steps_per_s_with_requests = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
+    say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
+        std::to_string(report.training_steps_per_s_with_requests) + " with requests");
+  }
+  // 3. Consecutive switches: the models in turn, back to back (training stopped).
+  if (spec.switches > 0) {
+    if (!training.model.empty()) client.stop_training(training.model);
+    std::vector<InferRequest> requests;
+    for (const auto& info : models) requests.push_back(random_request(info, spec.batch, seed++));
+    std::vector<double> latencies;
+    latencies.reserve(static_cast<std::size_t>(spec.switches));
+    for (int i = 0; i < spec.switches; ++i) {
+      const auto t0 = Clock::now();
+      client.infer(requests[static_cast<std::size_t>(i) % requests.size()]);
+      latencies.push_back(ms_since(t0));
+      if ((i + 1) % 1000 == 0) say(std::to_string(i + 1) + " switches");
+    }
+    report.switches = spec.switches;
+    report.switch_latency_ms = summarize_latencies(latencies);
+    if (!training.model.empty()) client.start_training(training.model, 0);
+  }
+  report.metrics = client.metrics();
+  for (const auto& [key, metric] : std::map<std::string, std::string>{
+           {"preemption_p50_s", "psw_preemption_latency_seconds{quantile=\"0.5\"}"},
+           {"preemption_p99_s", "psw_preemption_latency_seconds{quantile=\"0.99\"}"},
+           {"preemptions", "psw_preemptions_total"},
+           {"startup_p50_s", "psw_startup_latency_seconds{quantile=\"0.5\"}"},
+           {"startup_p99_s", "psw_startup_latency_seconds{quantile=\"0.99\"}"},
+           {"switches", "psw_switches_total"},
+           {"worker_restarts", "psw_worker_restarts_total"},
+           {"device_memory_bytes", "psw_device_memory_bytes"},
+           {"training_iterations", "psw_training_iterations_total"}}) {
+    report.server[key] = metric_value(report.metrics, metric);
+  }
+  return report;
+}
+
+}  // namespace psw::runtime

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# psw serve end to end on the host backend: start it, wait until ready, answer the C++ client,
+# the Python KServe client and psw bench-serve, refuse a second server on the same socket,
+# then SIGTERM: exit 0, socket removed, no process of the server left.
+#
+#   serve_end_to_end.sh PSW PROTO_PYTHON_DIR
+set -euo pipefail
+psw=$1
+proto=$2
+work=$(mktemp -d)
+sock=$work/run/psw.sock
+cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" 2> "$work/serve.log" &
+server=$!
+for _ in $(seq 1 600); do
+  if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then break; fi
+  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; echo "FAIL: the server exited during start-up"; exit 1; }
+  sleep 0.5
+done
+"$psw" client --socket "$sock" --live | grep -q "ready  yes" || { cat "$work/serve.log"; echo "FAIL: never ready"; exit 1; }
+test "$(stat -c %a "$sock")" = 600 || { echo "FAIL: socket mode $(stat -c %a "$sock")"; exit 1; }
+test "$(stat -c %a "$(dirname "$sock")")" = 700 || { echo "FAIL: socket folder mode"; exit 1; }
+# The C++ client: an answer of the right shape.
+"$psw" client --socket "$sock" --model bert_base --random --batch 2 --format json > "$work/client.json"
+grep -q '"pooled_output"' "$work/client.json" || { cat "$work/client.json"; echo "FAIL: psw client"; exit 1; }
+# An ordinary gRPC client in Python.
+/usr/bin/python3 tests/runtime/kserve_client.py --proto-dir "$proto" --socket "$sock" --model inception_v3 --batch 1 \
+  > "$work/python.log" || { cat "$work/python.log"; echo "FAIL: python client"; exit 1; }
+# Training goes on and is preempted by the requests; the metrics say so.
+"$psw" client --socket "$sock" --train-status resnet152 | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
+"$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
+# A second server on the same socket: a clear error, exit 2, the first one unharmed.
+set +e
+"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" 2> "$work/second.log"
+rc=$?
+set -e
+test $rc -eq 2 && grep -q "another server is already listening" "$work/second.log" || { cat "$work/second.log"; echo "FAIL: second server rc=$rc"; exit 1; }
+"$psw" client --socket "$sock" --live | grep -q "ready  yes"
+# SIGTERM: clean exit, socket removed, every process of the server gone.
+children=$(pgrep -P "$server" | tr '\n' ' ')
+kill -TERM "$server"
+wait "$server"
+rc=$?
+server=
+test $rc -eq 0 || { cat "$work/serve.log"; echo "FAIL: exit $rc after SIGTERM"; exit 1; }
+test ! -e "$sock" || { echo "FAIL: socket left behind"; exit 1; }
+for pid in $children; do
+  if kill -0 "$pid" 2>/dev/null; then echo "FAIL: process $pid of the server left running"; exit 1; fi
+done
+grep -q "stopped" "$work/serve.log"
+echo "serve end to end: ok"
