@@ -1,14 +1,48 @@
 #!/usr/bin/env bash
 # Unpacks the Debian packages the GPU host's image lacks (yaml-cpp, CLI11, nlohmann-json,
-# GoogleTest, Eigen) into .gpu-carry/, which the device tool carries beside the tree
-# (`carry: [".gpu-carry"]`) and scripts/gpu-test.sh puts on CMAKE_PREFIX_PATH.
+# GoogleTest, Eigen, gRPC and protobuf with their dependencies) into .gpu-carry/, which the
+# device tool carries beside the tree (`carry: [".gpu-carry"]`) and scripts/gpu-test.sh puts on
+# CMAKE_PREFIX_PATH.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && apt-get download libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev nlohmann-json3-dev \
-  libgtest-dev libgmock-dev libeigen3-dev)
+  libgtest-dev libgmock-dev libeigen3-dev \
+  libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 \
+  protobuf-compiler protobuf-compiler-grpc libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
+  libssl-dev libssl3 zlib1g-dev)
 rm -rf "$root/.gpu-carry"
 mkdir -p "$root/.gpu-carry"
 for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$root/.gpu-carry"; done
+# gRPC's CMake config finds RE2 through pkg-config, whose .pc file names /usr: give it a CMake
+# config of the carried copy instead (gRPC tries that first).
+lib="$root/.gpu-carry/usr/lib/x86_64-linux-gnu"
+mkdir -p "$lib/cmake/re2"
+cat > "$lib/cmake/re2/re2Config.cmake" <<'CMAKE'
+if(NOT TARGET re2::re2)
+  add_library(re2::re2 SHARED IMPORTED)
+  set_target_properties(re2::re2 PROPERTIES
+    IMPORTED_LOCATION "${CMAKE_CURRENT_LIST_DIR}/../../libre2.so"
+    INTERFACE_INCLUDE_DIRECTORIES "${CMAKE_CURRENT_LIST_DIR}/../../../../include")
+endif()
+set(re2_FOUND TRUE)
+CMAKE
+# The device tool carries 64 MiB at most: drop what the build does not read (documentation,
+# static libraries no CMake config names, the other languages' gRPC plugins).
+rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man"
+rm -f "$root"/.gpu-carry/usr/bin/grpc_{php,python,ruby,csharp,node,objective_c}_plugin
+keep=$(cat "$lib"/cmake/*/*.cmake | grep -o 'lib[A-Za-z0-9_+.-]*\.a' | sort -u)
+for a in "$lib"/*.a; do
+  grep -qx "$(basename "$a")" <<< "$keep" || rm -f "$a"
+done
+# Absolute symlinks in the packages (lib*.so -> /usr/lib/...): relative where the target was
+# carried; zlib's development link points at the runtime library every host has.
+find "$root/.gpu-carry" -type l | while read -r link; do
+  target=$(readlink "$link")
+  if [[ $target == /* && -e "$root/.gpu-carry$target" ]]; then
+    ln -sfr "$root/.gpu-carry$target" "$link"
+  fi
+done
+ln -sf /lib/x86_64-linux-gnu/libz.so.1 "$lib/libz.so"
 du -sh "$root/.gpu-carry"

@@ -13,24 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
-build=${PSW_GPU_BUILD_DIR:-$root/build-gpu}
-mkdir -p "$out"
-torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-prefix="$torch_prefix"
-if [[ -d "$root/.gpu-carry/usr" ]]; then
-  prefix="$prefix;$root/.gpu-carry/usr"
-  export LD_LIBRARY_PATH="$root/.gpu-carry/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-fi
-generator=()
-if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-echo "== configure ($(date -u +%T))"
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPSW_BUILD_BENCH=OFF \
-  -DCMAKE_PREFIX_PATH="$prefix" > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-grep -E "psw:" "$out/configure.log" || true
-echo "== build ($(date -u +%T))"
-cmake --build "$build" --parallel "$(nproc)" --target psw psw_gpu_tests psw_exec_tests > "$out/build.log" 2>&1 \
-  || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
-rm -f "$out/configure.log" "$out/build.log"  # kept only on failure: the device tool returns few files
+source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests
 echo "== gpu tests ($(date -u +%T))"
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu-tests.log" | tail -15
 raw="$out/raw-$(date -u +%F)"
@@ -48,7 +31,8 @@ for model in resnet152 inception_v3 bert_base; do
 done
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
-  for mode in pipeswitch pipeswitch-graph pipeswitch-graph-placement single per-layer per-layer-graph no-pin no-umm; do
+  for mode in pipeswitch pipeswitch-graph pipeswitch-graph-placement grouped-transmission per-layer-pipeline \
+              per-layer-pipeline-graph no-pinned-memory no-memory-management; do
     base=${mode%-placement}
     args=(--mode "${base%-graph}")
     if [[ $base == *-graph ]]; then args+=(--graph); fi

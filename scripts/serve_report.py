@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Tables of the runtime's measurements (scripts/gpu-serve.sh): prints Markdown.
+
+    serve_report.py RAW_DIR ENVIRONMENT_SH
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def processes(path):
+    rows = []
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                rows.append((int(parts[0]), int(parts[1]), parts[2] if len(parts) > 2 else "psw serve"))
+    return rows
+
+
+def device_memory(path):
+    used = {}
+    if os.path.exists(path):
+        for line in open(path):
+            pid, mem = [x.strip() for x in line.split(",")[:2]]
+            used[int(pid)] = mem
+    return used
+
+
+def main():
+    raw, environment = sys.argv[1], sys.argv[2]
+    print("# psw serve on the H200\n")
+    print(subprocess.run(["bash", environment], capture_output=True, text=True).stdout)
+    print("Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `raw-serve.tar.gz` beside this file). The")
+    print("server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
+    print("batch 8, fp32, cache off (every request switches its model in from pinned host memory), while")
+    print("ResNet-152 trains (batch 8, 224 x 224, SGD with momentum). Client latency is measured by `psw")
+    print("bench-serve` around each gRPC call over the Unix socket, so it includes the protocol, copying the")
+    print("8-image input (4.8 MB for ResNet-152) in and the output out, and stopping the training job.\n")
+    bench_path = os.path.join(raw, "bench.json")
+    if os.path.exists(bench_path):
+        bench = load(bench_path)
+        print("## Cold switches while training runs\n")
+        print("| model | client latency median (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio (target <= 1.15) |")
+        print("|---|---:|---:|---:|---:|")
+        for model, s in sorted(bench["cold_latency_ms"].items()):
+            run_path = os.path.join(raw, f"run-{model}.json")
+            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            print(f"| {model} | {s['median_ms']:.3f} | {s['p99_ms']:.3f} | {run:.3f} | {s['median_ms'] / run:.2f} |")
+        server = bench["server"]
+        print()
+        print("## The server's own times (its metrics, over every request of the run)\n")
+        print("| measure | p50 (ms) | p99 (ms) | target |")
+        print("|---|---:|---:|---|")
+        print(f"| startup: request arrival at the controller to its first layer computing | {server['startup_p50_s'] * 1e3:.3f} | {server['startup_p99_s'] * 1e3:.3f} | < 1 ms |")
+        print(f"| preemption: request arrival to training stopped at a layer boundary ({server['preemptions']:.0f} preemptions) | {server['preemption_p50_s'] * 1e3:.3f} | {server['preemption_p99_s'] * 1e3:.3f} | p99 < 1 ms |")
+        t = bench["training_steps_per_s"]
+        print()
+        print("## Training throughput\n")
+        ratio = t["with_requests"] / t["alone"] if t["alone"] else float("nan")
+        print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
+              f"in the window): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%).\n")
+    switches_path = os.path.join(raw, "switches.json")
+    if os.path.exists(switches_path):
+        sw = load(switches_path)
+        s = sw["switch_latency_ms"]
+        print("## 10,000 consecutive switches\n")
+        print(f"{s['count']} requests in turn over the three models (batch 1, training stopped), every one a switch: "
+              f"median {s['median_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms. Memory of every process of the server before and after:\n")
+        before = processes(os.path.join(raw, "processes-before-switches.txt"))
+        after = {pid: rss for pid, rss, _ in processes(os.path.join(raw, "processes-after-switches.txt"))}
+        dev_before = device_memory(os.path.join(raw, "device-memory-before-switches.csv"))
+        dev_after = device_memory(os.path.join(raw, "device-memory-after-switches.csv"))
+        print("| process | pid | host RSS before (MiB) | after (MiB) | device memory before | after |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for pid, rss, role in before:
+            print(f"| {role} | {pid} | {rss / 1024:.1f} | {after.get(pid, float('nan')) / 1024:.1f} | "
+                  f"{dev_before.get(pid, '-')} | {dev_after.get(pid, '-')} |")
+        print()
+    mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))
+    if mechanisms:
+        print("## The paper's mechanisms through the server\n")
+        print("One server per mechanism (the same config, `mechanism:` changed); ten cold requests per model, each")
+        print("while ResNet-152 trains. `ready` keeps every model resident after its first request.\n")
+        print("| mechanism | resnet152 median (ms) | inception_v3 median (ms) | bert_base median (ms) |")
+        print("|---|---:|---:|---:|")
+        for path in mechanisms:
+            m = load(path)
+            name = os.path.basename(path)[len("mechanism-"):-len(".json")]
+            cells = [f"{m['cold_latency_ms'][k]['median_ms']:.3f}" if k in m["cold_latency_ms"] else "-"
+                     for k in ("resnet152", "inception_v3", "bert_base")]
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        print()
+    start = processes(os.path.join(raw, "processes-start.txt"))
+    memory = device_memory(os.path.join(raw, "device-memory.csv"))
+    if start:
+        print("## Device memory per process at start (nvidia-smi)\n")
+        print("| process | pid | device memory |")
+        print("|---|---:|---:|")
+        for pid, _, role in start:
+            print(f"| {role} | {pid} | {memory.get(pid, '-')} |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
