@@ -18,6 +18,7 @@ part=${2:-all}
 source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_tests
 raw="$out/raw-serve"
 mkdir -p "$raw"
+bash "$root/scripts/environment.sh" > "$raw/environment.md"  # the report may be made elsewhere
 psw="$build/cli/psw"
 sock_dir=$(mktemp -d)
 sock="$sock_dir/psw.sock"
@@ -51,8 +52,6 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
 }
 
 if [[ $part == main || $part == all ]]; then
-  echo "== gpu tests ($(date -u +%T))"
-  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -5
   echo "== psw run --graph, the same session ($(date -u +%T))"
   for model in resnet152 inception_v3 bert_base; do
     (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --repeat 100 --format json) > "$raw/run-$model.json"
@@ -70,6 +69,8 @@ if [[ $part == main || $part == all ]]; then
   server_processes > "$raw/processes-after-switches.txt"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   stop_server
+  echo "== gpu tests ($(date -u +%T))"
+  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -5
 fi
 
 if [[ $part == mechanisms || $part == all ]]; then
@@ -85,5 +86,5 @@ if [[ $part == mechanisms || $part == all ]]; then
 fi
 echo "== report ($(date -u +%T))"
 report="$out/$(date -u +%F)-h200-serve.md"
-python3 "$root/scripts/serve_report.py" "$raw" "$root/scripts/environment.sh" > "$report"
+python3 "$root/scripts/serve_report.py" "$raw" > "$report"
 echo "== written $report ($(date -u +%T))"

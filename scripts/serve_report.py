@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Tables of the runtime's measurements (scripts/gpu-serve.sh): prints Markdown.
 
-    serve_report.py RAW_DIR ENVIRONMENT_SH
+    serve_report.py RAW_DIR      (RAW_DIR/environment.md: the environment the run had)
 """
 import glob
 import json
 import os
-import subprocess
 import sys
 
 
@@ -35,9 +34,9 @@ def device_memory(path):
 
 
 def main():
-    raw, environment = sys.argv[1], sys.argv[2]
+    raw = sys.argv[1]
     print("# psw serve on the H200\n")
-    print(subprocess.run(["bash", environment], capture_output=True, text=True).stdout)
+    print(open(os.path.join(raw, "environment.md")).read())
     print("Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `raw-serve.tar.gz` beside this file). The")
     print("server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
     print("batch 8, fp32, cache off (every request switches its model in from pinned host memory), while")
