@@ -29,9 +29,8 @@ endif()
 set(re2_FOUND TRUE)
 CMAKE
 # The device tool carries 64 MiB at most: drop what the build does not read (documentation,
-# static libraries no CMake config names, the other languages' gRPC plugins).
+# static libraries no CMake config names).
 rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man"
-rm -f "$root"/.gpu-carry/usr/bin/grpc_{php,python,ruby,csharp,node,objective_c}_plugin
 keep=$(cat "$lib"/cmake/*/*.cmake | grep -o 'lib[A-Za-z0-9_+.-]*\.a' | sort -u)
 for a in "$lib"/*.a; do
   grep -qx "$(basename "$a")" <<< "$keep" || rm -f "$a"
