@@ -87,4 +87,6 @@ fi
 echo "== report ($(date -u +%T))"
 report="$out/$(date -u +%F)-h200-serve.md"
 python3 "$root/scripts/serve_report.py" "$raw" > "$report"
+# One archive of the raw runs (the device tool returns few files).
+tar -C "$raw" -czf "$out/raw-serve.tar.gz" . && rm -rf "$raw"
 echo "== written $report ($(date -u +%T))"

@@ -194,6 +194,16 @@ class CudaBackend final : public Backend {
     return static_cast<Bytes>(free);
   }
 
+  void throttle(std::size_t depth) override {
+    PSW_CHECK(depth > 0 && depth < throttle_points_.size(), "a lookahead of ", depth, " points");
+    const std::size_t n = throttle_points_.size();
+    PSW_CUDA_CHECK(cudaEventRecord(throttle_points_[throttle_count_ % n].get(), compute_stream_.stream()));
+    if (throttle_count_ >= depth) {
+      PSW_CUDA_CHECK(cudaEventSynchronize(throttle_points_[(throttle_count_ - depth) % n].get()));
+    }
+    ++throttle_count_;
+  }
+
   bool supports_graphs() const override { return true; }
 
   void capture(std::size_t slot, const std::function<void()>& body) override {
@@ -239,6 +249,8 @@ class CudaBackend final : public Backend {
   Event join_;  // the copy stream's progress, waited for by the compute stream
   std::vector<std::unique_ptr<at::cuda::CUDAGraph>> graphs_;
   Event fence_;  // compute stream's progress when the switch began
+  std::vector<Event> throttle_points_ = std::vector<Event>(64);  // Note [Bounded lookahead]
+  std::size_t throttle_count_ = 0;
 };
 
 }  // namespace

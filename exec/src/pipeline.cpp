@@ -150,7 +150,7 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   return out;
 }
 
-void PipelineEngine::capture_graphs(const torch::Tensor& example) {
+void PipelineEngine::capture_graphs(const torch::Tensor& example, bool traced) {
   if (!backend_.supports_graphs()) throw InputError("the " + backend_.name() + " backend cannot capture graphs");
   if (mode_ != TransferMode::Pipelined) throw InputError("only pipelined transfers from pinned memory can be captured");
   torch::NoGradGuard no_grad;
@@ -161,6 +161,7 @@ void PipelineEngine::capture_graphs(const torch::Tensor& example) {
   backend_.synchronize();
   backend_.capture(kSwitchGraph, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
   backend_.capture(kResidentGraph, [this] { graph_resident_output_ = run_resident(graph_input_); });
+  if (!traced) return;
   const bool was_tracing = tracing_;
   tracing_ = true;
   backend_.capture(kTracedSwitchGraph, [this] { graph_traced_output_ = switch_in_and_run(graph_input_); });

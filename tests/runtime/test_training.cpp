@@ -182,6 +182,56 @@ TEST(TrainingJob, AThousandPreemptionsLoseNothingBitForBit) {
   EXPECT_GT(in_backward, 100);
 }
 
+// Paused in place a thousand times at random boundaries (kStopPause with a pause handler that
+// resumes at once): the same bytes as never pausing, and no step abandoned.
+TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
+  TrainingJobConfig config;
+  config.batch = 8;
+  config.input_size = 16;
+  config.seed = 3;
+  std::mt19937_64 random(13);
+  TinyModel model(7);
+  Segment paused = make_segment(model);
+  TrainingJob job(model, config, paused.bytes, paused.header());
+  std::atomic<std::uint32_t> stop{kStopNone};
+  std::int64_t passed = 0;
+  std::int64_t trip_at = -1;
+  model.on_gate = [&] {
+    if (passed++ == trip_at) stop.store(kStopPause);
+  };
+  for (auto& layer : model.layers()) {
+    for (auto& t : layer.tensors) {
+      if (t.requires_grad()) t.register_hook([&](torch::Tensor g) {
+          if (passed++ == trip_at) stop.store(kStopPause);
+          return g;
+        });
+    }
+  }
+  int pauses = 0;
+  const std::int64_t per_step = 12;  // 4 gates, 8 parameter hooks
+  auto pause = [&] {
+    ++pauses;
+    stop.store(kStopNone);
+    return true;
+  };
+  std::int64_t step = 0;
+  while (pauses < 1000) {
+    passed = 0;
+    trip_at = std::uniform_int_distribution<std::int64_t>(0, per_step - 1)(random);
+    const TrainingJob::Result r = job.run(++step, stop, {}, pause);
+    ASSERT_EQ(r.outcome, TrainingJob::Outcome::ReachedTarget);
+  }
+  // A pause set at the last hook of a step is seen between steps: the job pauses there.
+  EXPECT_GE(pauses, 1000);
+  TinyModel reference_model(7);
+  Segment reference = make_segment(reference_model);
+  TrainingJob uninterrupted(reference_model, config, reference.bytes, reference.header());
+  std::atomic<std::uint32_t> never{kStopNone};
+  uninterrupted.run(step, never);
+  EXPECT_EQ(paused.header()->completed_steps, step);
+  EXPECT_EQ(std::memcmp(paused.bytes.data_ptr(), reference.bytes.data_ptr(), static_cast<std::size_t>(reference.bytes.numel())), 0);
+}
+
 TEST(TrainingJob, PreemptedResNet152LosesNothingBitForBit) {
   TrainingJobConfig config;
   config.batch = 2;

@@ -14,6 +14,7 @@ struct SchedulerView {
   bool training_wanted = false;   // a training job is started and not done
   bool training_running = false;  // a worker trains (not yet told to stop)
   bool training_stopping = false; // a worker was told to stop and has not confirmed
+  bool training_paused = false;   // a worker waits in place at a layer boundary
 };
 
 enum class SchedulerAction { Wait, DispatchRequest, StopTraining, ResumeTraining };
@@ -34,7 +35,7 @@ class InferenceFirstPolicy final : public SchedulingPolicy {
     if (v.request_waiting && v.training_running && !v.training_stopping) out[count++] = SchedulerAction::StopTraining;
     if (v.request_waiting && !v.request_running && v.worker_free) out[count++] = SchedulerAction::DispatchRequest;
     if (count == 0 && !v.request_waiting && !v.request_running && v.training_wanted && !v.training_running &&
-        !v.training_stopping && v.worker_free) {
+        !v.training_stopping && (v.worker_free || v.training_paused)) {
       out[count++] = SchedulerAction::ResumeTraining;
     }
   }

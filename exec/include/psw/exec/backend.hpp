@@ -68,6 +68,13 @@ class Backend {
   // timed on the compute stream: the median of `repeats` reads.
   virtual Duration time_mapped_read(Bytes bytes, int repeats) = 0;
 
+  // Note [Bounded lookahead]: the host enqueues work far ahead of the device, so a decision
+  // the host takes at a layer boundary (stop training now) would only take effect once the
+  // device has worked through everything queued. throttle(depth) marks a point on the compute
+  // stream and blocks the host until at most `depth` earlier points are still pending there,
+  // which bounds that delay by `depth` layers of device work. No-op on `host`.
+  virtual void throttle(std::size_t /*depth*/) {}
+
   // Note [Shared device memory]: the runtime's memory daemon allocates the device regions
   // once and the workers, other processes, import them (DESIGN.md §5). On `cuda`: memory from
   // cudaMalloc itself (not the caching allocator, whose blocks are parts of larger ones),

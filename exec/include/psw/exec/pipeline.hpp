@@ -68,7 +68,8 @@ class PipelineEngine {
   // run_resident_graph replay them (the input is copied into the captured input tensor).
   // Needs a backend with graphs and pinned host memory (pageable copies cannot be captured).
   // A third graph holds the switch with tracing on (Note [Measured trace]).
-  void capture_graphs(const torch::Tensor& example);
+  // `traced`: also the traced switch's graph (a third memory pool; the runtime does not need it).
+  void capture_graphs(const torch::Tensor& example, bool traced = true);
   torch::Tensor switch_in_and_run_graph(const torch::Tensor& input, bool traced = false);
   torch::Tensor run_resident_graph(const torch::Tensor& input);
   void poison_device_parameters(std::uint8_t value = 0xFF);

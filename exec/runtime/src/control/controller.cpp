@@ -59,7 +59,7 @@ ServiceError::Code code_of(std::int64_t value) {
   return static_cast<ServiceError::Code>(value);
 }
 
-enum class WorkerState { Starting, Standby, Inferring, Training, Dead };
+enum class WorkerState { Starting, Standby, Inferring, Training, Paused, Dead };
 
 struct Worker {
   int id = 0;
@@ -330,10 +330,28 @@ struct Controller::State {
     }
   }
 
+  int paused_worker() const {
+    for (const auto& w : workers) {
+      if (w.state == WorkerState::Paused) return w.id;
+    }
+    return -1;
+  }
+
   void resume_training() {
+    // A job paused in place goes on where it stopped (Note [Preemption without loss]).
+    const int paused = paused_worker();
+    if (paused >= 0) {
+      Worker& w = workers[static_cast<std::size_t>(paused)];
+      if (last_worker != paused) ++stats.worker_switches;
+      last_worker = paused;
+      w.state = WorkerState::Training;
+      w.busy_since_ns = monotonic_ns();
+      reinterpret_cast<WorkerControl*>(control.data())[paused].stop.store(kStopNone, std::memory_order_release);
+      return;
+    }
     const int id = free_worker();
     Worker& w = workers[static_cast<std::size_t>(id)];
-    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
+    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(kStopNone);
     Message m;
     m.type = MessageType::Train;
     m.worker = static_cast<std::uint32_t>(id);
@@ -352,8 +370,13 @@ struct Controller::State {
     }
   }
 
+  // For a request (`for_arrival_ns` > 0): pause in place when another worker can serve it,
+  // else abandon the step; for a client's stop: abandon.
   void stop_training(std::int64_t for_arrival_ns) {
-    reinterpret_cast<WorkerControl*>(control.data())[training_worker].stop.store(1);
+    bool other_free = false;
+    for (const auto& w : workers) other_free = other_free || (w.id != training_worker && w.state == WorkerState::Standby);
+    const std::uint32_t how = for_arrival_ns > 0 && other_free ? kStopPause : kStopAbort;
+    reinterpret_cast<WorkerControl*>(control.data())[training_worker].stop.store(how, std::memory_order_release);
     training_stopping = true;
     stop_requested_for_arrival_ns = for_arrival_ns;
     workers[static_cast<std::size_t>(training_worker)].busy_since_ns = monotonic_ns();
@@ -367,8 +390,10 @@ struct Controller::State {
     view.worker_free = free_worker() >= 0;
     view.training_wanted = training_wanted && options.config.training.has_value() &&
                            (training_target == 0 || training_header->completed_steps < training_target);
-    view.training_running = training_worker >= 0 && !training_stopping;
+    view.training_running = training_worker >= 0 && !training_stopping &&
+                            workers[static_cast<std::size_t>(training_worker)].state == WorkerState::Training;
     view.training_stopping = training_worker >= 0 && training_stopping;
+    view.training_paused = paused_worker() >= 0;
     SchedulerAction actions[2];
     int count = 0;
     policy.decide(view, actions, count);
@@ -435,16 +460,23 @@ struct Controller::State {
         // Arrival at the controller to the first layer computing: the wait for the worker,
         // plus the device's own startup of the switch (times[2], from its events).
         stats.startup_ns.push_back(m.times[0] - p->arrival_ns + m.times[2]);
+        stats.latency_ns.push_back(monotonic_ns() - p->arrival_ns);
         ++requests_by_model_code[p->request.model + "\x1f" + "ok"];
         p->reply.set_value(std::move(response));
         return;
       }
       case MessageType::TrainStopped: {
-        w.state = WorkerState::Standby;
-        if (training_stopping && m.value2 == 1 && stop_requested_for_arrival_ns > 0) {
+        if (training_stopping && m.value2 != kTrainReachedTarget && stop_requested_for_arrival_ns > 0) {
           ++stats.preemptions;
           stats.preemption_ns.push_back(m.times[1] - stop_requested_for_arrival_ns);
         }
+        if (m.value2 == kTrainPaused) {  // waits in place, activations kept, until resumed
+          w.state = WorkerState::Paused;
+          training_stopping = false;
+          stop_requested_for_arrival_ns = 0;
+          return;
+        }
+        w.state = WorkerState::Standby;
         training_worker = -1;
         training_stopping = false;
         stop_requested_for_arrival_ns = 0;
@@ -584,9 +616,9 @@ void Controller::shutdown() {
     s.queue.clear();
     if (s.inflight) s.fail(s.inflight, ServiceError::Code::Unavailable, "the server is shutting down");
     s.inflight.reset();
-    // A training worker stops at its next layer boundary.
+    // A training worker (running or paused) abandons its step at its next layer boundary.
     for (std::size_t i = 0; i < s.workers.size() && s.control.data() != nullptr; ++i) {
-      reinterpret_cast<WorkerControl*>(s.control.data())[i].stop.store(1);
+      reinterpret_cast<WorkerControl*>(s.control.data())[i].stop.store(kStopAbort);
     }
   }
   s.wake();
@@ -715,7 +747,8 @@ TrainingStatus Controller::training_status(const std::string& model) {
                                                          s.options.config.training->model + ")");
   }
   status.model = s.options.config.training->model;
-  status.running = s.training_worker >= 0 && !s.training_stopping;
+  status.running = s.training_worker >= 0 && !s.training_stopping &&
+                   s.workers[static_cast<std::size_t>(s.training_worker)].state == WorkerState::Training;
   status.completed_steps = s.training_header->completed_steps;
   status.target_steps = s.training_target;
   status.stopped = s.training_stopped_by_client ||
@@ -749,7 +782,7 @@ TrainingStatus Controller::stop_training(const std::string& model) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.training_wanted = false;
     s.training_stopped_by_client = true;
-    if (s.training_worker >= 0 && !s.training_stopping) s.stop_training(0);
+    if (s.training_worker >= 0) s.stop_training(0);  // running, stopping or paused: abandon
   }
   s.wake();
   return training_status(model);
@@ -832,6 +865,8 @@ std::string Controller::metrics_text() {
           s.stats.preemption_ns);
   summary("psw_startup_latency_seconds", "Request arrival at the controller to its first layer computing on the device.",
           s.stats.startup_ns);
+  summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
+          s.stats.latency_ns);
   gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
   std::int64_t device = 0;
   std::int64_t host = 0;

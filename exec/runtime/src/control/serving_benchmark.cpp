@@ -128,6 +128,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
            {"preemptions", "psw_preemptions_total"},
            {"startup_p50_s", "psw_startup_latency_seconds{quantile=\"0.5\"}"},
            {"startup_p99_s", "psw_startup_latency_seconds{quantile=\"0.99\"}"},
+           {"server_latency_p50_s", "psw_server_latency_seconds{quantile=\"0.5\"}"},
+           {"server_latency_p99_s", "psw_server_latency_seconds{quantile=\"0.99\"}"},
            {"switches", "psw_switches_total"},
            {"worker_restarts", "psw_worker_restarts_total"},
            {"device_memory_bytes", "psw_device_memory_bytes"},

@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <limits>
 #include <deque>
 #include <iostream>
@@ -20,6 +22,9 @@
 namespace psw::runtime {
 
 namespace {
+
+// Note [Bounded lookahead]: layers of training work the host may queue ahead of the device.
+constexpr std::size_t kTrainingLookahead = 4;
 
 torch::Tensor bytes_of(const SharedSegment& segment, std::size_t length) {
   PSW_CHECK(length <= segment.size(), "a segment of ", segment.size(), " bytes used for ", length);
@@ -227,7 +232,7 @@ int run_worker(const ProcessOptions& options) {
       // configured batch (other batches run eagerly).
       if (backend->supports_graphs() && mode == exec::TransferMode::Pipelined) {
         const torch::Tensor example = s.model->example_input(config.models[i].batch, 0).to(backend->device());
-        engines.back()->capture_graphs(example);
+        engines.back()->capture_graphs(example, /*traced=*/false);
         graph_inputs.push_back(example);
       } else {
         graph_inputs.emplace_back();
@@ -240,6 +245,8 @@ int run_worker(const ProcessOptions& options) {
       training_model->to(backend->device());
       training = std::make_unique<TrainingJob>(*training_model, *config.training, regions[num_models],
                                                reinterpret_cast<TrainingHeader*>(segments[num_models].data()));
+      // Note [Bounded lookahead]: a stop takes effect within this many layers of device work.
+      training->set_boundary_hook([&backend] { backend->throttle(kTrainingLookahead); });
     }
     const SharedSegment& control_segment = segments[expected - 2];
     const SharedSegment& io = segments[expected - 1];
@@ -248,6 +255,8 @@ int run_worker(const ProcessOptions& options) {
     const IoLayout io_layout{config.max_tensor_bytes};
     PSW_CHECK(static_cast<std::int64_t>(io.size()) >= io_layout.total(), "io segment too small");
     const std::atomic<std::uint32_t>& stop = control[options.worker_id].stop;
+    // The input area page-locked, so a request's input crosses to the device at the link's rate.
+    const torch::Tensor io_pinned = backend->register_host(io.data(), static_cast<Bytes>(io.size()), true);
 
     Message ready;
     ready.type = MessageType::Ready;
@@ -271,7 +280,7 @@ int run_worker(const ProcessOptions& options) {
             const auto type = static_cast<ElementType>(m.dtype);
             torch::Tensor input = torch::from_blob(io.data() + io_layout.input_offset(), shape,
                                                    torch::dtype(torch_type(type)))
-                                      .to(backend->device(), /*non_blocking=*/false, /*copy=*/true);
+                                      .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
             exec::PipelineEngine& engine = *engines[static_cast<std::size_t>(m.model)];
             const torch::Tensor& graph_input = graph_inputs[static_cast<std::size_t>(m.model)];
             const bool transfer = (m.flags & kFlagTransfer) != 0;
@@ -301,14 +310,35 @@ int run_worker(const ProcessOptions& options) {
             reply.times[0] = monotonic_ns();
             // A controller that goes away while training must not leave this worker training:
             // between steps, a hang-up (or any message) on the socket stops it.
-            const TrainingJob::Result result = training->run(m.value, stop, [socket](std::int64_t, double) {
+            auto controller_gone = [socket] {
               pollfd p{socket, POLLIN, 0};
-              return ::poll(&p, 1, 0) == 0;
-            });
+              return ::poll(&p, 1, 0) != 0;
+            };
+            // Paused in place (Note [Preemption without loss]): once the device has done what
+            // was queued, say so, and wait at this boundary for the controller's word.
+            auto pause = [&]() -> bool {
+              backend->synchronize();
+              Message paused;
+              paused.type = MessageType::TrainStopped;
+              paused.worker = static_cast<std::uint32_t>(options.worker_id);
+              paused.value = training->header().completed_steps;
+              paused.value2 = kTrainPaused;
+              paused.times[1] = monotonic_ns();
+              send_message(socket, paused);
+              while (true) {
+                const std::uint32_t s = stop.load(std::memory_order_acquire);
+                if (s == kStopNone) return true;
+                if (s == kStopAbort || controller_gone()) return false;
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+              }
+            };
+            const TrainingJob::Result result = training->run(
+                m.value, stop, [&](std::int64_t, double) { return !controller_gone(); }, pause);
+            backend->synchronize();
             reply.type = MessageType::TrainStopped;
             reply.times[1] = monotonic_ns();
             reply.value = result.completed_steps;
-            reply.value2 = result.outcome == TrainingJob::Outcome::Preempted ? 1 : 0;
+            reply.value2 = result.outcome == TrainingJob::Outcome::Preempted ? kTrainAbandoned : kTrainReachedTarget;
             break;
           }
           case MessageType::Cleanup:

@@ -61,7 +61,7 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
   // Backward boundaries: a gradient hook on every parameter (the zoo's gates cover the forward).
   for (auto& p : parameters_) {
     p.register_hook([this](torch::Tensor grad) {
-      if (stop_ != nullptr && stop_->load(std::memory_order_relaxed) != 0) throw Preempted{};
+      if (stop_ != nullptr) boundary();
       return grad;
     });
   }
@@ -89,10 +89,25 @@ torch::Tensor TrainingJob::input_of_step(std::int64_t step) const {
   return x.contiguous().to(device_);
 }
 
+void TrainingJob::boundary() {
+  if (boundary_hook_) boundary_hook_();
+  const std::uint32_t s = stop_->load(std::memory_order_acquire);
+  if (s == kStopNone) return;
+  if (s == kStopPause && pause_ && pause_()) return;
+  throw Preempted{};
+}
+
 TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
-                                     const std::function<bool(std::int64_t, double)>& on_step) {
+                                     const std::function<bool(std::int64_t, double)>& on_step,
+                                     const std::function<bool()>& pause) {
   stop_ = &stop;
-  auto stopped = [&stop] { return stop.load(std::memory_order_relaxed) != 0; };
+  pause_ = pause;
+  // A pause asked for between steps is honoured there too (nothing of a step in flight).
+  auto stopped = [&stop, this] {
+    const std::uint32_t s = stop.load(std::memory_order_acquire);
+    if (s == kStopNone) return false;
+    return !(s == kStopPause && pause_ && pause_());
+  };
   while (target_steps == 0 || header_->completed_steps < target_steps) {
     if (stopped()) return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
     const torch::Tensor input = input_of_step(header_->completed_steps);
@@ -101,9 +116,7 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     for (const auto& b : buffers_) saved.push_back(b.clone());
     double loss_value = 0;
     try {
-      torch::Tensor loss = model_.training_loss(input, [&](std::size_t) {
-        if (stopped()) throw Preempted{};
-      });
+      torch::Tensor loss = model_.training_loss(input, [this](std::size_t) { boundary(); });
       loss.backward();
       loss_value = loss.item<double>();
     } catch (...) {
@@ -112,21 +125,23 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
       torch::NoGradGuard no_grad;
       for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved[i]);
       for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
-      if (!stopped()) throw;
+      if (stop.load(std::memory_order_acquire) == kStopNone) throw;
       return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
     }
     {
       torch::NoGradGuard no_grad;
-      const double lr = config_.learning_rate;
-      const double momentum = config_.momentum;
-      for (std::size_t i = 0; i < parameters_.size(); ++i) {
-        auto& p = parameters_[i];
-        const torch::Tensor grad = p.grad();
-        PSW_CHECK(grad.defined(), "a parameter of ", model_.name(), " got no gradient");
-        momentum_[i].mul_(momentum).add_(grad);
-        p.add_(momentum_[i], -lr);
-        p.mutable_grad() = torch::Tensor();
+      // SGD with momentum (dampening 0, as torch.optim.SGD): m = momentum * m + g; p -= lr * m;
+      // in a few multi-tensor kernels rather than three per parameter.
+      std::vector<torch::Tensor> grads;
+      grads.reserve(parameters_.size());
+      for (auto& p : parameters_) {
+        PSW_CHECK(p.grad().defined(), "a parameter of ", model_.name(), " got no gradient");
+        grads.push_back(p.grad());
       }
+      at::_foreach_mul_(momentum_, config_.momentum);
+      at::_foreach_add_(momentum_, grads);
+      at::_foreach_add_(parameters_, momentum_, -config_.learning_rate);
+      for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
     }
     header_->last_loss = loss_value;
     header_->completed_steps += 1;

@@ -51,7 +51,8 @@ struct ControllerStats {
   std::int64_t preemptions = 0;
   std::int64_t worker_restarts = 0;
   std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
-  std::vector<std::int64_t> startup_ns;     // request arrival -> worker starts it
+  std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
+  std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
 };
 
 class Controller final : public InferenceService {

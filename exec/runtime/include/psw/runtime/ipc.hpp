@@ -102,6 +102,10 @@ struct Message {
 };
 
 constexpr std::uint32_t kFlagTransfer = 1;  // Infer: the parameters are not on the device
+// TrainStopped::value2: why the job stopped.
+constexpr std::int64_t kTrainReachedTarget = 0;
+constexpr std::int64_t kTrainAbandoned = 1;  // the step in flight dropped; the worker is free
+constexpr std::int64_t kTrainPaused = 2;     // waiting in place at a layer boundary; the worker stays busy
 
 // Element types of tensors in an io segment (Message::dtype).
 enum class ElementType : std::int32_t { Float32 = 0, Int64 = 1, Float16 = 2, BFloat16 = 3, Int32 = 4, UInt8 = 5 };
@@ -116,6 +120,10 @@ const char* datatype_name(ElementType type);
 struct alignas(64) WorkerControl {
   std::atomic<std::uint32_t> stop;
 };
+// WorkerControl::stop (Note [Preemption without loss] in training.hpp).
+constexpr std::uint32_t kStopNone = 0;   // run
+constexpr std::uint32_t kStopPause = 1;  // pause at the next layer boundary, in place, until kStopNone
+constexpr std::uint32_t kStopAbort = 2;  // abandon the step in flight; resume later from the last completed one
 constexpr std::size_t kMaxWorkers = 16;
 
 // The head of the training job's segment (Note [Training state] in training.hpp), which the

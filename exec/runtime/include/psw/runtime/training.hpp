@@ -10,12 +10,17 @@
 // Note [Preemption without loss]: a step is SGD with momentum on seeded synthetic data (the
 // data of step s depends only on the seed and s). The step can be stopped at any layer
 // boundary of its forward (the zoo's gates) or its backward (a hook on each parameter's
-// gradient); a stopped step leaves no trace: the BatchNorm statistics it updated are put back
-// from a copy taken at its start, its gradients are dropped, and the weights and momentum
-// are only written after a complete backward, in an update that is never interrupted. So a
-// job stopped any number of times at any points reaches, step for step, the same bytes as an
-// uninterrupted run (bit for bit on the CPU; on a GPU with deterministic kernels). It resumes
-// from its last completed step: the activations of a stopped step are not kept.
+// gradient), in one of two ways:
+//  - paused in place (kStopPause): the step waits at the boundary with its activations in
+//    device memory, and goes on from there when resumed; nothing is recomputed, so nothing
+//    can differ. The runtime pauses whenever another worker can serve the request.
+//  - abandoned (kStopAbort, or a pause with nowhere to wait): the step leaves no trace: the
+//    BatchNorm statistics it updated are put back from a copy taken at its start, its
+//    gradients are dropped, and the job resumes later from its last completed step.
+// Either way the weights and momentum are only written after a complete backward, in an
+// update that is never interrupted. So a job stopped any number of times at any points
+// reaches, step for step, the same bytes as an uninterrupted run (bit for bit on the CPU; on
+// a GPU as far as its kernels are deterministic).
 
 #include <atomic>
 #include <cstdint>
@@ -55,8 +60,14 @@ class TrainingJob {
   // Runs steps until `target_steps` are complete (0: no target) or `stop` is non-zero at a
   // layer boundary or between steps (Note [Preemption without loss]). `on_step` (optional)
   // after each completed step; it returns false to stop there (reported as Preempted).
+  // At a boundary where `stop` is kStopPause, `pause` (when given) waits there and returns true
+  // to go on, false to abandon the step; without it a pause abandons the step.
   Result run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
-             const std::function<bool(std::int64_t step, double loss)>& on_step = {});
+             const std::function<bool(std::int64_t step, double loss)>& on_step = {},
+             const std::function<bool()>& pause = {});
+  // Called at every layer boundary before the stop flag is read (the worker bounds how far
+  // the host runs ahead of the device there: Note [Bounded lookahead] in exec/backend.hpp).
+  void set_boundary_hook(std::function<void()> hook) { boundary_hook_ = std::move(hook); }
 
   // InputError unless `config` can train `model` (its input size within the model's).
   static void check_config(exec::ZooModel& model, const TrainingJobConfig& config);
@@ -76,7 +87,11 @@ class TrainingJob {
   std::vector<torch::Tensor> parameters_;  // that train (gradients)
   std::vector<torch::Tensor> momentum_;    // one per parameter, in the segment
   std::vector<torch::Tensor> buffers_;     // BatchNorm statistics: put back after a stopped step
+  // At a layer boundary: the hook, then stop or pause as the flag says (throws Preempted).
+  void boundary();
   const std::atomic<std::uint32_t>* stop_ = nullptr;
+  std::function<bool()> pause_;
+  std::function<void()> boundary_hook_;
 };
 
 }  // namespace psw::runtime
