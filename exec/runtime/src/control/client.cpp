@@ -98,6 +98,9 @@ Client::Client(const std::string& target, std::int64_t max_message_bytes) : impl
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   arguments.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  // As the server (grpc_server.cpp): large frames and a large stream window for tensors.
+  arguments.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
+  arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
   impl_->target = target;
   impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
   impl_->inference = inference::GRPCInferenceService::NewStub(impl_->channel);

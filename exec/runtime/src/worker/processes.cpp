@@ -24,7 +24,7 @@ namespace psw::runtime {
 namespace {
 
 // Note [Bounded lookahead]: layers of training work the host may queue ahead of the device.
-constexpr std::size_t kTrainingLookahead = 4;
+constexpr std::size_t kTrainingLookahead = 16;
 
 torch::Tensor bytes_of(const SharedSegment& segment, std::size_t length) {
   PSW_CHECK(length <= segment.size(), "a segment of ", segment.size(), " bytes used for ", length);

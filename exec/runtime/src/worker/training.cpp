@@ -15,6 +15,21 @@ torch::Tensor view_bytes(const torch::Tensor& region, Bytes offset, const torch:
   return region.narrow(0, offset, static_cast<std::int64_t>(like.nbytes())).view(like.scalar_type()).view(like.sizes());
 }
 
+torch::Tensor make_training_input(exec::ZooModel& model, const TrainingJobConfig& config, std::int64_t k,
+                                  torch::Device device) {
+  torch::Tensor x = model.example_input(config.batch, config.seed * 1'000'003ULL + static_cast<std::uint64_t>(k));
+  const std::int64_t size = config.input_size;
+  if (x.dim() == 2) {  // token ids: N x sequence
+    if (size > x.size(1)) throw InputError("training.input_size: at most " + std::to_string(x.size(1)) + " tokens");
+    x = x.narrow(1, 0, size);
+  } else {
+    if (size > x.size(2)) throw InputError("training.input_size: at most " + std::to_string(x.size(2)) + " pixels");
+    x = x.narrow(2, 0, size).narrow(3, 0, size);
+  }
+  return x.contiguous().to(device);
+}
+
+
 }  // namespace
 
 Bytes TrainingJob::state_bytes(exec::ZooModel& model) { return 2 * training_layout(model).layout.total_bytes; }
@@ -58,6 +73,8 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
       }
     }
   }
+  for (const auto& b : buffers_) (b.is_floating_point() ? float_buffers_ : other_buffers_).push_back(b);
+  for (std::int64_t d = 0; d < kDataPool; ++d) data_.push_back(make_training_input(model_, config_, d, device_));
   // Backward boundaries: a gradient hook on every parameter (the zoo's gates cover the forward).
   for (auto& p : parameters_) {
     p.register_hook([this](torch::Tensor grad) {
@@ -76,18 +93,8 @@ void TrainingJob::check_config(exec::ZooModel& model, const TrainingJobConfig& c
   }
 }
 
-torch::Tensor TrainingJob::input_of_step(std::int64_t step) const {
-  torch::Tensor x = model_.example_input(config_.batch, config_.seed * 1'000'003ULL + static_cast<std::uint64_t>(step));
-  const std::int64_t size = config_.input_size;
-  if (x.dim() == 2) {  // token ids: N x sequence
-    if (size > x.size(1)) throw InputError("training.input_size: at most " + std::to_string(x.size(1)) + " tokens");
-    x = x.narrow(1, 0, size);
-  } else {
-    if (size > x.size(2)) throw InputError("training.input_size: at most " + std::to_string(x.size(2)) + " pixels");
-    x = x.narrow(2, 0, size).narrow(3, 0, size);
-  }
-  return x.contiguous().to(device_);
-}
+torch::Tensor TrainingJob::input_of_step(std::int64_t step) const { return data_.at(static_cast<std::size_t>(step % kDataPool)); }
+
 
 void TrainingJob::boundary() {
   if (boundary_hook_) boundary_hook_();
@@ -111,9 +118,11 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
   while (target_steps == 0 || header_->completed_steps < target_steps) {
     if (stopped()) return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
     const torch::Tensor input = input_of_step(header_->completed_steps);
-    std::vector<torch::Tensor> saved;
-    saved.reserve(buffers_.size());
-    for (const auto& b : buffers_) saved.push_back(b.clone());
+    // The statistics as they were, for an abandoned step (a multi-tensor copy of the floating
+    // ones: a few kernels, not one per buffer).
+    std::vector<torch::Tensor> saved = at::_foreach_mul(float_buffers_, 1.0);
+    std::vector<torch::Tensor> saved_other;
+    for (const auto& b : other_buffers_) saved_other.push_back(b.clone());
     double loss_value = 0;
     try {
       torch::Tensor loss = model_.training_loss(input, [this](std::size_t) { boundary(); });
@@ -123,7 +132,8 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
       // A stopped step leaves no trace (Note [Preemption without loss]). An exception from a
       // gradient hook may reach here wrapped by autograd, so the flag decides what it was.
       torch::NoGradGuard no_grad;
-      for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved[i]);
+      for (std::size_t i = 0; i < float_buffers_.size(); ++i) float_buffers_[i].copy_(saved[i]);
+      for (std::size_t i = 0; i < other_buffers_.size(); ++i) other_buffers_[i].copy_(saved_other[i]);
       for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
       if (stop.load(std::memory_order_acquire) == kStopNone) throw;
       return {Outcome::Preempted, header_->completed_steps, header_->last_loss};

@@ -72,7 +72,10 @@ class TrainingJob {
   // InputError unless `config` can train `model` (its input size within the model's).
   static void check_config(exec::ZooModel& model, const TrainingJobConfig& config);
 
-  // The input of step `step` (depends only on the config's seed and `step`).
+  // The input of step `step`: one of kDataPool seeded inputs made once on the job's device (it
+  // depends only on the config's seed and step % kDataPool), so a step spends no host time on
+  // its data and a preemption is never held up by it.
+  static constexpr std::int64_t kDataPool = 8;
   torch::Tensor input_of_step(std::int64_t step) const;
   const TrainingHeader& header() const { return *header_; }
 
@@ -87,6 +90,9 @@ class TrainingJob {
   std::vector<torch::Tensor> parameters_;  // that train (gradients)
   std::vector<torch::Tensor> momentum_;    // one per parameter, in the segment
   std::vector<torch::Tensor> buffers_;     // BatchNorm statistics: put back after a stopped step
+  std::vector<torch::Tensor> float_buffers_;  // the floating ones (one multi-tensor copy)
+  std::vector<torch::Tensor> other_buffers_;
+  std::vector<torch::Tensor> data_;        // the data pool
   // At a layer boundary: the hook, then stop or pause as the flag says (throws Preempted).
   void boundary();
   const std::atomic<std::uint32_t>* stop_ = nullptr;
