@@ -21,6 +21,7 @@ struct ServeOptions {
   std::string socket_path;
   std::string listen;
   bool quiet = false;
+  std::string trace_path;
 };
 
 }  // namespace
@@ -34,6 +35,8 @@ Action add_serve_command(CLI::App& app) {
   cmd->add_option("--socket", o->socket_path, "Unix socket (default: $XDG_RUNTIME_DIR/psw/psw.sock or /tmp/psw-UID/psw.sock)");
   cmd->add_option("--listen", o->listen, "Listen on TCP HOST:PORT instead (e.g. 127.0.0.1:8001); never all interfaces");
   cmd->add_flag("--quiet", o->quiet, "No progress lines on stderr");
+  cmd->add_option("--trace", o->trace_path,
+                  "At shutdown, write a Chrome trace of the last requests and training pauses (Perfetto)");
   return [o] {
     if (o->backend != "cuda" && o->backend != "host") {
       throw InputError("unknown --backend '" + o->backend + "': expected cuda or host");
@@ -43,6 +46,7 @@ Action add_serve_command(CLI::App& app) {
     options.backend = o->backend;
     options.socket_path = o->socket_path;
     options.listen_address = o->listen;
+    options.trace_path = o->trace_path;
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
     options.exec_path = (self.parent_path() / "psw-exec").string();

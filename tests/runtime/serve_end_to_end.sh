@@ -11,7 +11,8 @@ work=$(mktemp -d)
 sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" 2> "$work/serve.log" &
+"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" --trace "$work/trace.json" \
+  2> "$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do
   if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then break; fi
@@ -50,4 +51,14 @@ for pid in $children; do
   if kill -0 "$pid" 2>/dev/null; then echo "FAIL: process $pid of the server left running"; exit 1; fi
 done
 grep -q "stopped" "$work/serve.log"
+# Note [Serve trace]: every request's phases on its worker's track, and the training's stops.
+/usr/bin/python3 - "$work/trace.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = [e["name"] for e in events if e["ph"] == "X"]
+assert any(n.startswith("startup bert_base (switch)") for n in names), names[:20]
+assert any(n.startswith("run inception_v3 (switch)") for n in names), names[:20]
+assert any(n == "stopping training" for n in names), names[:20]
+assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+PY
 echo "serve end to end: ok"

@@ -22,6 +22,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "psw/common/error.hpp"
 #include "psw/common/scheduling.hpp"
 #include "psw/runtime/ipc.hpp"
@@ -77,7 +79,19 @@ struct Pending {
   ElementType type = ElementType::Float32;
   std::int64_t arrival_ns = 0;
   std::promise<InferResponse> reply;
+  std::int64_t dispatch_ns = 0;
+  bool transfer = false;
 };
+
+// Note [Serve trace]: one span of the trace (times: the runtime's monotonic clock, ns).
+struct TraceSpan {
+  std::string name;
+  std::string track;  // "queue", "worker N", "training"
+  std::int64_t begin_ns;
+  std::int64_t end_ns;
+  std::string detail;
+};
+constexpr std::size_t kMaxTraceSpans = 50'000;  // the oldest go first
 
 // The latency histogram's upper bounds, in seconds (Prometheus `le`).
 constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
@@ -127,6 +141,14 @@ struct Controller::State {
   std::int64_t latency_count = 0;
 
   std::thread scheduler;
+  std::deque<TraceSpan> trace;
+  std::int64_t started_ns = monotonic_ns();
+  std::int64_t paused_since_ns = 0;
+
+  void add_span(TraceSpan span) {  // with the mutex held
+    if (trace.size() >= kMaxTraceSpans) trace.pop_front();
+    trace.push_back(std::move(span));
+  }
 
   void log(const std::string& line) const {
     if (options.log) options.log(line);
@@ -323,6 +345,8 @@ struct Controller::State {
     w.busy_since_ns = monotonic_ns();
     inflight = p;
     inflight_worker = id;
+    p->dispatch_ns = monotonic_ns();
+    p->transfer = (m.flags & kFlagTransfer) != 0;
     try {
       send_message(w.socket.get(), m);
     } catch (const Error&) {
@@ -347,6 +371,8 @@ struct Controller::State {
       w.state = WorkerState::Training;
       w.busy_since_ns = monotonic_ns();
       reinterpret_cast<WorkerControl*>(control.data())[paused].stop.store(kStopNone, std::memory_order_release);
+      if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
+      paused_since_ns = 0;
       return;
     }
     const int id = free_worker();
@@ -460,7 +486,15 @@ struct Controller::State {
         // Arrival at the controller to the first layer computing: the wait for the worker,
         // plus the device's own startup of the switch (times[2], from its events).
         stats.startup_ns.push_back(m.times[0] - p->arrival_ns + m.times[2]);
-        stats.latency_ns.push_back(monotonic_ns() - p->arrival_ns);
+        const std::int64_t now = monotonic_ns();
+        stats.latency_ns.push_back(now - p->arrival_ns);
+        const std::string what = p->request.model + (p->transfer ? " (switch)" : " (resident)");
+        const std::string track = "worker " + std::to_string(id);
+        add_span({"queue " + p->request.model, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request.id});
+        add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
+        add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2], "until the first layer computes"});
+        add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
+        add_span({"reply", "controller", m.times[1], now, ""});
         ++requests_by_model_code[p->request.model + "\x1f" + "ok"];
         p->reply.set_value(std::move(response));
         return;
@@ -470,7 +504,12 @@ struct Controller::State {
           ++stats.preemptions;
           stats.preemption_ns.push_back(m.times[1] - stop_requested_for_arrival_ns);
         }
+        if (stop_requested_for_arrival_ns > 0 && m.value2 != kTrainReachedTarget) {
+          add_span({"stopping training", "training", stop_requested_for_arrival_ns, m.times[1],
+                    "request arrival to training stopped at a layer boundary"});
+        }
         if (m.value2 == kTrainPaused) {  // waits in place, activations kept, until resumed
+          paused_since_ns = m.times[1];
           w.state = WorkerState::Paused;
           training_stopping = false;
           stop_requested_for_arrival_ns = 0;
@@ -799,6 +838,32 @@ std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
   const auto& grant = s.regions.back();
   if (!grant.segment) return {nullptr, 0};  // device memory: not readable here
   return {grant.segment->data(), grant.segment->size()};
+}
+
+std::string Controller::chrome_trace() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> tids;
+  auto tid = [&tids](const std::string& track) {
+    auto it = tids.find(track);
+    if (it == tids.end()) it = tids.emplace(track, static_cast<int>(tids.size()) + 1).first;
+    return it->second;
+  };
+  tid("controller");
+  tid("training");
+  for (const auto& span : s.trace) {
+    nlohmann::json e = {{"name", span.name}, {"ph", "X"}, {"pid", 1}, {"tid", tid(span.track)},
+                        {"ts", static_cast<double>(span.begin_ns - s.started_ns) / 1000.0},
+                        {"dur", static_cast<double>(std::max<std::int64_t>(0, span.end_ns - span.begin_ns)) / 1000.0}};
+    if (!span.detail.empty()) e["args"] = {{"detail", span.detail}};
+    events.push_back(std::move(e));
+  }
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "psw serve"}}}});
+  for (const auto& [track, id] : tids) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", id}, {"args", {{"name", track}}}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
 std::vector<pid_t> Controller::worker_pids() {

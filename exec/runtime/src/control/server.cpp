@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/controller.hpp"
 #include "psw/runtime/grpc_server.hpp"
@@ -99,6 +100,10 @@ int run_server(const ServerOptions& options) {
   log(std::string("shutting down (") + (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
   server.shutdown(2000);
   front.set(nullptr);
+  if (!options.trace_path.empty()) {
+    save_text(options.trace_path, controller->chrome_trace());
+    log("wrote the trace of the last requests to " + options.trace_path);
+  }
   controller->shutdown();
   log("stopped");
   return 0;

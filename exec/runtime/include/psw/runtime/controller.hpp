@@ -81,6 +81,11 @@ class Controller final : public InferenceService {
   // The training job's segment (Note [Training state]) as the daemon holds it: header,
   // weights, momentum; empty without a training job. For tests comparing it with a run.
   std::pair<const std::uint8_t*, std::size_t> training_segment();
+  // Note [Serve trace]: a Chrome trace (chrome://tracing, Perfetto) of the last requests and
+  // training pauses: per request its wait in the queue, the worker's handling, the device from
+  // the switch's start to its first layer and on to the reply; per pause the time from the
+  // request's arrival to the training stopped, and the pause itself.
+  std::string chrome_trace();
   std::vector<pid_t> worker_pids();
   pid_t daemon_pid();
 

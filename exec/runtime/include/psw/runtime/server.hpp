@@ -17,6 +17,7 @@ struct ServerOptions {
   std::string socket_path;   // empty: default_socket_path() unless listen_address is set
   std::string listen_address;  // HOST:PORT, only when asked
   std::string exec_path;     // psw-exec
+  std::string trace_path;    // Note [Serve trace]: written at shutdown when set
   std::function<void(const std::string&)> log;
 };
 
