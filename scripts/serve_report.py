@@ -36,8 +36,14 @@ def device_memory(path):
 def main():
     raw = sys.argv[1]
     print("# psw serve on the H200\n")
-    print(open(os.path.join(raw, "environment.md")).read())
-    print("Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `raw-serve.tar.gz` beside this file). The")
+    print(open(os.path.join(raw, "environment.md")).read().rstrip())
+    # The device's copy of the tree may carry older git metadata than the tree itself: the
+    # caller names the commit the run was made from when it knows better.
+    if os.environ.get("PSW_RUN_COMMIT"):
+        print(f"- tree of the run: commit {os.environ['PSW_RUN_COMMIT']} (named when this report was made from the raw "
+              "runs; the commit line above is the device copy's stale git metadata)")
+    print()
+    print(f"Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `{os.path.basename(os.path.normpath(raw))}/` beside this file). The")
     print("server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
     print("batch 8, fp32, cache off (every request switches its model in from pinned host memory), while")
     print("ResNet-152 trains (batch 8, 224 x 224, SGD with momentum). Client latency is measured by `psw")
