@@ -10,6 +10,7 @@
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
 #               host and device memory before and after, each process's device memory
 #   mechanisms  one server per mechanism the server runs: cold requests while training
+#   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
 # A device call runs 10 minutes at most: run the two parts as two calls (the build is kept).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,6 +84,16 @@ if [[ $part == mechanisms || $part == all ]]; then
       --out "$raw/mechanism-$mechanism.json" || true
     stop_server
   done
+fi
+if [[ $part == dispatch || $part == all ]]; then
+  echo "== dispatch after-stop ($(date -u +%T))"
+  config="$sock_dir/after-stop.yaml"
+  { echo "dispatch: after-stop"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"
+  if start_server "$config" "$raw/serve-after-stop.log"; then
+    "$psw" bench-serve --socket "$sock" --cold-requests 30 --gap-ms 150 --batch 8 --window 0 --switches 0 \
+      --out "$raw/dispatch-after-stop.json" || true
+    stop_server
+  fi
 fi
 echo "== report ($(date -u +%T))"
 report="$out/$(date -u +%F)-h200-serve.md"

@@ -105,6 +105,20 @@ def main():
                      for k in ("resnet152", "inception_v3", "bert_base")]
             print(f"| {name} | " + " | ".join(cells) + " |")
         print()
+    after_stop_path = os.path.join(raw, "dispatch-after-stop.json")
+    if os.path.exists(after_stop_path):
+        a = load(after_stop_path)
+        s = a["server"]
+        print("## Dispatch after the training has stopped\n")
+        print("The same server with `dispatch: after-stop`: a request goes to its worker only once the training")
+        print("job has paused, instead of at once with its switch overlapping the training's last layers.\n")
+        print("| model | client latency median (ms) | p99 (ms) |")
+        print("|---|---:|---:|")
+        for model, c in sorted(a["cold_latency_ms"].items()):
+            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} |")
+        print(f"\nStartup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; preemption p50 "
+              f"{s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms; arrival to reply p50 "
+              f"{s['server_latency_p50_s'] * 1e3:.3f} ms.\n")
     start = processes(os.path.join(raw, "processes-start.txt"))
     memory = device_memory(os.path.join(raw, "device-memory.csv"))
     if start:

@@ -61,6 +61,17 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   config.max_tensor_bytes = r.optional_integer("max_tensor_bytes", 1024, std::int64_t{1} << 32).value_or(64 << 20);
   config.request_timeout =
       milliseconds(r.optional_integer("request_timeout_ms", 10, 3'600'000).value_or(10'000));
+  if (r.has("dispatch")) {
+    const std::string dispatch = r.string("dispatch");
+    if (dispatch == "overlap") {
+      config.dispatch = DispatchPolicy::Overlap;
+    } else if (dispatch == "after-stop") {
+      config.dispatch = DispatchPolicy::AfterStop;
+    } else {
+      r.fail_key("dispatch", r.get("dispatch"), "expected overlap or after-stop, got '" + dispatch + "'");
+    }
+  }
+  r.mark_seen("dispatch");
   YAML::Node models = r.sequence("models");
   for (std::size_t i = 0; i < models.size(); ++i) {
     MapReader m(models[i], origin, detail::concat("models[", i, "]"));

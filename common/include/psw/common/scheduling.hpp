@@ -15,6 +15,7 @@ struct SchedulerView {
   bool training_running = false;  // a worker trains (not yet told to stop)
   bool training_stopping = false; // a worker was told to stop and has not confirmed
   bool training_paused = false;   // a worker waits in place at a layer boundary
+  bool dispatch_after_stop = false;  // a request waits until training has stopped
 };
 
 enum class SchedulerAction { Wait, DispatchRequest, StopTraining, ResumeTraining };
@@ -33,7 +34,10 @@ class InferenceFirstPolicy final : public SchedulingPolicy {
   void decide(const SchedulerView& v, SchedulerAction out[2], int& count) const override {
     count = 0;
     if (v.request_waiting && v.training_running && !v.training_stopping) out[count++] = SchedulerAction::StopTraining;
-    if (v.request_waiting && !v.request_running && v.worker_free) out[count++] = SchedulerAction::DispatchRequest;
+    const bool training_in_the_way = v.dispatch_after_stop && (v.training_running || v.training_stopping);
+    if (v.request_waiting && !v.request_running && v.worker_free && !training_in_the_way) {
+      out[count++] = SchedulerAction::DispatchRequest;
+    }
     if (count == 0 && !v.request_waiting && !v.request_running && v.training_wanted && !v.training_running &&
         !v.training_stopping && (v.worker_free || v.training_paused)) {
       out[count++] = SchedulerAction::ResumeTraining;

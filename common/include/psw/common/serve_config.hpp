@@ -13,6 +13,7 @@
 //   cache_bytes: 2GiB              # lru: parameters kept resident at most
 //   max_tensor_bytes: 64MiB        # largest input or output tensor
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
+//   dispatch: overlap              # overlap: a request starts while training stops; after-stop
 //   models:
 //     - name: resnet152
 //       batch: 8                   # the batch its switch graph is captured for
@@ -56,6 +57,9 @@ struct TrainingJobConfig {
 };
 
 enum class CachePolicy { Off, Lru };
+// When a request that preempts training goes to its worker: at once, its switch overlapping the
+// training's last layers (overlap), or once the training has stopped (after-stop).
+enum class DispatchPolicy { Overlap, AfterStop };
 
 struct ServeConfig {
   std::filesystem::path path;  // the file, for messages and for the worker processes
@@ -67,6 +71,7 @@ struct ServeConfig {
   Bytes cache_bytes = 0;
   Bytes max_tensor_bytes = Bytes{64} << 20;
   Duration request_timeout = milliseconds(10'000);
+  DispatchPolicy dispatch = DispatchPolicy::Overlap;
   std::vector<ServedModelConfig> models;
   std::optional<TrainingJobConfig> training;
 

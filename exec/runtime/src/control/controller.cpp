@@ -420,6 +420,7 @@ struct Controller::State {
                             workers[static_cast<std::size_t>(training_worker)].state == WorkerState::Training;
     view.training_stopping = training_worker >= 0 && training_stopping;
     view.training_paused = paused_worker() >= 0;
+    view.dispatch_after_stop = options.config.dispatch == DispatchPolicy::AfterStop;
     SchedulerAction actions[2];
     int count = 0;
     policy.decide(view, actions, count);
