@@ -41,7 +41,8 @@ def main():
     # caller names the commit the run was made from when it knows better.
     if os.environ.get("PSW_RUN_COMMIT"):
         print(f"- tree of the run: commit {os.environ['PSW_RUN_COMMIT']} (named when this report was made from the raw "
-              "runs; the commit line above is the device copy's stale git metadata)")
+              "runs; the commit line above is not the tree's: the device host was given its copy's stale git "
+              "metadata or a placeholder)")
     print()
     print(f"Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `{os.path.basename(os.path.normpath(raw))}/` beside this file). The")
     print("server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
