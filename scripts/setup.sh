@@ -10,7 +10,7 @@ packages=(
   python3 python3-matplotlib time
   libtorch-dev libopenblas0-pthread
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3-grpcio python3-protobuf
+  python3-grpcio python3-protobuf procps
 )
 
 missing=()

@@ -2,6 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <utility>
+#include <vector>
+
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "yaml_reader.hpp"
@@ -15,6 +18,22 @@ namespace {
 std::filesystem::path resolve_against(const std::filesystem::path& config, const std::string& relative) {
   const std::filesystem::path p(relative);
   return p.is_absolute() ? p : (config.parent_path() / p).lexically_normal();
+}
+
+// One of a few names (`choices`, in the order the message lists them), or `fallback` when the
+// key is absent.
+template <typename T>
+T optional_choice(MapReader& r, const std::string& key, const std::vector<std::pair<std::string, T>>& choices,
+                  T fallback) {
+  r.mark_seen(key);
+  if (!r.has(key)) return fallback;
+  const std::string value = r.string(key);
+  std::string names;
+  for (const auto& [name, choice] : choices) {
+    if (value == name) return choice;
+    names += (names.empty() ? "" : " or ") + name;
+  }
+  r.fail_key(key, r.get(key), "expected " + names + ", got '" + value + "'");
 }
 
 }  // namespace
@@ -43,17 +62,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   config.workers = static_cast<int>(r.optional_integer("workers", 1, 16).value_or(2));
   config.hardware = resolve_against(config.path, r.string("hardware"));
   config.profiles = resolve_against(config.path, r.string("profiles"));
-  if (r.has("cache")) {
-    const std::string cache = r.string("cache");
-    if (cache == "off") {
-      config.cache = CachePolicy::Off;
-    } else if (cache == "lru") {
-      config.cache = CachePolicy::Lru;
-    } else {
-      r.fail_key("cache", r.get("cache"), "expected off or lru, got '" + cache + "'");
-    }
-  }
-  r.mark_seen("cache");
+  config.cache = optional_choice(r, "cache", {{"off", CachePolicy::Off}, {"lru", CachePolicy::Lru}}, CachePolicy::Off);
   config.cache_bytes = r.optional_integer("cache_bytes", 0, kMaxBytes).value_or(0);
   if (config.cache == CachePolicy::Lru && config.cache_bytes == 0) {
     r.fail_key("cache", r.get("cache"), "cache: lru needs cache_bytes (the parameters kept resident at most)");
@@ -61,17 +70,9 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   config.max_tensor_bytes = r.optional_integer("max_tensor_bytes", 1024, std::int64_t{1} << 32).value_or(64 << 20);
   config.request_timeout =
       milliseconds(r.optional_integer("request_timeout_ms", 10, 3'600'000).value_or(10'000));
-  if (r.has("dispatch")) {
-    const std::string dispatch = r.string("dispatch");
-    if (dispatch == "overlap") {
-      config.dispatch = DispatchPolicy::Overlap;
-    } else if (dispatch == "after-stop") {
-      config.dispatch = DispatchPolicy::AfterStop;
-    } else {
-      r.fail_key("dispatch", r.get("dispatch"), "expected overlap or after-stop, got '" + dispatch + "'");
-    }
-  }
-  r.mark_seen("dispatch");
+  config.dispatch = optional_choice(
+      r, "dispatch", {{"overlap", DispatchPolicy::Overlap}, {"after-stop", DispatchPolicy::AfterStop}},
+      DispatchPolicy::Overlap);
   YAML::Node models = r.sequence("models");
   for (std::size_t i = 0; i < models.size(); ++i) {
     MapReader m(models[i], origin, detail::concat("models[", i, "]"));
