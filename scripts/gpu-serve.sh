@@ -11,12 +11,13 @@
 #               host and device memory before and after, each process's device memory
 #   mechanisms  one server per mechanism the server runs: cold requests while training
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
+#   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
 # A device call runs 10 minutes at most: run the two parts as two calls (the build is kept).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_tests
+source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests
 raw="$out/raw-serve"
 mkdir -p "$raw"
 bash "$root/scripts/environment.sh" > "$raw/environment.md"  # the report may be made elsewhere
@@ -72,6 +73,12 @@ if [[ $part == main || $part == all ]]; then
   stop_server
   echo "== gpu tests ($(date -u +%T))"
   ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -5
+fi
+
+if [[ $part == gputests ]]; then
+  echo "== gpu tests ($(date -u +%T))"
+  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -25
+  exit 0
 fi
 
 if [[ $part == mechanisms || $part == all ]]; then

@@ -11,6 +11,12 @@ if(PSW_HAVE_EXEC)
     PSW_EXEC_PATH="$<TARGET_FILE:psw-exec>")
   add_dependencies(psw_runtime_tests psw-exec)
   gtest_discover_tests(psw_runtime_tests TEST_PREFIX runtime. PROPERTIES LABELS unit TIMEOUT 900 DISCOVERY_TIMEOUT 60)
+  # On the GPU (label gpu; scripts/gpu-test.sh and gpu-serve.sh run it).
+  if(PSW_WITH_CUDA)
+    add_executable(psw_runtime_gpu_tests ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training_cuda.cpp)
+    target_link_libraries(psw_runtime_gpu_tests PRIVATE psw_runtime GTest::gtest GTest::gtest_main)
+    gtest_discover_tests(psw_runtime_gpu_tests TEST_PREFIX runtime. PROPERTIES LABELS gpu TIMEOUT 600 DISCOVERY_TIMEOUT 120)
+  endif()
 endif()
 
 # psw serve end to end (label cli): processes, sockets, both clients, SIGTERM.
