@@ -44,7 +44,7 @@ TEST(CudaTraining, PausedAndAbandonedStepsLoseNothingBitForBit) {
   config.batch = 8;
   config.input_size = 64;
   config.seed = 1;
-  constexpr std::int64_t kSteps = 6;
+  constexpr std::int64_t kSteps = 12;
   std::atomic<std::uint32_t> never{kStopNone};
   Job first = make_job(*backend, config);
   first.job->run(kSteps, never);
@@ -67,14 +67,15 @@ TEST(CudaTraining, PausedAndAbandonedStepsLoseNothingBitForBit) {
     stop.store(kStopNone);
     return true;
   };
+  // One step at a time, each with a stop at a random moment in it (or just after it).
   for (int attempt = 0; stopped.header.completed_steps < kSteps; ++attempt) {
     const bool abandon = attempt % 2 == 1 && abandoned < 10;
-    const auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(200, 20'000)(random));
+    const auto delay = std::chrono::microseconds(std::uniform_int_distribution<int>(100, 15'000)(random));
     std::thread stopper([&stop, delay, abandon] {
       std::this_thread::sleep_for(delay);
       stop.store(abandon ? kStopAbort : kStopPause);
     });
-    const TrainingJob::Result r = stopped.job->run(kSteps, stop, {}, pause);
+    const TrainingJob::Result r = stopped.job->run(stopped.header.completed_steps + 1, stop, {}, pause);
     stopper.join();
     if (r.outcome == TrainingJob::Outcome::Preempted) ++abandoned;
     stop.store(kStopNone);
