@@ -22,6 +22,7 @@ struct ServeOptions {
   std::string listen;
   bool quiet = false;
   std::string trace_path;
+  std::string metrics_listen;
 };
 
 }  // namespace
@@ -35,6 +36,8 @@ Action add_serve_command(CLI::App& app) {
   cmd->add_option("--socket", o->socket_path, "Unix socket (default: $XDG_RUNTIME_DIR/psw/psw.sock or /tmp/psw-UID/psw.sock)");
   cmd->add_option("--listen", o->listen, "Listen on TCP HOST:PORT instead (e.g. 127.0.0.1:8001); never all interfaces");
   cmd->add_flag("--quiet", o->quiet, "No progress lines on stderr");
+  cmd->add_option("--metrics-listen", o->metrics_listen,
+                  "Serve the metrics over HTTP for Prometheus at HOST:PORT/metrics (e.g. 127.0.0.1:9464)");
   cmd->add_option("--trace", o->trace_path,
                   "At shutdown, write a Chrome trace of the last requests and training pauses (Perfetto)");
   return [o] {
@@ -47,6 +50,7 @@ Action add_serve_command(CLI::App& app) {
     options.socket_path = o->socket_path;
     options.listen_address = o->listen;
     options.trace_path = o->trace_path;
+    options.metrics_address = o->metrics_listen;
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
     options.exec_path = (self.parent_path() / "psw-exec").string();

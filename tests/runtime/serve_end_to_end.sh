@@ -12,7 +12,7 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 "$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" --trace "$work/trace.json" \
-  2> "$work/serve.log" &
+  --metrics-listen 127.0.0.1:0 2> "$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do
   if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then break; fi
@@ -32,6 +32,18 @@ grep -q '"pooled_output"' "$work/client.json" || { cat "$work/client.json"; echo
 "$psw" client --socket "$sock" --train-status resnet152 | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
+# Prometheus scrapes the metrics over HTTP; anything but GET /metrics is 404.
+url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$work/serve.log" | head -1)
+/usr/bin/python3 - "$url" <<'PY'
+import sys, urllib.request, urllib.error
+body = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+assert "psw_preemptions_total" in body and "psw_request_latency_seconds_bucket" in body, body[:500]
+try:
+    urllib.request.urlopen(sys.argv[1].replace("/metrics", "/other"), timeout=10)
+    raise SystemExit("expected 404")
+except urllib.error.HTTPError as e:
+    assert e.code == 404, e.code
+PY
 # A second server on the same socket: a clear error, exit 2, the first one unharmed.
 set +e
 "$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" 2> "$work/second.log"

@@ -11,6 +11,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/controller.hpp"
 #include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/metrics_http.hpp"
 
 namespace psw::runtime {
 
@@ -86,11 +87,19 @@ int run_server(const ServerOptions& options) {
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
   GrpcFrontEnd server(front, endpoint, max_message);
   log("listening on " + server.target());
+  // Before the workers start, so that a bad address fails at once; it answers from the
+  // controller once there is one.
+  std::unique_ptr<MetricsHttpServer> metrics;
+  if (!options.metrics_address.empty()) {
+    metrics = std::make_unique<MetricsHttpServer>([&front] { return front.metrics_text(); }, options.metrics_address);
+    log("metrics on " + metrics->url());
+  }
   ControllerOptions controller_options{options.config, options.backend, options.exec_path, options.log};
   std::unique_ptr<Controller> controller;
   try {
     controller = std::make_unique<Controller>(controller_options);
   } catch (...) {
+    metrics.reset();
     server.shutdown(0);
     throw;
   }
@@ -98,6 +107,7 @@ int run_server(const ServerOptions& options) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   log(std::string("shutting down (") + (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
+  metrics.reset();
   server.shutdown(2000);
   front.set(nullptr);
   if (!options.trace_path.empty()) {

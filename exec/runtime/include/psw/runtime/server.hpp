@@ -18,6 +18,7 @@ struct ServerOptions {
   std::string listen_address;  // HOST:PORT, only when asked
   std::string exec_path;     // psw-exec
   std::string trace_path;    // Note [Serve trace]: written at shutdown when set
+  std::string metrics_address;  // HOST:PORT of the HTTP metrics endpoint; empty: none
   std::function<void(const std::string&)> log;
 };
 

@@ -1,0 +1,84 @@
+#include "tcp_address.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "psw/common/error.hpp"
+
+namespace psw::runtime {
+
+HostPort parse_tcp_address(const std::string& address) {
+  const std::string usage = " (expected HOST:PORT, e.g. 127.0.0.1:8001 or [::1]:8001)";
+  HostPort parsed;
+  std::string port_text;
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      throw InputError("bad TCP address '" + address + "'" + usage);
+    }
+    parsed.host = address.substr(1, close - 1);
+    parsed.bracketed = true;
+    port_text = address.substr(close + 2);
+  } else {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos) throw InputError("TCP address '" + address + "' has no port" + usage);
+    parsed.host = address.substr(0, colon);
+    if (parsed.host.find(':') != std::string::npos) {
+      throw InputError("bad TCP address '" + address + "': write an IPv6 address in brackets" + usage);
+    }
+    port_text = address.substr(colon + 1);
+  }
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos || std::stoi(port_text) > 65535) {
+    throw InputError("bad port in TCP address '" + address + "'" + usage);
+  }
+  parsed.port = std::stoi(port_text);
+  return parsed;
+}
+
+namespace {
+
+bool is_wildcard(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr == htonl(INADDR_ANY);
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(&ip)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&ip)) {
+      return ip.s6_addr[12] == 0 && ip.s6_addr[13] == 0 && ip.s6_addr[14] == 0 && ip.s6_addr[15] == 0;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// TCP has no file permissions: whoever reaches the port can use the server. Listening on every
+// interface would expose it to the network, so a wildcard host is refused; loopback or one
+// interface's address must be named. The host is resolved as the server will resolve it, so
+// spellings such as "0" or "::0" are caught too.
+void check_tcp_host(const std::string& address, const HostPort& parsed) {
+  const std::string refusal = "refusing to listen on every interface (TCP address '" + address +
+                              "'): name loopback (127.0.0.1, [::1], localhost) or one interface's "
+                              "address; clients reach the server on a Unix socket by default";
+  if (parsed.host.empty() || parsed.host == "*") throw InputError(refusal);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  const int status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &results);
+  if (status != 0) {
+    throw InputError("cannot resolve the host of TCP address '" + address + "': " + ::gai_strerror(status));
+  }
+  bool wildcard = false;
+  for (const addrinfo* result = results; result != nullptr; result = result->ai_next) {
+    wildcard = wildcard || is_wildcard(result->ai_addr);
+  }
+  ::freeaddrinfo(results);
+  if (wildcard) throw InputError(refusal);
+}
+
+}  // namespace psw::runtime
