@@ -122,7 +122,7 @@ def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_d
     print("# Switch latency on the GPU (`psw run`)\n")
     print("Produced by `scripts/gpu-test.sh` on the GPU host; do not edit by hand. Every switch starts")
     print("cold: the device parameter region is poisoned first, so all parameters cross PCIe from")
-    print("pinned host memory (pageable for no-pinned-memory). Batch 8, fp32, median of the repetitions; the")
+    print("pinned host memory (pageable for no-pin). Batch 8, fp32, median of the repetitions; the")
     print("ready model (parameters resident, plain forward) is measured in the same run. Latency is")
     print("host wall time from the call to the end of the forward (synchronised); startup is")
     print("device time from the switch's first operation to the first layer's start.\n")
