@@ -145,6 +145,59 @@ training:
   EXPECT_NE(metrics.find("psw_training_iterations_total 4"), std::string::npos) << metrics;
 }
 
+// Note [Fresh processes]: stop-and-start gives every task a new process; the training job is
+// stopped (not paused), resumes from its last completed step, and still loses nothing.
+TEST(Controller, StopAndStartGivesEveryTaskAFreshProcess) {
+  const ServeConfig config = write_config("stop-and-start", R"(
+mechanism: stop-and-start
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: false
+)");
+  auto controller = start(config);
+  controller->start_training("resnet152", 3);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  std::vector<pid_t> seen = controller->worker_pids();
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
+  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.failed_requests, 0);
+  EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults
+  EXPECT_GE(stats.preemptions, 1);
+  // New processes replaced the first ones.
+  for (pid_t pid : controller->worker_pids()) EXPECT_EQ(std::count(seen.begin(), seen.end(), pid), 0) << pid;
+  // The job's state equals three uninterrupted steps.
+  auto model = exec::make_model("resnet152", config.training->seed);
+  torch::Tensor reference = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
+  TrainingHeader header{};
+  TrainingJob::initialize(*model, reference, &header);
+  {
+    auto fresh = exec::make_model("resnet152", 0);
+    TrainingJob job(*fresh, *config.training, reference, &header);
+    std::atomic<std::uint32_t> never{0};
+    torch::AutoGradMode grad(true);
+    job.run(3, never);
+  }
+  const auto [data, size] = controller->training_segment();
+  ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
+  EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
+}
+
 ServeConfig single_model_config(const std::string& name, int timeout_ms) {
   return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +
                                 "\nmodels:\n  - name: bert_base\n    batch: 1\n");

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/error.hpp"
+#include "psw/common/mechanism.hpp"
 #include "psw/common/scheduling.hpp"
 #include "psw/runtime/ipc.hpp"
 
@@ -70,6 +71,7 @@ struct Worker {
   WorkerState state = WorkerState::Dead;
   SharedSegment io;
   std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
+  bool used = false;               // has run a task since it started (Note [Fresh processes])
 };
 
 struct Pending {
@@ -249,8 +251,22 @@ struct Controller::State {
 
   // With the mutex held. Kills and replaces a worker whose process failed or hung, answering
   // what it held (Note [Faults]).
+  // Note [Fresh processes]: under stop-and-start (and two processes) every task gets a process
+  // that has run nothing yet: the worker of the previous task is stopped and its process
+  // replaced, and a task waits for a fresh one (process start, CUDA context, LibTorch, the
+  // models' structures). A training job is not paused but abandons its step in flight at the
+  // next layer boundary, before its process goes (a kill could land in the middle of its
+  // update of the weights), and resumes later from its last completed step.
+  bool fresh_processes() const { return traits(options.config.mechanism).process == ProcessModel::FreshProcess; }
+
+  void restart_worker(int id, const std::string& why) {  // not a fault: the mechanism's own cost
+    --stats.worker_restarts;
+    replace_worker(id, why, ServiceError::Code::Unavailable);
+  }
+
   void replace_worker(int id, const std::string& why, ServiceError::Code code) {
     Worker& w = workers[static_cast<std::size_t>(id)];
+    w.used = false;
     if (w.pid > 0) {
       ::kill(w.pid, SIGKILL);
       int status = 0;
@@ -308,14 +324,28 @@ struct Controller::State {
   }
 
   int free_worker() const {
+    const bool fresh = fresh_processes();
+    auto usable = [fresh](const Worker& w) { return w.state == WorkerState::Standby && (!fresh || !w.used); };
     // Prefer the worker of the last task when it is free (no process switch), else any standby.
-    if (last_worker >= 0 && workers[static_cast<std::size_t>(last_worker)].state == WorkerState::Standby) {
-      return last_worker;
-    }
+    if (last_worker >= 0 && usable(workers[static_cast<std::size_t>(last_worker)])) return last_worker;
     for (const auto& w : workers) {
-      if (w.state == WorkerState::Standby) return w.id;
+      if (usable(w)) return w.id;
     }
     return -1;
+  }
+
+  // Note [Fresh processes]: with a task waiting and no fresh worker, restart a used one (unless
+  // one is starting already).
+  void renew_a_worker() {
+    for (const auto& w : workers) {
+      if (w.state == WorkerState::Starting) return;
+    }
+    for (const auto& w : workers) {
+      if (w.state == WorkerState::Standby && w.used) {
+        restart_worker(w.id, "has run its task (stop-and-start)");
+        return;
+      }
+    }
   }
 
   void dispatch_request() {
@@ -341,6 +371,7 @@ struct Controller::State {
     }
     if (last_worker != id) ++stats.worker_switches;
     last_worker = id;
+    w.used = true;
     w.state = WorkerState::Inferring;
     w.busy_since_ns = monotonic_ns();
     inflight = p;
@@ -384,6 +415,7 @@ struct Controller::State {
     m.value = training_target;
     if (last_worker != id) ++stats.worker_switches;
     last_worker = id;
+    w.used = true;
     w.state = WorkerState::Training;
     w.busy_since_ns = monotonic_ns();
     training_worker = id;
@@ -401,7 +433,7 @@ struct Controller::State {
   void stop_training(std::int64_t for_arrival_ns) {
     bool other_free = false;
     for (const auto& w : workers) other_free = other_free || (w.id != training_worker && w.state == WorkerState::Standby);
-    const std::uint32_t how = for_arrival_ns > 0 && other_free ? kStopPause : kStopAbort;
+    const std::uint32_t how = for_arrival_ns > 0 && other_free && !fresh_processes() ? kStopPause : kStopAbort;
     reinterpret_cast<WorkerControl*>(control.data())[training_worker].stop.store(how, std::memory_order_release);
     training_stopping = true;
     stop_requested_for_arrival_ns = for_arrival_ns;
@@ -432,6 +464,8 @@ struct Controller::State {
         case SchedulerAction::Wait: break;
       }
     }
+    const bool task_waits = !queue.empty() || (view.training_wanted && training_worker < 0 && inflight == nullptr);
+    if (fresh_processes() && task_waits && free_worker() < 0) renew_a_worker();
   }
 
   void on_message(int id, const Message& m) {  // with the mutex held
@@ -520,6 +554,10 @@ struct Controller::State {
         training_worker = -1;
         training_stopping = false;
         stop_requested_for_arrival_ns = 0;
+        if (fresh_processes()) {  // Note [Fresh processes]
+          restart_worker(id, "stopped its training (stop-and-start)");
+          return;
+        }
         // Off the critical path: the stopped worker drops its task before its next one.
         Message cleanup;
         cleanup.type = MessageType::Cleanup;

@@ -31,12 +31,12 @@ inline exec::TransferMode transfer_mode_of(Mechanism mechanism) {
 // The mechanisms the server runs today; InputError naming the others.
 inline void check_served_mechanism(Mechanism mechanism) {
   const MechanismTraits& t = traits(mechanism);
-  const bool served = mechanism == Mechanism::Ready ||
+  const bool served = mechanism == Mechanism::Ready || t.process == ProcessModel::FreshProcess ||
                       (t.pipeswitch_family && !t.ipc_handle_per_group && t.process == ProcessModel::StandbyWorkers);
   if (!served) {
     throw InputError("mechanism '" + to_string(mechanism) +
                      "' is not served yet: psw serve runs ready, pipeswitch, per-layer-pipeline, grouped-transmission, "
-                     "no-memory-management and no-pinned-memory");
+                     "no-memory-management, no-pinned-memory, stop-and-start and two-processes");
   }
 }
 
