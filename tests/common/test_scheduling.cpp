@@ -49,6 +49,20 @@ TEST(Scheduling, TrainingResumesOnlyWhenNoRequestWaitsOrRuns) {
   EXPECT_TRUE(decide(v).empty());
 }
 
+TEST(Scheduling, MpsNeverStopsTrainingAndRunsBesideIt) {
+  SchedulerView v;
+  v.share_device = true;
+  v.request_waiting = true;
+  v.worker_free = true;
+  v.training_wanted = true;
+  v.training_running = true;
+  EXPECT_EQ(decide(v), (std::vector{SchedulerAction::DispatchRequest}));
+  v.request_waiting = false;
+  v.request_running = true;
+  v.training_running = false;
+  EXPECT_EQ(decide(v), (std::vector{SchedulerAction::ResumeTraining}));  // beside the request
+}
+
 TEST(Scheduling, OneRequestAtATime) {
   SchedulerView v;
   v.request_waiting = true;

@@ -198,6 +198,41 @@ training:
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
 }
 
+// MPS: inference runs beside the training job, which is never stopped (on the host backend the
+// two processes share the CPU; on a GPU the mechanism needs NVIDIA's MPS daemon).
+TEST(Controller, MpsRunsInferenceBesideTrainingWithoutStoppingIt) {
+  const ServeConfig config = write_config("mps", R"(
+mechanism: mps
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: true
+)");
+  auto controller = start(config);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    EXPECT_TRUE(controller->training_status("resnet152").running);
+  }
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.preemptions, 0);
+  EXPECT_EQ(stats.transfers, 1);  // the model stays resident beside the training job
+  // With one worker there is nowhere to run inference beside training: refused at start.
+  ServeConfig one = config;
+  one.workers = 1;
+  EXPECT_THROW(start(one), InputError);
+}
+
 ServeConfig single_model_config(const std::string& name, int timeout_ms) {
   return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +
                                 "\nmodels:\n  - name: bert_base\n    batch: 1\n");

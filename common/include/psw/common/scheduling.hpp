@@ -16,6 +16,7 @@ struct SchedulerView {
   bool training_stopping = false; // a worker was told to stop and has not confirmed
   bool training_paused = false;   // a worker waits in place at a layer boundary
   bool dispatch_after_stop = false;  // a request waits until training has stopped
+  bool share_device = false;      // MPS: tasks run side by side, training is never stopped
 };
 
 enum class SchedulerAction { Wait, DispatchRequest, StopTraining, ResumeTraining };
@@ -33,6 +34,14 @@ class InferenceFirstPolicy final : public SchedulingPolicy {
  public:
   void decide(const SchedulerView& v, SchedulerAction out[2], int& count) const override {
     count = 0;
+    if (v.share_device) {  // MPS: no switch, so nothing to stop; one request at a time
+      if (v.request_waiting && !v.request_running && v.worker_free) out[count++] = SchedulerAction::DispatchRequest;
+      if (v.training_wanted && !v.training_running && !v.training_stopping && !v.training_paused &&
+          (v.worker_free && count == 0)) {
+        out[count++] = SchedulerAction::ResumeTraining;
+      }
+      return;
+    }
     if (v.request_waiting && v.training_running && !v.training_stopping) out[count++] = SchedulerAction::StopTraining;
     const bool training_in_the_way = v.dispatch_after_stop && (v.training_running || v.training_stopping);
     if (v.request_waiting && !v.request_running && v.worker_free && !training_in_the_way) {

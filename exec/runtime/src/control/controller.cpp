@@ -302,7 +302,8 @@ struct Controller::State {
   // stays resident until the parameters kept exceed cache_bytes, least recently used out
   // first; the ready mechanism keeps every model once loaded.
   bool note_use(int model) {
-    if (options.config.mechanism == Mechanism::Ready) {
+    // Ready and MPS keep every model on the device once loaded (MPS runs them beside training).
+    if (options.config.mechanism == Mechanism::Ready || options.config.mechanism == Mechanism::Mps) {
       if (is_resident(model)) return false;
       resident.push_front(model);
       return true;
@@ -453,6 +454,7 @@ struct Controller::State {
     view.training_stopping = training_worker >= 0 && training_stopping;
     view.training_paused = paused_worker() >= 0;
     view.dispatch_after_stop = options.config.dispatch == DispatchPolicy::AfterStop;
+    view.share_device = traits(options.config.mechanism).process == ProcessModel::SharedContext;
     SchedulerAction actions[2];
     int count = 0;
     policy.decide(view, actions, count);
@@ -653,6 +655,10 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
   s.options = std::move(options);
   const ServeConfig& config = s.options.config;
   if (config.workers > static_cast<int>(kMaxWorkers)) throw InputError("at most 16 workers");
+  if (traits(config.mechanism).process == ProcessModel::SharedContext && config.training && config.workers < 2) {
+    throw InputError(config.path.string() + ": mechanism 'mps' runs inference beside the training job, in another "
+                     "worker: it needs workers: 2 or more");
+  }
   for (const auto& m : config.models) s.infos.push_back(zoo_model_info(m.name));
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wakeup) throw Error("eventfd failed");

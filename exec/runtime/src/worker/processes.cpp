@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <limits>
@@ -80,6 +81,17 @@ int guarded(int socket, Body&& body) {
   }
 }
 
+// MPS needs its control daemon: without it, CUDA processes time-slice the GPU instead and the
+// mechanism would silently be another one. The daemon's pipe directory is where CUDA looks.
+void check_mps_daemon() {
+  const char* configured = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string directory = configured != nullptr ? configured : "/tmp/nvidia-mps";
+  if (::access((directory + "/control").c_str(), F_OK) != 0) {
+    throw InputError("mechanism 'mps' needs NVIDIA's MPS control daemon, and none runs here (no " + directory +
+                     "/control): start it with `nvidia-cuda-mps-control -d`, or serve another mechanism");
+  }
+}
+
 void send_hello(int socket, int worker) {
   Message hello;
   hello.type = MessageType::Hello;
@@ -98,6 +110,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     check_served_mechanism(config.mechanism);
     auto backend = exec::make_backend(options.backend);
     const bool on_host = backend->name() == "host";
+    if (config.mechanism == Mechanism::Mps && !on_host) check_mps_daemon();
     std::vector<ServedModel> served = build_served_models(config);
     std::unique_ptr<exec::ZooModel> training_model;
     if (config.training) {
