@@ -233,6 +233,39 @@ training:
   EXPECT_THROW(start(one), InputError);
 }
 
+// One process: training and inference take turns in one worker; a request abandons the
+// training's step (there is no other worker to pause for), which resumes from its last one.
+TEST(Controller, OneProcessTakesTurnsInOneWorker) {
+  const ServeConfig config = write_config("one-process", R"(
+mechanism: one-process
+workers: 1
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: false
+)");
+  auto controller = start(config);
+  controller->start_training("resnet152", 3);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
+  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  EXPECT_GE(controller->stats().preemptions, 1);
+  EXPECT_EQ(controller->worker_pids().size(), 1u);
+  ServeConfig two = config;
+  two.workers = 2;
+  EXPECT_THROW(start(two), InputError);
+}
+
 ServeConfig single_model_config(const std::string& name, int timeout_ms) {
   return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +
                                 "\nmodels:\n  - name: bert_base\n    batch: 1\n");

@@ -655,6 +655,11 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
   s.options = std::move(options);
   const ServeConfig& config = s.options.config;
   if (config.workers > static_cast<int>(kMaxWorkers)) throw InputError("at most 16 workers");
+  // One process: training and inference take turns in one worker, which swaps models in and out
+  // (one group, fresh allocations: the mechanism table); a request abandons the training's step.
+  if (traits(config.mechanism).process == ProcessModel::OneProcess && config.workers != 1) {
+    throw InputError(config.path.string() + ": mechanism 'one-process' runs every task in one worker: set workers: 1");
+  }
   if (traits(config.mechanism).process == ProcessModel::SharedContext && config.training && config.workers < 2) {
     throw InputError(config.path.string() + ": mechanism 'mps' runs inference beside the training job, in another "
                      "worker: it needs workers: 2 or more");

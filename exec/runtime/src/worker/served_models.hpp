@@ -32,12 +32,12 @@ inline exec::TransferMode transfer_mode_of(Mechanism mechanism) {
 inline void check_served_mechanism(Mechanism mechanism) {
   const MechanismTraits& t = traits(mechanism);
   const bool served = mechanism == Mechanism::Ready || t.process == ProcessModel::FreshProcess ||
-                      t.process == ProcessModel::SharedContext ||
+                      t.process == ProcessModel::SharedContext || t.process == ProcessModel::OneProcess ||
                       (t.pipeswitch_family && !t.ipc_handle_per_group && t.process == ProcessModel::StandbyWorkers);
   if (!served) {
     throw InputError("mechanism '" + to_string(mechanism) +
                      "' is not served yet: psw serve runs ready, pipeswitch, per-layer-pipeline, grouped-transmission, "
-                     "no-memory-management, no-pinned-memory, stop-and-start, two-processes and mps");
+                     "no-memory-management, no-pinned-memory, stop-and-start, two-processes, mps and one-process");
   }
 }
 
