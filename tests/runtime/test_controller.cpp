@@ -179,8 +179,10 @@ training:
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults
   EXPECT_GE(stats.preemptions, 1);
-  // New processes replaced the first ones.
-  for (pid_t pid : controller->worker_pids()) EXPECT_EQ(std::count(seen.begin(), seen.end(), pid), 0) << pid;
+  // The training ran first on worker 0; its process was replaced when the first request came
+  // (a worker that ran one task and was not needed again may still be there).
+  const std::vector<pid_t> now = controller->worker_pids();
+  EXPECT_EQ(std::count(now.begin(), now.end(), seen[0]), 0) << "worker 0's first process is still there";
   // The job's state equals three uninterrupted steps.
   auto model = exec::make_model("resnet152", config.training->seed);
   torch::Tensor reference = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
