@@ -26,6 +26,10 @@ if(PSW_HAVE_EXEC)
                    ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.end_to_end PROPERTIES LABELS cli TIMEOUT 600)
+  add_test(NAME cli.serve.daemon_death
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_daemon_death.sh $<TARGET_FILE:psw>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300)
   psw_cli_test(serve.metrics_on_every_interface 2 "refusing to listen on every interface" serve --backend host
                --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml --socket /tmp/psw-test-metrics-wildcard/psw.sock
                --metrics-listen 0.0.0.0:9464)

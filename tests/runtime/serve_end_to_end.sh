@@ -11,15 +11,8 @@ work=$(mktemp -d)
 sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" --trace "$work/trace.json" \
-  --metrics-listen 127.0.0.1:0 2> "$work/serve.log" &
-server=$!
-for _ in $(seq 1 600); do
-  if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then break; fi
-  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; echo "FAIL: the server exited during start-up"; exit 1; }
-  sleep 0.5
-done
-"$psw" client --socket "$sock" --live | grep -q "ready  yes" || { cat "$work/serve.log"; echo "FAIL: never ready"; exit 1; }
+source "$(dirname "$0")/serve_lib.sh"
+start_ready_server --trace "$work/trace.json" --metrics-listen 127.0.0.1:0
 test "$(stat -c %a "$sock")" = 600 || { echo "FAIL: socket mode $(stat -c %a "$sock")"; exit 1; }
 test "$(stat -c %a "$(dirname "$sock")")" = 700 || { echo "FAIL: socket folder mode"; exit 1; }
 # The C++ client: an answer of the right shape.

@@ -124,6 +124,7 @@ struct Controller::State {
   std::mutex mutex;
   bool stopping = false;
   bool all_ready = false;
+  std::string failure;  // set when the server cannot go on
   std::uint64_t next_request_id = 1;
   std::deque<std::shared_ptr<Pending>> queue;
   std::shared_ptr<Pending> inflight;
@@ -620,8 +621,12 @@ struct Controller::State {
         }
         if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
           log("the memory daemon exited; the server cannot go on");
+          failure = "the memory daemon exited";
           all_ready = false;
           stopping = true;
+          // Wakes `psw serve`'s main thread, which waits for SIGTERM (server.cpp), so that the
+          // server stops instead of answering UNAVAILABLE forever.
+          ::kill(::getpid(), SIGTERM);
           for (auto& p : queue) fail(p, ServiceError::Code::Unavailable, "the memory daemon exited");
           queue.clear();
           if (inflight) fail(inflight, ServiceError::Code::Unavailable, "the memory daemon exited");
@@ -875,6 +880,11 @@ TrainingStatus Controller::stop_training(const std::string& model) {
   }
   s.wake();
   return training_status(model);
+}
+
+std::string Controller::failure() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->failure;
 }
 
 ControllerStats Controller::stats() {

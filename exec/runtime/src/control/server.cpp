@@ -106,7 +106,8 @@ int run_server(const ServerOptions& options) {
   front.set(controller.get());
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  log(std::string("shutting down (") + (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
+  log(controller->failure().empty() ? std::string("shutting down (") + (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") + ")"
+                                    : "shutting down: " + controller->failure());
   metrics.reset();
   server.shutdown(2000);
   front.set(nullptr);
@@ -114,7 +115,12 @@ int run_server(const ServerOptions& options) {
     save_text(options.trace_path, controller->chrome_trace());
     log("wrote the trace of the last requests to " + options.trace_path);
   }
+  const std::string failure = controller->failure();
   controller->shutdown();
+  if (!failure.empty()) {
+    log("stopped: " + failure);
+    return 1;
+  }
   log("stopped");
   return 0;
 }

@@ -78,6 +78,8 @@ class Controller final : public InferenceService {
   std::string metrics_text() override;
 
   ControllerStats stats();
+  // Why the controller cannot serve any more (the memory daemon exited); empty while it can.
+  std::string failure();
   // The training job's segment (Note [Training state]) as the daemon holds it: header,
   // weights, momentum; empty without a training job. For tests comparing it with a run.
   std::pair<const std::uint8_t*, std::size_t> training_segment();
