@@ -158,7 +158,7 @@ models:
 training:
   model: resnet152
   batch: 2
-  input_size: 32
+  input_size: 64
   seed: 1
   autostart: false
 )");
@@ -248,7 +248,7 @@ models:
 training:
   model: resnet152
   batch: 2
-  input_size: 32
+  input_size: 64
   seed: 1
   autostart: false
 )");
