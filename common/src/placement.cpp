@@ -61,25 +61,22 @@ std::string describe_placement(const ModelProfile& model, const std::vector<bool
   return line.empty() ? "none" : line;
 }
 
-std::uint64_t layer_fingerprint(const ModelProfile& model) {
+namespace {
+
+LayerSignature layer_signature(const ModelProfile& model) {
   LayerSignature signature;
   signature.reserve(model.layers.size());
   for (const auto& layer : model.layers) signature.emplace_back(layer.name, layer.param_bytes);
-  return layer_fingerprint(signature);
+  return signature;
 }
+
+}  // namespace
+
+std::uint64_t layer_fingerprint(const ModelProfile& model) { return layer_fingerprint(layer_signature(model)); }
 
 SwitchPlan assemble_switch_plan(const ModelProfile& model, Strategy strategy, Grouping groups,
                                 std::vector<bool> host_mapped) {
-  SwitchPlan plan;
-  plan.model = model.name;
-  plan.strategy = strategy;
-  plan.fingerprint = layer_fingerprint(model);
-  plan.num_layers = model.layers.size();
-  plan.groups = std::move(groups);
-  plan.host_mapped = std::move(host_mapped);
-  if (plan.host_mapped.empty()) plan.host_mapped.assign(plan.num_layers, false);
-  check_plan_matches(plan, model.name, plan.fingerprint, plan.num_layers, "plan for " + model.name);
-  return plan;
+  return assemble_switch_plan(model.name, layer_signature(model), strategy, std::move(groups), std::move(host_mapped));
 }
 
 SwitchPlan make_switch_plan(const ModelProfile& model, const HardwareProfile& hardware, Task task, Strategy strategy,

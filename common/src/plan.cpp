@@ -51,6 +51,20 @@ std::string fingerprint_hex(std::uint64_t fingerprint) {
   return text;
 }
 
+SwitchPlan assemble_switch_plan(const std::string& model_name, const LayerSignature& layers, Strategy strategy,
+                                Grouping groups, std::vector<bool> host_mapped) {
+  SwitchPlan plan;
+  plan.model = model_name;
+  plan.strategy = strategy;
+  plan.fingerprint = layer_fingerprint(layers);
+  plan.num_layers = layers.size();
+  plan.groups = std::move(groups);
+  plan.host_mapped = std::move(host_mapped);
+  if (plan.host_mapped.empty()) plan.host_mapped.assign(plan.num_layers, false);
+  check_plan_matches(plan, model_name, plan.fingerprint, plan.num_layers, "plan for " + model_name);
+  return plan;
+}
+
 void check_plan_matches(const SwitchPlan& plan, const std::string& model_name, std::uint64_t fingerprint,
                         std::size_t num_layers, const std::string& where) {
   if (plan.model != model_name) {

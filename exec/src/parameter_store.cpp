@@ -44,23 +44,20 @@ PackedLayout pack_layout(ZooModel& model, const Grouping& groups, Bytes alignmen
   return packed;
 }
 
-std::uint64_t layer_fingerprint(ZooModel& model) {
+namespace {
+
+LayerSignature layer_signature(ZooModel& model) {
   LayerSignature signature;
   for (const auto& layer : model.layers()) signature.emplace_back(layer.name, layer.bytes());
-  return psw::layer_fingerprint(signature);
+  return signature;
 }
 
+}  // namespace
+
+std::uint64_t layer_fingerprint(ZooModel& model) { return psw::layer_fingerprint(layer_signature(model)); }
+
 SwitchPlan plan_for_model(ZooModel& model, Strategy strategy, Grouping groups, std::vector<bool> host_mapped) {
-  SwitchPlan plan;
-  plan.model = model.name();
-  plan.strategy = strategy;
-  plan.fingerprint = layer_fingerprint(model);
-  plan.num_layers = model.layers().size();
-  plan.groups = std::move(groups);
-  plan.host_mapped = std::move(host_mapped);
-  if (plan.host_mapped.empty()) plan.host_mapped.assign(plan.num_layers, false);
-  check_plan_matches(plan, plan.model, plan.fingerprint, plan.num_layers, "plan for " + plan.model);
-  return plan;
+  return assemble_switch_plan(model.name(), layer_signature(model), strategy, std::move(groups), std::move(host_mapped));
 }
 
 ParameterStore ParameterStore::allocate(Backend& backend, Bytes bytes, bool pinned) {

@@ -84,6 +84,20 @@ bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
   return p();
 }
 
+// The training state after `steps` uninterrupted steps of `config`'s ResNet-152 job.
+torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t steps) {
+  auto model = exec::make_model("resnet152", config.seed);
+  torch::Tensor state = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
+  TrainingHeader header{};
+  TrainingJob::initialize(*model, state, &header);
+  auto fresh = exec::make_model("resnet152", 0);
+  TrainingJob job(*fresh, config, state, &header);
+  std::atomic<std::uint32_t> never{0};
+  torch::AutoGradMode grad(true);
+  job.run(steps, never);
+  return state;
+}
+
 TEST(Controller, ServesModelsBesideTrainingAndPreemptsItWithoutLoss) {
   const ServeConfig config = write_config("serve", R"(
 workers: 2
@@ -125,17 +139,7 @@ training:
   EXPECT_GE(stats.preemptions, 1);
   EXPECT_EQ(stats.preemption_ns.size(), static_cast<std::size_t>(stats.preemptions));
   // The job's state equals four uninterrupted steps of the same job, bit for bit.
-  auto model = exec::make_model("resnet152", config.training->seed);
-  torch::Tensor reference = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
-  TrainingHeader header{};
-  TrainingJob::initialize(*model, reference, &header);
-  {
-    auto fresh = exec::make_model("resnet152", 0);
-    TrainingJob job(*fresh, *config.training, reference, &header);
-    std::atomic<std::uint32_t> never{0};
-    torch::AutoGradMode grad(true);
-    job.run(4, never);
-  }
+  const torch::Tensor reference = uninterrupted_state(*config.training, 4);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
@@ -184,17 +188,7 @@ training:
   const std::vector<pid_t> now = controller->worker_pids();
   EXPECT_EQ(std::count(now.begin(), now.end(), seen[0]), 0) << "worker 0's first process is still there";
   // The job's state equals three uninterrupted steps.
-  auto model = exec::make_model("resnet152", config.training->seed);
-  torch::Tensor reference = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
-  TrainingHeader header{};
-  TrainingJob::initialize(*model, reference, &header);
-  {
-    auto fresh = exec::make_model("resnet152", 0);
-    TrainingJob job(*fresh, *config.training, reference, &header);
-    std::atomic<std::uint32_t> never{0};
-    torch::AutoGradMode grad(true);
-    job.run(3, never);
-  }
+  const torch::Tensor reference = uninterrupted_state(*config.training, 3);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);

@@ -47,8 +47,7 @@ std::string describe_placement(const ModelProfile& model, const std::vector<bool
 // Note [Layer fingerprint] (plan.hpp) of a profile's layers.
 std::uint64_t layer_fingerprint(const ModelProfile& model);
 
-// The one place a SwitchPlan is built: the model's name and fingerprint, the strategy, the
-// groups and the placement (empty: every layer copied), checked against the model.
+// assemble_switch_plan (plan.hpp) from a profile's layers.
 SwitchPlan assemble_switch_plan(const ModelProfile& model, Strategy strategy, Grouping groups,
                                 std::vector<bool> host_mapped);
 // Plans with `strategy` (not Fixed) and `placement`, then assemble_switch_plan.

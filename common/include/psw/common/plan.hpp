@@ -75,6 +75,11 @@ struct SwitchPlan {
   MemoryLayout layout;
 };
 
+// The one place a SwitchPlan is built: the model's name, the fingerprint of its layers, the
+// strategy, the groups and the placement (empty: every layer copied), checked against the layers.
+SwitchPlan assemble_switch_plan(const std::string& model_name, const LayerSignature& layers, Strategy strategy,
+                                Grouping groups, std::vector<bool> host_mapped);
+
 // Throws InputError unless `plan` was made for a model of `model_name` whose layers hash to
 // `fingerprint` (`num_layers` of them); `where` names the plan's source in the message.
 void check_plan_matches(const SwitchPlan& plan, const std::string& model_name, std::uint64_t fingerprint,
