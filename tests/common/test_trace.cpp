@@ -1,5 +1,5 @@
 // Request traces (common/src/trace.cpp): each reader's happy path on small fixtures
-// (tests/data/traces/) and on the shipped public traces (../shared/traces/), determinism, and
+// (tests/data/traces/) and on the shipped public traces (traces/), determinism, and
 // every kind of bad input as an InputError naming the file, the line and the complaint.
 #include <gtest/gtest.h>
 
@@ -26,8 +26,8 @@ std::filesystem::path fixture(const std::string& name) {
   return std::filesystem::path(PSW_TEST_DATA_DIR) / "traces" / name;
 }
 
-std::filesystem::path shared_trace(const std::string& relative) {
-  return std::filesystem::path(PSW_SOURCE_DIR) / ".." / "shared" / "traces" / relative;
+std::filesystem::path public_trace(const std::string& relative) {
+  return std::filesystem::path(PSW_SOURCE_DIR) / "traces" / relative;
 }
 const char* const kAzure2019 = "azure-functions-2019/invocations.csv";
 const char* const kAzure2021 = "azure-functions-2021/Azure2021_200.csv";
@@ -278,8 +278,8 @@ TEST(TraceAzure2019, TiesAreBrokenByFunctionRowOrder) {
   // equal times (if any) must list the lower function row first. Checked on the shipped
   // trace's first minute, where ~9,000 arrivals make ties plausible but not required.
   TraceMapping mapping;
-  std::ifstream in(shared_trace(kAzure2019));
-  ASSERT_TRUE(in) << "missing " << shared_trace(kAzure2019);
+  std::ifstream in(public_trace(kAzure2019));
+  ASSERT_TRUE(in) << "missing " << public_trace(kAzure2019);
   std::string line;
   std::getline(in, line);
   std::uint32_t row = 0;
@@ -290,7 +290,7 @@ TEST(TraceAzure2019, TiesAreBrokenByFunctionRowOrder) {
     mapping.function_model[cell] = row++;
   }
   const auto requests = drain(
-      open_azure_functions_2019(shared_trace(kAzure2019), mapping, SpreadKind::Uniform, 9, 1, 1));
+      open_azure_functions_2019(public_trace(kAzure2019), mapping, SpreadKind::Uniform, 9, 1, 1));
   for (std::size_t i = 1; i < requests.size(); ++i) {
     ASSERT_LE(requests[i - 1].arrival, requests[i].arrival);
     if (requests[i - 1].arrival == requests[i].arrival) {
@@ -302,8 +302,8 @@ TEST(TraceAzure2019, TiesAreBrokenByFunctionRowOrder) {
 TEST(TraceAzure2019, PoissonSpreadKeepsTheMeanCount) {
   // Poisson spread: per (minute, function) a Poisson(count) number of arrivals. Over the
   // shipped trace's first 30 minutes (272,540 invocations) the total is within 1%.
-  const std::int64_t expected = sum_minutes(shared_trace(kAzure2019), 1, 30);
-  const auto source = open_azure_functions_2019(shared_trace(kAzure2019), default_mapping(),
+  const std::int64_t expected = sum_minutes(public_trace(kAzure2019), 1, 30);
+  const auto source = open_azure_functions_2019(public_trace(kAzure2019), default_mapping(),
                                                 SpreadKind::Poisson, 5, 1, 30);
   std::int64_t n = 0;
   Duration previous = Duration::zero();
@@ -318,7 +318,7 @@ TEST(TraceAzure2019, PoissonSpreadKeepsTheMeanCount) {
 }
 
 TEST(TraceAzure2019, ShippedTraceFirst30MinutesUniform) {
-  const auto path = shared_trace(kAzure2019);
+  const auto path = public_trace(kAzure2019);
   ASSERT_TRUE(std::filesystem::exists(path)) << "missing " << path;
   const std::int64_t expected = sum_minutes(path, 1, 30);
   EXPECT_EQ(expected, 272'540);
@@ -423,7 +423,7 @@ TEST(TraceAzure2021, SortsByEndMinusDurationExactly) {
 }
 
 TEST(TraceAzure2021, ShippedTrace) {
-  const auto path = shared_trace(kAzure2021);
+  const auto path = public_trace(kAzure2021);
   ASSERT_TRUE(std::filesystem::exists(path)) << "missing " << path;
   const auto requests = drain(open_azure_functions_2021(path, default_mapping()));
   EXPECT_EQ(requests.size(), 199u);  // 200 lines: the header and 199 invocations
@@ -494,7 +494,7 @@ TEST(TraceAzureLlm, BucketBoundaryIsInclusive) {
 }
 
 TEST(TraceAzureLlm, ShippedTrace) {
-  const auto path = shared_trace(kAzureLlm);
+  const auto path = public_trace(kAzureLlm);
   ASSERT_TRUE(std::filesystem::exists(path)) << "missing " << path;
   const auto requests = drain(open_azure_llm_2023(path, kBuckets, 8, Duration::zero()));
   EXPECT_EQ(requests.size(), 8819u);
