@@ -45,9 +45,11 @@ void run_compare(const CompareOptions& o) {
       "pipeswitch_ms", "optimal_ms", "early_start_ms", "groups", "startup_ms", "overhead_ms",
       "early_start/bound", "planner_us"};
   std::vector<std::vector<std::string>> rows;
-  for (const auto& hw : hardware) {
-    for (const auto& model : models) {
-      for (Task task : tasks) {
+  for (std::size_t h = 0; h < hardware.size(); ++h) {
+    const HardwareProfile& hw = hardware[h];
+    for (std::size_t m = 0; m < models.size(); ++m) {
+      const ModelProfile& model = models[m];
+      for (Task task : tasks) with_range_context(o.model_paths[m] + " on " + o.hardware_paths[h], [&] {
         const SwitchCosts costs = make_switch_costs(model, hw, task);
         const PlanResult single = plan_single(costs);
         const PlanResult per_layer = plan_per_layer(costs);
@@ -69,7 +71,7 @@ void run_compare(const CompareOptions& o) {
                         ms(optimal.total), ms(early.total), std::to_string(early.groups.size()),
                         ms(timeline.startup), ms(timeline.overhead), ratio,
                         std::to_string(planner_us)});
-      }
+      });
     }
   }
 

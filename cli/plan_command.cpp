@@ -167,7 +167,9 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--out", options->out_path,
                   "Write the plan (groups, placement, the model's layer fingerprint) as YAML, for psw run --plan "
                   "and serve configs");
-  return [options] { run_plan(*options); };
+  return [options] {
+    with_range_context(options->model_path + " on " + options->hardware_path, [&] { run_plan(*options); });
+  };
 }
 
 }  // namespace psw::cli

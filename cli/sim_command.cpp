@@ -174,7 +174,7 @@ Action add_sim_command(CLI::App& app) {
   cmd->add_option("--seed", options->seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
   cmd->add_option("--trace-out", options->trace_out, "Write a Chrome trace of every transfer, compute and switch");
   cmd->add_option("--set", options->sets, "Override a config key: KEY=VALUE (dotted keys, YAML values)");
-  return [options] { run_sim(*options); };
+  return [options] { with_range_context(options->config_path, [&] { run_sim(*options); }); };
 }
 
 Action add_sweep_command(CLI::App& app) {

@@ -3,7 +3,23 @@
 #include <cmath>
 #include <cstdio>
 
+#include "psw/common/error.hpp"
+
 namespace psw {
+
+namespace units_detail {
+void throw_overflow(const char* what) {
+  throw RangeError(std::string("out of range: the ") + what +
+                   " exceeds the integer time or size range (int64 nanoseconds, about 292 years)");
+}
+}  // namespace units_detail
+
+Duration Duration::from_ns_truncated(double ns) {
+  // 2^63 is exactly representable; every double below it converts without overflow.
+  constexpr double kLimit = 9223372036854775808.0;
+  if (!(ns > -kLimit && ns < kLimit)) units_detail::throw_overflow("scaled duration");
+  return Duration(static_cast<std::int64_t>(ns));
+}
 
 std::string format_duration(Duration d) {
   char buf[64];

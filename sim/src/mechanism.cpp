@@ -13,7 +13,7 @@ bool is_pipelined(Mechanism m) { return traits(m).pipeswitch_family; }
 double percent_factor(int percent) { return static_cast<double>(percent) / 100.0; }
 
 Duration scale(Duration d, double factor) {
-  return nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) * factor + 0.5));
+  return Duration::from_ns_truncated(static_cast<double>(d.ns()) * factor + 0.5);
 }
 
 }  // namespace

@@ -76,6 +76,16 @@ foreach(bad ${PSW_BAD_FILES})
   endif()
 endforeach()
 
+# Magnitudes that are valid one by one but overflow together (Note [Checked units]): a range
+# error naming the inputs, exit 2, never wrapped totals or an internal error.
+set(PSW_RANGE ${CMAKE_CURRENT_SOURCE_DIR}/data/range)
+psw_cli_test(range.plan 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of range: the transfer time"
+             plan --model ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml --strategy optimal)
+psw_cli_test(range.compare 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of range"
+             compare --model ${PSW_MODELS}/bert_base.yaml ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml)
+psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.yaml: out of range: the sum of durations"
+             sim --config ${PSW_RANGE}/late-arrival.yaml)
+
 # The JSON carries every field the issue names, and --timeline writes a trace file.
 # Placement (Note [Placement]): auto reads BERT's word embeddings in place on hardware with a
 # mapped link, and is refused clearly where the hardware has none.
