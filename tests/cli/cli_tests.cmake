@@ -159,3 +159,6 @@ endif()
 # Golden outputs (scripts/update-golden.sh): small simulations of pipeswitch, stop-and-start,
 # mps and a project trace, compared byte for byte with tests/data/golden/.
 psw_cli_script_test(golden 120 "bash scripts/update-golden.sh --check $<TARGET_FILE:psw>")
+# A project trace row at a batch its model's profile lacks: exit 2, the file and line named.
+psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim
+             --config tests/data/sim/project-trace.yaml --set workload.path=trace-batch64.csv)
