@@ -54,8 +54,15 @@ void print_summary(const nlohmann::json& s) {
   std::printf("%-22s %lld (%.3f/s)\n", "training iterations",
               static_cast<long long>(s.at("training_iterations").get<std::int64_t>()),
               s.at("training_iterations_per_s").get<double>());
-  std::printf("%-22s %lld (standby waits %lld)\n", "switches", static_cast<long long>(s.at("switches").get<std::int64_t>()),
+  std::printf("%-22s %lld inference, %lld training switch-ins (standby waits %lld)\n", "switches",
+              static_cast<long long>(s.at("switches").get<std::int64_t>()),
+              static_cast<long long>(s.at("training_switch_ins").get<std::int64_t>()),
               static_cast<long long>(s.at("standby_waits").get<std::int64_t>()));
+  if (s.at("training_requests").get<std::int64_t>() > 0 || s.at("training_lost_ms").get<double>() > 0) {
+    std::printf("%-22s %lld training requests, %.3f ms of training lost to kills\n", "training work",
+                static_cast<long long>(s.at("training_requests").get<std::int64_t>()),
+                s.at("training_lost_ms").get<double>());
+  }
   std::printf("%-22s startup %.3f ms, total %.3f ms (means)\n", "overheads",
               s.at("startup_overhead_ms").at("mean").get<double>(), s.at("total_overhead_ms").at("mean").get<double>());
 }

@@ -6,6 +6,20 @@
 
 namespace psw {
 
+std::string chrome_trace_us(Duration d) {
+  const std::int64_t ns = d.ns();
+  // Magnitude in unsigned arithmetic: -INT64_MIN does not fit an int64.
+  const std::uint64_t magnitude = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  const auto thousandths = static_cast<unsigned>(magnitude % 1000);
+  const char fraction[4] = {static_cast<char>('0' + thousandths / 100), static_cast<char>('0' + thousandths / 10 % 10),
+                            static_cast<char>('0' + thousandths % 10), '\0'};
+  std::string out = ns < 0 ? "-" : "";
+  out += std::to_string(magnitude / 1000);
+  out += '.';
+  out += fraction;
+  return out;
+}
+
 std::string timeline_to_chrome_trace(const Timeline& timeline, const std::string& title) {
   return timelines_to_chrome_trace({{title, timeline}});
 }

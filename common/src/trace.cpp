@@ -337,8 +337,9 @@ class RowSource : public RequestSource {
 class ProjectCsvSource final : public RowSource {
  public:
   ProjectCsvSource(const std::filesystem::path& path,
-                   const std::map<std::string, std::uint32_t>& model_index)
-      : reader_(path, /*allow_comments=*/true), model_index_(model_index) {
+                   const std::map<std::string, std::uint32_t>& model_index,
+                   const std::vector<int>& model_batch)
+      : reader_(path, /*allow_comments=*/true), model_index_(model_index), model_batch_(model_batch) {
     expect_header(reader_, {"arrival_ns", "model", "task", "batch", "slo_ns"}, fields_);
     read_first_row(reader_.name(), reader_.line());
   }
@@ -380,6 +381,12 @@ class ProjectCsvSource final : public RowSource {
       throw InputError(detail::concat(reader_.where(), "column 'batch': must be at least 1, got ",
                                       fields_[3]));
     }
+    if (r.model < model_batch_.size() && batch != model_batch_[r.model]) {
+      throw InputError(detail::concat(reader_.where(), "column 'batch': model '", fields_[1],
+                                      "' is profiled at batch ", model_batch_[r.model],
+                                      " only, so batch ", batch,
+                                      " cannot be simulated (profile the model at that batch and list it as another model)"));
+    }
     r.batch = static_cast<int>(batch);
     r.slo = nanoseconds(parse_count(reader_, fields_[4], "slo_ns"));
     return r;
@@ -387,6 +394,7 @@ class ProjectCsvSource final : public RowSource {
 
   LineReader reader_;
   std::map<std::string, std::uint32_t> model_index_;
+  std::vector<int> model_batch_;  // empty: any batch
   std::vector<std::string_view> fields_;
   Duration previous_ = Duration::zero();
   std::int64_t previous_line_ = 0;
@@ -849,8 +857,9 @@ SpreadKind parse_spread(const std::string& text) {
 }
 
 std::unique_ptr<RequestSource> open_project_csv(
-    const std::filesystem::path& path, const std::map<std::string, std::uint32_t>& model_index) {
-  return std::make_unique<ProjectCsvSource>(path, model_index);
+    const std::filesystem::path& path, const std::map<std::string, std::uint32_t>& model_index,
+    const std::vector<int>& model_batch) {
+  return std::make_unique<ProjectCsvSource>(path, model_index, model_batch);
 }
 
 std::unique_ptr<RequestSource> open_azure_functions_2019(const std::filesystem::path& path,

@@ -10,6 +10,7 @@
 #include <optional>
 #include <queue>
 
+#include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/switch_costs.hpp"
@@ -45,6 +46,17 @@ class PeriodicSource : public RequestSource {
   std::int64_t issued_ = 0;
 };
 
+// Note [Batch of a request]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A ModelProfile describes one model at one batch (its `batch`): measured times were taken at
+// that batch, and analytic FLOPs and memory traffic were computed for it. Nothing in a profile
+// says how the time changes with the batch (a GPU is far from linear at small batches), so the
+// simulator does not extrapolate: a project CSV row whose batch differs from its model's
+// profile is refused, naming the trace file and line. To simulate another batch, make a profile
+// at that batch (scripts/gen_model_profiles.py, psw profile --batch) and list it as another
+// model. The other workloads (periodic, poisson, bursty, cycles, the Azure traces) have no
+// batch key: every request is its model at the profile's batch (the server never reads a
+// Request's `batch`; only this check does).
 std::unique_ptr<RequestSource> open_source(const ExperimentConfig& c) {
   const auto& w = c.workload;
   switch (w.kind) {
@@ -54,9 +66,14 @@ std::unique_ptr<RequestSource> open_source(const ExperimentConfig& c) {
     case WorkloadKind::Trace: {
       switch (w.format) {
         case TraceFormat::ProjectCsv: {
+          // Note [Batch of a request]: a row must ask for the batch its model is profiled at.
           std::map<std::string, std::uint32_t> index;
-          for (std::size_t i = 0; i < c.models.size(); ++i) index[c.models[i].name] = static_cast<std::uint32_t>(i);
-          return open_project_csv(w.trace_path, index);
+          std::vector<int> batch;
+          for (std::size_t i = 0; i < c.models.size(); ++i) {
+            index[c.models[i].name] = static_cast<std::uint32_t>(i);
+            batch.push_back(c.models[i].batch);
+          }
+          return open_project_csv(w.trace_path, index, batch);
         }
         case TraceFormat::AzureFunctions2019:
           return open_azure_functions_2019(w.trace_path, w.mapping, w.spread, c.seed, w.first_minute, w.minutes);
@@ -127,8 +144,7 @@ class TraceWriter {
     }
     ++written_;
     out_ << ",\n{\"name\":\"" << name << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"pid\":1,\"tid\":"
-         << track << ",\"ts\":" << static_cast<double>(start.ns()) / 1e3
-         << ",\"dur\":" << static_cast<double>((end - start).ns()) / 1e3 << "}";
+         << track << ",\"ts\":" << chrome_trace_us(start) << ",\"dur\":" << chrome_trace_us(end - start) << "}";
   }
 
  private:
@@ -161,6 +177,13 @@ class TrainingJob {
   void advance(Duration work) { progress_ += work; }
   std::int64_t iterations() const { return progress_.ns() / iteration_.ns(); }
   Duration progress() const { return progress_; }
+  // Drops the work of the iteration in progress (a killed process; Note [Killed training]);
+  // returns how much was lost.
+  Duration discard_partial_iteration() {
+    const Duration lost = nanoseconds(progress_.ns() % iteration_.ns());
+    progress_ = progress_ - lost;
+    return lost;
+  }
   // Compute time until the current layer ends.
   Duration to_layer_boundary() const {
     const Duration into = nanoseconds(progress_.ns() % iteration_.ns());
@@ -190,7 +213,7 @@ class GpuServer {
     }
     if (!options.out_dir.empty() && config.requests_csv) {
       csv_ = std::make_unique<CsvWriter>(options.out_dir / "requests.csv");
-      csv_->text("id,model,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns,switched,slo_met\n");
+      csv_->text("id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns,switched,slo_met\n");
     }
     if (!options.chrome_trace.empty()) {
       trace_ = std::make_unique<TraceWriter>(options.chrome_trace, options.chrome_trace_max_events);
@@ -209,6 +232,12 @@ class GpuServer {
     advance_training(end_);
   }
 
+  // Note [Switch counts]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // `switches` counts the inference requests whose model had to be switched in (per model
+  // under `models`); `training_switch_ins` counts the switches that brought training back in:
+  // the background job resuming after inference, and training requests (Note [Training
+  // requests]) that needed one. MPS switches nothing, so both stay 0 there.
   nlohmann::json summary() const {
     using nlohmann::json;
     auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
@@ -225,7 +254,8 @@ class GpuServer {
                                         {"switches", per_model_[m].switches}};
     }
     const double makespan_s = end_.seconds();
-    const double busy = makespan_s > 0 ? (inference_busy_.seconds() +
+    // Busy: requests' ready time, training kept, and training done then lost to a kill.
+    const double busy = makespan_s > 0 ? (inference_busy_.seconds() + training_lost_.seconds() +
                                           (training_ ? training_->progress().seconds() : 0.0)) / makespan_s
                                        : 0.0;
     const double inference_time_s = config_.workload.kind == WorkloadKind::Cycles
@@ -252,7 +282,11 @@ class GpuServer {
         {"training_iterations", training_ ? training_->iterations() : 0},
         {"training_iterations_per_s",
          training_ && makespan_s > 0 ? static_cast<double>(training_->iterations()) / makespan_s : 0.0},
+        // Note [Switch counts]: inference switches and training switch-ins apart.
         {"switches", switches_},
+        {"training_switch_ins", training_switch_ins_},
+        {"training_requests", training_requests_},
+        {"training_lost_ms", ms(training_lost_)},
         {"standby_waits", standby_waits_},
         {"startup_overhead_ms", {{"mean", switched_ ? ms(startup_sum_) / static_cast<double>(switched_) : 0.0}}},
         {"total_overhead_ms",
@@ -334,20 +368,41 @@ class GpuServer {
     }
   }
 
+  // Note [Killed training]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // Stop-and-start (and two processes) stop training by killing its process: the iteration in
+  // progress is lost, and the job resumes, once switched back in, from its last completed
+  // iteration (the runtime does the same: Note [Fresh processes] in controller.cpp). The lost
+  // work is reported as training_lost_ms and counts as GPU busy time. PipeSwitch and the
+  // in-process mechanisms pause at the next layer boundary and lose nothing; Ready stops at
+  // once without loss (the ideal it is); MPS never stops training.
+  //
+  // Note [Overlapped stop]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // Under PipeSwitch the new model's first copy starts at dispatch, while the training job
+  // is still finishing its current layer (MechanismModel::switch_in: transfers from `prep`,
+  // compute from `stop`). This is not optimism about memory: check_memory() gives the
+  // active task and the incoming model room side by side (the two largest models), as the
+  // runtime gives every model its own region (README, "The runtime's memory is per model"),
+  // so the copy never writes where training still reads. What the simulator does not model
+  // is the training job's activations and optimizer state in GPU memory, nor any contention
+  // of the copy with the finishing layer for memory bandwidth.
   void dispatch(const Request& request) {
     const Duration now = sim_.now();
     Duration stop = Duration::zero();
     std::optional<std::uint32_t> previous = active_model_;
     bool fresh = !active_model_ || *active_model_ != request.model;
+    // Note [MPS slowdown] in mechanism.cpp: under MPS the background job is never stopped, so
+    // it shares the GPU whenever it is configured and the server is not idle.
+    const bool beside_training = training_.has_value() && mechanism_.concurrent() && state_ != State::Idle;
     if (state_ == State::Training) {
       advance_training(now);
       previous = config_.training_model;
       fresh = true;
-      if (mechanism_.concurrent()) {
-        fresh = false;  // MPS: no switch; training keeps running, slowed down
-      } else {
+      if (!mechanism_.concurrent()) {
         if (mechanism_.stops_at_layer_boundary()) stop = training_->to_layer_boundary();
         training_->advance(stop);  // the current layer still completes
+        if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
         if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
       }
     } else if (state_ == State::Resuming) {
@@ -355,31 +410,36 @@ class GpuServer {
       previous = config_.training_model;
       fresh = true;
     }
+    if (mechanism_.concurrent()) fresh = false;  // MPS: every model stays resident, nothing to switch
     state_ = State::Inference;
 
+    const Task task = request.task;  // Note [Training requests]
     Duration wait = Duration::zero();  // for a standby worker
     SwitchInCost cost;
     if (!fresh) {
-      const Duration run = mechanism_.resident_run(request.model, Task::Inference);
-      cost = {Duration::zero(), run, false};
+      cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training), false};
     } else {
-      cost = mechanism_.switch_in(request.model, Task::Inference, stop, previous);
+      cost = mechanism_.switch_in(request.model, task, stop, previous);
     }
     if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, previous);
     const Duration startup = now + wait + cost.startup;
     const Duration finish = now + wait + cost.finish;
     if (cost.switched) {
-      ++switches_;
-      ++per_model_[request.model].switches;
-      ++switched_;
-      startup_sum_ += startup - now;
+      if (task == Task::Inference) {
+        ++switches_;
+        ++per_model_[request.model].switches;
+        ++switched_;
+        startup_sum_ += startup - now;
+      } else {
+        ++training_switch_ins_;
+      }
     }
     active_model_ = request.model;
     if (trace_) {
       const std::string& name = config_.models[request.model].name;
       if (now > request.arrival) trace_->slice("queued " + name, "queue", 3, request.arrival, now);
       if (cost.switched) trace_->slice("switch in " + name, "switch", 2, now, startup);
-      trace_->slice("infer " + name, "compute", 1, startup, finish);
+      trace_->slice((task == Task::Inference ? "infer " : "train ") + name, "compute", 1, startup, finish);
     }
     sim_.schedule_at(finish, kCompletion, [this, request, now, startup, switched = cost.switched] {
       complete(request, now, startup, switched);
@@ -407,15 +467,30 @@ class GpuServer {
     return ready - now;
   }
 
+  // Note [Training requests]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~
+  // A `training` row of the project's CSV asks for one training iteration (forward and
+  // backward) of its model. It waits in the same FIFO queue as inference and is served the
+  // same way, with the training task's costs: a switch-in for training (its plan and the
+  // backward pass) unless the model is already active, then the iteration at the ready speed;
+  // it is not preempted. It is written to requests.csv (task `training`) with its latency, and
+  // counted in training_requests and, if it needed a switch, training_switch_ins; the
+  // inference statistics (requests, latency, overheads, throughput) leave it out. Its SLO, if
+  // any, counts in slo_attainment like an inference's. It is independent of the background
+  // training job (`training:`), which it preempts like any request.
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
     const Duration now = sim_.now();
     const Duration latency = now - request.arrival;
-    latency_.add(latency);
-    per_model_[request.model].latency.add(latency);
-    const Duration ready = mechanism_.ready_run(request.model, Task::Inference);
+    const Duration ready = mechanism_.ready_run(request.model, request.task);
     inference_busy_ += ready;
-    overhead_sum_ += (now - dispatched) - ready;
-    if (cycle_phase_end_ && now <= *cycle_phase_end_) ++completed_in_phase_;
+    if (request.task == Task::Inference) {
+      latency_.add(latency);
+      per_model_[request.model].latency.add(latency);
+      overhead_sum_ += (now - dispatched) - ready;
+      if (cycle_phase_end_ && now <= *cycle_phase_end_) ++completed_in_phase_;
+    } else {
+      ++training_requests_;
+    }
     bool slo_met = true;
     if (request.slo > Duration::zero()) {
       ++slo_total_;
@@ -428,6 +503,7 @@ class GpuServer {
       csv_->number(completed_++);
       csv_->text(",");
       csv_->text(config_.models[request.model].name);
+      csv_->text(request.task == Task::Inference ? ",inference" : ",training");
       for (Duration v : {request.arrival, dispatched, startup, now, latency}) {
         csv_->text(",");
         csv_->number(v.ns());
@@ -439,7 +515,7 @@ class GpuServer {
 
     if (cycle_inference_until_ && now < *cycle_inference_until_) {
       // Cycles: the next inference request is issued as soon as one completes.
-      queue_.push_back(Request{now, config_.workload.cycle_model, Task::Inference, 8, config_.workload.slo});
+      queue_.push_back(cycle_request(now));
     }
     if (!queue_.empty()) {
       const Request next = queue_.front();
@@ -476,8 +552,13 @@ class GpuServer {
       state_ = State::Training;
       training_since_ = sim_.now();
       training_started_ = sim_.now();
-      if (switched) ++switches_;
+      if (switched) ++training_switch_ins_;
     });
+  }
+
+  Request cycle_request(Duration at) const {
+    const std::uint32_t m = config_.workload.cycle_model;
+    return Request{at, m, Task::Inference, config_.models[m].batch, config_.workload.slo};
   }
 
   void start_cycles() {
@@ -489,7 +570,7 @@ class GpuServer {
         cycle_inference_until_ = inference_end;
         cycle_phase_end_ = inference_end;
         ++issued_;
-        arrive(Request{sim_.now(), config_.workload.cycle_model, Task::Inference, 8, config_.workload.slo});
+        arrive(cycle_request(sim_.now()));
       });
       sim_.schedule_at(inference_end, kPhase, [this, inference_end] {
         if (cycle_inference_until_ == inference_end) cycle_inference_until_.reset();
@@ -524,7 +605,10 @@ class GpuServer {
   bool completed_any_ = false;
   std::int64_t slo_total_ = 0;
   std::int64_t slo_met_ = 0;
-  std::int64_t switches_ = 0;
+  std::int64_t switches_ = 0;              // inference switches (Note [Switch counts])
+  std::int64_t training_switch_ins_ = 0;   // switches that brought training back in
+  std::int64_t training_requests_ = 0;     // Note [Training requests]
+  Duration training_lost_;                 // Note [Killed training]
   std::int64_t switched_ = 0;
   std::int64_t standby_waits_ = 0;
   Duration startup_sum_;

@@ -83,9 +83,8 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
   switch (mechanism_) {
     case Mechanism::Ready:
       return {stop, stop + pm.forward + tail, false};
-    case Mechanism::Mps:
-      return {Duration::zero(),
-              scale(pm.forward + tail, task == Task::Inference ? mps_inference_slowdown() : 1.0), false};
+    case Mechanism::Mps:  // nothing to switch; the server applies the slowdown beside training
+      return {Duration::zero(), pm.forward + tail, false};
     case Mechanism::NoOptimization: {
       const Duration start = max(pm.sequential_copies, stop) + sync;
       return {start, start + pm.forward + tail, true};
@@ -129,10 +128,20 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
   return {startup, finish, true};
 }
 
-Duration MechanismModel::resident_run(std::uint32_t model, Task task) const {
+// Note [MPS slowdown]
+// ~~~~~~~~~~~~~~~~~~~
+// The hardware profile's `mps.inference_slowdown_percent` is what an inference loses to a
+// training job running beside it in another MPS client (the artifact's Figure 5 measures it
+// with training running). With no training on the GPU, nothing competes for the SMs, so the
+// inference runs at its ready speed. The server knows whether a training job is resident and
+// running (its background job under MPS is never stopped, so: configured and not idle), and
+// passes it as `beside_training`. The training job's own slowdown
+// (`training_slowdown_percent`) applies while inference runs beside it (advance_training).
+Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool beside_training) const {
   const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
   const Duration work = pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
-  return mechanism_ == Mechanism::Mps && task == Task::Inference ? scale(work, mps_inference_slowdown()) : work;
+  const bool slowed = mechanism_ == Mechanism::Mps && task == Task::Inference && beside_training;
+  return slowed ? scale(work, mps_inference_slowdown()) : work;
 }
 
 Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
@@ -150,6 +159,10 @@ bool MechanismModel::stops_at_layer_boundary() const {
     default:
       return true;
   }
+}
+
+bool MechanismModel::kills_training() const {
+  return mechanism_ == Mechanism::StopAndStart || mechanism_ == Mechanism::TwoProcesses;
 }
 
 bool MechanismModel::uses_standby_workers() const {

@@ -165,3 +165,10 @@ if(PSW_HAVE_EXEC)
   psw_cli_script_test(run.host_timeline 300
     "$<TARGET_FILE:psw> run --model inception_v3 --backend host --repeat 1 --warmup 0 --batch 1 --timeline $out/t.json >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['otherData']['timelines']; assert len(t) == 2 and 'measured' in t[0]['title'] and 'predicted' in t[1]['title'], t; assert len([e for e in d['traceEvents'] if e['ph'] == 'X' and e['pid'] == 1]) > 0\" $out/t.json")
 endif()
+
+# Golden outputs (scripts/update-golden.sh): small simulations of pipeswitch, stop-and-start,
+# mps and a project trace, compared byte for byte with tests/data/golden/.
+psw_cli_script_test(golden 120 "bash scripts/update-golden.sh --check $<TARGET_FILE:psw>")
+# A project trace row at a batch its model's profile lacks: exit 2, the file and line named.
+psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim
+             --config tests/data/sim/project-trace.yaml --set workload.path=trace-batch64.csv)

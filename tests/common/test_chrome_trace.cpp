@@ -67,3 +67,19 @@ TEST(ChromeTrace, SeveralTimelinesGetOneProcessEach) {
 
 }  // namespace
 }  // namespace psw
+
+namespace psw {
+namespace {
+
+// Microseconds written from integer nanoseconds, exactly, however far into a run.
+TEST(ChromeTrace, MicrosecondsAreExactFromIntegerNanoseconds) {
+  EXPECT_EQ(chrome_trace_us(Duration::zero()), "0.000");
+  EXPECT_EQ(chrome_trace_us(nanoseconds(5)), "0.005");
+  EXPECT_EQ(chrome_trace_us(nanoseconds(1'234'567'891)), "1234567.891");
+  EXPECT_EQ(chrome_trace_us(nanoseconds(3'600'001'234'567)), "3600001234.567");  // an hour in
+  EXPECT_EQ(chrome_trace_us(nanoseconds(-5)), "-0.005");
+  EXPECT_EQ(chrome_trace_us(nanoseconds(INT64_MIN)), "-9223372036854775.808");
+}
+
+}  // namespace
+}  // namespace psw

@@ -46,17 +46,23 @@ class MechanismModel {
   Mechanism mechanism() const { return mechanism_; }
 
   // Running `model` for `task` when it is not the active model; the GPU is released by
-  // the old task at `stop`, and `previous` (if any) is the model that was active.
+  // the old task at `stop`, and `previous` (if any) is the model that was active. Under MPS
+  // nothing is switched: the model alone on the GPU (see resident_run for the slowdown).
   SwitchInCost switch_in(std::uint32_t model, Task task, Duration stop,
                          std::optional<std::uint32_t> previous) const;
-  // Running `model` when it is already active on the GPU (slowed down under MPS).
-  Duration resident_run(std::uint32_t model, Task task) const;
+  // Running `model` when it is already active on the GPU. Under MPS an inference beside a
+  // training job that is resident and running is slowed down by the profile's factor
+  // (Note [MPS slowdown] in mechanism.cpp); alone on the GPU it runs at the ready speed.
+  Duration resident_run(std::uint32_t model, Task task, bool beside_training = false) const;
   // The ready model's time: the work alone on the GPU, every parameter resident.
   Duration ready_run(std::uint32_t model, Task task) const;
 
   // Whether stopping the running task waits for its current layer to finish (PipeSwitch
   // and the in-process mechanisms) or kills it at once (stop-and-start).
   bool stops_at_layer_boundary() const;
+  // Whether stopping training kills its process, so that the training iteration in progress
+  // is lost (stop-and-start, two processes; Note [Killed training] in gpu_server.cpp).
+  bool kills_training() const;
   // MPS: tasks run concurrently instead of being switched.
   bool concurrent() const { return mechanism_ == Mechanism::Mps; }
   // Whether an inference model stays active between requests (no switch when the next
@@ -71,8 +77,10 @@ class MechanismModel {
   double mps_inference_slowdown() const;
   double mps_training_slowdown() const;
 
-  // The plan each model is switched in with (for reports and traces).
-  const Grouping& grouping(std::uint32_t model) const { return per_model_[model].groups; }
+  // The plan each model is switched in with for `task` (for reports, traces and tests).
+  const Grouping& grouping(std::uint32_t model, Task task) const {
+    return per_model_.at(model * 2 + (task == Task::Training ? 1 : 0)).groups;
+  }
 
  private:
   struct PerModel {

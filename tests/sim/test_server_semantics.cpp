@@ -1,0 +1,242 @@
+// What the simulated server models beyond costs: MPS's slowdown only beside training, the
+// project trace's batch and task columns, killed training losing its iteration, switch counts
+// split by task, exact Chrome trace times, and the closed-form switch cost against the
+// timeline it stands for.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "psw/common/chrome_trace.hpp"
+#include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
+#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/mechanism.hpp"
+
+namespace psw::sim {
+namespace {
+
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+std::string data(const std::string& name) { return std::string(PSW_TEST_DATA_DIR) + "/sim/" + name; }
+std::string quoted(const std::string& path) { return "\"" + path + "\""; }
+
+nlohmann::json simulate(const std::string& config, const Overrides& overrides = {},
+                        const std::filesystem::path& out = {}, const std::filesystem::path& trace = {}) {
+  SimulationOptions options;
+  options.out_dir = out;
+  options.chrome_trace = trace;
+  return run_simulation(load_experiment_config(data(config), overrides), options).summary;
+}
+
+double mean_ms(const nlohmann::json& s) { return s.at("latency").at("mean_ms").get<double>(); }
+std::int64_t count(const nlohmann::json& s, const char* key) { return s.at(key).get<std::int64_t>(); }
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::vector<std::string>> csv_rows(const std::filesystem::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(slurp(p));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields;
+    std::istringstream f(line);
+    std::string field;
+    while (std::getline(f, field, ',')) fields.push_back(field);
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("psw_sim_semantics_" + name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Note [MPS slowdown]: alone on the GPU an inference under MPS runs at the ready speed; beside
+// the training job it is slowed by the profile's factor (550% on the V100).
+TEST(SimMps, InferenceIsSlowedOnlyWhileTrainingSharesTheGpu) {
+  const auto alone = simulate("solo.yaml");
+  const auto alone_ready = simulate("solo.yaml", {{"mechanism", "ready"}});
+  EXPECT_EQ(count(alone, "requests"), 6);
+  EXPECT_NEAR(mean_ms(alone), mean_ms(alone_ready), 1e-6);
+  const auto beside = simulate("small.yaml", {{"mechanism", "mps"}});
+  const auto beside_ready = simulate("small.yaml", {{"mechanism", "ready"}});
+  EXPECT_NEAR(mean_ms(beside), 5.5 * mean_ms(beside_ready), 1e-3);
+}
+
+// Note [Batch of a request]: profiles are at batch 8; a row at batch 64 is refused with the
+// trace file and its line.
+TEST(SimProjectTrace, ABatchTheProfileDoesNotServeIsRefusedWithFileAndLine) {
+  try {
+    simulate("project-trace.yaml", {{"workload.path", quoted(data("trace-batch64.csv"))}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("trace-batch64.csv:3:"), std::string::npos) << what;
+    EXPECT_NE(what.find("batch 64"), std::string::npos) << what;
+    EXPECT_NE(what.find("profiled at batch 8"), std::string::npos) << what;
+  }
+}
+
+// Note [Training requests]: a training row is one training iteration of its model, switched in
+// for training, and reported apart from inference.
+TEST(SimProjectTrace, ATrainingRowRunsATrainingIteration) {
+  const auto dir = fresh_dir("training_row");
+  const auto s = simulate("project-trace.yaml", {}, dir);
+  EXPECT_EQ(count(s, "requests"), 3);  // inference only
+  EXPECT_EQ(count(s, "training_requests"), 1);
+  EXPECT_EQ(count(s, "switches"), 3);  // resnet152 at 0 and 2 s, bert_base at 3 s
+  EXPECT_EQ(count(s, "training_switch_ins"), 1);
+  const auto rows = csv_rows(dir / "requests.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  ASSERT_EQ(rows[0][2], "task");
+  ASSERT_EQ(rows[0][7], "latency_ns");
+  EXPECT_EQ(rows[2][1], "bert_base");
+  EXPECT_EQ(rows[2][2], "training");
+  EXPECT_EQ(rows[4][2], "inference");
+  // Its latency is the switch-in of BERT-base for training with ResNet-152 active: forward
+  // and backward, not the inference's.
+  const auto config = load_experiment_config(data("project-trace.yaml"));
+  const MechanismModel mechanism(config.mechanism, config.hardware, config.models, config.planner, config.placement);
+  const Duration training = mechanism.switch_in(1, Task::Training, Duration::zero(), 0u).finish;
+  const Duration inference = mechanism.switch_in(1, Task::Inference, Duration::zero(), 0u).finish;
+  EXPECT_EQ(std::stoll(rows[2][7]), training.ns());
+  EXPECT_EQ(std::stoll(rows[4][7]), inference.ns());
+  EXPECT_GT(training, inference + mechanism.ready_run(1, Task::Inference));
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Killed training]: stop-and-start kills the training process, so the iteration in
+// progress when the request arrives is lost; PipeSwitch pauses at a layer boundary and loses
+// nothing.
+TEST(SimTraining, StopAndStartLosesTheIterationInProgress) {
+  const Overrides one_request = {{"workload.count", "1"}, {"workload.models", "[resnet152]"}};
+  Overrides stop_start = one_request;
+  stop_start.emplace_back("mechanism", "stop-and-start");
+  const auto killed = simulate("small.yaml", stop_start);
+  const auto config = load_experiment_config(data("small.yaml"), stop_start);
+  const MechanismModel mechanism(config.mechanism, config.hardware, config.models, config.planner, config.placement);
+  const Duration iteration = mechanism.ready_run(*config.training_model, Task::Training);
+  const Duration arrival = milliseconds(500);
+  const double lost_ms = static_cast<double>(arrival.ns() % iteration.ns()) / 1e6;
+  ASSERT_GT(lost_ms, 0.0);
+  EXPECT_NEAR(killed.at("training_lost_ms").get<double>(), lost_ms, 1e-9);
+  Overrides pipeswitch = one_request;
+  pipeswitch.emplace_back("mechanism", "pipeswitch");
+  EXPECT_EQ(simulate("small.yaml", pipeswitch).at("training_lost_ms").get<double>(), 0.0);
+}
+
+// Note [Switch counts]: every request of small.yaml preempts training and switches its model
+// in, and training is switched back in after each; the two are counted apart.
+TEST(SimServer, SwitchCountsKeepInferenceAndTrainingApart) {
+  const auto s = simulate("small.yaml", {{"mechanism", "pipeswitch"}});
+  EXPECT_EQ(count(s, "switches"), 6);
+  EXPECT_EQ(count(s, "training_switch_ins"), 6);
+  std::int64_t per_model = 0;
+  for (const auto& [name, m] : s.at("models").items()) per_model += m.at("switches").get<std::int64_t>();
+  EXPECT_EQ(per_model, 6);
+  // MPS switches nothing.
+  const auto mps = simulate("small.yaml", {{"mechanism", "mps"}});
+  EXPECT_EQ(count(mps, "switches"), 0);
+  EXPECT_EQ(count(mps, "training_switch_ins"), 0);
+}
+
+// Chrome trace times are exact: an hour in, the nanoseconds are still there.
+TEST(SimChromeTrace, TimestampsAfterAnHourKeepNanoseconds) {
+  const auto dir = fresh_dir("hour");
+  std::filesystem::create_directories(dir);
+  simulate("project-trace.yaml", {{"workload.path", quoted(data("trace-hour.csv"))}}, {}, dir / "trace.json");
+  const std::string trace = slurp(dir / "trace.json");
+  const auto config = load_experiment_config(data("project-trace.yaml"));
+  const MechanismModel mechanism(config.mechanism, config.hardware, config.models, config.planner, config.placement);
+  const SwitchInCost cost = mechanism.switch_in(1, Task::Inference, Duration::zero(), std::nullopt);
+  const Duration arrival = nanoseconds(3'600'001'234'567);
+  EXPECT_NE(trace.find("\"name\":\"switch in bert_base\",\"cat\":\"switch\",\"ph\":\"X\",\"pid\":1,\"tid\":2,"
+                       "\"ts\":3600001234.567,\"dur\":" + chrome_trace_us(cost.startup) + "}"),
+            std::string::npos)
+      << trace;
+  EXPECT_NE(trace.find("\"ts\":" + chrome_trace_us(arrival + cost.startup) + ",\"dur\":" +
+                       chrome_trace_us(cost.finish - cost.startup) + "}"),
+            std::string::npos)
+      << trace;
+  EXPECT_EQ(trace.find("e+"), std::string::npos) << trace;  // no exponent notation anywhere
+  const auto parsed = nlohmann::json::parse(trace);  // still valid JSON
+  EXPECT_TRUE(parsed.contains("traceEvents"));
+  std::filesystem::remove_all(dir);
+}
+
+// The closed form of MechanismModel::switch_in (Note [Shifted timeline]) against the timeline
+// evaluation (common/timeline.hpp) of the same costs and plan, for every shipped model and
+// hardware profile, both tasks, the GPU freed at several times, and every mechanism that has a
+// timeline: the PipeSwitch family (its plan; transfers from `prep`) and the one-copy mechanisms
+// (stop-and-start, two processes, one process: one group of the whole model from `prep`).
+TEST(SimClosedForm, SwitchCostEqualsTheTimelineForEveryShippedProfile) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  std::vector<ModelProfile> models;
+  for (const char* dir : {"configs/models", "configs/models/h200"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(root / dir)) {
+      if (entry.path().extension() == ".yaml") models.push_back(load_model_profile(entry.path()));
+    }
+  }
+  std::vector<HardwareProfile> hardware;
+  for (const auto& entry : std::filesystem::directory_iterator(root / "configs/hardware")) {
+    if (entry.path().extension() == ".yaml") hardware.push_back(load_hardware_profile(entry.path()));
+  }
+  ASSERT_GE(models.size(), 6u);
+  ASSERT_GE(hardware.size(), 4u);
+  int compared = 0;
+  for (const HardwareProfile& hw : hardware) {
+    for (Mechanism m : all_mechanisms()) {
+      const MechanismTraits& t = traits(m);
+      const bool one_copy = m == Mechanism::StopAndStart || m == Mechanism::TwoProcesses || m == Mechanism::OneProcess;
+      if (!t.pipeswitch_family && !one_copy) continue;
+      const MechanismModel mechanism(m, hw, models, Strategy::Optimal);
+      const Duration sync = hw.group_sync + (t.ipc_handle_per_group ? hw.ipc_handle_open : Duration::zero());
+      for (std::uint32_t i = 0; i < models.size(); ++i) {
+        for (Task task : {Task::Inference, Task::Training}) {
+          const SwitchCosts base = make_switch_costs(models[i], hw, task, t.host_memory);
+          std::vector<Bytes> bytes;
+          std::vector<Duration> compute;
+          for (std::size_t k = 0; k < base.num_layers(); ++k) {
+            bytes.push_back(base.layer_bytes(k));
+            compute.push_back(base.layer_compute(k));
+          }
+          // What the mechanism does before its first copy (zero for most).
+          Duration prep = Duration::zero();
+          if (m == Mechanism::NoMemoryManagement || m == Mechanism::OneProcess) {
+            prep = hw.cuda_malloc * static_cast<std::int64_t>(models[i].num_layers());
+          } else if (m == Mechanism::StopAndStart || m == Mechanism::TwoProcesses) {
+            prep = hw.process_start + hw.framework_start + hw.cuda_context_create + hw.cuda_malloc;
+          }
+          const Grouping plan = one_copy ? Grouping{{0, base.num_layers() - 1}} : mechanism.grouping(i, task);
+          for (Duration stop : {Duration::zero(), microseconds(300), milliseconds(40), seconds(20)}) {
+            // The timeline starts its transfers at 0: shift the GPU's release by `prep`.
+            const Duration gpu_free = max(stop, prep) - prep;
+            const SwitchCosts costs(bytes, compute, base.link(), one_copy ? hw.group_sync : sync, base.tail(), gpu_free);
+            const Timeline timeline = evaluate_timeline(costs, plan);
+            const SwitchInCost closed = mechanism.switch_in(i, task, stop, std::nullopt);
+            const std::string what = hw.name + " " + to_string(m) + " " + models[i].name + " " + to_string(task) +
+                                     " stop " + std::to_string(stop.ns());
+            EXPECT_EQ(closed.startup, prep + timeline.startup) << what;
+            EXPECT_EQ(closed.finish, prep + timeline.total) << what;
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 500);
+}
+
+}  // namespace
+}  // namespace psw::sim
