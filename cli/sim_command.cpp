@@ -111,7 +111,10 @@ void run_sweep_command(const SweepCommandOptions& o) {
   if (sim::launched_by_mpi()) {
     if (options.shard) throw InputError("--shard: not with mpirun (the ranks share the points already)");
     const auto result = sim::run_sweep_mpi(sweep, o.config_path, options);
-    if (result) std::printf("sweep %s: %zu points -> %s\n", sweep.name.c_str(), result->rows.size(), result->csv.c_str());
+    if (result) {
+      std::printf("sweep %s: %zu points over %d MPI ranks -> %s\n", sweep.name.c_str(), result->rows.size(),
+                  result->mpi_ranks, result->csv.c_str());
+    }
     return;
   }
 #endif

@@ -149,6 +149,19 @@ endforeach()
 psw_cli_script_test(sweep_merge.refuses_bad_shard_sets 180
   "psw=$<TARGET_FILE:psw>; c=${PSW_SIM_DATA}/sweep-small.yaml; $psw sweep --config $c --jobs 2 --shard 1/2 --out $out/s1 >/dev/null 2>&1 && $psw sweep --config $c --jobs 2 --shard 2/2 --out $out/s2 >/dev/null 2>&1 && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --shard 1/2 --out $out/foreign >/dev/null 2>&1 && m() { $psw sweep-merge --out $out/merged \"$@\" > $out/m.log 2>&1; test $? -eq 2; } && m $out/s1 && grep -q 'shard 2/2 of sweep sweep-small is missing' $out/m.log && m $out/s1 $out/s1 $out/s2 && grep -q 'shard 1/2 given twice' $out/m.log && m $out/foreign $out/s2 && grep -q 'a shard of another sweep' $out/m.log && m $out/s1 $out/nowhere && grep -q 'no sweep.json' $out/m.log && $psw sweep-merge --out $out/s1 $out/s1 $out/s2 > $out/m.log 2>&1; test $? -eq 2 && grep -q 'one of the shard folders' $out/m.log && test ! -e $out/merged && sed -i '$d' $out/s2/sweep.shard-2-of-2.csv && m $out/s1 $out/s2 && grep -q 'point 7 of sweep sweep-small is missing' $out/m.log")
 
+# scripts/slurm-sweep.sh's task and merge steps, run here as Slurm would run the array.
+psw_cli_script_test(sweep.slurm_script_steps 120
+  "export PSW=$<TARGET_FILE:psw> SLURM_ARRAY_TASK_COUNT=2 SLURM_CPUS_PER_TASK=2; c=${PSW_SIM_DATA}/sweep-small.yaml; $PSW sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=1 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=2 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && bash scripts/slurm-sweep.sh --merge $out/s 2 >/dev/null && cmp $out/whole/sweep.csv $out/s/merged/sweep.csv")
+
+# The sweep over MPI ranks (Note [Sweep over MPI]): sweep.csv identical to a single process,
+# with one worker (-n 2) and with two (-n 3). Root in CI containers needs OpenMPI's consent.
+if(PSW_WITH_MPI)
+  psw_cli_script_test(sweep.mpi_identical 180
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1; psw=$<TARGET_FILE:psw>; c=${PSW_SIM_DATA}/sweep-small.yaml; $psw sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && ${MPIEXEC_EXECUTABLE} -n 2 $psw sweep --config $c --out $out/mpi2 > $out/log2 2>&1 && cmp $out/whole/sweep.csv $out/mpi2/sweep.csv && test $(grep -c 'over 2 MPI ranks' $out/log2) -eq 1 && test -d $out/mpi2/point-0007 && ${MPIEXEC_EXECUTABLE} -n 3 $psw sweep --config $c --out $out/mpi3 > $out/log3 2>&1 && cmp $out/whole/sweep.csv $out/mpi3/sweep.csv && test $(grep -c 'over 3 MPI ranks' $out/log3) -eq 1 && cmp $out/whole/sweep.json $out/mpi3/sweep.json || { cat $out/log2 $out/log3 2>/dev/null; exit 1; }")
+  psw_cli_script_test(sweep.mpi_failing_point_leaves_nothing 120
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1; ${MPIEXEC_EXECUTABLE} -n 2 $<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --out $out/sweep > $out/log 2>&1; test $? -ne 0 && grep -q 'point 1 workload.path=late-bad-row.csv' $out/log && test -z \"$(ls -A $out | grep -v '^log$')\"")
+endif()
+
 # Bad experiment configs: every file under tests/data/bad-sim/ is one case; its first line
 # says `# expect: <regex>` for the message of `psw sim` (exit code 2).
 file(GLOB PSW_BAD_SIM_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-sim/*.yaml)

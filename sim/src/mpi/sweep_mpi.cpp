@@ -166,6 +166,7 @@ std::optional<SweepResult> run_sweep_mpi(const SweepConfig& sweep, const std::fi
   result.rows = std::move(rows);
   result.csv = folder->target() / sweep_csv_name(std::nullopt);
   result.fingerprint = fingerprint;
+  result.mpi_ranks = mpi.size();
   return result;
 }
 

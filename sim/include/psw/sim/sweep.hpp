@@ -76,6 +76,7 @@ struct SweepResult {
   std::vector<SweepRow> rows;    // the points run, in point order
   std::filesystem::path csv;     // the CSV written
   std::uint64_t fingerprint = 0;
+  int mpi_ranks = 0;             // over MPI: the ranks (rank 0 dispatching); else 0
 };
 
 // Runs the points (all, or the shard's) and writes the folder; throws InputError naming the
