@@ -1,5 +1,8 @@
 #include "app.hpp"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -32,6 +35,13 @@ int run_app(int argc, char** argv, const char* description, std::initializer_lis
   }
   try {
     for (CLI::App* sub : app.get_subcommands()) actions.at(sub)();
+    // Standard output is an output like any file (`psw plan > /dev/full`): a write that
+    // failed must not end in exit code 0 (Note [Checked writes] in psw/common/output.hpp).
+    errno = 0;
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+      throw Error(std::string("standard output: write failed: ") + std::strerror(errno != 0 ? errno : EIO));
+    }
   } catch (const InputError& e) {
     std::cerr << "psw: error: " << e.what() << "\n";
     return 2;

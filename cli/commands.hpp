@@ -16,6 +16,7 @@ Action add_compare_command(CLI::App& app);
 Action add_synth_command(CLI::App& app);
 Action add_sim_command(CLI::App& app);
 Action add_sweep_command(CLI::App& app);
+Action add_sweep_merge_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_client_command(CLI::App& app);
 Action add_bench_serve_command(CLI::App& app);

@@ -1,20 +1,19 @@
-// psw sim: one simulation; psw sweep: a grid of them in parallel.
+// psw sim: one simulation; psw sweep: a grid of them (sim/sweep.hpp); psw sweep-merge: its shards joined.
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <mutex>
+#include <functional>
 #include <sstream>
-#include <thread>
 
 #include "commands.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/sim/gpu_server.hpp"
+#include "psw/sim/sweep.hpp"
 
 namespace psw::cli {
 
@@ -82,93 +81,65 @@ void run_sim(const SimOptions& o) {
   if (!o.out_dir.empty()) std::printf("%-22s %s\n", "written", o.out_dir.c_str());
 }
 
-struct SweepOptions {
+struct SweepCommandOptions {
   std::string config_path;
   int jobs = 0;
   std::string out_dir;
+  std::string shard;
 };
 
-std::string csv_escape(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-void run_sweep(const SweepOptions& o) {
-  const SweepConfig sweep = load_sweep_config(o.config_path);
-  const std::size_t n = sweep.points.size();
-  const unsigned jobs = o.jobs > 0 ? static_cast<unsigned>(o.jobs) : std::max(1u, std::thread::hardware_concurrency());
-  const std::filesystem::path out = o.out_dir.empty() ? std::filesystem::path("out") / sweep.name : std::filesystem::path(o.out_dir);
-  std::vector<nlohmann::json> summaries(n);
-  std::vector<std::string> errors(n);
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::mutex print_mutex;
+// Progress on stderr: a bar on a terminal, one line per point otherwise (logs).
+std::function<void(const sim::SweepProgress&)> progress_printer(const std::string& name) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   const auto started = std::chrono::steady_clock::now();
-  auto progress = [&](std::size_t finished, std::size_t index) {
-    std::lock_guard<std::mutex> lock(print_mutex);
+  return [tty, started, name](const sim::SweepProgress& p) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (tty) {
       constexpr int kWidth = 40;
-      const int filled = static_cast<int>(kWidth * finished / n);
+      const int filled = static_cast<int>(kWidth * p.finished / p.total);
       std::fprintf(stderr, "\r[%s%s] %zu/%zu  %.1f s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                   std::string(static_cast<std::size_t>(kWidth - filled), '.').c_str(), finished, n, elapsed);
-      if (finished == n) std::fprintf(stderr, "\n");
+                   std::string(static_cast<std::size_t>(kWidth - filled), '.').c_str(), p.finished, p.total, elapsed);
+      if (p.finished == p.total) std::fprintf(stderr, "\n");
     } else {
-      std::fprintf(stderr, "sweep %s: point %zu/%zu done (%zu finished, %.1f s)\n", sweep.name.c_str(), index + 1, n,
-                   finished, elapsed);
+      std::fprintf(stderr, "sweep %s: point %zu done (%zu/%zu finished, %.1f s)\n", name.c_str(), p.point, p.finished,
+                   p.total, elapsed);
     }
   };
-  auto worker = [&] {
-    while (true) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      try {
-        char name[32];
-        std::snprintf(name, sizeof name, "point-%04zu", i);
-        sim::SimulationOptions options;
-        options.out_dir = out / name;
-        summaries[i] = sim::run_simulation(sweep.points[i].config, options).summary;
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-      progress(done.fetch_add(1) + 1, i);
+}
+
+void run_sweep_command(const SweepCommandOptions& o) {
+  sim::SweepOptions options;
+  if (!o.shard.empty()) options.shard = sim::parse_shard(o.shard);  // before the (slow) config load
+  const SweepConfig sweep = load_sweep_config(o.config_path);
+  options.out_dir = o.out_dir.empty() ? std::filesystem::path("out") / sweep.name : std::filesystem::path(o.out_dir);
+  options.jobs = static_cast<unsigned>(o.jobs);
+  options.on_point_done = progress_printer(sweep.name);
+#ifdef PSW_WITH_MPI
+  if (sim::launched_by_mpi()) {
+    if (options.shard) throw InputError("--shard: not with mpirun (the ranks share the points already)");
+    const auto result = sim::run_sweep_mpi(sweep, o.config_path, options);
+    if (result) {
+      std::printf("sweep %s: %zu points over %d MPI ranks -> %s\n", sweep.name.c_str(), result->rows.size(),
+                  result->mpi_ranks, result->csv.c_str());
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < std::min<unsigned>(jobs, static_cast<unsigned>(n)); ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!errors[i].empty()) {
-      std::string where;
-      for (const auto& [k, v] : sweep.points[i].overrides) where += " " + k + "=" + v;
-      throw InputError(o.config_path + ": point " + std::to_string(i) + where + ": " + errors[i]);
-    }
+    return;
   }
-  std::ostringstream csv;
-  csv << "point";
-  for (const auto& k : sweep.keys) csv << "," << csv_escape(k);
-  csv << ",seed,mechanism,hardware,requests,mean_ms,min_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,slo_attainment,"
-         "throughput_rps,gpu_busy_fraction,training_iterations_per_s,switches,startup_overhead_ms,total_overhead_ms\n";
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& s = summaries[i];
-    const auto& l = s.at("latency");
-    csv << i;
-    for (const auto& [k, v] : sweep.points[i].overrides) csv << "," << csv_escape(v);
-    csv << "," << sweep.points[i].seed << "," << s.at("mechanism").get<std::string>() << ","
-        << s.at("hardware").get<std::string>() << "," << s.at("requests") << "," << l.at("mean_ms") << ","
-        << l.at("min_ms") << "," << l.at("p50_ms") << "," << l.at("p90_ms") << "," << l.at("p99_ms") << "," << l.at("p999_ms") << ","
-        << l.at("max_ms") << "," << s.at("slo_attainment") << "," << s.at("throughput_rps") << ","
-        << s.at("gpu_busy_fraction") << "," << s.at("training_iterations_per_s") << "," << s.at("switches") << ","
-        << s.at("startup_overhead_ms").at("mean") << "," << s.at("total_overhead_ms").at("mean") << "\n";
-  }
-  save_text(out / "sweep.csv", csv.str());
-  std::printf("sweep %s: %zu points -> %s\n", sweep.name.c_str(), n, (out / "sweep.csv").c_str());
+#endif
+  const sim::SweepResult result = sim::run_sweep(sweep, o.config_path, options);
+  std::printf("sweep %s: %zu points%s -> %s\n", sweep.name.c_str(), result.rows.size(),
+              options.shard ? (" (shard " + o.shard + ")").c_str() : "", result.csv.c_str());
+}
+
+struct MergeOptions {
+  std::string out_dir;
+  std::vector<std::string> shard_dirs;
+};
+
+void run_sweep_merge(const MergeOptions& o) {
+  const std::vector<std::filesystem::path> dirs(o.shard_dirs.begin(), o.shard_dirs.end());
+  const sim::MergeResult result = sim::merge_sweep_shards(dirs, o.out_dir);
+  std::printf("sweep %s: %zu points from %zu shards -> %s\n", result.name.c_str(), result.points, dirs.size(),
+              result.csv.c_str());
 }
 
 }  // namespace
@@ -185,12 +156,24 @@ Action add_sim_command(CLI::App& app) {
 }
 
 Action add_sweep_command(CLI::App& app) {
-  auto options = std::make_shared<SweepOptions>();
+  auto options = std::make_shared<SweepCommandOptions>();
   CLI::App* cmd = app.add_subcommand("sweep", "Run a YAML grid of simulations in parallel, one CSV row per point");
   cmd->add_option("--config", options->config_path, "Sweep YAML (base + grid + seeds)")->required();
   cmd->add_option("--jobs", options->jobs, "Parallel simulations (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--out", options->out_dir, "Output folder (default out/<sweep name>)");
-  return [options] { run_sweep(*options); };
+  cmd->add_option("--out", options->out_dir,
+                  "Output folder (default out/<sweep name>); written whole or not at all, replacing an earlier sweep");
+  cmd->add_option("--shard", options->shard,
+                  "K/N: run only the points i with i % N == K-1 (1-based K), into sweep.shard-K-of-N.csv; "
+                  "join the shards with psw sweep-merge");
+  return [options] { run_sweep_command(*options); };
+}
+
+Action add_sweep_merge_command(CLI::App& app) {
+  auto options = std::make_shared<MergeOptions>();
+  CLI::App* cmd = app.add_subcommand("sweep-merge", "Join the shard folders of one sweep (psw sweep --shard) into one sweep.csv");
+  cmd->add_option("--out", options->out_dir, "Output folder for sweep.csv and sweep.json")->required();
+  cmd->add_option("shards", options->shard_dirs, "The shard folders (every shard 1..N once)")->required();
+  return [options] { run_sweep_merge(*options); };
 }
 
 }  // namespace psw::cli

@@ -780,15 +780,11 @@ def sec_h200(d, groups, profiles):
 
 
 def stop_start_training_switch_ins(d, hw):
-    """Times training was switched back in under stop-and-start (Figure 5, ResNet-152). Sweeps
-    since the summary split them out have a training_switch_ins column; before, `switches`
-    counted them together with one inference switch per request."""
+    """Times training was switched back in under stop-and-start (Figure 5, ResNet-152)."""
     r = d.row("fig5", hw, "resnet152", "stop-and-start")
     if r is None:
         return None
-    if r.get("training_switch_ins") not in (None, ""):
-        return int(float(r["training_switch_ins"]))
-    return int(float(r["switches"])) - int(float(r["requests"]))
+    return int(float(r["training_switch_ins"]))
 
 
 def ratio_range(d, hw):

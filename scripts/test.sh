@@ -4,7 +4,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PSW_BUILD_DIR:-$root/build}
-"$root/scripts/build.sh"
+# With MPI (scripts/setup.sh installs OpenMPI), so that the sweep over MPI ranks is tested too.
+"$root/scripts/build.sh" -DPSW_WITH_MPI=ON
 # The shipped model profiles must be what their generator writes.
 python3 "$root/scripts/gen_model_profiles.py" --check
 python3 "$root/scripts/gen_artifact_plans.py" --check

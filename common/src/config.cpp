@@ -356,15 +356,4 @@ std::string to_yaml(const HardwareProfile& hw) {
   return std::string(out.c_str()) + "\n";
 }
 
-void save_text(const std::filesystem::path& path, const std::string& text) {
-  if (path.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(path.string() + ": cannot open for writing");
-  out << text;
-  if (!out) throw Error(path.string() + ": write failed");
-}
-
 }  // namespace psw

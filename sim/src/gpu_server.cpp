@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <fstream>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -13,6 +13,7 @@
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/sim/mechanism.hpp"
 #include "psw/sim/metrics.hpp"
@@ -88,14 +89,12 @@ std::unique_ptr<RequestSource> open_source(const ExperimentConfig& c) {
   throw Error("unhandled workload kind");
 }
 
-// Buffered CSV writer: to_chars into a large buffer, flushed in blocks.
+// Buffered CSV writer: to_chars into a large buffer, written in blocks; every write and the
+// final close are checked (Note [Checked writes]). finish() must be called on success: the
+// destructor only closes (a run that failed has nothing to report about its outputs).
 class CsvWriter {
  public:
-  explicit CsvWriter(const std::filesystem::path& path) : out_(path, std::ios::binary | std::ios::trunc) {
-    if (!out_) throw InputError(path.string() + ": cannot open for writing");
-    buffer_.reserve(kFlushAt + 256);
-  }
-  ~CsvWriter() { flush(); }
+  explicit CsvWriter(const std::filesystem::path& path) : out_(path) { buffer_.reserve(kFlushAt + 256); }
   CsvWriter(const CsvWriter&) = delete;
   CsvWriter& operator=(const CsvWriter&) = delete;
 
@@ -109,30 +108,30 @@ class CsvWriter {
     buffer_.push_back('\n');
     if (buffer_.size() >= kFlushAt) flush();
   }
-  void flush() {
-    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    buffer_.clear();
+  void finish() {
+    flush();
+    out_.close();
   }
 
  private:
+  void flush() {
+    out_.write(buffer_);
+    buffer_.clear();
+  }
   static constexpr std::size_t kFlushAt = 1 << 20;
-  std::ofstream out_;
+  OutputFile out_;
   std::string buffer_;
 };
 
-// Chrome trace written as it goes (constant memory), capped at a number of events.
+// Chrome trace written as it goes (constant memory), capped at a number of events. Like
+// CsvWriter, finish() closes the JSON and checks the writes.
 class TraceWriter {
  public:
-  TraceWriter(const std::filesystem::path& path, std::size_t max_events)
-      : out_(path, std::ios::binary | std::ios::trunc), max_events_(max_events) {
-    if (!out_) throw InputError(path.string() + ": cannot open for writing");
-    out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-    out_ << R"({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"GPU"}})";
-    out_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"PCIe / switch"}})";
-    out_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":3,"args":{"name":"queue"}})";
-  }
-  ~TraceWriter() {
-    out_ << "\n],\"otherData\":{\"events_dropped\":" << dropped_ << "}}\n";
+  TraceWriter(const std::filesystem::path& path, std::size_t max_events) : out_(path), max_events_(max_events) {
+    buffer_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+    buffer_ << R"({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"GPU"}})";
+    buffer_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"PCIe / switch"}})";
+    buffer_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":3,"args":{"name":"queue"}})";
   }
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -143,12 +142,24 @@ class TraceWriter {
       return;
     }
     ++written_;
-    out_ << ",\n{\"name\":\"" << name << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"pid\":1,\"tid\":"
-         << track << ",\"ts\":" << chrome_trace_us(start) << ",\"dur\":" << chrome_trace_us(end - start) << "}";
+    buffer_ << ",\n{\"name\":\"" << name << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"pid\":1,\"tid\":"
+            << track << ",\"ts\":" << chrome_trace_us(start) << ",\"dur\":" << chrome_trace_us(end - start) << "}";
+    if (buffer_.tellp() >= kFlushAt) flush();
+  }
+  void finish() {
+    buffer_ << "\n],\"otherData\":{\"events_dropped\":" << dropped_ << "}}\n";
+    flush();
+    out_.close();
   }
 
  private:
-  std::ofstream out_;
+  void flush() {
+    out_.write(buffer_.view());
+    buffer_.str({});
+  }
+  static constexpr std::streamoff kFlushAt = 1 << 20;
+  OutputFile out_;
+  std::ostringstream buffer_;
   std::size_t max_events_;
   std::size_t written_ = 0;
   std::size_t dropped_ = 0;
@@ -231,6 +242,13 @@ class GpuServer {
     end_ = std::max(sim_.now(), end_);
     advance_training(end_);
   }
+
+  // Completes and closes requests.csv and the trace, checked (Note [Checked writes]).
+  void finish_outputs() {
+    if (csv_) csv_->finish();
+    if (trace_) trace_->finish();
+  }
+
 
   // Note [Switch counts]
   // ~~~~~~~~~~~~~~~~~~~~
@@ -622,23 +640,52 @@ class GpuServer {
 
 }  // namespace
 
+namespace {
+
+// Where the trace goes while the run is staged: inside the staged folder when the user put it
+// inside --out (it then moves with the folder), else beside its target (StagedFile).
+std::filesystem::path relative_inside(const std::filesystem::path& path, const std::filesystem::path& folder) {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::absolute(path).lexically_normal().lexically_relative(fs::absolute(folder).lexically_normal());
+  if (rel.empty() || *rel.begin() == ".." || rel == ".") return {};
+  return rel;
+}
+
+}  // namespace
+
 SimulationResult run_simulation(const ExperimentConfig& config, const SimulationOptions& options) {
-  if (!options.out_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.out_dir, ec);
-    if (ec) throw InputError(options.out_dir.string() + ": cannot create the output folder: " + ec.message());
-    save_text(options.out_dir / "config.resolved.yaml", resolved_yaml(config));
+  // Note [Atomic output folders]: everything is written under temporary names and moved into
+  // place only after the run and every write succeeded.
+  std::optional<StagedFolder> folder;
+  if (!options.out_dir.empty()) folder.emplace(options.out_dir, "config.resolved.yaml");
+  std::optional<StagedFile> trace_file;
+  SimulationOptions staged = options;
+  if (folder) staged.out_dir = folder->path();
+  if (!options.chrome_trace.empty()) {
+    const std::filesystem::path inside = folder ? relative_inside(options.chrome_trace, options.out_dir)
+                                                : std::filesystem::path();
+    if (!inside.empty()) {
+      staged.chrome_trace = folder->path() / inside;
+      std::filesystem::create_directories(staged.chrome_trace.parent_path());
+    } else {
+      trace_file.emplace(options.chrome_trace);
+      staged.chrome_trace = trace_file->path();
+    }
   }
+  if (folder) save_text(staged.out_dir / "config.resolved.yaml", resolved_yaml(config));
   const auto started = std::chrono::steady_clock::now();
   SimulationResult result;
   {
-    GpuServer server(config, options);
+    GpuServer server(config, staged);
     server.run();
+    server.finish_outputs();
     result.summary = server.summary();
     result.events = server.events();
   }
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!options.out_dir.empty()) save_text(options.out_dir / "summary.json", result.summary.dump(2) + "\n");
+  if (folder) save_text(staged.out_dir / "summary.json", result.summary.dump(2) + "\n");
+  if (trace_file) trace_file->commit();
+  if (folder) folder->commit();
   return result;
 }
 

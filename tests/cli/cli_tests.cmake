@@ -121,6 +121,57 @@ psw_cli_script_test(sweep.h200_measured 120
 psw_cli_script_test(sweep.small 120
   "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out >/dev/null 2>&1 && test $(wc -l < $out/sweep.csv) -eq 9 && head -1 $out/sweep.csv | grep -q '^point,mechanism,workload.models,seed,' ")
 
+# Write errors are never ignored (Note [Checked writes]): a full device is exit code 1 and a
+# message naming the file.
+psw_cli_test(write.synth_full 1 "/dev/full: write failed: No space left on device"
+             synth --kind transformer --blocks 1 --out /dev/full)
+psw_cli_test(write.plan_full 1 "/dev/full: write failed: No space left on device"
+             plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/t4-pcie3-x8.yaml --out /dev/full)
+psw_cli_test(write.plan_timeline_full 1 "/dev/full: write failed"
+             plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/t4-pcie3-x8.yaml --timeline /dev/full)
+psw_cli_test(write.sim_trace_full 1 "/dev/full: write failed: No space left on device"
+             sim --config ${PSW_SIM_DATA}/small.yaml --trace-out /dev/full)
+psw_cli_script_test(write.stdout_full 60
+  "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/t4-pcie3-x8.yaml > /dev/full 2> $out/err; test $? -eq 1 && grep -q 'standard output: write failed' $out/err")
+
+# No stale or partial outputs (Note [Atomic output folders]). A run that fails after its
+# outputs started (the trace's last row is out of order) leaves the earlier run whole and no
+# temporary folder; so does a sweep with a failing point, which leaves no folder at all.
+psw_cli_script_test(sim.failed_run_keeps_earlier_out 60
+  "psw=$<TARGET_FILE:psw>; $psw sim --config ${PSW_SIM_DATA}/trace-late-bad.yaml --set workload.path=trace-ok.csv --out $out/run --trace-out $out/trace.json >/dev/null && cp -r $out/run $out/before && cp $out/trace.json $out/trace.before && $psw sim --config ${PSW_SIM_DATA}/trace-late-bad.yaml --out $out/run --trace-out $out/trace.json > $out/log 2>&1; test $? -eq 2 && grep -q 'late-bad-row.csv:7' $out/log && diff -r $out/before $out/run && cmp $out/trace.before $out/trace.json && test -z \"$(ls -d $out/run.* $out/trace.json.* 2>/dev/null)\"")
+psw_cli_script_test(sim.out_replaces_earlier_run_whole 60
+  "psw=$<TARGET_FILE:psw>; $psw sim --config ${PSW_SIM_DATA}/small.yaml --out $out/run >/dev/null && $psw sim --config ${PSW_SIM_DATA}/small.yaml --set 'outputs={requests_csv: false}' --out $out/run >/dev/null && test -f $out/run/summary.json && test ! -e $out/run/requests.csv && test -z \"$(ls -d $out/run.* 2>/dev/null)\"")
+psw_cli_script_test(sim.out_refuses_foreign_folder 60
+  "mkdir -p $out/home && echo precious > $out/home/notes.txt && $<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/small.yaml --out $out/home > $out/log 2>&1; test $? -eq 2 && grep -q 'not an earlier output' $out/log && grep -q precious $out/home/notes.txt")
+psw_cli_script_test(sweep.failing_point_leaves_nothing 60
+  "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep > $out/log 2>&1; test $? -eq 2 && grep -q 'point 1 workload.path=late-bad-row.csv' $out/log && test -z \"$(ls -A $out | grep -v '^log$')\"")
+psw_cli_script_test(sweep.failing_point_keeps_earlier_sweep 120
+  "psw=$<TARGET_FILE:psw>; $psw sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1 && cp -r $out/sweep $out/before && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1; test $? -eq 2 && diff -r $out/before $out/sweep && test -z \"$(ls -d $out/sweep.* 2>/dev/null)\"")
+
+# Sweeps past one machine (Note [Sweep shards]): shards 1/2 and 2/2 merged give the
+# single-process sweep.csv byte for byte; bad --shard values and bad shard sets are refused.
+psw_cli_script_test(sweep.shards_merge_identical 120
+  "psw=$<TARGET_FILE:psw>; c=${PSW_SIM_DATA}/sweep-small.yaml; $psw sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && $psw sweep --config $c --jobs 2 --shard 1/2 --out $out/s1 >/dev/null 2>&1 && $psw sweep --config $c --jobs 2 --shard 2/2 --out $out/s2 >/dev/null 2>&1 && test -f $out/s1/sweep.shard-1-of-2.csv && test -d $out/s1/point-0002 && test ! -e $out/s1/point-0001 && $psw sweep-merge --out $out/merged $out/s2 $out/s1 >/dev/null && cmp $out/whole/sweep.csv $out/merged/sweep.csv && cmp $out/whole/sweep.json $out/merged/sweep.json")
+foreach(shard 0/2 3/2 x/2 1/0 2 1/2/3)
+  string(REPLACE "/" "_of_" case "${shard}")
+  psw_cli_test(sweep.bad_shard.${case} 2 "--shard '${shard}'" sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --shard ${shard} --out /nonexistent/never)
+endforeach()
+psw_cli_script_test(sweep_merge.refuses_bad_shard_sets 180
+  "psw=$<TARGET_FILE:psw>; c=${PSW_SIM_DATA}/sweep-small.yaml; $psw sweep --config $c --jobs 2 --shard 1/2 --out $out/s1 >/dev/null 2>&1 && $psw sweep --config $c --jobs 2 --shard 2/2 --out $out/s2 >/dev/null 2>&1 && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --shard 1/2 --out $out/foreign >/dev/null 2>&1 && m() { $psw sweep-merge --out $out/merged \"$@\" > $out/m.log 2>&1; test $? -eq 2; } && m $out/s1 && grep -q 'shard 2/2 of sweep sweep-small is missing' $out/m.log && m $out/s1 $out/s1 $out/s2 && grep -q 'shard 1/2 given twice' $out/m.log && m $out/foreign $out/s2 && grep -q 'a shard of another sweep' $out/m.log && m $out/s1 $out/nowhere && grep -q 'no sweep.json' $out/m.log && $psw sweep-merge --out $out/s1 $out/s1 $out/s2 > $out/m.log 2>&1; test $? -eq 2 && grep -q 'one of the shard folders' $out/m.log && test ! -e $out/merged && sed -i '$d' $out/s2/sweep.shard-2-of-2.csv && m $out/s1 $out/s2 && grep -q 'point 7 of sweep sweep-small is missing' $out/m.log")
+
+# scripts/slurm-sweep.sh's task and merge steps, run here as Slurm would run the array.
+psw_cli_script_test(sweep.slurm_script_steps 120
+  "export PSW=$<TARGET_FILE:psw> SLURM_ARRAY_TASK_COUNT=2 SLURM_CPUS_PER_TASK=2; c=${PSW_SIM_DATA}/sweep-small.yaml; $PSW sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=1 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=2 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && bash scripts/slurm-sweep.sh --merge $out/s 2 >/dev/null && cmp $out/whole/sweep.csv $out/s/merged/sweep.csv")
+
+# The sweep over MPI ranks (Note [Sweep over MPI]): sweep.csv identical to a single process,
+# with one worker (-n 2) and with two (-n 3). Root in CI containers needs OpenMPI's consent.
+if(PSW_WITH_MPI)
+  psw_cli_script_test(sweep.mpi_identical 180
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1; psw=$<TARGET_FILE:psw>; c=${PSW_SIM_DATA}/sweep-small.yaml; $psw sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && ${MPIEXEC_EXECUTABLE} -n 2 $psw sweep --config $c --out $out/mpi2 > $out/log2 2>&1 && cmp $out/whole/sweep.csv $out/mpi2/sweep.csv && test $(grep -c 'over 2 MPI ranks' $out/log2) -eq 1 && test -d $out/mpi2/point-0007 && ${MPIEXEC_EXECUTABLE} -n 3 $psw sweep --config $c --out $out/mpi3 > $out/log3 2>&1 && cmp $out/whole/sweep.csv $out/mpi3/sweep.csv && test $(grep -c 'over 3 MPI ranks' $out/log3) -eq 1 && cmp $out/whole/sweep.json $out/mpi3/sweep.json || { cat $out/log2 $out/log3 2>/dev/null; exit 1; }")
+  psw_cli_script_test(sweep.mpi_failing_point_leaves_nothing 120
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1; ${MPIEXEC_EXECUTABLE} -n 2 $<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --out $out/sweep > $out/log 2>&1; test $? -ne 0 && grep -q 'point 1 workload.path=late-bad-row.csv' $out/log && test -z \"$(ls -A $out | grep -v '^log$')\"")
+endif()
+
 # Bad experiment configs: every file under tests/data/bad-sim/ is one case; its first line
 # says `# expect: <regex>` for the message of `psw sim` (exit code 2).
 file(GLOB PSW_BAD_SIM_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-sim/*.yaml)

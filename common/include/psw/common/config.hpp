@@ -12,6 +12,7 @@
 
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/model_profile.hpp"
+#include "psw/common/output.hpp"  // save_text, for the writers of these files
 #include "psw/common/plan.hpp"
 
 namespace psw {
@@ -35,6 +36,5 @@ std::string to_yaml(const SwitchPlan& plan);
 
 std::string to_yaml(const ModelProfile& model);
 std::string to_yaml(const HardwareProfile& hardware);
-void save_text(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace psw
