@@ -118,11 +118,13 @@ void run_profile(const ProfileOptions& o) {
   if (!o.link) return;
   HardwareProfile hw = load_hardware_profile(o.hardware_base);
   std::string note =
-      "links fitted by psw profile (least squares on relative error) from copies timed back to back as a switch "
+      "links fitted by psw profile (least squares: on relative error for pinned copies and mapped reads, on "
+      "absolute error for pageable copies, Note [Link fit weighting]) from copies timed back to back as a switch "
       "queues them (per-copy rates):";
   for (bool pinned : {true, false}) {
     const auto samples = exec::profile_link(*backend, pinned, parse_size(o.link_max), 20);
-    const LinkCost fit = fit_link(samples);
+    const LinkCost fit =
+        fit_link(samples, pinned ? LinkFitWeighting::RelativeError : LinkFitWeighting::AbsoluteError);
     (pinned ? hw.pinned : hw.pageable) = fit;
     std::printf("%-12s %s: copy_fixed %.2f us, bandwidth %.2f GB/s\n", "link", pinned ? "pinned" : "pageable",
                 fit.copy_fixed.us(), fit.bandwidth.gb_per_second());

@@ -241,6 +241,15 @@ TEST(ConfigShippedHardware, AllLoad) {
   }
 }
 
+// Every hardware profile's name is its file's stem, so that `psw compare` rows and simulation
+// summaries, which carry the name, tell them apart.
+TEST(ConfigShippedHardware, NamesAreTheFileStems) {
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(PSW_SOURCE_DIR) / "configs" / "hardware")) {
+    if (entry.path().extension() != ".yaml") continue;
+    EXPECT_EQ(load_hardware_profile(entry.path()).name, entry.path().stem().string()) << entry.path();
+  }
+}
+
 TEST(ConfigShippedHardware, H200Measurements) {
   // The base: DESIGN.md §6's numbers, measured in Python.
   const HardwareProfile base = load_hardware_profile(hardware_path("h200-pcie5-base"));

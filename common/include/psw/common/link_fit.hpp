@@ -13,10 +13,24 @@ struct CopySample {
   Duration time;
 };
 
-// Least squares on relative error (each equation divided by its measured time), so that a
-// 4 KiB copy weighs as much as a 1 GiB one: the fixed cost comes from the small copies and
-// the bandwidth from the large. Throws InputError with fewer than two distinct sizes or
-// a fit that gives a non-positive bandwidth.
-LinkCost fit_link(const std::vector<CopySample>& samples);
+// Note [Link fit weighting]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A pinned copy (and a kernel reading mapped memory) is well described by a fixed cost plus a
+// rate at every size, so its fit minimises the relative error of each sample: a 4 KiB copy
+// weighs as much as a 1 GiB one, the fixed cost comes from the small copies and the bandwidth
+// from the large. A pageable copy is not linear: the driver stages it through a bounce buffer,
+// and on the H200 it ran at 13-16 GB/s for 0.26-17 MB but 8.7-9.5 GB/s from 67 MB on
+// (results/profiles/h200-pcie5.yaml). A relative fit averages the two regimes (12.7 GB/s) and
+// predicted no-pinned-memory switches about 40% too fast. Its fit minimises the absolute error
+// instead, so the large copies that make up most of a switch's time set the rate: on those
+// samples 9.1 GB/s, within 5% of every copy from 67 MB on, and up to 50% slow for copies of
+// 1-17 MB (the groups of a pageable switch plan are mostly 8-250 MB). The fixed cost is what
+// remains, at least 0: a negative intercept refits the rate through the origin.
+enum class LinkFitWeighting { RelativeError, AbsoluteError };
+
+// Throws InputError with fewer than two distinct sizes or a fit that gives a non-positive
+// bandwidth.
+LinkCost fit_link(const std::vector<CopySample>& samples,
+                  LinkFitWeighting weighting = LinkFitWeighting::RelativeError);
 
 }  // namespace psw

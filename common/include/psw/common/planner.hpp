@@ -47,8 +47,9 @@ PlanResult plan_brute_force(const SwitchCosts& costs);
 // Note [Early start]: a transfer-bound model finishes when its last bytes arrive however large
 // its first group is, yet a large first group delays the first computation (the startup
 // overhead the executor reports). An extra group costs only its fixed costs (copy_fixed +
-// group_sync, a few µs), so the exact optimum is often a plan with a large first group that
-// wins by those few µs and starts the GPU 0.5 ms late. This returns the plan whose first group
+// group_sync: 4.5 µs on the H200 profile, 108 µs on the V100 and T4 profiles, whose group_sync
+// is fitted to the artifact), so the exact optimum is often a plan with a large first group
+// that wins by those µs and starts the GPU 0.5 ms late. This returns the plan whose first group
 // is the first of 1, 2, 4, 8, ... layers that keeps the total within one group's fixed costs
 // of `optimal` (the rest planned exactly); `optimal` itself when no smaller first group does.
 // About log2(first group) more exact searches; not necessarily the least startup.

@@ -1,0 +1,141 @@
+// The order of a pipelined switch, recorded: every group's copies are enqueued before the first
+// wait, group g is waited for before any of its layers computes, and the first layer runs only
+// after group 0's wait. A recording backend (over the host backend) logs what the engine asks
+// of it and defers each copy until its group is waited for, so a layer that ran before its
+// group's wait would compute on the poisoned region and change the output.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "exec_test_support.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/pipeline.hpp"
+
+namespace psw::exec {
+namespace {
+
+using testing_support::plan_for;
+using testing_support::relative_error;
+
+struct Event {
+  enum class Kind { BeginSwitch, Copy, Wait, Mark, JoinCopies };
+  Kind kind;
+  std::size_t value;  // the group (Copy, Wait), the mark slot (Mark), the group count (BeginSwitch)
+};
+
+// Forwards allocation and fills to the host backend; records the switch's calls and runs each
+// group's copies only when that group is waited for (a copy stream that is as late as allowed).
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend() : inner_(make_host_backend()) {}
+
+  std::string name() const override { return "recording"; }
+  torch::Device device() const override { return inner_->device(); }
+  torch::Tensor allocate_device(Bytes bytes) override { return inner_->allocate_device(bytes); }
+  torch::Tensor allocate_host(Bytes bytes, bool pinned) override { return inner_->allocate_host(bytes, pinned); }
+  torch::Tensor map_host(const torch::Tensor& host) override { return inner_->map_host(host); }
+  void begin_switch(std::size_t num_groups) override {
+    pending_.clear();
+    events.push_back({Event::Kind::BeginSwitch, num_groups});
+  }
+  void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) override {
+    pending_[group].emplace_back(dst, src);
+    events.push_back({Event::Kind::Copy, group});
+  }
+  void wait_group(std::size_t group) override {
+    for (auto& [dst, src] : pending_[group]) dst.copy_(src);
+    pending_.erase(group);
+    events.push_back({Event::Kind::Wait, group});
+  }
+  void join_copies() override {
+    for (auto& [group, copies] : pending_) {
+      for (auto& [dst, src] : copies) dst.copy_(src);
+    }
+    pending_.clear();
+    events.push_back({Event::Kind::JoinCopies, 0});
+  }
+  void synchronize() override {}
+  void fill(const torch::Tensor& dst, std::uint8_t value) override { inner_->fill(dst, value); }
+  std::string device_description() const override { return "recording over " + inner_->device_description(); }
+  Duration time_copy(Bytes, bool, int, int) override { return Duration::zero(); }
+  Duration time_mapped_read(Bytes, int) override { return Duration::zero(); }
+  void mark(std::size_t slot) override { events.push_back({Event::Kind::Mark, slot}); }
+  void mark_copy(std::size_t) override {}
+  Duration elapsed(std::size_t, std::size_t) override { return Duration::zero(); }
+
+  std::vector<Event> events;
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  std::map<std::size_t, std::vector<std::pair<torch::Tensor, torch::Tensor>>> pending_;
+};
+
+std::size_t index_of(const std::vector<Event>& events, Event::Kind kind, std::size_t value) {
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (events[i].kind == kind && events[i].value == value) return i;
+  }
+  return events.size();
+}
+
+class PipelineOrder : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelineOrder, CopiesThenWaitThenFirstLayer) {
+  const std::string name = GetParam();
+  auto model = make_model(name, 3);
+  torch::Tensor input = model->example_input(1, 4);
+  if (name == "bert_base") input = input.narrow(1, 0, 8).contiguous();
+  else input = input.narrow(2, 0, 75).narrow(3, 0, 75).contiguous();
+  torch::Tensor reference;
+  {
+    torch::NoGradGuard no_grad;
+    reference = make_model(name, 3)->forward(input);
+  }
+  RecordingBackend backend;
+  const Grouping groups = plan_for(name, Strategy::Optimal);
+  ASSERT_GE(groups.size(), 2u) << "the order is only visible with several groups";
+  auto pipeline = make_private_pipeline(backend, *model, groups);
+  pipeline->engine->poison_device_parameters(0x5A);
+  backend.events.clear();
+  const torch::Tensor out = pipeline->engine->switch_in_and_run(input);
+
+  // Deferred copies and a poisoned region: equal outputs mean no layer ran before its group.
+  EXPECT_LT(relative_error(out, reference), 1e-5);
+
+  const auto& ev = backend.events;
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.front().kind, Event::Kind::BeginSwitch);
+  EXPECT_EQ(ev.front().value, groups.size());
+  // Every group's copies, in group order, before the first wait.
+  const std::size_t first_wait = index_of(ev, Event::Kind::Wait, 0);
+  ASSERT_LT(first_wait, ev.size()) << "group 0 was never waited for";
+  std::size_t last_copied = 0;
+  std::vector<bool> copied(groups.size(), false);
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    if (ev[i].kind != Event::Kind::Copy) continue;
+    EXPECT_LT(i, first_wait) << "a copy was enqueued after the compute started waiting";
+    EXPECT_GE(ev[i].value, last_copied) << "copies out of group order";
+    last_copied = ev[i].value;
+    copied[ev[i].value] = true;
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) EXPECT_TRUE(copied[g]) << "group " << g << " never copied";
+  // The first layer starts after group 0's wait.
+  const std::size_t first_layer = index_of(ev, Event::Kind::Mark, PipelineEngine::kMarkFirstLayer);
+  ASSERT_LT(first_layer, ev.size());
+  EXPECT_GT(first_layer, first_wait);
+  // Each group waited for once, in order; the switch ends joined with the copies.
+  std::vector<std::size_t> waits;
+  for (const auto& e : ev) {
+    if (e.kind == Event::Kind::Wait) waits.push_back(e.value);
+  }
+  ASSERT_EQ(waits.size(), groups.size());
+  for (std::size_t g = 0; g < waits.size(); ++g) EXPECT_EQ(waits[g], g);
+  EXPECT_EQ(ev.back().kind, Event::Kind::JoinCopies);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, PipelineOrder, ::testing::Values("resnet152", "inception_v3", "bert_base"));
+
+}  // namespace
+}  // namespace psw::exec
