@@ -280,6 +280,7 @@ void apply_override(YAML::Node& root, const std::string& key, const std::string&
     const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (part.empty()) throw InputError(origin + ": override key '" + key + "' has an empty part");
     if (dot == std::string::npos) {
+      check_utf8(value, origin + ": override " + key);
       try {
         cursor[part] = YAML::Load(value);
       } catch (const YAML::Exception& e) {
@@ -312,7 +313,6 @@ ExperimentConfig parse_experiment_config(const std::string& text, const std::fil
                                          const std::vector<std::pair<std::string, std::string>>& overrides) {
   YAML::Node root = parse_document(text, path.string());
   for (const auto& [key, value] : overrides) apply_override(root, key, value, path.string());
-  if (!overrides.empty()) check_utf8(root, path.string(), "");
   return parse_experiment(root, path);
 }
 

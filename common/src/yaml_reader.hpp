@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "psw/common/error.hpp"
@@ -101,32 +102,46 @@ inline bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
-// Every key and string of a document must be valid UTF-8: names end up in JSON outputs
-// and messages, where invalid bytes cannot be written.
-inline void check_utf8(const YAML::Node& node, const std::string& origin, const std::string& path) {
-  const auto fail = [&origin](const YAML::Node& at, const std::string& key, const char* what) {
-    throw InputError(detail::concat(origin, ":", at.Mark().line + 1, ": key '", key, "': ", what,
-                                    " is not valid UTF-8"));
-  };
-  if (node.IsScalar()) {
-    if (!is_valid_utf8(node.Scalar())) fail(node, path, "the value");
-  } else if (node.IsSequence()) {
-    for (std::size_t i = 0; i < node.size(); ++i) {
-      check_utf8(node[i], origin, detail::concat(path, "[", i, "]"));
-    }
-  } else if (node.IsMap()) {
-    for (const auto& entry : node) {
-      if (entry.first.IsScalar() && !is_valid_utf8(entry.first.Scalar())) {
-        fail(entry.first, path, path.empty() ? "a top-level key" : "a key inside it");
+// A file must be valid UTF-8: names end up in JSON outputs and messages, where invalid bytes
+// cannot be written. Checked on the text (linear; a walk of the parsed tree would visit an
+// aliased node once per alias, exponentially often); the message names the line, the column
+// and, where one stands before the byte on its line, the key.
+inline void check_utf8(const std::string& text, const std::string& origin) {
+  std::size_t line_start = 0;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence(text, i);
+    if (n == 0) {
+      // The key: the name before the last ':' ahead of the bad byte on its line.
+      const std::string_view before(text.data() + line_start, i - line_start);
+      std::string key;
+      const std::size_t colon = before.rfind(':');
+      if (colon != std::string_view::npos) {
+        std::string_view name = before.substr(0, colon);
+        const std::size_t sep = name.find_last_of(",{[");
+        if (sep != std::string_view::npos) name.remove_prefix(sep + 1);
+        while (!name.empty() && (name.front() == ' ' || name.front() == '-')) name.remove_prefix(1);
+        while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+        key = std::string(name);
       }
-      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string("?");
-      check_utf8(entry.first, origin, path);
-      check_utf8(entry.second, origin, path.empty() ? key : path + "." + key);
+      const bool key_ok = !key.empty() && is_valid_utf8(key) &&
+                          key.find_first_of("\"'[]{},#: ") == std::string::npos;
+      const char* hex = "0123456789abcdef";
+      const auto byte = static_cast<unsigned char>(text[i]);
+      throw InputError(detail::concat(origin, ":", line, ": ", key_ok ? "key '" + key + "': " : std::string(),
+                                      "not valid UTF-8 (byte 0x", hex[byte >> 4], hex[byte & 15], " at column ",
+                                      i - line_start + 1, ")"));
     }
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += n;
   }
 }
 
 inline YAML::Node parse_document(const std::string& text, const std::string& origin) {
+  check_utf8(text, origin);
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);
     if (documents.size() > 1) {
@@ -141,7 +156,6 @@ inline YAML::Node parse_document(const std::string& text, const std::string& ori
       throw InputError(detail::concat(origin, ":", root.Mark().line + 1,
                                       ": expected a mapping of keys at the top level"));
     }
-    check_utf8(root, origin, "");
     return root;
   } catch (const YAML::Exception& e) {
     throw InputError(detail::concat(origin, ":", e.mark.line + 1, ": malformed YAML: ", e.msg));

@@ -98,7 +98,7 @@ psw_cli_fast_test(numeric.client_steps_negative 2 "--steps: Value -1 not in rang
 psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
 psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
 # Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.
-psw_cli_fast_test(utf8.model_name_json 2 "model_invalid_utf8_name\\.yaml:2: key 'name': the value is not valid UTF-8"
+psw_cli_fast_test(utf8.model_name_json 2 "model_invalid_utf8_name\\.yaml:2: key 'name': not valid UTF-8"
                   plan --model ${PSW_BAD}/model_invalid_utf8_name.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --format json)
 
 # Bad files: every file under tests/data/bad/ is one case; its first line says

@@ -448,16 +448,25 @@ TEST(ConfigDocuments, ASecondDocumentIsRefused) {
   EXPECT_NO_THROW(parse_model_profile("---\n" + kTinyModel + "...\n", "ok.yaml"));
 }
 
-TEST(ConfigUtf8, InvalidUtf8IsRefusedNamingTheKey) {
+TEST(ConfigUtf8, InvalidUtf8IsRefusedNamingLineAndKey) {
   expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: ti\xffny")),
-                  {"bad.yaml:1:", "key 'name'", "not valid UTF-8"});
+                  {"bad.yaml:1:", "key 'name': not valid UTF-8 (byte 0xff at column 9)"});
   expect_contains(model_error(replace_once(kTinyModel, "kind: bn", "kind: b\xc3\x28")),
-                  {"bad.yaml:7:", "key 'layers[1].kind'", "not valid UTF-8"});
+                  {"bad.yaml:7:", "key 'kind': not valid UTF-8"});
   // Overlong forms and surrogates are invalid too; a key is checked as well as a value.
   expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: \xc0\xaf")), {"not valid UTF-8"});
   expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: \xed\xa0\x80")), {"not valid UTF-8"});
   expect_contains(model_error(replace_once(kTinyModel, "batch: 8", "bat\xff" "ch: 8")),
-                  {"bad.yaml:2:", "a top-level key is not valid UTF-8"});
+                  {"bad.yaml:2: not valid UTF-8 (byte 0xff at column 4)"});
+  // An alias bomb is no harder to check than its text (a walk of the tree would not end).
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int k = 0; k < 10; ++k) bomb += std::string(k ? ", *" : "*") + static_cast<char>(c - 1);
+    bomb += "]\n";
+  }
+  expect_contains(model_error(bomb + "name: \xff\n"), {"bad.yaml:11: key 'name': not valid UTF-8"});
+  expect_contains(model_error(bomb), {"bad.yaml:1:", "key 'name' is missing"});
   // Valid UTF-8 (two, three and four bytes) is a name like any other.
   const ModelProfile model =
       parse_model_profile(replace_once(kTinyModel, "name: tiny", "name: r\xc3\xa9s\xe2\x82\xac\xf0\x9f\x98\x80"), "ok.yaml");
