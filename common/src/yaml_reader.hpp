@@ -102,7 +102,7 @@ inline bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
-// A file must be valid UTF-8: names end up in JSON outputs and messages, where invalid bytes
+// A file must be valid UTF-8 text without control characters: names end up in JSON outputs and messages, where invalid bytes
 // cannot be written. Checked on the text (linear; a walk of the parsed tree would visit an
 // aliased node once per alias, exponentially often); the message names the line, the column
 // and, where one stands before the byte on its line, the key.
@@ -111,7 +111,12 @@ inline void check_utf8(const std::string& text, const std::string& origin) {
   int line = 1;
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t n = utf8_sequence(text, i);
-    if (n == 0) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    // YAML text has no control characters but tab and line breaks (YAML 1.2 c-printable);
+    // yaml-cpp takes a NUL or 0x04 for the end of the stream, and LoadAll then returns empty
+    // documents without end.
+    const bool control = (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+    if (n == 0 || control) {
       // The key: the name before the last ':' ahead of the bad byte on its line.
       const std::string_view before(text.data() + line_start, i - line_start);
       std::string key;
@@ -129,8 +134,8 @@ inline void check_utf8(const std::string& text, const std::string& origin) {
       const char* hex = "0123456789abcdef";
       const auto byte = static_cast<unsigned char>(text[i]);
       throw InputError(detail::concat(origin, ":", line, ": ", key_ok ? "key '" + key + "': " : std::string(),
-                                      "not valid UTF-8 (byte 0x", hex[byte >> 4], hex[byte & 15], " at column ",
-                                      i - line_start + 1, ")"));
+                                      control ? "a control character" : "not valid UTF-8", " (byte 0x",
+                                      hex[byte >> 4], hex[byte & 15], " at column ", i - line_start + 1, ")"));
     }
     if (text[i] == '\n') {
       ++line;

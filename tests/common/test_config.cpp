@@ -473,6 +473,20 @@ TEST(ConfigUtf8, InvalidUtf8IsRefusedNamingLineAndKey) {
   EXPECT_EQ(model.name, "r\xc3\xa9s\xe2\x82\xac\xf0\x9f\x98\x80");
 }
 
+// yaml-cpp's LoadAll never returned on a NUL (found by fuzz_model_profile), and takes 0x04 for
+// the end of the stream: control characters are refused before parsing.
+TEST(ConfigText, ControlCharactersAreRefused) {
+  expect_contains(model_error(kTinyModel + std::string("\0", 1) + "x"),
+                  {"bad.yaml:8: a control character (byte 0x00 at column 1)"});
+  expect_contains(model_error("name: ti\x04ny\n"), {"bad.yaml:1: key 'name': a control character (byte 0x04"});
+  expect_contains(model_error("name: tiny\x7f\n"), {"a control character (byte 0x7f"});
+  // Tabs and CRLF line ends are text.
+  std::string crlf;
+  for (char c : kTinyModel) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_NO_THROW(parse_model_profile(crlf, "crlf.yaml"));
+  EXPECT_NO_THROW(parse_model_profile(kTinyModel + "#\tcomment\n", "tab.yaml"));
+}
+
 TEST(ConfigFiles, DevicesAreRefusedWithoutReading) {
   expect_contains(input_error_of([] { load_model_profile("/dev/zero"); }),
                   {"/dev/zero: is not a regular file"});
