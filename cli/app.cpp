@@ -13,15 +13,11 @@ namespace psw::cli {
 int run_app(int argc, char** argv, const char* description, std::initializer_list<AddCommand> commands,
             const char* footer) {
   CLI::App app{description};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  if (footer != nullptr) app.footer(footer);
-  std::map<CLI::App*, Action> actions;
-  for (AddCommand add : commands) {
-    const std::size_t before = app.get_subcommands({}).size();
-    Action action = add(app);
-    actions[app.get_subcommands({}).at(before)] = std::move(action);
-  }
+  std::map<CLI::App*, Action> actions = setup_app(app, commands, footer);
+  return run_app(app, actions, argc, argv);
+}
+
+int run_app(CLI::App& app, std::map<CLI::App*, Action>& actions, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

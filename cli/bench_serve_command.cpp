@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "validators.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/grpc_server.hpp"
@@ -42,9 +43,9 @@ Action add_bench_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 600000))->capture_default_str();
   cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--window", o->spec.throughput_window_s, "Seconds of training alone, then with requests (0: skip)")
-      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+      ->check(finite_range(0.0, 3600.0))->capture_default_str();
   cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the second window")
-      ->check(CLI::Range(0.01, 1000.0))->capture_default_str();
+      ->check(finite_range(0.01, 1000.0))->capture_default_str();
   cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
       ->check(CLI::Range(0, 10000000))->capture_default_str();
   cmd->add_option("--out", o->out_path, "Write the report as JSON here (default: stdout)");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "validators.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/client_tools.hpp"
@@ -55,10 +57,26 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
+// The largest --input file: a server's max_tensor_bytes is at most 4 GiB (serve_config.cpp).
+constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{1} << 32;
+
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw InputError("--input " + path + ": no such file");
+  if (!std::filesystem::is_regular_file(status)) {
+    throw InputError("--input " + path + ": not a regular file (a directory, device, FIFO or socket)");
+  }
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw InputError("--input " + path + ": cannot read its size: " + ec.message());
+  if (size > kMaxInputBytes) {
+    throw InputError("--input " + path + ": larger than 4 GiB, the largest tensor a server accepts");
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) throw InputError("cannot open --input " + path);
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  file.read(bytes.data(), static_cast<std::streamsize>(size));
+  bytes.resize(static_cast<std::size_t>(file.gcount()));
   if (file.bad()) throw InputError("cannot read --input " + path);
   return bytes;
 }
@@ -296,17 +314,18 @@ Action add_client_command(CLI::App& app) {
                                 "from the file's size (other inputs: random at that batch)");
   cmd->add_flag("--random", options->random, "Random inputs: floats in [-1, 1), integers in [0, 1000)")
       ->excludes(input);
-  cmd->add_option("--batch", options->batch, "Batch of --random inputs (the leading -1 dimension)")->capture_default_str();
-  cmd->add_option("--seed", options->seed, "Seed of --random inputs")->capture_default_str();
-  cmd->add_option("--repeat", options->repeat, "Requests to send (latencies over all)")->capture_default_str();
-  cmd->add_option("--timeout", options->timeout_s, "Deadline of each call, in seconds")->capture_default_str();
+  cmd->add_option("--batch", options->batch, "Batch of --random inputs (the leading -1 dimension)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of --random inputs")->check(no_minus_sign())->capture_default_str();
+  cmd->add_option("--repeat", options->repeat, "Requests to send (latencies over all)")->check(CLI::Range(1, 10'000'000))->capture_default_str();
+  cmd->add_option("--timeout", options->timeout_s, "Deadline of each call, in seconds")->check(finite_range(0.001, 86'400.0))->capture_default_str();
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
   cmd->add_flag("--live", options->live, "Show whether the server is live and ready");
   cmd->add_flag("--metadata", options->metadata, "Show the server's metadata, or --model's tensors");
   cmd->add_flag("--metrics", options->metrics, "Print the server's metrics (Prometheus text)");
   cmd->add_option("--train-start", options->train_start, "Start (or resume) MODEL's training job");
   cmd->add_option("--steps", options->steps, "With --train-start: the step target (0: until stopped)")
-      ->capture_default_str();
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 53))->capture_default_str();
   cmd->add_option("--train-stop", options->train_stop, "Stop MODEL's training job at the next layer boundary");
   cmd->add_option("--train-status", options->train_status, "Show MODEL's training job");
   return [options] { run_client(*options); };

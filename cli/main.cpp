@@ -39,10 +39,11 @@ int exec_executor(char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && is_executor_command(argv[1])) return exec_executor(argv);
   using namespace psw::cli;
-  return run_app(argc, argv, "psw: PipeSwitch in C++ -- plan, simulate, serve and execute millisecond GPU switches",
-                 {&add_plan_command, &add_compare_command, &add_synth_command, &add_sim_command, &add_sweep_command, &add_sweep_merge_command,
-                  &add_serve_command, &add_client_command, &add_bench_serve_command},
-                 "The executor's commands, where LibTorch was found:\n"
-                 "  run        Switch a cold model into the device and run it; measure (psw run --help)\n"
-                 "  profile    Measure per-layer times and the link; write profiles (psw profile --help)");
+  CLI::App app{kPswDescription};
+  std::map<CLI::App*, Action> actions = setup_app(
+      app, kPswCommands,
+      "The executor's commands, where LibTorch was found:\n"
+      "  run        Switch a cold model into the device and run it; measure (psw run --help)\n"
+      "  profile    Measure per-layer times and the link; write profiles (psw profile --help)");
+  return run_app(app, actions, argc, argv);
 }

@@ -149,7 +149,7 @@ Action add_sim_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sim", "Run one simulation from an experiment config");
   cmd->add_option("--config", options->config_path, "Experiment YAML (configs/experiments/)")->required();
   cmd->add_option("--out", options->out_dir, "Folder for requests.csv, summary.json, config.resolved.yaml");
-  cmd->add_option("--seed", options->seed, "Override the config's seed")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", options->seed, "Override the config's seed")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62));
   cmd->add_option("--trace-out", options->trace_out, "Write a Chrome trace of every transfer, compute and switch");
   cmd->add_option("--set", options->sets, "Override a config key: KEY=VALUE (dotted keys, YAML values)");
   return [options] { with_range_context(options->config_path, [&] { run_sim(*options); }); };
@@ -159,7 +159,7 @@ Action add_sweep_command(CLI::App& app) {
   auto options = std::make_shared<SweepCommandOptions>();
   CLI::App* cmd = app.add_subcommand("sweep", "Run a YAML grid of simulations in parallel, one CSV row per point");
   cmd->add_option("--config", options->config_path, "Sweep YAML (base + grid + seeds)")->required();
-  cmd->add_option("--jobs", options->jobs, "Parallel simulations (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--jobs", options->jobs, "Parallel simulations (default: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out", options->out_dir,
                   "Output folder (default out/<sweep name>); written whole or not at all, replacing an earlier sweep");
   cmd->add_option("--shard", options->shard,

@@ -11,6 +11,12 @@ namespace psw::cli {
 
 namespace {
 
+// The deepest profile synth writes: 100,000 layers are a YAML file of about 20 MiB, well within
+// what psw reads back (64 MiB), and the optimal planner takes seconds on them; 5,000 blocks
+// are at most 100,000 layers too (20 per CNN stage, 8 per transformer block).
+constexpr std::size_t kMaxSynthLayers = 100'000;
+constexpr std::size_t kMaxSynthBlocks = 5'000;
+
 struct SynthOptions {
   std::string kind;
   std::size_t blocks = 0;  // transformer blocks or CNN stages
@@ -42,8 +48,9 @@ Action add_synth_command(CLI::App& app) {
   auto options = std::make_shared<SynthOptions>();
   CLI::App* cmd = app.add_subcommand("synth", "Write a synthetic model profile (transformer or CNN) of any depth");
   cmd->add_option("--kind", options->kind, "transformer | cnn")->required();
-  cmd->add_option("--blocks", options->blocks, "Transformer blocks, or CNN stages")->check(CLI::PositiveNumber);
-  cmd->add_option("--layers", options->layers, "Exact number of layers")->check(CLI::PositiveNumber);
+  cmd->add_option("--blocks", options->blocks, "Transformer blocks, or CNN stages")
+      ->check(CLI::Range(std::size_t{1}, kMaxSynthBlocks));
+  cmd->add_option("--layers", options->layers, "Exact number of layers")->check(CLI::Range(std::size_t{1}, kMaxSynthLayers));
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--out", options->out_path, "Output YAML (standard output if omitted)");
   return [options] { run_synth(*options); };

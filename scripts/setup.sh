@@ -12,6 +12,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3-grpcio python3-protobuf procps
   openmpi-bin libopenmpi-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -183,8 +183,11 @@ Grouping read_groups(MapReader& r, std::size_t num_layers) {
 }  // namespace
 
 Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile& model) {
-  const std::string origin = path.string();
-  YAML::Node root = parse_document(read_file(path), origin);
+  return parse_fixed_groups(read_file(path), path.string(), model);
+}
+
+Grouping parse_fixed_groups(const std::string& text, const std::string& origin, const ModelProfile& model) {
+  YAML::Node root = parse_document(text, origin);
   MapReader r(root, origin, "");
   const std::string named = r.optional_string("model");
   if (!named.empty() && named != model.name) {

@@ -62,6 +62,24 @@ std::vector<double> model_weights(MapReader& w, const ExperimentConfig& config, 
   return weights;
 }
 
+// A duration that must be positive (a rate's period, a mean, a length of time).
+Duration positive_duration(MapReader& w, const std::string& key) {
+  const Duration d = w.duration(key);
+  if (d <= Duration::zero()) w.fail_key(key, w.get(key), "must be positive");
+  return d;
+}
+
+// The simulated time a workload spans is at most a year (as every duration of a config):
+// `per_unit` times `units` must stay below it, which also keeps the arrival times (ns in
+// 64 bits) from overflowing.
+void check_span(MapReader& w, const std::string& key, Duration per_unit, std::int64_t units,
+                const char* what) {
+  constexpr std::int64_t kMaxSpanNs = std::int64_t{86'400} * 365 * 1'000'000'000;
+  if (per_unit.ns() > 0 && units > kMaxSpanNs / per_unit.ns()) {
+    w.fail_key(key, w.get(key), detail::concat(what, " span more than a year of simulated time"));
+  }
+}
+
 WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
   MapReader w = r.map("workload");
   WorkloadSpec spec;
@@ -73,13 +91,14 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
     spec.kind = WorkloadKind::Periodic;
     spec.interval = w.duration("interval_ms");
     spec.count = w.integer("count", 1, std::int64_t{1} << 40);
+    check_span(w, "count", spec.interval, spec.count, "count requests, one every interval_ms,");
     YAML::Node list = w.sequence("models");
     for (std::size_t i = 0; i < list.size(); ++i) spec.models.push_back(model_ref(w, config, "models", list[i]));
   } else if (kind == "cycles") {
     spec.kind = WorkloadKind::Cycles;
-    spec.cycle = w.duration("cycle_ms");
-    if (spec.cycle <= Duration::zero()) w.fail_key("cycle_ms", w.get("cycle_ms"), "must be positive");
+    spec.cycle = positive_duration(w, "cycle_ms");
     spec.rounds = w.integer("rounds", 1, 1'000'000);
+    check_span(w, "rounds", spec.cycle * 2, spec.rounds, "rounds of two cycles of cycle_ms");
     spec.cycle_model = model_ref(w, config, "model", w.get("model"));
     if (!config.training_model) {
       w.fail_key("kind", w.get("kind"), "a cycles workload needs a training job (key 'training')");
@@ -87,7 +106,7 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
   } else if (kind == "poisson") {
     spec.kind = WorkloadKind::Poisson;
     spec.poisson.rate_per_second = w.real("rate_per_s", 1e-9, 1e9);
-    spec.poisson.duration = w.duration("duration_s");
+    spec.poisson.duration = positive_duration(w, "duration_s");
     spec.poisson.model_weights = model_weights(w, config, "models");
     spec.poisson.slo = spec.slo;
     spec.poisson.seed = config.seed;
@@ -95,9 +114,9 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
     spec.kind = WorkloadKind::Bursty;
     spec.bursty.high_rate_per_second = w.real("high_rate_per_s", 1e-9, 1e9);
     spec.bursty.low_rate_per_second = w.real("low_rate_per_s", 1e-9, 1e9);
-    spec.bursty.mean_high = w.duration("mean_high_ms");
-    spec.bursty.mean_low = w.duration("mean_low_ms");
-    spec.bursty.duration = w.duration("duration_s");
+    spec.bursty.mean_high = positive_duration(w, "mean_high_ms");
+    spec.bursty.mean_low = positive_duration(w, "mean_low_ms");
+    spec.bursty.duration = positive_duration(w, "duration_s");
     spec.bursty.model_weights = model_weights(w, config, "models");
     spec.bursty.slo = spec.slo;
     spec.bursty.seed = config.seed;
@@ -115,8 +134,13 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
     }
     spec.trace_path = resolve(config.source, w.string("path"));
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(spec.trace_path, ec)) {
+    const std::filesystem::file_status status = std::filesystem::status(spec.trace_path, ec);
+    if (!std::filesystem::exists(status)) {
       w.fail_key("path", w.get("path"), spec.trace_path.string() + ": no such trace file");
+    }
+    if (!std::filesystem::is_regular_file(status)) {
+      w.fail_key("path", w.get("path"),
+                 spec.trace_path.string() + ": not a regular file (a directory, device, FIFO or socket)");
     }
     spec.mapping.slo = spec.slo;
     if (w.has("functions")) {
@@ -256,6 +280,7 @@ void apply_override(YAML::Node& root, const std::string& key, const std::string&
     const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (part.empty()) throw InputError(origin + ": override key '" + key + "' has an empty part");
     if (dot == std::string::npos) {
+      check_utf8(value, origin + ": override " + key);
       try {
         cursor[part] = YAML::Load(value);
       } catch (const YAML::Exception& e) {
@@ -281,7 +306,12 @@ ExperimentConfig load_experiment_config(const std::filesystem::path& path) {
 
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
                                         const std::vector<std::pair<std::string, std::string>>& overrides) {
-  YAML::Node root = parse_document(read_file(path), path.string());
+  return parse_experiment_config(read_file(path), path, overrides);
+}
+
+ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
+                                         const std::vector<std::pair<std::string, std::string>>& overrides) {
+  YAML::Node root = parse_document(text, path.string());
   for (const auto& [key, value] : overrides) apply_override(root, key, value, path.string());
   return parse_experiment(root, path);
 }
@@ -364,8 +394,12 @@ std::string resolved_yaml(const ExperimentConfig& config) {
 }
 
 SweepConfig load_sweep_config(const std::filesystem::path& path) {
+  return parse_sweep_config(read_file(path), path);
+}
+
+SweepConfig parse_sweep_config(const std::string& text, const std::filesystem::path& path) {
   const std::string origin = path.string();
-  YAML::Node root = parse_document(read_file(path), origin);
+  YAML::Node root = parse_document(text, origin);
   MapReader r(root, origin, "");
   SweepConfig sweep;
   sweep.name = r.string("name");
@@ -399,6 +433,15 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
   }
   r.mark_seen("seeds");
   r.finish();
+  // Every point is loaded (and checked) here; a grid of more points would run for days.
+  constexpr std::size_t kMaxPoints = 100'000;
+  std::size_t total = seeds.size();
+  for (const auto& v : values) {
+    total = total > kMaxPoints ? total : total * v.size();
+  }
+  if (total > kMaxPoints) {
+    grid.fail(grid.node(), detail::concat("the grid and seeds make more than ", kMaxPoints, " points"));
+  }
   // Cartesian product, last key varying fastest, then seeds.
   std::vector<std::size_t> index(values.size(), 0);
   while (true) {

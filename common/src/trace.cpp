@@ -100,16 +100,26 @@ std::string join(const std::vector<std::string>& names, const char* sep) {
 
 // Reads a text trace line by line: strips "\r" and a UTF-8 byte-order mark, skips `#`
 // comments where the format allows them, accepts blank lines only at the end.
+// Only regular files are read (a FIFO would block, /dev/zero never ends), and a line is at
+// most kMaxLineBytes long: the longest real lines, Azure Functions 2019's 1444 columns of
+// counts, are about 10 KiB.
 class LineReader {
  public:
+  static constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;  // 1 MiB
+
   LineReader(const std::filesystem::path& path, bool allow_comments)
       : name_(path.string()), allow_comments_(allow_comments) {
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
+    const std::filesystem::file_status status = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(status)) {
       throw InputError(detail::concat(name_, ": the trace file does not exist"));
     }
-    if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::is_directory(status)) {
       throw InputError(detail::concat(name_, ": the trace path is a directory, not a file"));
+    }
+    if (!std::filesystem::is_regular_file(status)) {
+      throw InputError(detail::concat(
+          name_, ": the trace path is not a regular file (a device, FIFO or socket)"));
     }
     in_.open(path, std::ios::binary);
     if (!in_) throw InputError(detail::concat(name_, ": cannot open the trace file"));
@@ -117,7 +127,7 @@ class LineReader {
 
   // The next record (non-comment, non-blank line), or false at the end of the file.
   bool next(std::string_view& out) {
-    while (std::getline(in_, buffer_)) {
+    while (read_line()) {
       ++line_;
       std::string_view text = trim_cr(buffer_);
       if (line_ == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
@@ -140,6 +150,26 @@ class LineReader {
 
   const std::string& name() const { return name_; }
   std::int64_t line() const { return line_; }
+
+ private:
+  // One line into buffer_ (without its '\n'); false at the end of the file.
+  bool read_line() {
+    buffer_.clear();
+    std::streambuf* buf = in_.rdbuf();
+    bool any = false;
+    for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+      any = true;
+      if (c == '\n') return true;
+      if (buffer_.size() >= kMaxLineBytes) {
+        throw InputError(detail::concat(name_, ":", line_ + 1, ": the line is longer than ",
+                                        kMaxLineBytes >> 20, " MiB (not a trace?)"));
+      }
+      buffer_.push_back(static_cast<char>(c));
+    }
+    return any;
+  }
+
+ public:
   // "<file>:<line>: " for messages about the current record.
   std::string where() const { return detail::concat(name_, ":", line_, ": "); }
 

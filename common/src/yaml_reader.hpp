@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "psw/common/error.hpp"
 #include "psw/common/hardware_profile.hpp"
@@ -26,24 +28,134 @@ constexpr std::int64_t kMaxDurationNs = std::int64_t{86'400} * 1'000'000'000;  /
 constexpr std::int64_t kMaxBandwidth = std::int64_t{100} * 1'000'000'000'000;  // 100 TB/s
 constexpr std::int64_t kMaxFlopsRate = std::int64_t{1} << 62;
 
+// The largest YAML file psw reads (profiles, hardware, plans, experiment, sweep and serve
+// configs). The largest shipped file is a few hundred KiB; a synthetic profile of the most
+// layers `psw synth` writes is about 20 MiB. Anything bigger is not a config.
+constexpr std::int64_t kMaxYamlFileBytes = std::int64_t{64} << 20;  // 64 MiB
+
+// Reads a whole YAML file. Only regular files: a FIFO would block, /dev/zero never ends, a
+// directory is not a file; the size is bounded by kMaxYamlFileBytes (also while reading, for
+// files whose size the file system does not tell, like those of /proc).
 inline std::string read_file(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) {
     throw InputError(path.string() + ": no such file");
   }
-  if (std::filesystem::is_directory(path, ec)) {
+  if (std::filesystem::is_directory(status)) {
     throw InputError(path.string() + ": is a directory, expected a YAML file");
   }
+  if (!std::filesystem::is_regular_file(status)) {
+    throw InputError(path.string() +
+                     ": is not a regular file (a device, FIFO or socket), expected a YAML file");
+  }
+  const auto too_large = [&path] {
+    return InputError(detail::concat(path.string(), ": the file is larger than ",
+                                     kMaxYamlFileBytes >> 20,
+                                     " MiB, the most psw reads as a YAML file"));
+  };
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > static_cast<std::uintmax_t>(kMaxYamlFileBytes)) throw too_large();
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot open for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  char chunk[65536];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > static_cast<std::size_t>(kMaxYamlFileBytes)) throw too_large();
+  }
+  if (in.bad()) throw InputError(path.string() + ": read error");
+  return text;
+}
+
+// The length of the valid UTF-8 sequence at `s[i]`, or 0 when it is not one (overlong forms,
+// surrogates and code points above U+10FFFF are invalid, as in RFC 3629).
+inline std::size_t utf8_sequence(const std::string& s, std::size_t i) {
+  const auto byte = [&s](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) { n = 3; lo = 0xA0; }
+  else if (c >= 0xE1 && c <= 0xEC) n = 3;
+  else if (c == 0xED) { n = 3; hi = 0x9F; }
+  else if (c >= 0xEE && c <= 0xEF) n = 3;
+  else if (c == 0xF0) { n = 4; lo = 0x90; }
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) { n = 4; hi = 0x8F; }
+  else return 0;
+  if (i + n > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+inline bool is_valid_utf8(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+// A file must be valid UTF-8 text without control characters: names end up in JSON outputs and messages, where invalid bytes
+// cannot be written. Checked on the text (linear; a walk of the parsed tree would visit an
+// aliased node once per alias, exponentially often); the message names the line, the column
+// and, where one stands before the byte on its line, the key.
+inline void check_utf8(const std::string& text, const std::string& origin) {
+  std::size_t line_start = 0;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    // YAML text has no control characters but tab and line breaks (YAML 1.2 c-printable);
+    // yaml-cpp takes a NUL or 0x04 for the end of the stream, and LoadAll then returns empty
+    // documents without end.
+    const bool control = (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+    if (n == 0 || control) {
+      // The key: the name before the last ':' ahead of the bad byte on its line.
+      const std::string_view before(text.data() + line_start, i - line_start);
+      std::string key;
+      const std::size_t colon = before.rfind(':');
+      if (colon != std::string_view::npos) {
+        std::string_view name = before.substr(0, colon);
+        const std::size_t sep = name.find_last_of(",{[");
+        if (sep != std::string_view::npos) name.remove_prefix(sep + 1);
+        while (!name.empty() && (name.front() == ' ' || name.front() == '-')) name.remove_prefix(1);
+        while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+        key = std::string(name);
+      }
+      const bool key_ok = !key.empty() && is_valid_utf8(key) &&
+                          key.find_first_of("\"'[]{},#: ") == std::string::npos;
+      const char* hex = "0123456789abcdef";
+      const auto byte = static_cast<unsigned char>(text[i]);
+      throw InputError(detail::concat(origin, ":", line, ": ", key_ok ? "key '" + key + "': " : std::string(),
+                                      control ? "a control character" : "not valid UTF-8", " (byte 0x",
+                                      hex[byte >> 4], hex[byte & 15], " at column ", i - line_start + 1, ")"));
+    }
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+    i += n;
+  }
 }
 
 inline YAML::Node parse_document(const std::string& text, const std::string& origin) {
+  check_utf8(text, origin);
   try {
-    YAML::Node root = YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      const int line = documents[1].Mark().line;
+      throw InputError(detail::concat(origin, line >= 0 ? detail::concat(":", line + 1) : "",
+                                      ": a second YAML document (after '---'); a file holds "
+                                      "exactly one"));
+    }
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     if (!root.IsDefined() || root.IsNull()) throw InputError(origin + ": the file is empty");
     if (!root.IsMap()) {
       throw InputError(detail::concat(origin, ":", root.Mark().line + 1,

@@ -54,6 +54,53 @@ psw_cli_test(fixed_without_groups 2 "needs --groups" plan --model ${PSW_MODELS}/
 psw_cli_test(unknown_task 2 "unknown task 'serving'" plan --model ${PSW_MODELS}/resnet152.yaml
              --hardware ${PSW_HW}/h200-pcie5.yaml --task serving)
 
+# Special files: a device or a FIFO given as a config, trace or groups file is refused at once
+# (exit 2, a message), never read (a FIFO without a writer blocks, /dev/zero never ends).
+# `timeout 10`: a hang fails the test quickly instead of at ctest's limit.
+set(PSW_EXPECT_FAST timeout 10 bash ${PSW_EXPECT})
+function(psw_cli_fast_test name code regex)
+  add_test(NAME cli.${name} COMMAND ${PSW_EXPECT_FAST} ${code} ${regex} -- $<TARGET_FILE:psw> ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.${name} PROPERTIES LABELS cli TIMEOUT 30)
+endfunction()
+psw_cli_fast_test(special.dev_zero_model 2 "/dev/zero: is not a regular file \\(a device, FIFO or socket\\)"
+                  plan --model /dev/zero --hardware ${PSW_HW}/h200-pcie5.yaml)
+psw_cli_fast_test(special.dev_zero_hardware 2 "/dev/zero: is not a regular file"
+                  plan --model ${PSW_MODELS}/resnet152.yaml --hardware /dev/zero)
+psw_cli_fast_test(special.dev_zero_groups 2 "/dev/zero: is not a regular file" plan --model ${PSW_MODELS}/resnet152.yaml
+                  --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed --groups /dev/zero)
+psw_cli_fast_test(special.dev_zero_sim 2 "/dev/zero: is not a regular file" sim --config /dev/zero)
+psw_cli_fast_test(special.dev_zero_sweep 2 "/dev/zero: is not a regular file" sweep --config /dev/zero)
+psw_cli_fast_test(special.dev_zero_serve 2 "/dev/zero: is not a regular file" serve --backend host --config /dev/zero
+                  --socket /tmp/psw-test-dev-zero/psw.sock)
+# FIFOs: as a profile, a groups file, an experiment config and a trace (named by a config).
+psw_cli_script_test(special.fifo 60
+  "mkfifo $out/f && printf 'name: fifo\\nhardware: ${PSW_HW}/v100-pcie3-x16.yaml\\nmodels: [{name: resnet152, profile: ${PSW_MODELS}/resnet152.yaml}]\\nmechanism: pipeswitch\\nworkload: {kind: trace, format: csv, path: f}\\n' > $out/trace.yaml && check() { msg=$(timeout 10 $<TARGET_FILE:psw> \"$@\" 2>&1); rc=$?; echo \"psw $*: exit $rc: $msg\"; test $rc -eq 2 && echo \"$msg\" | grep -q 'not a regular file'; } && check plan --model $out/f --hardware ${PSW_HW}/h200-pcie5.yaml && check plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --strategy fixed --groups $out/f && check sim --config $out/f && check sweep --config $out/f && check sim --config $out/trace.yaml")
+# A model profile larger than the 64 MiB psw reads (a sparse file: no disk used).
+psw_cli_script_test(special.yaml_too_large 60
+  "truncate -s 65M $out/big.yaml && msg=$(timeout 10 $<TARGET_FILE:psw> plan --model $out/big.yaml --hardware ${PSW_HW}/h200-pcie5.yaml 2>&1); test $? -eq 2 && echo \"$msg\" | grep -q 'larger than 64 MiB'")
+
+# Numeric options out of range: a message naming the option (exit 2), never a wrapped value, an
+# allocation that never ends or a NaN.
+psw_cli_fast_test(numeric.synth_layers_huge 2 "--layers: Value 1000000000000 not in range" synth --kind cnn --layers 1000000000000)
+psw_cli_fast_test(numeric.synth_blocks_huge 2 "--blocks: Value 100000000 not in range" synth --kind transformer --blocks 100000000)
+psw_cli_fast_test(numeric.sim_seed_2_64 2 "--seed" sim --config ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/small.yaml --seed 18446744073709551616)
+psw_cli_fast_test(numeric.sim_seed_over_config_limit 2 "--seed: Value 9223372036854775807 not in range"
+                  sim --config ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/small.yaml --seed 9223372036854775807)
+psw_cli_fast_test(numeric.sweep_jobs_huge 2 "--jobs: Value 1000000 not in range"
+                  sweep --config ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/sweep-small.yaml --jobs 1000000)
+psw_cli_fast_test(numeric.client_timeout_nan 2 "--timeout: Value nan not in range" client --live --timeout nan)
+psw_cli_fast_test(numeric.client_timeout_inf 2 "--timeout: Value inf not in range" client --live --timeout inf)
+psw_cli_fast_test(numeric.client_seed_negative 2 "--seed: Value -5 is negative" client --live --seed -5)
+psw_cli_fast_test(numeric.client_batch_negative 2 "--batch: Value -3 not in range" client --model m --random --batch -3)
+psw_cli_fast_test(numeric.client_repeat_zero 2 "--repeat: Value 0 not in range" client --model m --random --repeat 0)
+psw_cli_fast_test(numeric.client_steps_negative 2 "--steps: Value -1 not in range" client --train-start m --steps -1)
+psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
+psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
+# Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.
+psw_cli_fast_test(utf8.model_name_json 2 "model_invalid_utf8_name\\.yaml:2: key 'name': not valid UTF-8"
+                  plan --model ${PSW_BAD}/model_invalid_utf8_name.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --format json)
+
 # Bad files: every file under tests/data/bad/ is one case; its first line says
 #   # expect: <kind> <regex>
 # where kind is model, hardware or groups.

@@ -449,5 +449,68 @@ TEST(ConfigErrors, MissingFile) {
   expect_contains(message, {"such.yaml: no such file"});
 }
 
+// Hardening (issue: inputs): one document per file, valid UTF-8, regular files only.
+TEST(ConfigDocuments, ASecondDocumentIsRefused) {
+  expect_contains(model_error(kTinyModel + "---\nname: other\n"), {"bad.yaml:9:", "a second YAML document"});
+  expect_contains(model_error(kTinyModel + "---\n"), {"bad.yaml", "a second YAML document"});
+  // A leading document marker and an end marker are one document.
+  EXPECT_NO_THROW(parse_model_profile("---\n" + kTinyModel + "...\n", "ok.yaml"));
+}
+
+TEST(ConfigUtf8, InvalidUtf8IsRefusedNamingLineAndKey) {
+  expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: ti\xffny")),
+                  {"bad.yaml:1:", "key 'name': not valid UTF-8 (byte 0xff at column 9)"});
+  expect_contains(model_error(replace_once(kTinyModel, "kind: bn", "kind: b\xc3\x28")),
+                  {"bad.yaml:7:", "key 'kind': not valid UTF-8"});
+  // Overlong forms and surrogates are invalid too; a key is checked as well as a value.
+  expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: \xc0\xaf")), {"not valid UTF-8"});
+  expect_contains(model_error(replace_once(kTinyModel, "name: tiny", "name: \xed\xa0\x80")), {"not valid UTF-8"});
+  expect_contains(model_error(replace_once(kTinyModel, "batch: 8", "bat\xff" "ch: 8")),
+                  {"bad.yaml:2: not valid UTF-8 (byte 0xff at column 4)"});
+  // An alias bomb is no harder to check than its text (a walk of the tree would not end).
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int k = 0; k < 10; ++k) bomb += std::string(k ? ", *" : "*") + static_cast<char>(c - 1);
+    bomb += "]\n";
+  }
+  expect_contains(model_error(bomb + "name: \xff\n"), {"bad.yaml:11: key 'name': not valid UTF-8"});
+  expect_contains(model_error(bomb), {"bad.yaml:1:", "key 'name' is missing"});
+  // Valid UTF-8 (two, three and four bytes) is a name like any other.
+  const ModelProfile model =
+      parse_model_profile(replace_once(kTinyModel, "name: tiny", "name: r\xc3\xa9s\xe2\x82\xac\xf0\x9f\x98\x80"), "ok.yaml");
+  EXPECT_EQ(model.name, "r\xc3\xa9s\xe2\x82\xac\xf0\x9f\x98\x80");
+}
+
+// yaml-cpp's LoadAll never returned on a NUL (found by fuzz_model_profile), and takes 0x04 for
+// the end of the stream: control characters are refused before parsing.
+TEST(ConfigText, ControlCharactersAreRefused) {
+  expect_contains(model_error(kTinyModel + std::string("\0", 1) + "x"),
+                  {"bad.yaml:8: a control character (byte 0x00 at column 1)"});
+  expect_contains(model_error("name: ti\x04ny\n"), {"bad.yaml:1: key 'name': a control character (byte 0x04"});
+  expect_contains(model_error("name: tiny\x7f\n"), {"a control character (byte 0x7f"});
+  // Tabs and CRLF line ends are text.
+  std::string crlf;
+  for (char c : kTinyModel) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_NO_THROW(parse_model_profile(crlf, "crlf.yaml"));
+  EXPECT_NO_THROW(parse_model_profile(kTinyModel + "#\tcomment\n", "tab.yaml"));
+}
+
+TEST(ConfigFiles, DevicesAreRefusedWithoutReading) {
+  expect_contains(input_error_of([] { load_model_profile("/dev/zero"); }),
+                  {"/dev/zero: is not a regular file"});
+  expect_contains(input_error_of([] { load_hardware_profile("/dev/null"); }),
+                  {"/dev/null: is not a regular file"});
+  expect_contains(input_error_of([] { load_switch_plan("/dev/zero"); }), {"/dev/zero: is not a regular file"});
+}
+
+TEST(ConfigFiles, FixedGroupsFromText) {
+  const ModelProfile model = parse_model_profile(kTinyModel, "tiny.yaml");
+  const Grouping groups = parse_fixed_groups("groups: [[0, 1]]\n", "g.yaml", model);
+  ASSERT_EQ(groups.size(), 1u);
+  expect_contains(input_error_of([&] { parse_fixed_groups("groups: [[0, 0]]\n", "g.yaml", model); }),
+                  {"g.yaml:1:", "groups"});
+}
+
 }  // namespace
 }  // namespace psw

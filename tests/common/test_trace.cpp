@@ -2,6 +2,8 @@
 // (tests/data/traces/) and on the shipped public traces (traces/), determinism, and
 // every kind of bad input as an InputError naming the file, the line and the complaint.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -677,6 +679,28 @@ TEST(TraceBursty, InvalidSpecs) {
   s = bursty_spec();
   s.model_weights = {0};
   expect_input_error(make(s), {"model_weights are all zero"});
+}
+
+// Hardening (issue: inputs): traces are regular files, lines are bounded.
+TEST(TraceFiles, DevicesAndFifosAreRefusedWithoutReading) {
+  expect_input_error([] { open_project_csv("/dev/zero", {{"resnet152", 0}}); }, {"/dev/zero", "not a regular file"});
+  const auto fifo = std::filesystem::temp_directory_path() / ("psw-trace-fifo-" + std::to_string(::getpid()));
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  TraceMapping mapping;
+  mapping.default_model = 0;
+  expect_input_error([&] { open_azure_functions_2021(fifo, mapping); }, {fifo.string(), "not a regular file"});
+  std::filesystem::remove(fifo);
+}
+
+TEST(TraceFiles, ALineLongerThanTheBoundIsRefused) {
+  const auto path = std::filesystem::temp_directory_path() / ("psw-trace-long-" + std::to_string(::getpid()) + ".csv");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "arrival_ns,model,task,batch,slo_ns\n" << std::string(std::size_t{3} << 20, '1');
+  }
+  expect_input_error([&] { drain(open_project_csv(path, {{"resnet152", 0}})); }, {path.string() + ":2:", "longer than 1 MiB"});
+  std::filesystem::remove(path);
 }
 
 }  // namespace

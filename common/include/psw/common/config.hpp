@@ -22,7 +22,9 @@ HardwareProfile load_hardware_profile(const std::filesystem::path& path);
 // A fixed grouping: `groups: [[first, last], ...]`, optionally `model: NAME`, checked
 // against `model` when given, and validated against `num_layers`.
 Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile& model);
+Grouping parse_fixed_groups(const std::string& text, const std::string& origin, const ModelProfile& model);
 
+// Files are read whole, only regular files (not a FIFO or a device), at most 64 MiB.
 // Parse from text; `origin` stands for the file name in messages.
 ModelProfile parse_model_profile(const std::string& text, const std::string& origin);
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin);

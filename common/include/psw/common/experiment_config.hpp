@@ -88,6 +88,11 @@ ExperimentConfig load_experiment_config(const std::filesystem::path& path);
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
                                         const std::vector<std::pair<std::string, std::string>>& overrides);
 
+// The same from text; `path` names the file in messages and is what relative paths inside
+// the config are resolved against.
+ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
+                                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
+
 // The resolved config (every default filled in, paths absolute) as YAML, written beside
 // every run's results.
 std::string resolved_yaml(const ExperimentConfig& config);
@@ -109,5 +114,6 @@ struct SweepConfig {
   std::vector<SweepPoint> points;
 };
 SweepConfig load_sweep_config(const std::filesystem::path& path);
+SweepConfig parse_sweep_config(const std::string& text, const std::filesystem::path& path);
 
 }  // namespace psw

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz/, CMake option PSW_FUZZ, clang with ASan+UBSan) in
+# build-fuzz/ (or $PSW_FUZZ_BUILD_DIR) and runs each for a bounded time, seeded from the
+# shipped configs and the test data. Fails on the first finding: libFuzzer writes the input to
+# build-fuzz/findings/<target>/ and prints how to reproduce it.
+#
+#   PSW_FUZZ_SECONDS   seconds per target (default 30)
+#   PSW_FUZZ_TARGETS   the targets to run (default: all), e.g. "fuzz_traces fuzz_cli"
+#   PSW_FUZZ_JOBS      build parallelism (default: nproc)
+#
+# Reproduce a finding:  build-fuzz/tests/fuzz/<target> build-fuzz/findings/<target>/crash-...
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${PSW_FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${PSW_FUZZ_SECONDS:-30}
+all="fuzz_model_profile fuzz_hardware_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
+     fuzz_serve_config fuzz_traces fuzz_cli"
+targets=${PSW_FUZZ_TARGETS:-$all}
+
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPSW_FUZZ=ON -DPSW_BUILD_TESTS=OFF -DPSW_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON >/dev/null
+fi
+# shellcheck disable=SC2086
+cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets
+
+# Seed corpora: the shipped files of each kind (copied: libFuzzer adds to the first corpus
+# folder, and the sources stay untouched).
+corpus=$build/corpus
+rm -rf "$corpus"
+seed() {  # seed TARGET FILES...
+  local target=$1
+  shift
+  mkdir -p "$corpus/$target"
+  local f
+  for f in "$@"; do [[ -f $f ]] && cp "$f" "$corpus/$target/$(echo "$f" | tr / _)"; done
+  return 0
+}
+cd "$root"
+seed fuzz_model_profile configs/models/*.yaml configs/models/h200/*.yaml tests/data/bad/model_*.yaml
+seed fuzz_hardware_profile configs/hardware/*.yaml tests/data/sim/h200-mapped.yaml tests/data/bad/hardware_*.yaml
+seed fuzz_plan configs/plans/*.yaml tests/data/plans/*.yaml tests/data/bad/groups_*.yaml
+seed fuzz_experiment_config configs/experiments/*.yaml tests/data/bad-sim/*.yaml
+seed fuzz_sweep_config configs/experiments/fig*.yaml configs/experiments/h200-measured.yaml
+seed fuzz_serve_config configs/serve/*.yaml tests/data/bad-serve/*.yaml
+# Traces: the first byte picks the reader (fuzz_traces.cpp): 0 csv, 1 and 2 Azure 2019,
+# 3 Azure 2021, 4 Azure LLM 2023.
+mkdir -p "$corpus/fuzz_traces"
+for f in tests/data/traces/*.csv; do
+  case $(basename "$f") in
+    project_*) b='\x00' ;; af2019_*) b='\x01' ;; af2021_*) b='\x03' ;; llm2023_*) b='\x04' ;; *) continue ;;
+  esac
+  { printf "$b"; head -c 4096 "$f"; } >"$corpus/fuzz_traces/$(basename "$f")"
+done
+mkdir -p "$corpus/fuzz_cli"
+printf 'psw\nplan\n--model\nconfigs/models/resnet152.yaml\n--hardware\nconfigs/hardware/h200-pcie5.yaml\n--format\njson' >"$corpus/fuzz_cli/plan"
+printf 'psw\nsim\n--config\nx.yaml\n--seed\n3\n--set\nmechanism=mps' >"$corpus/fuzz_cli/sim"
+printf 'psw\nsweep\n--config\nx.yaml\n--jobs\n2' >"$corpus/fuzz_cli/sweep"
+printf 'psw\nsynth\n--kind\ncnn\n--layers\n10\n--batch\n4' >"$corpus/fuzz_cli/synth"
+printf 'psw\nclient\n--model\nm\n--random\n--batch\n8\n--repeat\n3\n--timeout\n1.5\n--seed\n7' >"$corpus/fuzz_cli/client"
+printf 'psw\nbench-serve\n--window\n2.5\n--rate\n3\n--switches\n10' >"$corpus/fuzz_cli/bench"
+printf 'psw\nserve\n--config\nc.yaml\n--backend\nhost' >"$corpus/fuzz_cli/serve"
+
+status=0
+for target in $targets; do
+  findings=$build/findings/$target
+  mkdir -p "$findings"
+  dict=()
+  [[ -f $root/tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
+  [[ $target != fuzz_cli && $target != fuzz_traces && -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
+  echo "fuzz: $target for ${seconds}s"
+  # -rss_limit_mb: a target that allocates more than 2 GiB for a small input is a finding.
+  if ! (cd "$findings" && "$build/tests/fuzz/$target" "$corpus/$target" "${dict[@]}" \
+        -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=8192 \
+        -print_final_stats=1 -artifact_prefix="$findings/" >"$findings/log.txt" 2>&1); then
+    echo "fuzz: $target FOUND a problem; see $findings/log.txt:"
+    grep -E "ERROR|fuzz:|SUMMARY|Test unit written" "$findings/log.txt" | head -20 || true
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$findings/log.txt" | tr '\n' ' '
+    echo
+  fi
+done
+exit $status
