@@ -20,24 +20,31 @@ LinkCost fit_link(const std::vector<CopySample>& samples, LinkFitWeighting weigh
     sizes.insert(s.bytes);
   }
   if (sizes.size() < 2) throw InputError("fitting a link needs copies of at least two sizes");
-  // time = a + b * bytes; each equation divided by its time for the relative error, or as it
-  // is for the absolute error (Note [Link fit weighting]).
+  // time = a + b * bytes, each equation divided by its time: least squares on relative error.
   const auto n = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd a(n, 2);
   Eigen::VectorXd y(n);
   for (Eigen::Index row = 0; row < n; ++row) {
     const auto& s = samples[static_cast<std::size_t>(row)];
     const double t = static_cast<double>(s.time.ns());
-    const double w = weighting == LinkFitWeighting::RelativeError ? 1.0 / t : 1.0;
-    a(row, 0) = w;
-    a(row, 1) = static_cast<double>(s.bytes) * w;
-    y(row) = t * w;
+    a(row, 0) = 1.0 / t;
+    a(row, 1) = static_cast<double>(s.bytes) / t;
+    y(row) = 1.0;
   }
   Eigen::Vector2d x = a.colPivHouseholderQr().solve(y);
-  if (x(0) < 0) {
-    // A negative fixed cost is not a cost: fit the rate alone, through the origin.
-    x(0) = 0;
-    x(1) = a.col(1).dot(y) / a.col(1).squaredNorm();
+  // A negative fixed cost is not a cost: fit the rate alone, through the origin.
+  if (x(0) < 0) x = Eigen::Vector2d(0, a.col(1).dot(y) / a.col(1).squaredNorm());
+  if (weighting == LinkFitWeighting::AbsoluteError) {
+    // Keep that fixed cost (the small copies') and choose the rate that minimises the squared
+    // error in time of every copy: sum(bytes * (time - fixed)) / sum(bytes^2).
+    double num = 0;
+    double den = 0;
+    for (const auto& s : samples) {
+      const double bytes = static_cast<double>(s.bytes);
+      num += bytes * (static_cast<double>(s.time.ns()) - x(0));
+      den += bytes * bytes;
+    }
+    x(1) = num / den;
   }
   const double fixed_ns = x(0);
   const double ns_per_byte = x(1);

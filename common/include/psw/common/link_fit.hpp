@@ -21,11 +21,14 @@ struct CopySample {
 // from the large. A pageable copy is not linear: the driver stages it through a bounce buffer,
 // and on the H200 it ran at 13-16 GB/s for 0.26-17 MB but 8.7-9.5 GB/s from 67 MB on
 // (results/profiles/h200-pcie5.yaml). A relative fit averages the two regimes (12.7 GB/s) and
-// predicted no-pinned-memory switches about 40% too fast. Its fit minimises the absolute error
-// instead, so the large copies that make up most of a switch's time set the rate: on those
-// samples 9.1 GB/s, within 5% of every copy from 67 MB on, and up to 50% slow for copies of
-// 1-17 MB (the groups of a pageable switch plan are mostly 8-250 MB). The fixed cost is what
-// remains, at least 0: a negative intercept refits the rate through the origin.
+// predicted no-pinned-memory switches about 40% too fast. Its fit keeps the fixed cost of the
+// relative fit (the small copies') and then chooses the rate that minimises the absolute error
+// in time, so the large copies that make up most of a switch's time set it: on those samples
+// 9.1 GB/s, within 5% of every copy from 67 MB on, and up to 50% slow for copies of 1-17 MB
+// (the groups of a pageable switch plan are mostly 8-250 MB). A rate fitted on absolute error
+// together with the fixed cost would trade a few percent on the large copies for a fixed cost of
+// hundreds of µs (518 µs on one H200 run), which every small group would then pay in a plan.
+// A negative fixed cost from the relative fit refits the rate through the origin.
 enum class LinkFitWeighting { RelativeError, AbsoluteError };
 
 // Throws InputError with fewer than two distinct sizes or a fit that gives a non-positive
