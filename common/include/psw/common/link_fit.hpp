@@ -19,8 +19,9 @@ struct CopySample {
 // rate at every size, so its fit minimises the relative error of each sample: a 4 KiB copy
 // weighs as much as a 1 GiB one, the fixed cost comes from the small copies and the bandwidth
 // from the large. A pageable copy is not linear: the driver stages it through a bounce buffer,
-// and on the H200 it ran at 13-16 GB/s for 0.26-17 MB but 8.7-9.5 GB/s from 67 MB on
-// (results/profiles/h200-pcie5.yaml). A relative fit averages the two regimes (12.7 GB/s) and
+// and on the H200 (the profile of 2026-11-29) it ran at 13-16 GB/s for 0.26-17 MB but
+// 8.7-9.5 GB/s from 67 MB on; the next run (results/profiles/h200-pcie5.yaml) moved the drop
+// past 67 MB. A relative fit averages the two regimes (12.7 GB/s) and
 // predicted no-pinned-memory switches about 40% too fast. Its fit keeps the fixed cost of the
 // relative fit (the small copies') and then chooses the rate that minimises the absolute error
 // in time, so the large copies that make up most of a switch's time set it: on those samples
