@@ -2,6 +2,7 @@
 // Internal to common/: the strict YAML reader shared by the config parsers. Not installed,
 // not included outside common/src (only common/ parses YAML, DESIGN.md §3).
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -145,17 +146,42 @@ inline void check_utf8(const std::string& text, const std::string& origin) {
   }
 }
 
+// Counts documents without building them: a handler that ignores every event, and remembers
+// where the last document started.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  YAML::Mark start;
+};
+
+// Note [One document]: a second document in a file would be ignored by YAML::Load, so it is
+// refused. Not with YAML::LoadAll: yaml-cpp 0.7 (Debian 12) loops for ever, allocating, when a
+// top-level flow collection is followed by stray text (`{} ,`; found by fuzz_model_profile),
+// because each call finds an empty "document" there without consuming it. Two bounded calls of
+// the parser instead: the first reads the document, the second says whether anything follows.
 inline YAML::Node parse_document(const std::string& text, const std::string& origin) {
   check_utf8(text, origin);
   try {
-    std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      const int line = documents[1].Mark().line;
-      throw InputError(detail::concat(origin, line >= 0 ? detail::concat(":", line + 1) : "",
-                                      ": a second YAML document (after '---'); a file holds "
-                                      "exactly one"));
+    {
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      DocumentCounter counter;
+      if (parser.HandleNextDocument(counter) && parser.HandleNextDocument(counter)) {
+        const int line = counter.start.line;
+        throw InputError(detail::concat(origin, line >= 0 ? detail::concat(":", line + 1) : "",
+                                        ": a second YAML document (after '---'), or stray text after the "
+                                        "first; a file holds exactly one"));
+      }
     }
-    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    YAML::Node root = YAML::Load(text);
     if (!root.IsDefined() || root.IsNull()) throw InputError(origin + ": the file is empty");
     if (!root.IsMap()) {
       throw InputError(detail::concat(origin, ":", root.Mark().line + 1,

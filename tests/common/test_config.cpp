@@ -451,10 +451,19 @@ TEST(ConfigErrors, MissingFile) {
 
 // Hardening (issue: inputs): one document per file, valid UTF-8, regular files only.
 TEST(ConfigDocuments, ASecondDocumentIsRefused) {
-  expect_contains(model_error(kTinyModel + "---\nname: other\n"), {"bad.yaml:9:", "a second YAML document"});
+  // The line of the second document's marker.
+  expect_contains(model_error(kTinyModel + "---\nname: other\n"), {"bad.yaml:8:", "a second YAML document"});
   expect_contains(model_error(kTinyModel + "---\n"), {"bad.yaml", "a second YAML document"});
   // A leading document marker and an end marker are one document.
   EXPECT_NO_THROW(parse_model_profile("---\n" + kTinyModel + "...\n", "ok.yaml"));
+}
+
+// Found by fuzz_model_profile: yaml-cpp's LoadAll never returns on a top-level flow collection
+// followed by stray text (Note [One document]); each is refused at once.
+TEST(ConfigDocuments, StrayTextAfterAFlowCollectionIsRefused) {
+  for (const std::string text : {"{} ,", "[]\n,", "{name: x}\n, {b}", "{a}\n,"}) {
+    expect_contains(model_error(text), {"bad.yaml", "a second YAML document"});
+  }
 }
 
 TEST(ConfigUtf8, InvalidUtf8IsRefusedNamingLineAndKey) {
