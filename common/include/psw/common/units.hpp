@@ -20,7 +20,8 @@ namespace psw {
 // arithmetic would print meaningless totals, so Duration's arithmetic, the unit factories and
 // Bandwidth::transfer_time check for overflow and throw RangeError, an input error (exit 2);
 // the commands add which inputs they were working on. The checks are one predictable branch
-// each (the planner benchmark measures them).
+// each; their cost to the planners was not measured side by side (tests/bench/planner_bench.cpp
+// would show it).
 namespace units_detail {
 [[noreturn]] void throw_overflow(const char* what);
 }  // namespace units_detail
