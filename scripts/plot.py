@@ -395,9 +395,9 @@ def fig6_figure(rows, out_path):
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, fontsize=8.5,
                bbox_to_anchor=(0.5, -0.005))
     fig.suptitle(FIGURE_TITLE["fig6"] + "; ResNet-152 training batch 8; 10 rounds", fontsize=10.5)
-    fig.text(0.5, 0.035, "Simulated throughput = requests completed (also after the phase ended) / (rounds x cycle); "
-             "the artifact counts only inferences completed within the cycle, hence its 0 for stop-and-start "
-             "at 1-5 s.", ha="center", fontsize=8, style="italic", color="#444444")
+    fig.text(0.5, 0.035, "Throughput, simulated and artifact alike = inferences completed inside an inference phase / "
+             "(rounds x cycle); a simulated request counts in the phase it completes in (stop-and-start at 2 s: "
+             "a switch ending in a later phase).", ha="center", fontsize=8, style="italic", color="#444444")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     fig.savefig(out_path, dpi=150)
     plt.close(fig)
