@@ -102,6 +102,10 @@ median5() {
     echo "| \`psw-exec --help\` | not measured: $psw_exec was not built (needs LibTorch) | - |"
   fi
   echo
+  echo "Wall time runs from starting /usr/bin/time to its exit (bash's clock), so it includes the"
+  echo "fork and exec. LibTorch's libraries alone put a process at the psw-exec floor: before psw"
+  echo "and psw-exec were split, every psw run carried it (the earlier perf.md's flat 165 MiB)."
+  echo
   echo "The full-day run's summary (latency from arrival to reply, H200 profile):"
   echo
   echo '```'
