@@ -11,12 +11,20 @@
 #               host and device memory before and after, each process's device memory
 #   mechanisms  one server per mechanism the server runs: cold requests while training
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
+#   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
+#               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
-# A device call runs 10 minutes at most: run the two parts as two calls (the build is kept).
+# Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
+# and PSW_SWITCHES (10000) size the main part. A device call runs 10 minutes at most: run the
+# parts as several calls (the build is kept while the machine is).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
+has_part() { [[ $part == all || ,$part, == *,$1,* ]]; }
+cold=${PSW_COLD_REQUESTS:-50}
+window=${PSW_WINDOW_S:-20}
+switches=${PSW_SWITCHES:-10000}
 source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests
 raw="$out/raw-serve"
 mkdir -p "$raw"
@@ -34,12 +42,14 @@ stop_server() {
 }
 trap 'stop_server; rm -rf "$sock_dir"' EXIT
 
-start_server() {  # CONFIG LOG
-  (cd "$root" && "$psw" serve --backend cuda --config "$1" --socket "$sock") 2> "$2" &
+start_server() {  # CONFIG LOG [psw serve options]
+  local config=$1 log=$2
+  shift 2
+  (cd "$root" && "$psw" serve --backend cuda --config "$config" --socket "$sock" "$@") 2> "$log" &
   server=$!
   for _ in $(seq 1 600); do
     if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then return 0; fi
-    kill -0 "$server" 2>/dev/null || { tail -20 "$2"; echo "!! the server exited"; server=; return 1; }
+    kill -0 "$server" 2>/dev/null || { tail -20 "$log"; echo "!! the server exited"; server=; return 1; }
     sleep 0.5
   done
   echo "!! the server was not ready within 300 s"; return 1
@@ -53,23 +63,25 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
   done
 }
 
-if [[ $part == main || $part == all ]]; then
+if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"
   for model in resnet152 inception_v3 bert_base; do
     (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --repeat 100 --format json) > "$raw/run-$model.json"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' "$raw/run-$model.json" "$model"
   done
   echo "== serve ($(date -u +%T))"
-  start_server configs/serve/h200.yaml "$raw/serve.log"
+  start_server configs/serve/h200.yaml "$raw/serve.log" --trace "$raw/serve.trace.json"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory.csv" || true
   server_processes > "$raw/processes-start.txt"
-  "$psw" bench-serve --socket "$sock" --cold-requests 50 --gap-ms 150 --batch 8 --window 20 --rate 1 --switches 0 \
-    --out "$raw/bench.json"
-  server_processes > "$raw/processes-before-switches.txt"
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-before-switches.csv" || true
-  "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 0 --batch 1 --switches 10000 --out "$raw/switches.json"
-  server_processes > "$raw/processes-after-switches.txt"
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
+  "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window "$window" --rate 1 \
+    --switches 0 --out "$raw/bench.json"
+  if ((switches > 0)); then
+    server_processes > "$raw/processes-before-switches.txt"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-before-switches.csv" || true
+    "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 0 --batch 1 --switches "$switches" --out "$raw/switches.json"
+    server_processes > "$raw/processes-after-switches.txt"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
+  fi
   stop_server
   echo "== gpu tests ($(date -u +%T))"
   ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -5
@@ -81,7 +93,20 @@ if [[ $part == gputests ]]; then
   exit 0
 fi
 
-if [[ $part == mechanisms || $part == all ]]; then
+if has_part lookahead; then
+  for lookahead in ${PSW_LOOKAHEADS:-1 2 4 16}; do
+    echo "== training lookahead $lookahead ($(date -u +%T))"
+    config="$sock_dir/lookahead-$lookahead.yaml"
+    sed "s#\.\./#$root/configs/#g; s/^  autostart: true/  autostart: true\n  lookahead: $lookahead/" \
+      "$root/configs/serve/h200.yaml" > "$config"
+    grep -q "lookahead: $lookahead" "$config" || { echo "!! could not set the lookahead in $config"; exit 1; }
+    start_server "$config" "$raw/serve-lookahead-$lookahead.log" || continue
+    "$psw" bench-serve --socket "$sock" --cold-requests 20 --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
+      --out "$raw/lookahead-$lookahead.json" || true
+    stop_server
+  done
+fi
+if has_part mechanisms; then
   for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management; do
     echo "== mechanism $mechanism ($(date -u +%T))"
     config="$sock_dir/$mechanism.yaml"
@@ -92,7 +117,7 @@ if [[ $part == mechanisms || $part == all ]]; then
     stop_server
   done
 fi
-if [[ $part == dispatch || $part == all ]]; then
+if has_part dispatch; then
   echo "== dispatch after-stop ($(date -u +%T))"
   config="$sock_dir/after-stop.yaml"
   { echo "dispatch: after-stop"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"

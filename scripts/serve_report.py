@@ -69,6 +69,19 @@ def main():
         print(f"| preemption: request arrival to training stopped at a layer boundary ({server['preemptions']:.0f} preemptions) | {server['preemption_p50_s'] * 1e3:.3f} | {server['preemption_p99_s'] * 1e3:.3f} | p99 < 1 ms |")
         if server.get("server_latency_p50_s") is not None:
             print(f"| request arrival at the controller to reply ready (every model; the rest of the client's time is gRPC and copies) | {server['server_latency_p50_s'] * 1e3:.3f} | {server['server_latency_p99_s'] * 1e3:.3f} | |")
+        phases = [("queue", "arrival until a worker takes it"), ("input_copy", "input into the worker's io segment"),
+                  ("to_worker", "message to the worker"), ("device_startup", "worker receipt to first layer computing"),
+                  ("input_to_device", "(of which: the input's copy to the device)"),
+                  ("compute", "first layer to the forward's end"), ("output", "output back to the host"),
+                  ("reply", "worker's reply to the response ready")]
+        if server.get("phase_queue_p50_s") is not None:
+            print()
+            print("Where the server's time goes (Note [Request phases]; per phase over every request; p50s of the phases")
+            print("need not add up to the p50 of the total):\n")
+            print("| phase | p50 (ms) | p99 (ms) |")
+            print("|---|---:|---:|")
+            for key, what in phases:
+                print(f"| {key}: {what} | {server[f'phase_{key}_p50_s'] * 1e3:.3f} | {server[f'phase_{key}_p99_s'] * 1e3:.3f} |")
         t = bench["training_steps_per_s"]
         print()
         print("## Training throughput\n")
@@ -91,6 +104,26 @@ def main():
         for pid, rss, role in before:
             print(f"| {role} | {pid} | {rss / 1024:.1f} | {after.get(pid, float('nan')) / 1024:.1f} | "
                   f"{dev_before.get(pid, '-')} | {dev_after.get(pid, '-')} |")
+        print()
+    lookaheads = sorted(glob.glob(os.path.join(raw, "lookahead-*.json")),
+                        key=lambda p: int(os.path.basename(p)[len("lookahead-"):-len(".json")]))
+    if lookaheads:
+        print("## The training's lookahead\n")
+        print("The same server with `training.lookahead` changed (Note [Bounded lookahead]: how many layer boundaries")
+        print("of training work the host may queue ahead of the device); 20 cold requests per model while training,")
+        print("then training throughput alone and under one request per second (10 s windows).\n")
+        print("| lookahead | startup p50 / p99 (ms) | preemption p50 / p99 (ms) | training alone (steps/s) | with requests (% of alone) | client median resnet152 / inception_v3 / bert_base (ms) |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for path in lookaheads:
+            a = load(path)
+            s = a["server"]
+            t = a["training_steps_per_s"]
+            ratio = 100 * t["with_requests"] / t["alone"] if t["alone"] else float("nan")
+            cells = " / ".join(f"{a['cold_latency_ms'][k]['median_ms']:.2f}" if k in a["cold_latency_ms"] else "-"
+                               for k in ("resnet152", "inception_v3", "bert_base"))
+            name = os.path.basename(path)[len("lookahead-"):-len(".json")]
+            print(f"| {name} | {s['startup_p50_s'] * 1e3:.3f} / {s['startup_p99_s'] * 1e3:.3f} | "
+                  f"{s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} | {t['alone']:.2f} | {ratio:.1f} | {cells} |")
         print()
     mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))
     if mechanisms:

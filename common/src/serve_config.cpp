@@ -114,6 +114,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     t.mark_seen("momentum");
     job.seed = static_cast<std::uint64_t>(t.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
     job.autostart = t.boolean("autostart", true);
+    job.lookahead = static_cast<int>(t.optional_integer("lookahead", 1, 32).value_or(4));
     t.finish();
     config.training = job;
   }

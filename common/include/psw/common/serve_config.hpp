@@ -54,6 +54,10 @@ struct TrainingJobConfig {
   double momentum = 0.9;
   std::uint64_t seed = 1;
   bool autostart = true;
+  // Note [Bounded lookahead] (exec/backend.hpp): layer boundaries of training work the host may
+  // queue ahead of the device. A preemption waits for at most this much device work; too few
+  // and the device idles between the host's launches.
+  int lookahead = 4;
 };
 
 enum class CachePolicy { Off, Lru };

@@ -76,12 +76,19 @@ struct Worker {
 
 struct Pending {
   std::uint64_t id = 0;  // Message::request
-  InferRequest request;
+  std::string model_name;
+  std::string version;
+  std::string request_id;  // the client's
+  // The caller's input, read once when the request goes to its worker. Not a copy (inputs are
+  // megabytes): infer() waits for the reply, and takes the request out of the queue when it
+  // gives up, so the tensor outlives every read.
+  const TensorData* input = nullptr;
   int model = -1;
   ElementType type = ElementType::Float32;
   std::int64_t arrival_ns = 0;
   std::promise<InferResponse> reply;
-  std::int64_t dispatch_ns = 0;
+  std::int64_t copied_ns = 0;    // the input is in the worker's io segment
+  std::int64_t dispatch_ns = 0;  // the message to the worker sent
   bool transfer = false;
 };
 
@@ -293,7 +300,7 @@ struct Controller::State {
 
   void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
     ++stats.failed_requests;
-    ++requests_by_model_code[p->request.model + "\x1f" + "error"];
+    ++requests_by_model_code[p->model_name + "\x1f" + "error"];
     p->reply.set_exception(std::make_exception_ptr(ServiceError(code, message)));
   }
 
@@ -355,9 +362,14 @@ struct Controller::State {
     queue.pop_front();
     const int id = free_worker();
     Worker& w = workers[static_cast<std::size_t>(id)];
-    const TensorData& input = p->request.inputs.front();
+    const std::int64_t dequeued_ns = monotonic_ns();
+    const TensorData& input = *p->input;
     const IoLayout io{options.config.max_tensor_bytes};
     std::memcpy(w.io.data() + io.input_offset(), input.bytes.data(), input.bytes.size());
+    p->copied_ns = monotonic_ns();
+    p->input = nullptr;  // the caller may go on
+    stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)].push_back(dequeued_ns - p->arrival_ns);
+    stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)].push_back(p->copied_ns - dequeued_ns);
     Message m;
     m.type = MessageType::Infer;
     m.worker = static_cast<std::uint32_t>(id);
@@ -505,9 +517,9 @@ struct Controller::State {
           return;
         }
         InferResponse response;
-        response.model = p->request.model;
-        response.version = p->request.version.empty() ? "1" : p->request.version;
-        response.id = p->request.id;
+        response.model = p->model_name;
+        response.version = p->version.empty() ? "1" : p->version;
+        response.id = p->request_id;
         TensorData out;
         out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
         out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
@@ -526,14 +538,25 @@ struct Controller::State {
         stats.startup_ns.push_back(m.times[0] - p->arrival_ns + m.times[2]);
         const std::int64_t now = monotonic_ns();
         stats.latency_ns.push_back(now - p->arrival_ns);
-        const std::string what = p->request.model + (p->transfer ? " (switch)" : " (resident)");
+        // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
+        // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
+        // the input on the device (times[3]) and to the forward's end (times[4]).
+        auto phase = [this](RequestPhase k, std::int64_t ns) { stats.phase_ns[static_cast<std::size_t>(k)].push_back(ns); };
+        phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
+        phase(RequestPhase::InputToDevice, m.times[3]);
+        phase(RequestPhase::DeviceStartup, m.times[2]);
+        phase(RequestPhase::Compute, m.times[4] - m.times[2]);
+        phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
+        phase(RequestPhase::Reply, now - m.times[1]);
+        const std::string what = p->model_name + (p->transfer ? " (switch)" : " (resident)");
         const std::string track = "worker " + std::to_string(id);
-        add_span({"queue " + p->request.model, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request.id});
+        add_span({"queue " + p->model_name, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request_id});
         add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
-        add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2], "until the first layer computes"});
+        add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2],
+                  "until the first layer computes (the input's copy to the device included)"});
         add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
         add_span({"reply", "controller", m.times[1], now, ""});
-        ++requests_by_model_code[p->request.model + "\x1f" + "ok"];
+        ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
         p->reply.set_value(std::move(response));
         return;
       }
@@ -812,7 +835,10 @@ InferResponse Controller::infer(const InferRequest& request) {
                                       s.options.config.max_tensor_bytes));
   }
   p->type = *element_type_of(input.datatype);
-  p->request = request;
+  p->model_name = request.model;
+  p->version = request.version;
+  p->request_id = request.id;
+  p->input = &input;
   std::future<InferResponse> reply = p->reply.get_future();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -826,7 +852,12 @@ InferResponse Controller::infer(const InferRequest& request) {
   // may add as much again per request, so this bound only catches a controller bug.
   const auto limit = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
   if (reply.wait_for(limit) != std::future_status::ready) {
-    throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
+    std::lock_guard<std::mutex> lock(s.mutex);
+    // The request's input is ours only until we return (Pending::input).
+    s.queue.erase(std::remove(s.queue.begin(), s.queue.end(), p), s.queue.end());
+    if (reply.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
+    }
   }
   return reply.get();
 }
@@ -992,6 +1023,18 @@ std::string Controller::metrics_text() {
           s.stats.startup_ns);
   summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
           s.stats.latency_ns);
+  // Note [Request phases]: one summary, labelled by phase.
+  out << "# HELP psw_request_phase_seconds Where a request's time at the server goes, by phase.\n"
+      << "# TYPE psw_request_phase_seconds summary\n";
+  for (std::size_t k = 0; k < kRequestPhases; ++k) {
+    std::vector<std::int64_t> ns = s.stats.phase_ns[k];
+    std::sort(ns.begin(), ns.end());
+    for (double q : {0.5, 0.99}) {
+      const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
+      const double value = ns.empty() ? 0 : static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
+      out << "psw_request_phase_seconds{phase=\"" << kRequestPhaseNames[k] << "\",quantile=\"" << q << "\"} " << value << "\n";
+    }
+  }
   gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
   std::int64_t device = 0;
   std::int64_t host = 0;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "psw/common/error.hpp"
+#include "psw/runtime/controller.hpp"
 
 namespace psw::runtime {
 
@@ -135,6 +136,13 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
            {"device_memory_bytes", "psw_device_memory_bytes"},
            {"training_iterations", "psw_training_iterations_total"}}) {
     report.server[key] = metric_value(report.metrics, metric);
+  }
+  // Note [Request phases]: where the server's time went.
+  for (const char* phase : kRequestPhaseNames) {
+    for (const char* q : {"0.5", "0.99"}) {
+      const std::string metric = std::string("psw_request_phase_seconds{phase=\"") + phase + "\",quantile=\"" + q + "\"}";
+      report.server[std::string("phase_") + phase + (q[2] == '5' ? "_p50_s" : "_p99_s")] = metric_value(report.metrics, metric);
+    }
   }
   return report;
 }

@@ -24,8 +24,10 @@ namespace psw::runtime {
 
 namespace {
 
-// Note [Bounded lookahead]: layers of training work the host may queue ahead of the device.
-constexpr std::size_t kTrainingLookahead = 16;
+// Mark slots of a request's own phases on the worker's compute stream (below the engine's
+// trace slots, above its own): the request received, its input on the device.
+constexpr std::size_t kMarkReceived = 1000;
+constexpr std::size_t kMarkInputOnDevice = 1001;
 
 torch::Tensor bytes_of(const SharedSegment& segment, std::size_t length) {
   PSW_CHECK(length <= segment.size(), "a segment of ", segment.size(), " bytes used for ", length);
@@ -259,7 +261,8 @@ int run_worker(const ProcessOptions& options) {
       training = std::make_unique<TrainingJob>(*training_model, *config.training, regions[num_models],
                                                reinterpret_cast<TrainingHeader*>(segments[num_models].data()));
       // Note [Bounded lookahead]: a stop takes effect within this many layers of device work.
-      training->set_boundary_hook([&backend] { backend->throttle(kTrainingLookahead); });
+      const auto lookahead = static_cast<std::size_t>(config.training->lookahead);
+      training->set_boundary_hook([&backend, lookahead] { backend->throttle(lookahead); });
     }
     const SharedSegment& control_segment = segments[expected - 2];
     const SharedSegment& io = segments[expected - 1];
@@ -289,19 +292,25 @@ int run_worker(const ProcessOptions& options) {
           case MessageType::Infer: {
             PSW_CHECK(m.model >= 0 && static_cast<std::size_t>(m.model) < num_models, "no model ", m.model);
             reply.times[0] = monotonic_ns();
+            // Note [Request phases]: the device's side of the request is timed from this mark
+            // on the idle compute stream, so that it includes the input's copy and the launch.
+            backend->mark(kMarkReceived);
             std::vector<std::int64_t> shape(m.shape, m.shape + m.rank);
             const auto type = static_cast<ElementType>(m.dtype);
             torch::Tensor input = torch::from_blob(io.data() + io_layout.input_offset(), shape,
                                                    torch::dtype(torch_type(type)))
                                       .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
+            backend->mark(kMarkInputOnDevice);
             exec::PipelineEngine& engine = *engines[static_cast<std::size_t>(m.model)];
             const torch::Tensor& graph_input = graph_inputs[static_cast<std::size_t>(m.model)];
             const bool transfer = (m.flags & kFlagTransfer) != 0;
             const bool graph = graph_input.defined() && graph_input.sizes() == input.sizes();
             torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
                                          : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
-            const exec::SwitchTiming timing = engine.last_timing();  // synchronizes
-            reply.times[2] = timing.startup.ns();
+            engine.last_timing();  // synchronizes
+            reply.times[2] = backend->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
+            reply.times[3] = backend->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
+            reply.times[4] = backend->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
             output = output.contiguous().to(torch::kCPU);
             backend->synchronize();
             reply.times[1] = monotonic_ns();

@@ -148,8 +148,16 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
         PSW_CHECK(p.grad().defined(), "a parameter of ", model_.name(), " got no gradient");
         grads.push_back(p.grad());
       }
+      // Pause points inside the update (Note [Preemption without loss]): waiting here loses
+      // nothing; an abort is honoured only after the update, where the step is complete.
+      auto update_boundary = [&stop, this] {
+        if (boundary_hook_) boundary_hook_();
+        if (stop.load(std::memory_order_acquire) == kStopPause && pause_) pause_();
+      };
       at::_foreach_mul_(momentum_, config_.momentum);
+      update_boundary();
       at::_foreach_add_(momentum_, grads);
+      update_boundary();
       at::_foreach_add_(parameters_, momentum_, -config_.learning_rate);
       for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
     }

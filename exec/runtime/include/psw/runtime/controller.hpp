@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -43,6 +44,23 @@ struct ControllerOptions {
 };
 
 // What the controller has measured since it started (tests and results read these).
+// Note [Request phases]: where a request's time at the server goes, each measured per request
+// (the worker's device phases from events on its compute stream, from the moment it received
+// the request). Together they add up to the server's latency (arrival to reply).
+enum class RequestPhase {
+  Queue,          // arrival at the controller until a worker takes it (training stopping, a busy worker)
+  InputCopy,      // the controller copies the input into the worker's io segment
+  ToWorker,       // the message to the worker until the worker has it
+  InputToDevice,  // the worker's copy of the input to the device
+  DeviceStartup,  // the worker's receipt until the first layer computes (InputToDevice included)
+  Compute,        // the first layer computing until the forward's end
+  Output,         // the output back to the host and into the io segment
+  Reply,          // the worker's reply until the controller has the response ready
+};
+inline constexpr const char* kRequestPhaseNames[] = {"queue",         "input_copy", "to_worker", "input_to_device",
+                                                     "device_startup", "compute",    "output",    "reply"};
+inline constexpr std::size_t kRequestPhases = std::size(kRequestPhaseNames);
+
 struct ControllerStats {
   std::int64_t requests = 0;
   std::int64_t failed_requests = 0;
@@ -53,6 +71,7 @@ struct ControllerStats {
   std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
   std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
   std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
+  std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;  // by RequestPhase, per request
 };
 
 class Controller final : public InferenceService {

@@ -18,7 +18,9 @@
 //    BatchNorm statistics it updated are put back from a copy taken at its start, its
 //    gradients are dropped, and the job resumes later from its last completed step.
 // Either way the weights and momentum are only written after a complete backward, in an
-// update that is never interrupted. So a job stopped any number of times at any points
+// update that is never abandoned: it may pause in place between its three multi-tensor
+// operations (so that a request does not wait for the whole update), and an abort arriving
+// during it takes effect once it is complete. So a job stopped any number of times at any points
 // reaches, step for step, the same bytes as an uninterrupted run (bit for bit on the CPU; on
 // a GPU as far as its kernels are deterministic).
 
