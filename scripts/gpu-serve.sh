@@ -5,7 +5,7 @@
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [main|mechanisms|all]
 #
-#   main        build, the gpu tests, psw run --graph per model, then the server (configs/serve/
+#   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
 #               host and device memory before and after, each process's device memory
@@ -83,14 +83,12 @@ if has_part main; then
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi
   stop_server
-  echo "== gpu tests ($(date -u +%T))"
-  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -5
 fi
 
-if [[ $part == gputests ]]; then
+if has_part gputests; then
   echo "== gpu tests ($(date -u +%T))"
   ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -25
-  exit 0
+  [[ $part == gputests ]] && exit 0
 fi
 
 if has_part lookahead; then
