@@ -25,7 +25,9 @@ has_part() { [[ $part == all || ,$part, == *,$1,* ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}
-source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests
+targets=(psw psw-exec)
+if has_part gputests; then targets+=(psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests); fi
+source "$root/scripts/gpu-build.sh" "$out" "${targets[@]}"
 raw="$out/raw-serve"
 mkdir -p "$raw"
 bash "$root/scripts/environment.sh" > "$raw/environment.md"  # the report may be made elsewhere
