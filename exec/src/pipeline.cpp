@@ -159,19 +159,24 @@ void PipelineEngine::capture_graphs(const torch::Tensor& example, bool traced) {
   switch_in_and_run(graph_input_);
   run_resident(graph_input_);
   backend_.synchronize();
-  backend_.capture(kSwitchGraph, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
-  backend_.capture(kResidentGraph, [this] { graph_resident_output_ = run_resident(graph_input_); });
+  if (!graph_switch_output_.defined()) {  // a second capture reuses the slots
+    switch_graph_ = backend_.new_graph_slot();
+    resident_graph_ = backend_.new_graph_slot();
+    traced_switch_graph_ = backend_.new_graph_slot();
+  }
+  backend_.capture(switch_graph_, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
+  backend_.capture(resident_graph_, [this] { graph_resident_output_ = run_resident(graph_input_); });
   if (!traced) return;
   const bool was_tracing = tracing_;
   tracing_ = true;
-  backend_.capture(kTracedSwitchGraph, [this] { graph_traced_output_ = switch_in_and_run(graph_input_); });
+  backend_.capture(traced_switch_graph_, [this] { graph_traced_output_ = switch_in_and_run(graph_input_); });
   tracing_ = was_tracing;
 }
 
 torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input, bool traced) {
   PSW_CHECK(graph_switch_output_.defined(), "capture_graphs() first");
   graph_input_.copy_(input, /*non_blocking=*/true);
-  backend_.replay(traced ? kTracedSwitchGraph : kSwitchGraph);
+  backend_.replay(traced ? traced_switch_graph_ : switch_graph_);
   return traced ? graph_traced_output_ : graph_switch_output_;
 }
 
@@ -211,7 +216,7 @@ Timeline PipelineEngine::measured_timeline() {
 torch::Tensor PipelineEngine::run_resident_graph(const torch::Tensor& input) {
   PSW_CHECK(graph_resident_output_.defined(), "capture_graphs() first");
   graph_input_.copy_(input, /*non_blocking=*/true);
-  backend_.replay(kResidentGraph);
+  backend_.replay(resident_graph_);
   return graph_resident_output_;
 }
 

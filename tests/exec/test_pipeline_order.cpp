@@ -5,6 +5,7 @@
 // group's wait would compute on the poisoned region and change the output.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <utility>
 #include <vector>
@@ -28,7 +29,7 @@ struct Event {
 
 // Forwards allocation and fills to the host backend; records the switch's calls and runs each
 // group's copies only when that group is waited for (a copy stream that is as late as allowed).
-class RecordingBackend final : public Backend {
+class RecordingBackend : public Backend {
  public:
   RecordingBackend() : inner_(make_host_backend()) {}
 
@@ -136,6 +137,53 @@ TEST_P(PipelineOrder, CopiesThenWaitThenFirstLayer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, PipelineOrder, ::testing::Values("resnet152", "inception_v3", "bert_base"));
+
+// A backend with "graphs" that replay by running the captured body again: what a CUDA graph
+// does with the same tensors, without a GPU.
+class ReplayingBackend final : public RecordingBackend {
+ public:
+  bool supports_graphs() const override { return true; }
+  void capture(std::size_t slot, const std::function<void()>& body) override {
+    body();  // as a capture, which runs the body's host side (outputs are its tensors)
+    graphs_[slot] = body;
+  }
+  void replay(std::size_t slot) override { graphs_.at(slot)(); }
+
+ private:
+  std::map<std::size_t, std::function<void()>> graphs_;
+};
+
+// Note [Switch graphs]: a worker holds one engine per model on one backend. Each engine must
+// replay its own switch: with shared graph slots, the last model captured was replayed for
+// every model, and the others answered with their stale capture-time outputs.
+TEST(PipelineGraphs, EnginesOnOneBackendReplayTheirOwnSwitch) {
+  ReplayingBackend backend;
+  torch::NoGradGuard no_grad;
+  auto bert = make_model("bert_base", 3);
+  auto resnet = make_model("resnet152", 3);
+  auto bert_pipeline = make_private_pipeline(backend, *bert, plan_for("bert_base", Strategy::Optimal));
+  auto resnet_pipeline = make_private_pipeline(backend, *resnet, plan_for("resnet152", Strategy::Optimal));
+  auto tokens_of = [&](std::uint64_t seed) { return bert->example_input(1, seed).narrow(1, 0, 8).contiguous(); };
+  auto image_of = [&](std::uint64_t seed) {
+    return resnet->example_input(1, seed).narrow(2, 0, 64).narrow(3, 0, 64).contiguous();
+  };
+  bert_pipeline->engine->capture_graphs(tokens_of(4), /*traced=*/false);
+  resnet_pipeline->engine->capture_graphs(image_of(4), /*traced=*/false);
+  auto bert_reference = make_model("bert_base", 3);
+  auto resnet_reference = make_model("resnet152", 3);
+  // Inputs other than the capture's: an engine that replayed another's graph would answer
+  // with its output of the capture.
+  for (std::uint64_t seed = 5; seed < 7; ++seed) {
+    const torch::Tensor tokens = tokens_of(seed);
+    const torch::Tensor image = image_of(seed);
+    bert_pipeline->engine->poison_device_parameters(0x5A);
+    EXPECT_LT(relative_error(bert_pipeline->engine->switch_in_and_run_graph(tokens), bert_reference->forward(tokens)), 1e-5);
+    resnet_pipeline->engine->poison_device_parameters(0x5A);
+    EXPECT_LT(relative_error(resnet_pipeline->engine->switch_in_and_run_graph(image), resnet_reference->forward(image)),
+              1e-5);
+    EXPECT_LT(relative_error(resnet_pipeline->engine->run_resident_graph(image), resnet_reference->forward(image)), 1e-5);
+  }
+}
 
 }  // namespace
 }  // namespace psw::exec

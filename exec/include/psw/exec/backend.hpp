@@ -53,6 +53,11 @@ class Backend {
   // Note [Switch graphs]: a backend that supports graphs records what `body` enqueues on
   // its streams (copies, group waits, kernels, marks) into graph `slot` once; replay(slot)
   // then launches all of it with one call, taking host dispatch off the critical path.
+  // Slots below kFirstGraphSlot are for fixed uses (the profiler's); an owner of graphs that
+  // may share the backend with others (an engine per model in one worker) takes its own with
+  // new_graph_slot(): two engines in one slot would replay each other's switch.
+  static constexpr std::size_t kFirstGraphSlot = 16;
+  std::size_t new_graph_slot() { return next_graph_slot_++; }
   virtual bool supports_graphs() const { return false; }
   virtual void capture(std::size_t slot, const std::function<void()>& body);
   virtual void replay(std::size_t slot);
@@ -98,6 +103,9 @@ class Backend {
   // compares marks of both streams (one clock).
   virtual void mark_copy(std::size_t slot) = 0;
   virtual Duration elapsed(std::size_t from, std::size_t to) = 0;
+
+ private:
+  std::size_t next_graph_slot_ = kFirstGraphSlot;
 };
 
 std::unique_ptr<Backend> make_host_backend();

@@ -41,9 +41,6 @@ class PipelineEngine {
   static constexpr std::size_t kMarkBegin = 0;
   static constexpr std::size_t kMarkFirstLayer = 1;
   static constexpr std::size_t kMarkEnd = 2;
-  static constexpr std::size_t kSwitchGraph = 0;
-  static constexpr std::size_t kResidentGraph = 1;
-  static constexpr std::size_t kTracedSwitchGraph = 2;
 
   // Binds the model's tensors to `region` by the layout of `plan` (checked against the live
   // model: Note [Layer fingerprint]); copies come from `store`, which must already hold the
@@ -113,6 +110,10 @@ class PipelineEngine {
   bool tracing_ = false;
   std::vector<bool> traced_group_ran_;  // in the last traced switch (or its capture)
   torch::Tensor graph_input_;
+  // This engine's graph slots (Note [Switch graphs]), taken from the backend at capture.
+  std::size_t switch_graph_ = 0;
+  std::size_t resident_graph_ = 0;
+  std::size_t traced_switch_graph_ = 0;
   torch::Tensor graph_switch_output_;
   torch::Tensor graph_resident_output_;
   torch::Tensor graph_traced_output_;
