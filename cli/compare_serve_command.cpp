@@ -33,7 +33,7 @@ void run_compare_serve(const CompareServeOptions& o) {
     std::cout << text;
     return;
   }
-  // Note [Atomic output folders]: the table is whole or the earlier one stays.
+  // Written under a temporary name and renamed (StagedFile): the table is whole or the earlier one stays.
   StagedFile file(o.out_path);
   save_text(file.path(), text);
   file.commit();

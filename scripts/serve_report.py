@@ -41,7 +41,8 @@ def print_mechanisms_vs_sim(path):
     print("### Beside the simulator\n")
     print("The simulator plays the same case (`configs/experiments/h200-serve.yaml`: the H200's measured link and")
     print("per-layer profiles, ResNet-152 training, one cold request at a time). It predicts the switch and the")
-    print("model's run on the GPU only: not gRPC, the input and output copies, nor the server's own dispatch.\n")
+    print("model's run on the GPU from the training's layer boundary on: not gRPC, the input and output copies,")
+    print("nor the server's dispatch and preemption as its metrics above measure them.\n")
     print("| mechanism | model | measured median (ms) | measured p99 (ms) | predicted p50 (ms) | predicted p99 (ms) | error of p50 |")
     print("|---|---|---:|---:|---:|---:|---:|")
     with open(path) as f:
