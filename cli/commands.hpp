@@ -20,6 +20,7 @@ Action add_sweep_merge_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_client_command(CLI::App& app);
 Action add_bench_serve_command(CLI::App& app);
+Action add_compare_serve_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);

@@ -9,7 +9,8 @@
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
 #               host and device memory before and after, each process's device memory
-#   mechanisms  one server per mechanism the server runs: cold requests while training
+#   mechanisms  one server per mechanism the server runs: cold requests while training; the
+#               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
@@ -116,6 +117,12 @@ if has_part mechanisms; then
       --out "$raw/mechanism-$mechanism.json" || true
     stop_server
   done
+  # The simulator's prediction of the same case (cheap: seconds on the CPU), joined with the
+  # measurements above; the report prints the table.
+  echo "== simulator beside the mechanisms ($(date -u +%T))"
+  { "$psw" sweep --config "$root/configs/experiments/h200-serve.yaml" --out "$raw/sim-h200-serve" 2> "$raw/sim-h200-serve.log" &&
+    "$psw" compare-serve --measured "$raw" --predicted "$raw/sim-h200-serve" --out "$raw/mechanisms-vs-sim.csv"; } ||
+    echo "!! the simulator's comparison failed (see above and $raw/sim-h200-serve.log)"
 fi
 if has_part dispatch; then
   echo "== dispatch after-stop ($(date -u +%T))"

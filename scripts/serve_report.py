@@ -3,6 +3,7 @@
 
     serve_report.py RAW_DIR      (RAW_DIR/environment.md: the environment the run had)
 """
+import csv
 import glob
 import json
 import os
@@ -31,6 +32,25 @@ def device_memory(path):
             pid, mem = [x.strip() for x in line.split(",")[:2]]
             used[int(pid)] = mem
     return used
+
+
+def print_mechanisms_vs_sim(path):
+    """The table `psw compare-serve` wrote (sim/compare.hpp computes every number)."""
+    def ms(v):
+        return f"{float(v):.3f}" if v else "-"
+    print("### Beside the simulator\n")
+    print("The simulator plays the same case (`configs/experiments/h200-serve.yaml`: the H200's measured link and")
+    print("per-layer profiles, ResNet-152 training, one cold request at a time). It predicts the switch and the")
+    print("model's run on the GPU from the training's layer boundary on: not gRPC, the input and output copies,")
+    print("nor the server's dispatch and preemption as its metrics above measure them.\n")
+    print("| mechanism | model | measured median (ms) | measured p99 (ms) | predicted p50 (ms) | predicted p99 (ms) | error of p50 |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            error = f"{100 * float(r['p50_relative_error']):+.1f}%" if r["p50_relative_error"] else r["status"]
+            print(f"| {r['mechanism']} | {r['model']} | {ms(r['measured_median_ms'])} | {ms(r['measured_p99_ms'])} | "
+                  f"{ms(r['predicted_p50_ms'])} | {ms(r['predicted_p99_ms'])} | {error} |")
+    print()
 
 
 def main():
@@ -139,6 +159,9 @@ def main():
                      for k in ("resnet152", "inception_v3", "bert_base")]
             print(f"| {name} | " + " | ".join(cells) + " |")
         print()
+        sim_vs = os.path.join(raw, "mechanisms-vs-sim.csv")
+        if os.path.exists(sim_vs):
+            print_mechanisms_vs_sim(sim_vs)
     after_stop_path = os.path.join(raw, "dispatch-after-stop.json")
     if os.path.exists(after_stop_path):
         a = load(after_stop_path)

@@ -210,6 +210,28 @@ psw_cli_script_test(sweep_merge.refuses_bad_shard_sets 180
 psw_cli_script_test(sweep.slurm_script_steps 120
   "export PSW=$<TARGET_FILE:psw> SLURM_ARRAY_TASK_COUNT=2 SLURM_CPUS_PER_TASK=2; c=${PSW_SIM_DATA}/sweep-small.yaml; $PSW sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=1 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=2 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && bash scripts/slurm-sweep.sh --merge $out/s 2 >/dev/null && cmp $out/whole/sweep.csv $out/s/merged/sweep.csv")
 
+# The server's mechanisms beside the simulator's (psw compare-serve, sim/compare.hpp): the
+# join of tests/data/compare-serve/ with a row on each side only; the CSV written to --out; the
+# h200-serve sweep (every mechanism the server runs, three models) joined with it; bad input.
+set(PSW_COMPARE_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/compare-serve)
+psw_cli_test(compare_serve.markdown 0
+  "\\| pipeswitch \\| bert_base \\| ok \\| 9\\.848 \\| 10\\.944 \\| 10 \\| 8\\.224 \\| 8\\.224 \\| 8\\.224 \\| 10 \\| -16\\.5% \\|"
+  compare-serve --measured ${PSW_COMPARE_DATA}/measured --predicted ${PSW_COMPARE_DATA}/predicted)
+psw_cli_script_test(compare_serve.csv_out 60
+  "$<TARGET_FILE:psw> compare-serve --measured ${PSW_COMPARE_DATA}/measured --predicted ${PSW_COMPARE_DATA}/predicted/sweep.csv --out $out/t.csv > $out/log && grep -q '6 rows, 3 compared (2 within 5%, 2 within 15%), 1 without a prediction, 2 without a measurement' $out/log && test $(wc -l < $out/t.csv) -eq 7 && grep -qx 'ready,bert_base,no-measurement,,,,5.822015,5.822015,5.822015,10,' $out/t.csv && grep -qx 'mps,resnet152,no-prediction,30.0,40.0,5,,,,,' $out/t.csv && grep -q '^pipeswitch,resnet152,ok,4.5,28.706037,10,4.488782,4.488782,4.488782,10,-0.00249' $out/t.csv && test -z \"$(ls $out | grep tmp)\"")
+psw_cli_script_test(compare_serve.h200_serve_sweep 120
+  "psw=$<TARGET_FILE:psw>; $psw sweep --config configs/experiments/h200-serve.yaml --jobs 2 --out $out/sim >/dev/null 2>&1 && test $(wc -l < $out/sim/sweep.csv) -eq 40 && $psw compare-serve --measured ${PSW_COMPARE_DATA}/measured --predicted $out/sim --out $out/t.csv > $out/log && grep -q '39 rows, 4 compared' $out/log && grep -q '0 without a prediction, 35 without a measurement' $out/log && test $(cut -d, -f1 $out/t.csv | sort -u | wc -l) -eq 14 && grep -q '^mps,resnet152,ok,' $out/t.csv")
+psw_cli_test(compare_serve.bad_json 2 "bad/mechanism-pipeswitch\\.json:4:3: not JSON"
+  compare-serve --measured ${PSW_COMPARE_DATA}/bad --predicted ${PSW_COMPARE_DATA}/predicted)
+psw_cli_test(compare_serve.not_a_sweep 2 "trace-ok\\.csv:1: no column 'mechanism' \\(not a psw sweep CSV"
+  compare-serve --measured ${PSW_COMPARE_DATA}/measured --predicted ${PSW_SIM_DATA}/trace-ok.csv)
+psw_cli_test(compare_serve.no_reports 2 "predicted: no mechanism-<name>\\.json"
+  compare-serve --measured ${PSW_COMPARE_DATA}/predicted --predicted ${PSW_COMPARE_DATA}/predicted)
+psw_cli_test(compare_serve.bad_format 2 "unknown --format 'xml'"
+  compare-serve --measured ${PSW_COMPARE_DATA}/measured --predicted ${PSW_COMPARE_DATA}/predicted --format xml)
+psw_cli_test(compare_serve.missing_option 2 "--predicted is required"
+  compare-serve --measured ${PSW_COMPARE_DATA}/measured)
+
 # The sweep over MPI ranks (Note [Sweep over MPI]): sweep.csv identical to a single process,
 # with one worker (-n 2) and with two (-n 3). Root in CI containers needs OpenMPI's consent.
 if(PSW_WITH_MPI)
