@@ -73,6 +73,19 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   config.dispatch = optional_choice(
       r, "dispatch", {{"overlap", DispatchPolicy::Overlap}, {"after-stop", DispatchPolicy::AfterStop}},
       DispatchPolicy::Overlap);
+  config.placement = optional_choice(r, "placement", {{"copy", Placement::Copy}, {"auto", Placement::Auto}}, Placement::Copy);
+  {
+    // Reading in place needs the parameters in pinned host memory, mapped once, and a device
+    // region that the switch fills by groups: the pipelined switch of the standby workers.
+    const MechanismTraits& t = traits(config.mechanism);
+    const bool pipelined = t.host_memory == HostMemory::Pinned && t.allocation == Allocation::Preallocated &&
+                           t.process != ProcessModel::FreshProcess && !t.ipc_handle_per_group;
+    if (config.placement == Placement::Auto && !pipelined) {
+      r.fail_key("placement", r.get("placement"),
+                 "placement: auto reads layers in place from pinned host memory, which mechanism '" +
+                     to_string(config.mechanism) + "' does not have: use placement: copy");
+    }
+  }
   YAML::Node models = r.sequence("models");
   for (std::size_t i = 0; i < models.size(); ++i) {
     MapReader m(models[i], origin, detail::concat("models[", i, "]"));

@@ -178,7 +178,9 @@ class CudaBackend final : public Backend {
   }
 
   torch::Tensor register_host(void* data, Bytes bytes, bool pin) override {
-    if (pin) PSW_CUDA_CHECK(cudaHostRegister(data, static_cast<std::size_t>(bytes), cudaHostRegisterDefault));
+    // Mapped: a plan may leave layers in this memory for the device to read in place
+    // (Note [Placement]).
+    if (pin) PSW_CUDA_CHECK(cudaHostRegister(data, static_cast<std::size_t>(bytes), cudaHostRegisterMapped));
     return torch::from_blob(
         data, {static_cast<std::int64_t>(bytes)},
         [pin](void* p) {

@@ -14,6 +14,8 @@
 #include <future>
 #include <thread>
 
+#include "psw/common/config.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/exec/model_zoo.hpp"
@@ -266,6 +268,26 @@ TEST(Controller, BadRequestsAreRefusedAndTheServerGoesOn) {
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
   EXPECT_EQ(controller->stats().worker_restarts, 0);
+}
+
+// Note [Placement] in the server: with placement auto the plan leaves BERT's embedding tables
+// in the daemon's shared host memory, read in place; the outputs stay those of a plain run.
+TEST(Controller, PlacementAutoReadsLayersInPlaceWithTheSameOutputs) {
+  const ServeConfig config = write_config("placement", "workers: 2\nplacement: auto\nrequest_timeout_ms: 60000\n"
+                                                       "models:\n  - name: bert_base\n    batch: 1\n");
+  ASSERT_EQ(config.placement, Placement::Auto);
+  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / "bert_base.yaml"),
+                                           load_hardware_profile(config.hardware), Task::Inference, Strategy::Optimal,
+                                           Placement::Auto, HostMemory::Pinned);
+  ASSERT_NE(std::find(plan.host_mapped.begin(), plan.host_mapped.end(), true), plan.host_mapped.end())
+      << "the plan reads nothing in place: the test would not test placement";
+  auto controller = start(config);
+  auto bert = exec::make_model("bert_base", 0);
+  torch::NoGradGuard no_grad;
+  for (std::uint64_t seed = 3; seed < 5; ++seed) {
+    const torch::Tensor tokens = bert->example_input(1, seed);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  }
 }
 
 TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "psw/common/mechanism.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/units.hpp"
 
@@ -76,6 +77,9 @@ struct ServeConfig {
   Bytes max_tensor_bytes = Bytes{64} << 20;
   Duration request_timeout = milliseconds(10'000);
   DispatchPolicy dispatch = DispatchPolicy::Overlap;
+  // Note [Placement]: copy every layer on a switch (the paper), or let the plan leave layers the
+  // device reads only a little of (BERT's embedding tables) in pinned host memory, read in place.
+  Placement placement = Placement::Copy;
   std::vector<ServedModelConfig> models;
   std::optional<TrainingJobConfig> training;
 

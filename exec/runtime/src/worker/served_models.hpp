@@ -53,7 +53,7 @@ inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
       s.plan = load_switch_plan(m.plan_file);
     } else {
       const Strategy strategy = grouping_strategy(config.mechanism, m.strategy);
-      s.plan = make_switch_plan(profile, hardware, Task::Inference, strategy, Placement::Copy,
+      s.plan = make_switch_plan(profile, hardware, Task::Inference, strategy, config.placement,
                                 traits(config.mechanism).host_memory);
     }
     check_plan_matches(s.plan, s.model->name(), exec::layer_fingerprint(*s.model), s.model->layers().size(),
