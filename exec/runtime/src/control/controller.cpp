@@ -28,6 +28,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/scheduling.hpp"
 #include "psw/runtime/ipc.hpp"
+#include "psw/runtime/shared_memory.hpp"
 
 extern char** environ;
 
@@ -357,7 +358,13 @@ struct Controller::State {
     Worker& w = workers[static_cast<std::size_t>(id)];
     const TensorData& input = p->request.inputs.front();
     const IoLayout io{options.config.max_tensor_bytes};
-    std::memcpy(w.io.data() + io.input_offset(), input.bytes.data(), input.bytes.size());
+    // Straight from the request, or from the client's shared memory, which its owner can shrink
+    // under the copy (shared_memory.hpp: copy_guarded).
+    const std::string_view input_bytes = input.contents();
+    if (!copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size())) {
+      fail(p, ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request waited");
+      return;
+    }
     Message m;
     m.type = MessageType::Infer;
     m.worker = static_cast<std::uint32_t>(id);
@@ -366,7 +373,7 @@ struct Controller::State {
     m.dtype = static_cast<std::int32_t>(p->type);
     m.rank = static_cast<std::uint32_t>(input.shape.size());
     for (std::size_t d = 0; d < input.shape.size(); ++d) m.shape[d] = input.shape[d];
-    m.bytes = static_cast<std::int64_t>(input.bytes.size());
+    m.bytes = static_cast<std::int64_t>(input_bytes.size());
     if (note_use(p->model)) {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
@@ -513,7 +520,16 @@ struct Controller::State {
         out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
         out.shape.assign(m.shape, m.shape + m.rank);
         const IoLayout io{options.config.max_tensor_bytes};
-        out.bytes.assign(reinterpret_cast<const char*>(w.io.data() + io.output_offset()), static_cast<std::size_t>(m.bytes));
+        const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
+        // Into the client's shared memory when it asked for that and it fits (else the front end
+        // says why), so the output is copied once.
+        const BorrowedBytes* target = p->request.output_destination(out.name);
+        if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
+            copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
+          out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
+        } else {
+          out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
+        }
         response.outputs.push_back(std::move(out));
         const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
         std::size_t b = 0;
@@ -806,9 +822,9 @@ InferResponse Controller::infer(const InferRequest& request) {
                          detail::concat(request.model, "'s input dimension ", d, " must be positive, got ", input.shape[d]));
     }
   }
-  if (static_cast<std::int64_t>(input.bytes.size()) > s.options.config.max_tensor_bytes) {
+  if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
     throw ServiceError(ServiceError::Code::ResourceExhausted,
-                       detail::concat("the input of ", input.bytes.size(), " bytes exceeds the server's max_tensor_bytes ",
+                       detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
   }
   p->type = *element_type_of(input.datatype);
