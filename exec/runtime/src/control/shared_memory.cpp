@@ -219,11 +219,6 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
   return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size)};
 }
 
-std::size_t SharedMemoryRegistry::size() const {
-  std::lock_guard lock(mutex_);
-  return regions_.size();
-}
-
 // --- the client's object -----------------------------------------------------------------------
 
 SharedMemoryObject::SharedMemoryObject(const std::string& key, std::size_t byte_size) : key_(key) {

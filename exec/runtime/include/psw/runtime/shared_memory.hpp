@@ -79,8 +79,6 @@ class SharedMemoryRegistry {
   BorrowedBytes range(const std::string& name, std::int64_t offset, std::int64_t byte_size,
                       const std::string& what) const;
 
-  std::size_t size() const;
-
  private:
   struct Region;
   mutable std::mutex mutex_;
