@@ -48,6 +48,9 @@ Action add_bench_serve_command(CLI::App& app) {
       ->check(finite_range(0.01, 1000.0))->capture_default_str();
   cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
       ->check(CLI::Range(0, 10000000))->capture_default_str();
+  cmd->add_flag("--shared-memory", o->spec.shared_memory,
+                "Requests name their tensors in POSIX shared memory regions, one per model, registered once "
+                "(the protocol's system shared memory extension) instead of carrying them");
   cmd->add_option("--out", o->out_path, "Write the report as JSON here (default: stdout)");
   return [o] {
     const std::string target = !o->server.empty() ? o->server
@@ -62,7 +65,8 @@ Action add_bench_serve_command(CLI::App& app) {
     const nlohmann::json out = {
         {"target", target},
         {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
-                  {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches}}},
+                  {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
+                  {"shared_memory", o->spec.shared_memory}}},
         {"cold_latency_ms", cold},
         {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
                                   {"with_requests", r.training_steps_per_s_with_requests},

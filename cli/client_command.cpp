@@ -37,6 +37,7 @@ struct ClientOptions {
   std::string model;
   std::string input_path;
   bool random = false;
+  bool shared_memory = false;
   std::int64_t batch = 1;
   std::uint64_t seed = 1;
   int repeat = 1;
@@ -171,14 +172,18 @@ runtime::InferRequest build_request(const ClientOptions& o, const runtime::Model
 void run_inference(const ClientOptions& o, Client& client) {
   const runtime::ModelInfo model = client.model_metadata(o.model);
   const runtime::InferRequest request = build_request(o, model);
+  // --shared-memory: the inputs and outputs in a region registered once, the requests naming it.
+  std::unique_ptr<runtime::SharedMemoryStaging> staging;
+  if (o.shared_memory) staging = std::make_unique<runtime::SharedMemoryStaging>(client, model, request);
   std::vector<double> latencies_ms;
   runtime::InferResponse response;
   for (int i = 0; i < o.repeat; ++i) {
     const auto started = std::chrono::steady_clock::now();
-    response = client.infer(request);
+    response = staging ? client.infer(request, staging->placement()) : client.infer(request);
     latencies_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   }
+  if (staging) staging->read_outputs(response);
   const runtime::LatencySummary latency = runtime::summarize_latencies(latencies_ms);
   if (o.format == "json") {
     nlohmann::json outputs = nlohmann::json::array();
@@ -197,6 +202,7 @@ void run_inference(const ClientOptions& o, Client& client) {
         {"model", response.model},
         {"version", response.version},
         {"id", response.id},
+        {"shared_memory", o.shared_memory},
         {"inputs", inputs},
         {"outputs", outputs},
         {"latency_ms",
@@ -206,6 +212,7 @@ void run_inference(const ClientOptions& o, Client& client) {
     return;
   }
   std::printf("%-9s %s (version %s)\n", "model", response.model.c_str(), response.version.c_str());
+  if (staging) std::printf("%-9s system shared memory region %s\n", "tensors", staging->region().c_str());
   for (const auto& input : request.inputs) {
     std::printf("%-9s %-16s %-6s %s\n", "input", input.name.c_str(), input.datatype.c_str(),
                 shape_text(input.shape).c_str());
@@ -286,6 +293,7 @@ void run_client(const ClientOptions& o) {
       case ServiceError::Code::InvalidArgument:
       case ServiceError::Code::NotFound:
       case ServiceError::Code::ResourceExhausted:
+      case ServiceError::Code::AlreadyExists:
         throw InputError(e.what());
       default:
         throw Error(e.what());
@@ -302,6 +310,7 @@ Action add_client_command(CLI::App& app) {
       "Without an action option, runs --model on --input FILE or --random inputs and prints its outputs and "
       "latencies.\nExamples:\n  psw client --live\n  psw client --metadata --model resnet152\n"
       "  psw client --model resnet152 --random --batch 8 --repeat 100\n"
+      "  psw client --model resnet152 --random --batch 8 --repeat 100 --shared-memory\n"
       "  psw client --train-start bert_base --steps 1000");
   auto* socket = cmd->add_option("--socket", options->socket_path,
                                  "The server's Unix socket (default: $XDG_RUNTIME_DIR/psw/psw.sock, else "
@@ -314,6 +323,9 @@ Action add_client_command(CLI::App& app) {
                                 "from the file's size (other inputs: random at that batch)");
   cmd->add_flag("--random", options->random, "Random inputs: floats in [-1, 1), integers in [0, 1000)")
       ->excludes(input);
+  cmd->add_flag("--shared-memory", options->shared_memory,
+                "Pass the tensors in POSIX shared memory (the protocol's system shared memory extension) instead "
+                "of in the messages: a client on the server's host, over its Unix socket");
   cmd->add_option("--batch", options->batch, "Batch of --random inputs (the leading -1 dimension)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of --random inputs")->check(no_minus_sign())->capture_default_str();

@@ -8,7 +8,8 @@
 //   "throws"     infer throws std::runtime_error("boom in the service")
 //   "trainer"    the only training job; training_status advances completed_steps by one per call
 //                while running, so a client sees it progress
-// metrics_text() counts inference requests per model.
+// metrics_text() counts inference requests per model. Inputs may arrive in a client's shared
+// memory (borrowed); an output wanted there is written there, as the controller does.
 
 #include <chrono>
 #include <cstring>
@@ -26,6 +27,15 @@ namespace psw::runtime::testing {
 class FakeInferenceService final : public InferenceService {
  public:
   std::chrono::milliseconds slow_delay{400};
+  // Whether infer writes an output into the client's shared memory itself (as the controller
+  // does) or leaves that to the front end.
+  bool write_output_destinations = true;
+
+  // Whether the last request's input reached the service as borrowed shared memory (not copied).
+  bool last_input_borrowed() {
+    std::lock_guard lock(mutex_);
+    return last_input_borrowed_;
+  }
 
   bool live() override { return true; }
   bool ready() override { return true; }
@@ -69,12 +79,24 @@ class FakeInferenceService final : public InferenceService {
     if (x.shape.size() != 2 || x.shape[1] != 4) {
       throw ServiceError(ServiceError::Code::InvalidArgument, "input 'x' must have shape [batch, 4]");
     }
-    TensorData y{"y", "FP32", x.shape, x.bytes};
+    TensorData y{"y", "FP32", x.shape, std::string(x.contents())};
     for (std::size_t i = 0; i + sizeof(float) <= y.bytes.size(); i += sizeof(float)) {
       float value;
       std::memcpy(&value, y.bytes.data() + i, sizeof value);
       value *= 2;
       std::memcpy(y.bytes.data() + i, &value, sizeof value);
+    }
+    // As the controller does: an output the client wants in its shared memory goes straight
+    // there when it fits.
+    const BorrowedBytes* target = request.output_destination("y");
+    if (write_output_destinations && target != nullptr && y.bytes.size() <= target->size) {
+      std::memcpy(target->data, y.bytes.data(), y.bytes.size());
+      y.borrowed = BorrowedBytes{target->owner, target->data, y.bytes.size()};
+      y.bytes.clear();
+    }
+    {
+      std::lock_guard lock(mutex_);
+      last_input_borrowed_ = x.is_borrowed();
     }
     return InferResponse{model, "1", request.id, {y}};
   }
@@ -125,6 +147,7 @@ class FakeInferenceService final : public InferenceService {
   std::mutex mutex_;
   std::map<std::string, std::int64_t> requests_;
   TrainingStatus training_;
+  bool last_input_borrowed_ = false;
 };
 
 }  // namespace psw::runtime::testing

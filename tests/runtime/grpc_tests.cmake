@@ -1,9 +1,10 @@
-# The client protocol of `psw serve`: the gRPC front end and the client against a fake service
-# (label unit, names grpc.*), and a KServe v2 client in Python (the Debian /usr/bin/python3 with
+# The client protocol of `psw serve`: the gRPC front end, its system shared memory extension and
+# the client against a fake service (label unit, names grpc.*), and a KServe v2 client in Python (the Debian /usr/bin/python3 with
 # python3-grpcio and python3-protobuf) against the same fake service in its own process.
 
 add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_grpc_front_end.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_shared_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_client_tools.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
 # C++ Client never sends.

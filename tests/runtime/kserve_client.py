@@ -18,12 +18,16 @@ Options:
   --proto-dir DIR      where grpc_service_pb2.py is (generated at build time by
                        `protoc --python_out`; default: $PSW_PROTO_PYTHON_DIR)
   --timeout SECONDS    deadline of every call (default: 30)
+  --shared-memory      also check the system shared memory extension: create a POSIX shared
+                       memory object in /dev/shm, register it, run the same request with its
+                       inputs and outputs in the region, require the same outputs as the raw
+                       request, check its errors, unregister, and remove the object
 
 Checks, in order: ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata, one
 ModelInfer with raw_input_contents (random values of each input's datatype, answer verified),
 and that the protocol's errors come back as they should: an unknown model is NOT_FOUND and a
-raw content of the wrong size is INVALID_ARGUMENT. Prints one line per check; exits 0 when all
-pass, 1 on the first mismatch, 2 on bad options.
+raw content of the wrong size is INVALID_ARGUMENT; with --shared-memory, the extension (above).
+Prints one line per check; exits 0 when all pass, 1 on the first mismatch, 2 on bad options.
 
 Example (a server started by `psw serve` on the default socket):
   /usr/bin/python3 tests/runtime/kserve_client.py --proto-dir build/tests/runtime_python \\
@@ -31,6 +35,7 @@ Example (a server started by `psw serve` on the default socket):
 """
 
 import argparse
+import mmap
 import os
 import random
 import struct
@@ -87,6 +92,89 @@ def product(shape):
     return result
 
 
+def aligned(offset):
+    return (offset + 63) // 64 * 64
+
+
+def check_shared_memory(pb, rpc, expect_error, grpc, server, request, response):
+    """The system shared memory extension: the raw `request` again with its inputs and outputs in
+    one registered region; its outputs must equal the raw `response`'s."""
+    check("system_shared_memory" in server.extensions, "ServerMetadata: extensions %s" % list(server.extensions))
+    # The layout: every input, then every output, each at a 64-byte boundary.
+    layout, end = [], 0
+    for raw in list(request.raw_input_contents) + list(response.raw_output_contents):
+        layout.append((end, len(raw)))
+        end = aligned(end + len(raw))
+    key = "/psw-kserve-%d" % os.getpid()
+    path = "/dev/shm" + key
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, end)
+        region = mmap.mmap(fd, end)
+        try:
+            rpc("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(name="kserve-py", key=key, byte_size=end),
+                pb.SystemSharedMemoryRegisterResponse)
+            status = rpc("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(),
+                         pb.SystemSharedMemoryStatusResponse)
+            got = status.regions.get("kserve-py")
+            check(got is not None and got.key == key and got.byte_size == end and got.offset == 0,
+                  "SystemSharedMemoryStatus: region kserve-py, key %s, %d bytes" % (key, end))
+            expect_error("SystemSharedMemoryRegister",
+                         pb.SystemSharedMemoryRegisterRequest(name="kserve-py", key=key, byte_size=end),
+                         pb.SystemSharedMemoryRegisterResponse, grpc.StatusCode.ALREADY_EXISTS,
+                         "SystemSharedMemoryRegister of a name in use")
+
+            placed = pb.ModelInferRequest(model_name=request.model_name, id="kserve-client-shm")
+            inputs = len(request.raw_input_contents)
+            for i, tensor in enumerate(request.inputs):
+                offset, size = layout[i]
+                region[offset:offset + size] = request.raw_input_contents[i]
+                entry = placed.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+                entry.parameters["shared_memory_region"].string_param = "kserve-py"
+                entry.parameters["shared_memory_offset"].int64_param = offset
+                entry.parameters["shared_memory_byte_size"].int64_param = size
+            for k, tensor in enumerate(response.outputs):
+                offset, size = layout[inputs + k]
+                wanted = placed.outputs.add(name=tensor.name)
+                wanted.parameters["shared_memory_region"].string_param = "kserve-py"
+                wanted.parameters["shared_memory_offset"].int64_param = offset
+                wanted.parameters["shared_memory_byte_size"].int64_param = size
+            answer = rpc("ModelInfer", placed, pb.ModelInferResponse)
+            check(len(answer.outputs) == len(response.outputs) and
+                  all(len(raw) == 0 for raw in answer.raw_output_contents),
+                  "ModelInfer in shared memory: %d outputs, no bytes in the message" % len(answer.outputs))
+            for k, tensor in enumerate(answer.outputs):
+                offset, size = layout[inputs + k]
+                check(tensor.name == response.outputs[k].name and list(tensor.shape) == list(response.outputs[k].shape),
+                      "output %s in shared memory: %s %s" % (tensor.name, tensor.datatype, list(tensor.shape)))
+                check(region[offset:offset + size] == response.raw_output_contents[k],
+                      "output %s: the %d bytes in the region equal the raw answer's" % (tensor.name, size))
+
+            wrong = pb.ModelInferRequest()
+            wrong.CopyFrom(placed)
+            wrong.inputs[0].parameters["shared_memory_region"].string_param = "no-such-region"
+            expect_error("ModelInfer", wrong, pb.ModelInferResponse, grpc.StatusCode.NOT_FOUND,
+                         "ModelInfer naming an unknown region")
+            wrong.CopyFrom(placed)
+            wrong.inputs[0].parameters["shared_memory_byte_size"].int64_param = layout[0][1] - 1
+            expect_error("ModelInfer", wrong, pb.ModelInferResponse, grpc.StatusCode.INVALID_ARGUMENT,
+                         "ModelInfer with a shared_memory_byte_size one byte short")
+            wrong.CopyFrom(placed)
+            wrong.raw_input_contents.append(request.raw_input_contents[0])
+            expect_error("ModelInfer", wrong, pb.ModelInferResponse, grpc.StatusCode.INVALID_ARGUMENT,
+                         "ModelInfer with raw contents and a region for one input")
+        finally:
+            rpc("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(),
+                pb.SystemSharedMemoryUnregisterResponse)
+            region.close()
+        status = rpc("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(), pb.SystemSharedMemoryStatusResponse)
+        check(len(status.regions) == 0, "SystemSharedMemoryUnregister: no region left")
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    check(not os.path.exists(path), "%s removed" % path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     where = parser.add_mutually_exclusive_group()
@@ -98,6 +186,7 @@ def main():
     parser.add_argument("--expect-doubled", action="store_true")
     parser.add_argument("--proto-dir", default=os.environ.get("PSW_PROTO_PYTHON_DIR", ""))
     parser.add_argument("--timeout", type=float, default=30)
+    parser.add_argument("--shared-memory", action="store_true")
     options = parser.parse_args()
     if options.batch < 1:
         parser.error("--batch must be at least 1")
@@ -178,6 +267,8 @@ def main():
         short.raw_input_contents[0] = short.raw_input_contents[0][:-1]
         expect_error("ModelInfer", short, pb.ModelInferResponse, grpc.StatusCode.INVALID_ARGUMENT,
                      "ModelInfer with one byte missing")
+        if options.shared_memory:
+            check_shared_memory(pb, rpc, expect_error, grpc, server, request, response)
     except CheckFailed as failure:
         print("FAIL " + str(failure))
         return 1

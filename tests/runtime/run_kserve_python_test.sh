@@ -1,7 +1,8 @@
 #!/bin/bash
 # ctest grpc.kserve_python_client: start the fake KServe server on a socket in a fresh private
 # directory, run the Python protocol client against it, stop the server with SIGTERM, and check
-# that it exited cleanly and removed its socket.
+# that it exited cleanly and removed its socket. The client checks the system shared memory
+# extension too and that it removed its object from /dev/shm.
 #   run_kserve_python_test.sh SERVER_BINARY CLIENT_SCRIPT PROTO_PYTHON_DIR
 set -u
 server=$1 client=$2 proto_dir=$3
@@ -37,7 +38,7 @@ for _ in $(seq 100); do
 done
 grep -q '^ready' "$dir/server.out" || { echo "FAIL: the server was not ready within 10 s"; exit 1; }
 
-"$python" "$client" --socket "$socket" --model double --batch 3 --expect-doubled --proto-dir "$proto_dir"
+"$python" "$client" --socket "$socket" --model double --batch 3 --expect-doubled --shared-memory --proto-dir "$proto_dir"
 rc=$?
 
 kill -TERM "$pid"

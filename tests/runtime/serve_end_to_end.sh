@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # psw serve end to end on the host backend: start it, wait until ready, answer the C++ client,
-# the Python KServe client and psw bench-serve, refuse a second server on the same socket,
-# then SIGTERM: exit 0, socket removed, no process of the server left.
+# the Python KServe client and psw bench-serve (each also with its tensors in shared memory),
+# refuse a second server on the same socket, then SIGTERM: exit 0, socket removed, no process
+# of the server left.
 #
 #   serve_end_to_end.sh PSW PROTO_PYTHON_DIR
 set -euo pipefail
@@ -18,13 +19,31 @@ test "$(stat -c %a "$(dirname "$sock")")" = 700 || { echo "FAIL: socket folder m
 # The C++ client: an answer of the right shape.
 "$psw" client --socket "$sock" --model bert_base --random --batch 2 --format json > "$work/client.json"
 grep -q '"pooled_output"' "$work/client.json" || { cat "$work/client.json"; echo "FAIL: psw client"; exit 1; }
-# An ordinary gRPC client in Python.
+# The same request with its tensors in shared memory (the system shared memory extension): the
+# same outputs, and the client's object gone from /dev/shm once it exits.
+"$psw" client --socket "$sock" --model bert_base --random --batch 2 --format json --shared-memory > "$work/client_shm.json"
+/usr/bin/python3 - "$work/client.json" "$work/client_shm.json" <<'PY'
+import json, sys
+raw, shm = (json.load(open(path)) for path in sys.argv[1:])
+assert shm["shared_memory"] is True and raw["shared_memory"] is False
+strip = lambda outputs: [{k: o[k] for k in ("name", "datatype", "shape", "bytes", "first_values")} for o in outputs]
+assert strip(raw["outputs"]) == strip(shm["outputs"]), (raw["outputs"], shm["outputs"])
+assert all(o["bytes"] > 0 for o in shm["outputs"]), shm["outputs"]
+PY
+"$psw" client --socket "$sock" --model inception_v3 --random --shared-memory > "$work/client_shm.txt"
+region=$(awk '$1 == "tensors" {print $NF}' "$work/client_shm.txt")
+test -n "$region" || { cat "$work/client_shm.txt"; echo "FAIL: psw client --shared-memory named no region"; exit 1; }
+test ! -e "/dev/shm/$region" || { echo "FAIL: /dev/shm/$region left behind"; exit 1; }
+# An ordinary gRPC client in Python, raw and through shared memory (same outputs required).
 /usr/bin/python3 tests/runtime/kserve_client.py --proto-dir "$proto" --socket "$sock" --model inception_v3 --batch 1 \
-  > "$work/python.log" || { cat "$work/python.log"; echo "FAIL: python client"; exit 1; }
+  --shared-memory > "$work/python.log" || { cat "$work/python.log"; echo "FAIL: python client"; exit 1; }
 # Training goes on and is preempted by the requests; the metrics say so.
 "$psw" client --socket "$sock" --train-status resnet152 | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
+"$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --shared-memory \
+  --out "$work/bench_shm.json" 2>/dev/null
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['spec']['shared_memory'] is True and d['switch_latency_ms']['count'] == 2, d" "$work/bench_shm.json"
 # Prometheus scrapes the metrics over HTTP; anything but GET /metrics is 404.
 url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$work/serve.log" | head -1)
 /usr/bin/python3 - "$url" <<'PY'

@@ -3,7 +3,10 @@
 // preempts training without loss, bad requests leave the server serving, a crashed or hung
 // worker is replaced and its request answered.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "psw/common/error.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/runtime/controller.hpp"
+#include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/training.hpp"
 #include "controller_test_support.hpp"
 
@@ -337,6 +341,52 @@ TEST(Controller, AHungWorkerIsReplacedByTheWatchdog) {
       300s));
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+}
+
+// Shared-memory tensors (shared_memory.hpp): an input borrowed from a client's shared memory
+// is copied straight into the worker; an output wanted there is written straight there when it
+// fits (and comes back as bytes otherwise, for the front end to refuse); an object shrunk under
+// a waiting request fails that request, not the server.
+TEST(Controller, ReadsBorrowedInputsAndWritesOutputDestinations) {
+  auto controller = start(single_model_config("shared-memory", 60000));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 3);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = bert->forward(tokens);
+  auto object = std::make_shared<SharedMemoryObject>(unique_shared_memory_key("psw-test-controller"), 3 * 4096);
+  const std::shared_ptr<void> owner = object;
+  std::memcpy(object->data(), tokens.data_ptr(), tokens.nbytes());
+  InferRequest request = request_for("bert_base", tokens);
+  request.inputs[0].bytes.clear();
+  request.inputs[0].borrowed = BorrowedBytes{owner, object->data(), tokens.nbytes()};
+  const std::size_t output_bytes = static_cast<std::size_t>(expected.nbytes());
+  request.output_destinations.push_back({"pooled_output", BorrowedBytes{owner, object->data() + 4096, output_bytes}});
+
+  const InferResponse placed = controller->infer(request);
+  ASSERT_EQ(placed.outputs.size(), 1u);
+  const TensorData& out = placed.outputs[0];
+  ASSERT_TRUE(out.is_borrowed());
+  EXPECT_EQ(out.borrowed.data, object->data() + 4096);
+  EXPECT_TRUE(out.bytes.empty());
+  torch::Tensor y = torch::empty(out.shape, torch::kFloat32);
+  ASSERT_EQ(out.contents().size(), y.nbytes());
+  std::memcpy(y.data_ptr(), object->data() + 4096, y.nbytes());
+  EXPECT_LT(relative_error(y, expected), 1e-5);
+
+  InferRequest small = request;
+  small.output_destinations[0].destination.size = output_bytes - 1;
+  const InferResponse unplaced = controller->infer(small);
+  EXPECT_FALSE(unplaced.outputs.at(0).is_borrowed());
+  EXPECT_LT(relative_error(output_of(unplaced), expected), 1e-5);
+
+  // The input's pages gone: the copy into the worker meets SIGBUS and the request fails.
+  const int fd = ::shm_open(object->key().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  ::close(fd);
+  expect_code([&] { controller->infer(request); }, ServiceError::Code::InvalidArgument, "shrank");
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), expected), 1e-5);
+  EXPECT_EQ(controller->stats().worker_restarts, 0);
 }
 
 // The controller's table of the models' tensors matches the zoo.

@@ -131,7 +131,7 @@ TEST_F(GrpcFrontEndTest, HealthMetadataAndInferRoundTrip) {
   const ServerInfo server = c.server_metadata();
   EXPECT_EQ(server.name, "psw");
   EXPECT_EQ(server.version, "0.1");
-  EXPECT_TRUE(server.extensions.empty());
+  EXPECT_EQ(server.extensions, std::vector<std::string>{"system_shared_memory"});  // on the Unix socket
 
   EXPECT_TRUE(c.model_ready("double"));
   EXPECT_FALSE(c.model_ready("unready"));
@@ -391,6 +391,7 @@ TEST_F(GrpcFrontEndTest, LoopbackTcpServesAndRefusesAPortInUse) {
   Client c(target);
   EXPECT_TRUE(c.server_live());
   EXPECT_EQ(c.infer(double_request(1)).outputs.size(), 1u);
+  EXPECT_TRUE(c.server_metadata().extensions.empty());  // no shared memory over TCP
   const std::string message = input_error_of([&] { GrpcFrontEnd again(service_, Endpoint{"", target}, kMaxMessage); });
   EXPECT_NE(message.find("cannot listen on " + target), std::string::npos) << message;
   EXPECT_TRUE(c.server_live());

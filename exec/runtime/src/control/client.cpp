@@ -2,11 +2,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <utility>
 
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
+#include "psw/runtime/client_tools.hpp"
+#include "psw/runtime/tensor_bytes.hpp"
 #include "psw_control.grpc.pb.h"
 
 namespace psw::runtime {
@@ -20,6 +24,7 @@ ServiceError::Code to_service_code(grpc::StatusCode code) {
     case grpc::StatusCode::UNAVAILABLE: return ServiceError::Code::Unavailable;
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return ServiceError::Code::ResourceExhausted;
     case grpc::StatusCode::DEADLINE_EXCEEDED: return ServiceError::Code::DeadlineExceeded;
+    case grpc::StatusCode::ALREADY_EXISTS: return ServiceError::Code::AlreadyExists;
     default: return ServiceError::Code::Internal;
   }
 }
@@ -28,7 +33,6 @@ std::string status_name(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::CANCELLED: return "CANCELLED";
     case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
     case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
     case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
     case grpc::StatusCode::ABORTED: return "ABORTED";
@@ -173,7 +177,22 @@ ModelInfo Client::model_metadata(const std::string& model, const std::string& ve
   return info;
 }
 
-InferResponse Client::infer(const InferRequest& request) {
+InferResponse Client::infer(const InferRequest& request) { return infer(request, SharedMemoryPlacement{}); }
+
+namespace {
+
+// The extension's tensor parameters, as tritonclient sets them.
+template <typename Tensor>
+void set_shared_memory_parameters(Tensor* tensor, const SharedMemoryRef& where) {
+  auto& parameters = *tensor->mutable_parameters();
+  parameters["shared_memory_region"].set_string_param(where.region);
+  parameters["shared_memory_byte_size"].set_int64_param(where.byte_size);
+  if (where.offset != 0) parameters["shared_memory_offset"].set_int64_param(where.offset);
+}
+
+}  // namespace
+
+InferResponse Client::infer(const InferRequest& request, const SharedMemoryPlacement& placement) {
   inference::ModelInferRequest message;
   message.set_model_name(request.model);
   message.set_model_version(request.version);
@@ -183,7 +202,17 @@ InferResponse Client::infer(const InferRequest& request) {
     tensor->set_name(input.name);
     tensor->set_datatype(input.datatype);
     for (const std::int64_t dim : input.shape) tensor->add_shape(dim);
-    message.add_raw_input_contents(input.bytes);  // a copy: `request` is the caller's
+    if (const auto placed = placement.inputs.find(input.name); placed != placement.inputs.end()) {
+      set_shared_memory_parameters(tensor, placed->second);  // no raw entry: the protocol's rule
+      continue;
+    }
+    const std::string_view bytes = input.contents();
+    message.add_raw_input_contents(bytes.data(), bytes.size());  // a copy: `request` is the caller's
+  }
+  for (const auto& output : placement.outputs) {
+    auto* wanted = message.add_outputs();
+    wanted->set_name(output.name);
+    if (output.shared_memory) set_shared_memory_parameters(wanted, *output.shared_memory);
   }
   inference::ModelInferResponse response;
   impl_->call("ModelInfer", [&](grpc::ClientContext* context) {
@@ -239,12 +268,133 @@ TrainingStatus Client::training_status(const std::string& model) {
   return from_proto(response);
 }
 
+void Client::register_system_shared_memory(const std::string& name, const std::string& key, std::uint64_t byte_size,
+                                           std::uint64_t offset) {
+  inference::SystemSharedMemoryRegisterRequest request;
+  request.set_name(name);
+  request.set_key(key);
+  request.set_offset(offset);
+  request.set_byte_size(byte_size);
+  inference::SystemSharedMemoryRegisterResponse response;
+  impl_->call("SystemSharedMemoryRegister", [&](grpc::ClientContext* context) {
+    return impl_->inference->SystemSharedMemoryRegister(context, request, &response);
+  });
+}
+
+void Client::unregister_system_shared_memory(const std::string& name) {
+  inference::SystemSharedMemoryUnregisterRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryUnregisterResponse response;
+  impl_->call("SystemSharedMemoryUnregister", [&](grpc::ClientContext* context) {
+    return impl_->inference->SystemSharedMemoryUnregister(context, request, &response);
+  });
+}
+
+std::vector<SharedMemoryRegionInfo> Client::system_shared_memory_status(const std::string& name) {
+  inference::SystemSharedMemoryStatusRequest request;
+  request.set_name(name);
+  inference::SystemSharedMemoryStatusResponse response;
+  impl_->call("SystemSharedMemoryStatus", [&](grpc::ClientContext* context) {
+    return impl_->inference->SystemSharedMemoryStatus(context, request, &response);
+  });
+  std::vector<SharedMemoryRegionInfo> regions;
+  for (const auto& [name_, region] : response.regions()) {
+    regions.push_back({region.name(), region.key(), region.offset(), region.byte_size()});
+  }
+  std::sort(regions.begin(), regions.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return regions;
+}
+
 std::string Client::metrics() {
   psw::control::MetricsResponse response;
   impl_->call("Metrics", [&](grpc::ClientContext* context) {
     return impl_->control->Metrics(context, psw::control::MetricsRequest{}, &response);
   });
   return std::move(*response.mutable_text());
+}
+
+// --- SharedMemoryStaging -------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kAlignment = 64;  // a cache line: no tensor shares one with another
+
+std::size_t aligned(std::size_t offset) { return (offset + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+SharedMemoryStaging::SharedMemoryStaging(Client& client, const ModelInfo& model, const InferRequest& request)
+    : client_(client), region_(unique_shared_memory_key("psw-client").substr(1)) {
+  std::size_t end = 0;
+  std::int64_t batch = 1;
+  for (const TensorData& input : request.inputs) {
+    const std::size_t size = input.contents().size();
+    placement_.inputs[input.name] = {region_, static_cast<std::int64_t>(end), static_cast<std::int64_t>(size)};
+    end = aligned(end + size);
+  }
+  // The batch of the outputs: that of the first input, where the model leaves it free.
+  if (!model.inputs.empty() && !model.inputs[0].shape.empty() && model.inputs[0].shape[0] < 0 &&
+      !request.inputs.empty() && !request.inputs[0].shape.empty()) {
+    batch = request.inputs[0].shape[0];
+  }
+  for (const TensorSpec& spec : model.outputs) {
+    SharedMemoryPlacement::Output output{spec.name, std::nullopt};
+    std::optional<std::int64_t> bytes;
+    try {
+      bytes = tensor_byte_count("output '" + spec.name + "'", spec.datatype, concrete_shape(spec, batch));
+    } catch (const std::exception&) {
+      bytes.reset();  // a size the metadata does not fix: the output comes back raw
+    }
+    if (bytes && *bytes > 0) {
+      output.shared_memory = SharedMemoryRef{region_, static_cast<std::int64_t>(end), *bytes};
+      end = aligned(end + static_cast<std::size_t>(*bytes));
+    }
+    placement_.outputs.push_back(std::move(output));
+  }
+  object_ = std::make_unique<SharedMemoryObject>("/" + region_, std::max<std::size_t>(end, 1));
+  client_.register_system_shared_memory(region_, object_->key(), object_->size());
+  object_->unlink_name();  // the server has it mapped: the name is no longer needed
+  try {
+    write_inputs(request);
+  } catch (...) {
+    client_.unregister_system_shared_memory(region_);
+    throw;
+  }
+}
+
+SharedMemoryStaging::~SharedMemoryStaging() {
+  try {
+    client_.unregister_system_shared_memory(region_);
+  } catch (...) {
+    // The server may be gone or unreachable; it unmaps every region when it stops.
+  }
+}
+
+void SharedMemoryStaging::write_inputs(const InferRequest& request) {
+  for (const TensorData& input : request.inputs) {
+    const auto placed = placement_.inputs.find(input.name);
+    const std::string_view bytes = input.contents();
+    if (placed == placement_.inputs.end() || static_cast<std::int64_t>(bytes.size()) != placed->second.byte_size) {
+      throw InputError("input '" + input.name + "' of " + std::to_string(bytes.size()) +
+                       " bytes does not fit the shared memory laid out for this model and batch");
+    }
+    std::memcpy(object_->data() + placed->second.offset, bytes.data(), bytes.size());
+  }
+}
+
+void SharedMemoryStaging::read_outputs(InferResponse& response) const {
+  for (TensorData& output : response.outputs) {
+    for (const auto& placed : placement_.outputs) {
+      if (placed.name != output.name || !placed.shared_memory) continue;
+      const std::int64_t size = tensor_byte_count("output '" + output.name + "'", output.datatype, output.shape);
+      if (size > placed.shared_memory->byte_size) {
+        throw ServiceError(ServiceError::Code::Internal, "the server answered output '" + output.name + "' of " +
+                                                             std::to_string(size) + " bytes, more than its region holds");
+      }
+      output.bytes.assign(object_->data() + placed.shared_memory->offset, static_cast<std::size_t>(size));
+      break;
+    }
+  }
 }
 
 }  // namespace psw::runtime

@@ -28,6 +28,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/scheduling.hpp"
 #include "psw/runtime/ipc.hpp"
+#include "psw/runtime/shared_memory.hpp"
 
 extern char** environ;
 
@@ -83,6 +84,7 @@ struct Pending {
   // megabytes): infer() waits for the reply, and takes the request out of the queue when it
   // gives up, so the tensor outlives every read.
   const TensorData* input = nullptr;
+  std::vector<OutputDestination> output_destinations;  // outputs the client wants in its shared memory
   int model = -1;
   ElementType type = ElementType::Float32;
   std::int64_t arrival_ns = 0;
@@ -365,11 +367,17 @@ struct Controller::State {
     const std::int64_t dequeued_ns = monotonic_ns();
     const TensorData& input = *p->input;
     const IoLayout io{options.config.max_tensor_bytes};
-    std::memcpy(w.io.data() + io.input_offset(), input.bytes.data(), input.bytes.size());
+    // Straight from the request, or from the client's shared memory, which its owner can shrink
+    // under the copy (shared_memory.hpp: copy_guarded).
+    const std::string_view input_bytes = input.contents();
+    const bool copied = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
     p->copied_ns = monotonic_ns();
-    p->input = nullptr;  // the caller may go on
     stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)].push_back(dequeued_ns - p->arrival_ns);
     stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)].push_back(p->copied_ns - dequeued_ns);
+    if (!copied) {
+      fail(p, ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request waited");
+      return;
+    }
     Message m;
     m.type = MessageType::Infer;
     m.worker = static_cast<std::uint32_t>(id);
@@ -378,7 +386,7 @@ struct Controller::State {
     m.dtype = static_cast<std::int32_t>(p->type);
     m.rank = static_cast<std::uint32_t>(input.shape.size());
     for (std::size_t d = 0; d < input.shape.size(); ++d) m.shape[d] = input.shape[d];
-    m.bytes = static_cast<std::int64_t>(input.bytes.size());
+    m.bytes = static_cast<std::int64_t>(input_bytes.size());
     if (note_use(p->model)) {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
@@ -525,7 +533,19 @@ struct Controller::State {
         out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
         out.shape.assign(m.shape, m.shape + m.rank);
         const IoLayout io{options.config.max_tensor_bytes};
-        out.bytes.assign(reinterpret_cast<const char*>(w.io.data() + io.output_offset()), static_cast<std::size_t>(m.bytes));
+        const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
+        // Into the client's shared memory when it asked for that and it fits (else the front end
+        // says why), so the output is copied once.
+        const BorrowedBytes* target = nullptr;
+        for (const auto& d : p->output_destinations) {
+          if (d.name == out.name) target = &d.destination;
+        }
+        if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
+            copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
+          out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
+        } else {
+          out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
+        }
         response.outputs.push_back(std::move(out));
         const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
         std::size_t b = 0;
@@ -829,9 +849,9 @@ InferResponse Controller::infer(const InferRequest& request) {
                          detail::concat(request.model, "'s input dimension ", d, " must be positive, got ", input.shape[d]));
     }
   }
-  if (static_cast<std::int64_t>(input.bytes.size()) > s.options.config.max_tensor_bytes) {
+  if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
     throw ServiceError(ServiceError::Code::ResourceExhausted,
-                       detail::concat("the input of ", input.bytes.size(), " bytes exceeds the server's max_tensor_bytes ",
+                       detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
   }
   p->type = *element_type_of(input.datatype);
@@ -839,6 +859,7 @@ InferResponse Controller::infer(const InferRequest& request) {
   p->version = request.version;
   p->request_id = request.id;
   p->input = &input;
+  p->output_destinations = request.output_destinations;
   std::future<InferResponse> reply = p->reply.get_future();
   {
     std::lock_guard<std::mutex> lock(s.mutex);

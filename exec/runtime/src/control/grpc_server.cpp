@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
 #include "control/tcp_address.hpp"
+#include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/tensor_bytes.hpp"
 #include "psw_control.grpc.pb.h"
 
@@ -165,6 +167,7 @@ grpc::StatusCode to_grpc_code(ServiceError::Code code) {
     case ServiceError::Code::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case ServiceError::Code::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case ServiceError::Code::Internal: return grpc::StatusCode::INTERNAL;
+    case ServiceError::Code::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
   }
   return grpc::StatusCode::INTERNAL;
 }
@@ -219,43 +222,170 @@ void fill_tensor_metadata(const TensorSpec& spec, inference::ModelMetadataRespon
   for (const std::int64_t dim : spec.shape) out->add_shape(dim);
 }
 
+// --- system shared memory ------------------------------------------------------------------------
+
+// The parameters by which a tensor names a range of a registered region (the extension's
+// "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size").
+struct SharedMemoryParameters {
+  bool present = false;
+  std::string region;
+  std::int64_t offset = 0;
+  std::int64_t byte_size = 0;
+};
+
+std::int64_t int64_parameter(const inference::InferParameter& value, const char* key, const std::string& what) {
+  std::int64_t number = 0;
+  if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+    number = value.int64_param();
+  } else if (value.parameter_choice_case() == inference::InferParameter::kUint64Param &&
+             value.uint64_param() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    number = static_cast<std::int64_t>(value.uint64_param());
+  } else {
+    invalid(what + ": parameter " + in_quotes(key) + " must be an int64_param");
+  }
+  if (number < 0) invalid(what + ": parameter " + in_quotes(key) + " is " + std::to_string(number) + ", negative");
+  return number;
+}
+
+template <typename Tensor>
+SharedMemoryParameters shared_memory_parameters(const Tensor& tensor, const std::string& what) {
+  const auto& parameters = tensor.parameters();
+  const auto region = parameters.find("shared_memory_region");
+  const auto offset = parameters.find("shared_memory_offset");
+  const auto byte_size = parameters.find("shared_memory_byte_size");
+  SharedMemoryParameters result;
+  if (region == parameters.end()) {
+    if (offset != parameters.end() || byte_size != parameters.end()) {
+      invalid(what + ": shared_memory_offset or shared_memory_byte_size given without shared_memory_region");
+    }
+    return result;
+  }
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam ||
+      region->second.string_param().empty()) {
+    invalid(what + ": parameter 'shared_memory_region' must be a non-empty string_param");
+  }
+  if (byte_size == parameters.end()) {
+    invalid(what + ": shared_memory_region " + in_quotes(region->second.string_param()) +
+            " given without shared_memory_byte_size");
+  }
+  result.present = true;
+  result.region = region->second.string_param();
+  result.byte_size = int64_parameter(byte_size->second, "shared_memory_byte_size", what);
+  if (offset != parameters.end()) result.offset = int64_parameter(offset->second, "shared_memory_offset", what);
+  return result;
+}
+
+// Over TCP the extension does not exist (shared_memory.hpp: Security).
+[[noreturn]] void no_shared_memory_here(const std::string& what) {
+  invalid(what + " names a shared memory region, but this server offers system shared memory only on its "
+          "Unix socket, not over TCP");
+}
+
+// A request in the service's terms, and where each of the request's `outputs` goes: a range of a
+// region, or (no owner) back in the response.
+struct ConvertedRequest {
+  InferRequest request;
+  std::vector<BorrowedBytes> output_targets;
+};
+
 // Checks what the protocol fixes and moves the raw bytes out of `request` (the service never
-// sees a malformed tensor, and a tensor of hundreds of MiB is not copied).
-InferRequest to_infer_request(inference::ModelInferRequest& request) {
+// sees a malformed tensor, and a tensor of hundreds of MiB is not copied). Inputs in shared
+// memory become borrowed ranges of their regions, mapped, never copied here. `registry` is null
+// where the extension is not offered.
+ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const SharedMemoryRegistry* registry) {
   if (request.model_name().empty()) invalid("the request names no model (model_name is empty)");
   if (request.inputs_size() == 0) invalid("the request has no inputs");
-  for (const auto& input : request.inputs()) {
-    if (input.has_contents() && input.contents().ByteSizeLong() > 0) {
-      invalid("input " + in_quotes(input.name()) +
-              " carries typed `contents`; this server takes tensor data only as raw bytes: send "
-              "them in raw_input_contents, one entry per input");
-    }
-  }
-  if (request.raw_input_contents_size() != request.inputs_size()) {
-    invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
-            std::to_string(request.raw_input_contents_size()) +
-            " raw_input_contents entries; send one entry per input, in the order of `inputs`");
-  }
-  InferRequest converted;
-  converted.model = request.model_name();
-  converted.version = request.model_version();
-  converted.id = request.id();
-  converted.inputs.reserve(static_cast<std::size_t>(request.inputs_size()));
+  // The protocol: raw_input_contents has one entry for each input that is not in shared memory,
+  // in the order of `inputs`.
+  std::vector<SharedMemoryParameters> placed(static_cast<std::size_t>(request.inputs_size()));
+  int raw_wanted = 0;
+  int first_placed = -1;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const auto& input = request.inputs(i);
+    const std::string what = "input " + in_quotes(input.name());
+    SharedMemoryParameters& where = placed[static_cast<std::size_t>(i)];
+    where = shared_memory_parameters(input, what);
+    const bool typed = input.has_contents() && input.contents().ByteSizeLong() > 0;
+    if (where.present) {
+      if (registry == nullptr) no_shared_memory_here(what);
+      if (typed) {
+        invalid(what + " is in shared memory region " + in_quotes(where.region) +
+                " and also carries typed `contents`; give a tensor's bytes one way only");
+      }
+      if (first_placed < 0) first_placed = i;
+      continue;
+    }
+    if (typed) {
+      invalid(what + " carries typed `contents`; this server takes tensor data only as raw bytes: send "
+              "them in raw_input_contents, one entry per input");
+    }
+    ++raw_wanted;
+  }
+  if (request.raw_input_contents_size() != raw_wanted) {
+    if (first_placed < 0) {
+      invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
+              std::to_string(request.raw_input_contents_size()) +
+              " raw_input_contents entries; send one entry per input, in the order of `inputs`");
+    }
+    const auto& input = request.inputs(first_placed);
+    if (request.raw_input_contents_size() > raw_wanted) {
+      invalid("input " + in_quotes(input.name()) + " is in shared memory region " +
+              in_quotes(placed[static_cast<std::size_t>(first_placed)].region) + ", yet raw_input_contents has " +
+              std::to_string(request.raw_input_contents_size()) + " entries for the " + std::to_string(raw_wanted) +
+              " inputs not in shared memory; raw_input_contents carries only those: send a tensor's bytes "
+              "either in a region or raw, not both");
+    }
+    invalid("the request has " + std::to_string(raw_wanted) + " inputs not in shared memory but " +
+            std::to_string(request.raw_input_contents_size()) +
+            " raw_input_contents entries; send one entry for each of them, in the order of `inputs`");
+  }
+  ConvertedRequest converted;
+  converted.request.model = request.model_name();
+  converted.request.version = request.model_version();
+  converted.request.id = request.id();
+  converted.request.inputs.reserve(static_cast<std::size_t>(request.inputs_size()));
+  int raw_index = 0;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& input = request.inputs(i);
+    const std::string what = "input " + in_quotes(input.name());
     if (input.name().empty()) invalid("input " + std::to_string(i) + " has no name");
     for (int j = 0; j < i; ++j) {
-      if (request.inputs(j).name() == input.name()) invalid("input " + in_quotes(input.name()) + " is given twice");
+      if (request.inputs(j).name() == input.name()) invalid(what + " is given twice");
     }
     const std::vector<std::int64_t> shape(input.shape().begin(), input.shape().end());
-    const std::int64_t expected = tensor_byte_count("input " + in_quotes(input.name()), input.datatype(), shape);
-    std::string& bytes = *request.mutable_raw_input_contents(i);
-    if (static_cast<std::int64_t>(bytes.size()) != expected) {
-      invalid("input " + in_quotes(input.name()) + ": " + std::to_string(bytes.size()) +
-              " bytes of raw contents, but " + describe(input.datatype(), shape) + " needs " +
-              std::to_string(expected));
+    const std::int64_t expected = tensor_byte_count(what, input.datatype(), shape);
+    const SharedMemoryParameters& where = placed[static_cast<std::size_t>(i)];
+    if (where.present) {
+      if (where.byte_size != expected) {
+        invalid(what + ": shared_memory_byte_size is " + std::to_string(where.byte_size) + ", but " +
+                describe(input.datatype(), shape) + " needs " + std::to_string(expected));
+      }
+      TensorData tensor{input.name(), input.datatype(), shape, {}};
+      tensor.borrowed = registry->range(where.region, where.offset, where.byte_size, what);
+      converted.request.inputs.push_back(std::move(tensor));
+      continue;
     }
-    converted.inputs.push_back(TensorData{input.name(), input.datatype(), shape, std::move(bytes)});
+    std::string& bytes = *request.mutable_raw_input_contents(raw_index++);
+    if (static_cast<std::int64_t>(bytes.size()) != expected) {
+      invalid(what + ": " + std::to_string(bytes.size()) + " bytes of raw contents, but " +
+              describe(input.datatype(), shape) + " needs " + std::to_string(expected));
+    }
+    converted.request.inputs.push_back(TensorData{input.name(), input.datatype(), shape, std::move(bytes)});
+  }
+  // Outputs wanted in shared memory: their ranges are looked up now, so that a wrong region fails
+  // the request before the model runs, and held until the answer is written.
+  converted.output_targets.resize(static_cast<std::size_t>(request.outputs_size()));
+  for (int k = 0; k < request.outputs_size(); ++k) {
+    const auto& wanted = request.outputs(k);
+    const std::string what = "output " + in_quotes(wanted.name());
+    const SharedMemoryParameters where = shared_memory_parameters(wanted, what);
+    if (!where.present) continue;
+    if (registry == nullptr) no_shared_memory_here(what);
+    BorrowedBytes target = registry->range(where.region, where.offset, where.byte_size, what);
+    if (converted.request.output_destination(wanted.name()) == nullptr) {
+      converted.request.output_destinations.push_back({wanted.name(), target});
+    }
+    converted.output_targets[static_cast<std::size_t>(k)] = std::move(target);
   }
   return converted;
 }
@@ -285,6 +415,9 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
  public:
   explicit InferenceEndpoint(InferenceService& service) : service_(service) {}
 
+  // Set before the server starts: whether this endpoint offers system shared memory.
+  void offer_shared_memory(bool offer) { shared_memory_offered_ = offer; }
+
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* response) override {
     return answer([&] { response->set_live(service_.live()); });
@@ -305,6 +438,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     return answer([&] {
       response->set_name("psw");
       response->set_version("0.1");
+      if (shared_memory_offered_) response->add_extensions("system_shared_memory");
     });
   }
 
@@ -327,32 +461,52 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
       // is only destroyed after this handler returns: moving its raw bytes out saves a copy of
       // every input.
       auto& owned_request = const_cast<inference::ModelInferRequest&>(*request);
-      InferResponse result = service_.infer(to_infer_request(owned_request));
+      ConvertedRequest converted = to_infer_request(owned_request, shared_memory_offered_ ? &registry_ : nullptr);
+      InferResponse result = service_.infer(converted.request);
       response->set_model_name(result.model.empty() ? request->model_name() : result.model);
       response->set_model_version(result.version);
       response->set_id(result.id.empty() ? request->id() : result.id);
       const std::vector<std::size_t> order = selected_outputs(*request, result);
       for (std::size_t k = 0; k < order.size(); ++k) {
         TensorData& output = result.outputs[order[k]];
+        const std::string what = "output " + in_quotes(output.name);
+        const std::string_view produced = output.contents();
         // A service that answers inconsistent bytes would make every client misread them.
-        const std::int64_t expected =
-            tensor_byte_count("output " + in_quotes(output.name), output.datatype, output.shape);
-        if (static_cast<std::int64_t>(output.bytes.size()) != expected) {
+        const std::int64_t expected = tensor_byte_count(what, output.datatype, output.shape);
+        if (static_cast<std::int64_t>(produced.size()) != expected) {
           throw ServiceError(ServiceError::Code::Internal,
-                             "the server produced " + std::to_string(output.bytes.size()) +
-                                 " bytes for output " + in_quotes(output.name) + " of " +
-                                 describe(output.datatype, output.shape) + ", which needs " +
+                             "the server produced " + std::to_string(produced.size()) + " bytes for " + what +
+                                 " of " + describe(output.datatype, output.shape) + ", which needs " +
                                  std::to_string(expected));
         }
         auto* tensor = response->add_outputs();
         tensor->set_name(output.name);
         tensor->set_datatype(output.datatype);
         for (const std::int64_t dim : output.shape) tensor->add_shape(dim);
+        const BorrowedBytes* target = k < converted.output_targets.size() && converted.output_targets[k].owner
+                                          ? &converted.output_targets[k]
+                                          : nullptr;
+        if (target != nullptr) {
+          if (produced.size() > target->size) {
+            invalid(what + " has " + std::to_string(produced.size()) + " bytes (" +
+                    describe(output.datatype, output.shape) + "), but its shared memory range holds only " +
+                    std::to_string(target->size) + "; give a shared_memory_byte_size of at least " +
+                    std::to_string(produced.size()));
+          }
+          // The service may have written it there already (the controller does, when it fits).
+          if (produced.data() != target->data && !copy_guarded(target->data, produced.data(), produced.size())) {
+            invalid(what + ": its shared memory region could not be written: the object shrank or /dev/shm is full");
+          }
+          // No bytes in the response, but an empty entry, as Triton sends: clients find an output's
+          // raw contents by its position among the outputs.
+          response->add_raw_output_contents();
+          continue;
+        }
         // Moved, unless the request asks for the same output again further on.
         const bool asked_again = std::find(order.begin() + static_cast<std::ptrdiff_t>(k) + 1,
                                            order.end(), order[k]) != order.end();
-        if (asked_again) {
-          response->add_raw_output_contents(output.bytes);
+        if (asked_again || output.is_borrowed()) {
+          response->add_raw_output_contents(produced.data(), produced.size());
         } else {
           response->add_raw_output_contents(std::move(output.bytes));
         }
@@ -360,8 +514,47 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* request,
+                                        inference::SystemSharedMemoryStatusResponse* response) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] {
+      for (const SharedMemoryRegionInfo& info : registry_.status(request->name())) {
+        auto& region = (*response->mutable_regions())[info.name];
+        region.set_name(info.name);
+        region.set_key(info.key);
+        region.set_offset(info.offset);
+        region.set_byte_size(info.byte_size);
+      }
+    });
+  }
+
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*,
+                                          const inference::SystemSharedMemoryRegisterRequest* request,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] {
+      registry_.register_region(request->name(), request->key(), request->offset(), request->byte_size());
+    });
+  }
+
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest* request,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] { registry_.unregister(request->name()); });
+  }
+
  private:
+  // What a server without the extension answers: the calls do not exist here.
+  static grpc::Status no_shared_memory_status() {
+    return {grpc::StatusCode::UNIMPLEMENTED,
+            "system shared memory is offered only on the server's Unix socket, not over TCP, where every local "
+            "user who reaches the port could make the server read and write its user's shared memory"};
+  }
+
   InferenceService& service_;
+  bool shared_memory_offered_ = false;
+  SharedMemoryRegistry registry_;
 };
 
 // --- control -----------------------------------------------------------------------------------
@@ -471,6 +664,7 @@ GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, 
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
   int selected_port = 0;
   builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
+  impl_->inference.offer_shared_memory(!tcp.has_value());
   builder.RegisterService(&impl_->inference);
   builder.RegisterService(&impl_->control);
   {

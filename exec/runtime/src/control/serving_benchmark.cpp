@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -67,6 +68,20 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (models.empty()) throw Error("the server serves none of the zoo's models");
   ServingBenchmarkReport report;
   std::uint64_t seed = spec.seed;
+  // spec.shared_memory: each model's tensors in its own region, registered at its first request;
+  // placed() writes a request's inputs there and says where they are (nothing without it).
+  std::map<std::string, std::unique_ptr<SharedMemoryStaging>> staged;
+  const SharedMemoryPlacement in_messages;
+  auto placed = [&](const ModelInfo& info, const InferRequest& request) -> const SharedMemoryPlacement& {
+    if (!spec.shared_memory) return in_messages;
+    auto& staging = staged[info.name];
+    if (!staging) {
+      staging = std::make_unique<SharedMemoryStaging>(client, info, request);
+    } else {
+      staging->write_inputs(request);
+    }
+    return staging->placement();
+  };
   // 1. Cold requests while training runs (cache off in the config: each one transfers).
   for (const auto& info : models) {
     std::vector<double> latencies;
@@ -74,8 +89,9 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
       if (!training.model.empty()) wait_for_training(client, training.model);
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
       const InferRequest request = random_request(info, spec.batch, seed++);
+      const SharedMemoryPlacement& placement = placed(info, request);
       const auto t0 = Clock::now();
-      client.infer(request);
+      client.infer(request, placement);
       latencies.push_back(ms_since(t0));
     }
     report.cold_latency_ms[info.name] = summarize_latencies(latencies);
@@ -97,7 +113,9 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     std::size_t k = 0;
     while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
       std::this_thread::sleep_until(next);
-      client.infer(random_request(models[k++ % models.size()], spec.batch, seed++));
+      const ModelInfo& info = models[k++ % models.size()];
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      client.infer(request, placed(info, request));
       ++report.requests_in_throughput_window;
       next += std::chrono::duration_cast<Clock::duration>(period);
     }
@@ -109,12 +127,17 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (spec.switches > 0) {
     if (!training.model.empty()) client.stop_training(training.model);
     std::vector<InferRequest> requests;
-    for (const auto& info : models) requests.push_back(random_request(info, spec.batch, seed++));
+    std::vector<SharedMemoryPlacement> placements;
+    for (const auto& info : models) {
+      requests.push_back(random_request(info, spec.batch, seed++));
+      placements.push_back(placed(info, requests.back()));  // a model's region holds its request
+    }
     std::vector<double> latencies;
     latencies.reserve(static_cast<std::size_t>(spec.switches));
     for (int i = 0; i < spec.switches; ++i) {
       const auto t0 = Clock::now();
-      client.infer(requests[static_cast<std::size_t>(i) % requests.size()]);
+      const std::size_t r = static_cast<std::size_t>(i) % requests.size();
+      client.infer(requests[r], placements[r]);
       latencies.push_back(ms_since(t0));
       if ((i + 1) % 1000 == 0) say(std::to_string(i + 1) + " switches");
     }

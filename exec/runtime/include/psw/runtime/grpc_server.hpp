@@ -34,8 +34,11 @@ std::string default_socket_path();
 // synchronous API) and is forwarded to `service`, which must outlive the front end.
 //
 // The front end validates what the protocol itself fixes before the service is called: a model
-// name, raw contents (one per input; the typed `contents` form is refused), known datatypes,
-// non-negative dimensions, and byte counts equal to product(shape) x element size. Messages
+// name, raw contents (one per input not in shared memory; the typed `contents` form is refused),
+// known datatypes, non-negative dimensions, and byte counts equal to product(shape) x element
+// size. On a Unix socket it also offers the system shared memory extension (shared_memory.hpp):
+// registered regions, inputs handed to the service as borrowed ranges of them, outputs written
+// into them; over TCP those calls answer UNIMPLEMENTED (shared_memory.hpp: Security). Messages
 // larger than `max_message_bytes` are refused by gRPC with RESOURCE_EXHAUSTED, in both
 // directions. ServiceError codes become the gRPC status of the same name; any other exception
 // becomes INTERNAL with its message.

@@ -7,21 +7,51 @@
 // other's types: no protobuf here, no LibTorch, no CUDA. A test can drive the front end with
 // a fake service and the controller without any socket.
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace psw::runtime {
 
+// Bytes a tensor refers to instead of owning them: a range of a client's shared-memory region
+// (the protocol's system shared memory extension), which the front end mapped. `owner` keeps the
+// mapping alive for as long as any tensor (or copy of a request) refers to it, so a client that
+// unregisters a region while a request still reads it does not pull the memory away. The bytes
+// can change under the server's feet (the client may write them at any time); reading them once,
+// straight into the worker's input, is what the extension is for.
+struct BorrowedBytes {
+  std::shared_ptr<void> owner;  // null: nothing borrowed
+  char* data = nullptr;
+  std::size_t size = 0;
+};
+
 // One tensor as it crosses the protocol: KServe v2 datatype names ("FP32", "FP16", "BF16",
 // "INT64", "INT32", "UINT8", "BOOL"), a shape, and the raw little-endian bytes in row-major
-// order (the protocol's raw_input_contents / raw_output_contents).
+// order (the protocol's raw_input_contents / raw_output_contents), either owned (`bytes`) or in a
+// client's shared memory (`borrowed`). Read them through contents(), which serves both.
 struct TensorData {
   std::string name;
   std::string datatype;
   std::vector<std::int64_t> shape;
-  std::string bytes;
+  std::string bytes;         // the contents, unless `borrowed` is set
+  BorrowedBytes borrowed{};  // the contents in shared memory; `bytes` is then empty
+
+  bool is_borrowed() const { return borrowed.owner != nullptr; }
+  std::string_view contents() const {
+    return is_borrowed() ? std::string_view(borrowed.data, borrowed.size) : std::string_view(bytes);
+  }
+};
+
+// An output the client asked to receive in its shared memory: the service may write the output
+// straight into `destination` (when it fits) and answer it as borrowed bytes of that range; the
+// front end writes any output the service answered otherwise (shared_memory.hpp).
+struct OutputDestination {
+  std::string name;
+  BorrowedBytes destination;
 };
 
 // A tensor a model takes or returns; -1 in `shape` is a dimension of any size (the batch).
@@ -45,6 +75,15 @@ struct InferRequest {
   std::string version;  // empty: the only version
   std::string id;       // echoed in the response
   std::vector<TensorData> inputs;
+  std::vector<OutputDestination> output_destinations{};  // outputs wanted in shared memory
+
+  // Where output `name` goes, or null when it goes back in the response.
+  const BorrowedBytes* output_destination(std::string_view name) const {
+    for (const auto& d : output_destinations) {
+      if (d.name == name) return &d.destination;
+    }
+    return nullptr;
+  }
 };
 
 struct InferResponse {
@@ -68,7 +107,9 @@ struct TrainingStatus {
 // and sends `what()` as the status message.
 class ServiceError : public std::runtime_error {
  public:
-  enum class Code { InvalidArgument, NotFound, Unavailable, ResourceExhausted, DeadlineExceeded, Internal };
+  // AlreadyExists comes last so that the values of the others, which workers send as numbers,
+  // stay what they were.
+  enum class Code { InvalidArgument, NotFound, Unavailable, ResourceExhausted, DeadlineExceeded, Internal, AlreadyExists };
   ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Code code() const { return code_; }
 

@@ -24,6 +24,10 @@ struct ServingBenchmarkSpec {
   double request_rate = 1.0;       // requests per second in the second window
   int switches = 0;                // consecutive requests alternating the models (0: skip)
   std::uint64_t seed = 1;
+  // Tensors in shared memory (a region per model, registered once; each request's inputs are
+  // written there before its clock starts, as a producer on the host would write them) instead
+  // of in the messages.
+  bool shared_memory = false;
 };
 
 struct ServingBenchmarkReport {
