@@ -12,6 +12,8 @@
 #   mechanisms  one server per mechanism the server runs: cold requests while training; the
 #               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
+#   placement   the server with `placement: auto` (layers read in place): cold requests, shared
+#               memory and raw inputs
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
@@ -69,8 +71,13 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
 if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"
   for model in resnet152 inception_v3 bert_base; do
-    (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --repeat 100 --format json) > "$raw/run-$model.json"
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' "$raw/run-$model.json" "$model"
+    for placement in copy auto; do
+      suffix=$([[ $placement == auto ]] && echo "-auto" || true)
+      (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --placement "$placement" --repeat 100 \
+        --format json) > "$raw/run-$model$suffix.json"
+      python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' \
+        "$raw/run-$model$suffix.json" "$model placement $placement"
+    done
   done
   echo "== serve ($(date -u +%T))"
   start_server configs/serve/h200.yaml "$raw/serve.log" --trace "$raw/serve.trace.json"
@@ -78,6 +85,9 @@ if has_part main; then
   server_processes > "$raw/processes-start.txt"
   "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window "$window" --rate 1 \
     --switches 0 --out "$raw/bench.json"
+  # The same cold requests with the inputs in shared memory (the system shared memory extension).
+  "$psw" bench-serve --socket "$sock" --shared-memory --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
+    --switches 0 --out "$raw/bench-shm.json"
   if ((switches > 0)); then
     server_processes > "$raw/processes-before-switches.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-before-switches.csv" || true
@@ -86,6 +96,19 @@ if has_part main; then
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi
   stop_server
+fi
+
+if has_part placement; then
+  echo "== placement auto ($(date -u +%T))"
+  config="$sock_dir/placement-auto.yaml"
+  { echo "placement: auto"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"
+  if start_server "$config" "$raw/serve-placement-auto.log"; then
+    "$psw" bench-serve --socket "$sock" --shared-memory --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
+      --switches 0 --out "$raw/placement-auto-shm.json" || true
+    "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
+      --switches 0 --out "$raw/placement-auto.json" || true
+    stop_server
+  fi
 fi
 
 if has_part gputests; then

@@ -73,13 +73,19 @@ def main():
     bench_path = os.path.join(raw, "bench.json")
     if os.path.exists(bench_path):
         bench = load(bench_path)
+        shm_path = os.path.join(raw, "bench-shm.json")
+        shm = load(shm_path)["cold_latency_ms"] if os.path.exists(shm_path) else {}
         print("## Cold switches while training runs\n")
-        print("| model | client latency median (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio (target <= 1.15) |")
-        print("|---|---:|---:|---:|---:|")
-        for model, s in sorted(bench["cold_latency_ms"].items()):
+        print("Each request's input either in the gRPC message (raw contents) or in shared memory the client")
+        print("registered once (the protocol's system shared memory extension, as Triton's clients use it).\n")
+        print("| model | client median, raw (ms) | p99 (ms) | client median, shared memory (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio raw | ratio shared memory (target <= 1.15) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for model, c in sorted(bench["cold_latency_ms"].items()):
             run_path = os.path.join(raw, f"run-{model}.json")
             run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
-            print(f"| {model} | {s['median_ms']:.3f} | {s['p99_ms']:.3f} | {run:.3f} | {s['median_ms'] / run:.2f} |")
+            m = shm.get(model, {"median_ms": float("nan"), "p99_ms": float("nan")})
+            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {m['median_ms']:.3f} | {m['p99_ms']:.3f} | {run:.3f} | "
+                  f"{c['median_ms'] / run:.2f} | {m['median_ms'] / run:.2f} |")
         server = bench["server"]
         print()
         print("## The server's own times (its metrics, over every request of the run)\n")
@@ -125,6 +131,25 @@ def main():
             print(f"| {role} | {pid} | {rss / 1024:.1f} | {after.get(pid, float('nan')) / 1024:.1f} | "
                   f"{dev_before.get(pid, '-')} | {dev_after.get(pid, '-')} |")
         print()
+    auto_path = os.path.join(raw, "placement-auto-shm.json")
+    if os.path.exists(auto_path):
+        auto = load(auto_path)
+        raw_auto_path = os.path.join(raw, "placement-auto.json")
+        raw_auto = load(raw_auto_path)["cold_latency_ms"] if os.path.exists(raw_auto_path) else {}
+        print("## Placement auto\n")
+        print("The same server with `placement: auto`: the plan leaves layers the device reads little of (BERT's")
+        print("embedding tables) in the daemon's pinned host memory, read in place; compared with `psw run --graph")
+        print("--placement auto` of the same session.\n")
+        print("| model | client median, shared memory (ms) | p99 (ms) | client median, raw (ms) | `psw run --graph --placement auto` (ms) | ratio shared memory |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for model, c in sorted(auto["cold_latency_ms"].items()):
+            run_path = os.path.join(raw, f"run-{model}-auto.json")
+            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            r = raw_auto.get(model, {"median_ms": float("nan")})
+            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {r['median_ms']:.3f} | {run:.3f} | {c['median_ms'] / run:.2f} |")
+        s = auto["server"]
+        print(f"\nServer (over the run's requests): startup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; "
+              f"preemption p50 {s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms.\n")
     lookaheads = sorted(glob.glob(os.path.join(raw, "lookahead-*.json")),
                         key=lambda p: int(os.path.basename(p)[len("lookahead-"):-len(".json")]))
     if lookaheads:
