@@ -91,7 +91,7 @@ if has_part main; then
   if ((switches > 0)); then
     server_processes > "$raw/processes-before-switches.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-before-switches.csv" || true
-    "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 0 --batch 1 --switches "$switches" --out "$raw/switches.json"
+    "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 0 --batch 8 --switches "$switches" --out "$raw/switches.json"
     server_processes > "$raw/processes-after-switches.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi

@@ -119,7 +119,8 @@ def main():
         sw = load(switches_path)
         s = sw["switch_latency_ms"]
         print("## 10,000 consecutive switches\n")
-        print(f"{s['count']} requests in turn over the three models (batch 1, training stopped), every one a switch: "
+        batch = sw.get("spec", {}).get("batch", "?")
+        print(f"{s['count']} requests in turn over the three models (batch {batch}, training stopped), every one a switch: "
               f"median {s['median_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms. Memory of every process of the server before and after:\n")
         before = processes(os.path.join(raw, "processes-before-switches.txt"))
         after = {pid: rss for pid, rss, _ in processes(os.path.join(raw, "processes-after-switches.txt"))}
