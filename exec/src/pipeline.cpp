@@ -174,6 +174,12 @@ void PipelineEngine::poison_device_parameters(std::uint8_t value) {
 
 torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
+  if (mode_ == TransferMode::OnDemand) {
+    // Unified memory: nothing to copy; the forward touches the pages and they migrate. The
+    // copy stream stays out of it (begin_switch would fork it into a graph capture).
+    backend_.mark(kMarkBegin);
+    return forward_marked(input, [](std::size_t) {});
+  }
   backend_.begin_switch(groups_.size());
   backend_.mark(kMarkBegin);
   if (mode_ == TransferMode::AllocatePerTensor) {
@@ -186,10 +192,7 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
     }
     return forward_marked(input, [](std::size_t) {});
   }
-  if (mode_ == TransferMode::OnDemand) {
-    // Unified memory: nothing to copy; the forward touches the pages and they migrate.
-    return forward_marked(input, [](std::size_t) {});
-  }
+
   // Enqueue every group's copy at once; the copy stream runs them back to back.
   // A group is waited for before the first of its layers that runs (a group may start with
   // layers that do not run in this task, such as Inception-v3's auxiliary head); a group
