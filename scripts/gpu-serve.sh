@@ -82,7 +82,8 @@ if [[ $part == gputests ]]; then
 fi
 
 if [[ $part == mechanisms || $part == all ]]; then
-  for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management; do
+  for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management \
+                   no-optimization no-ipc-optimization unified-memory; do
     echo "== mechanism $mechanism ($(date -u +%T))"
     config="$sock_dir/$mechanism.yaml"
     sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"

@@ -47,6 +47,12 @@ enum class TransferMode {
 // reference to the tensor goes. The engine opens a group just before it enqueues that group's
 // copies (a copy needs its destination open; the copy of group g then overlaps the opening of
 // group g+1), binds the group's tensors to it, and drops every reference in close_groups().
+// All of a switch's opens thus come before its forward is enqueued, which keeps the forward
+// the plain eager one. The simulator (sim/mechanism.cpp) adds one open to every group's sync
+// on the compute path: the same sum of opens in a switch's total when it is compute-bound,
+// but its startup pays one open where this engine's pays all of them. The two disagree there;
+// opening group g+1 from the forward's gate at group g would match the simulator's startup,
+// at the price of enqueueing copies from inside the forward.
 using GroupOpener = std::function<torch::Tensor(std::size_t group, Bytes bytes)>;
 
 // Device-side times of the last switch or resident run, from its first operation.
