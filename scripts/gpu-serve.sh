@@ -131,7 +131,8 @@ if has_part lookahead; then
   done
 fi
 if has_part mechanisms; then
-  for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management; do
+  for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management \
+                   no-optimization no-ipc-optimization unified-memory; do
     echo "== mechanism $mechanism ($(date -u +%T))"
     config="$sock_dir/$mechanism.yaml"
     sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
@@ -139,6 +140,32 @@ if has_part mechanisms; then
     "$psw" bench-serve --socket "$sock" --cold-requests 10 --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/mechanism-$mechanism.json" || true
     stop_server
+  done
+  # The mechanisms whose every task gets a fresh process (seconds per request: three each),
+  # one process (workers: 1), and MPS with NVIDIA's control daemon started for it and stopped
+  # after (it would change every later CUDA process on the machine).
+  for mechanism in stop-and-start two-processes one-process mps; do
+    echo "== mechanism $mechanism ($(date -u +%T))"
+    config="$sock_dir/$mechanism.yaml"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+    cold_here=10
+    case $mechanism in
+      stop-and-start | two-processes) cold_here=3 ;;
+      one-process) sed -i "s/^workers: .*/workers: 1/" "$config" ;;
+      mps)
+        export CUDA_MPS_PIPE_DIRECTORY="$sock_dir/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$sock_dir/mps-log"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        nvidia-cuda-mps-control -d || { echo "!! could not start the MPS control daemon"; continue; } ;;
+    esac
+    if start_server "$config" "$raw/serve-$mechanism.log"; then
+      "$psw" bench-serve --socket "$sock" --cold-requests "$cold_here" --gap-ms 150 --batch 8 --window 0 --switches 0 \
+        --out "$raw/mechanism-$mechanism.json" || true
+      stop_server
+    fi
+    if [[ $mechanism == mps ]]; then
+      echo quit | nvidia-cuda-mps-control || true
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
   done
   # The simulator's prediction of the same case (cheap: seconds on the CPU), joined with the
   # measurements above; the report prints the table.

@@ -174,7 +174,7 @@ def main():
     mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))
     if mechanisms:
         print("## The paper's mechanisms through the server\n")
-        print("One server per mechanism (the same config, `mechanism:` changed); ten cold requests per model, each")
+        print("One server per mechanism (the same config, `mechanism:` changed; `workers: 1` for one-process); ten cold requests per model (three for stop-and-start and two-processes), each")
         print("while ResNet-152 trains. `ready` keeps every model resident after its first request.\n")
         print("| mechanism | resnet152 median (ms) | inception_v3 median (ms) | bert_base median (ms) |")
         print("|---|---:|---:|---:|")

@@ -153,8 +153,15 @@ class CudaBackend final : public Backend {
   }
 
   torch::Tensor allocate_shared_device(Bytes bytes) override {
+    // cudaMalloc may carve small allocations out of one larger block, and CUDA IPC then
+    // shares, and opens at, the whole block; the CUDA programming guide recommends sharing
+    // only allocations of 2 MiB-aligned sizes. Per-group memory (Note [Per-group handles] in
+    // pipeline.hpp) has groups of a few KiB, so every shared allocation is rounded up.
+    constexpr std::size_t kIpcGranularity = std::size_t{2} << 20;
+    const std::size_t rounded =
+        (static_cast<std::size_t>(bytes) + kIpcGranularity - 1) / kIpcGranularity * kIpcGranularity;
     void* data = nullptr;
-    PSW_CUDA_CHECK(cudaMalloc(&data, static_cast<std::size_t>(bytes)));
+    PSW_CUDA_CHECK(cudaMalloc(&data, std::max(rounded, kIpcGranularity)));
     return torch::from_blob(
         data, {static_cast<std::int64_t>(bytes)}, [](void* p) { PSW_CUDA_CHECK_WARN(cudaFree(p)); },
         torch::dtype(torch::kUInt8).device(device()));
@@ -187,6 +194,56 @@ class CudaBackend final : public Backend {
           if (pin) PSW_CUDA_CHECK_WARN(cudaHostUnregister(p));
         },
         torch::dtype(torch::kUInt8));
+  }
+
+  // Note [Managed memory] (backend.hpp).
+  torch::Tensor allocate_managed(const torch::Tensor& contents) override {
+    PSW_CHECK(contents.device().is_cpu() && contents.dim() == 1 && contents.scalar_type() == torch::kUInt8 &&
+                  contents.is_contiguous(),
+              "managed memory is filled from contiguous uint8 host bytes");
+    const int index = compute_stream_.device_index();
+    int managed = 0;
+    int concurrent = 0;
+    PSW_CUDA_CHECK(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, index));
+    PSW_CUDA_CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, index));
+    // Without concurrent managed access the host may not touch managed memory while any
+    // kernel runs, and pages do not migrate on a device fault: not the mechanism measured.
+    if (managed == 0 || concurrent == 0) {
+      throw InputError(device_description() + " has no on-demand page migration (cudaDevAttrConcurrentManagedAccess is "
+                       "0): the unified-memory mechanism needs it");
+    }
+    const auto bytes = static_cast<std::size_t>(contents.nbytes());
+    void* data = nullptr;
+    PSW_CUDA_CHECK(cudaMallocManaged(&data, std::max<std::size_t>(bytes, 1), cudaMemAttachGlobal));
+    // Owned here until the tensor's deleter owns it.
+    struct Owner {
+      void* p;
+      ~Owner() {
+        if (p != nullptr) PSW_CUDA_CHECK_WARN(cudaFree(p));
+      }
+    } owner{data};
+    torch::Tensor memory = torch::from_blob(
+        data, {static_cast<std::int64_t>(bytes)}, [](void* p) { PSW_CUDA_CHECK_WARN(cudaFree(p)); },
+        torch::dtype(torch::kUInt8).device(device()));
+    owner.p = nullptr;
+    // The host's writes place every page in host memory: the first forward migrates them.
+    std::memcpy(data, contents.data_ptr(), bytes);
+    return memory;
+  }
+
+  void evict_to_host(const torch::Tensor& managed) override {
+    PSW_CHECK(managed.is_cuda(), "only managed memory is sent back to the host");
+    // Behind the compute stream's work (the task that touched the pages). CUDA 13 replaced
+    // the destination device ordinal (cudaCpuDeviceId for the host) with a cudaMemLocation.
+#if CUDART_VERSION >= 13000
+    cudaMemLocation host{};
+    host.type = cudaMemLocationTypeHost;
+    host.id = 0;  // ignored for the host
+    PSW_CUDA_CHECK(cudaMemPrefetchAsync(managed.data_ptr(), managed.nbytes(), host, 0, compute_stream_.stream()));
+#else
+    PSW_CUDA_CHECK(cudaMemPrefetchAsync(managed.data_ptr(), managed.nbytes(), cudaCpuDeviceId, compute_stream_.stream()));
+#endif
+    PSW_CUDA_CHECK(cudaStreamSynchronize(compute_stream_.stream()));
   }
 
   Bytes device_free_memory() const override {

@@ -34,6 +34,14 @@ torch::Tensor Backend::register_host(void* data, Bytes bytes, bool /*pin*/) {
 
 Bytes Backend::device_free_memory() const { return std::numeric_limits<Bytes>::max(); }
 
+torch::Tensor Backend::allocate_managed(const torch::Tensor& /*contents*/) {
+  throw InputError("the " + name() + " backend has no managed (unified) memory");
+}
+
+void Backend::evict_to_host(const torch::Tensor& /*managed*/) {
+  throw InputError("the " + name() + " backend has no managed (unified) memory");
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "host") return make_host_backend();
   if (name == "cuda") {

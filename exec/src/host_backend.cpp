@@ -42,6 +42,14 @@ class HostBackend final : public Backend {
 
   torch::Tensor map_host(const torch::Tensor& host) override { return host; }
 
+  // Note [Managed memory]: host and "device" are one memory here; a copy of `contents` is
+  // what the engine binds, and there are no pages to send back.
+  torch::Tensor allocate_managed(const torch::Tensor& contents) override {
+    PSW_CHECK(contents.dim() == 1 && contents.scalar_type() == torch::kUInt8, "managed memory is filled from uint8 bytes");
+    return contents.clone();
+  }
+  void evict_to_host(const torch::Tensor& /*managed*/) override { synchronize(); }
+
   void begin_switch(std::size_t num_groups) override {
     synchronize();
     std::lock_guard<std::mutex> lock(mutex_);

@@ -14,23 +14,38 @@ std::size_t trace_copy_end(std::size_t group) { return kTraceCopyBegin + 1 + 3 *
 std::size_t trace_compute_start(std::size_t group) { return kTraceCopyBegin + 2 + 3 * group; }
 std::size_t trace_compute_end(std::size_t group) { return kTraceCopyBegin + 3 + 3 * group; }
 
-torch::Tensor view_as(const torch::Tensor& region, Bytes offset, const torch::Tensor& like) {
-  return region.narrow(0, offset, static_cast<std::int64_t>(like.nbytes()))
-      .view(like.scalar_type())
-      .view(like.sizes());
+torch::Tensor view_as(const torch::Tensor& region, Bytes offset, Bytes bytes, torch::Dtype dtype,
+                      c10::IntArrayRef sizes) {
+  return region.narrow(0, offset, static_cast<std::int64_t>(bytes)).view(dtype).view(sizes);
 }
 
 }  // namespace
 
 PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
                                const DeviceRegion* region, TransferMode mode, Bytes alignment)
-    : backend_(backend), model_(model), groups_(plan.groups), mode_(mode), host_mapped_(plan.host_mapped) {
+    : PipelineEngine(backend, model, plan, store, region, mode, alignment, GroupOpener{}) {}
+
+PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                               GroupOpener open_group, Bytes alignment)
+    : PipelineEngine(backend, model, plan, store, nullptr, TransferMode::Pipelined, alignment, std::move(open_group)) {
+  PSW_CHECK(open_group_, "per-group memory without an opener");
+}
+
+PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                               const DeviceRegion* region, TransferMode mode, Bytes alignment, GroupOpener open_group)
+    : backend_(backend),
+      model_(model),
+      groups_(plan.groups),
+      mode_(mode),
+      host_mapped_(plan.host_mapped),
+      open_group_(std::move(open_group)) {
   auto& layers = model_.layers();
   check_plan_matches(plan, model_.name(), layer_fingerprint(model_), layers.size(), "pipeline plan");
   if (host_mapped_.empty()) host_mapped_.assign(layers.size(), false);
   const bool any_host_mapped = std::find(host_mapped_.begin(), host_mapped_.end(), true) != host_mapped_.end();
-  if (any_host_mapped && mode_ != TransferMode::Pipelined) {
-    throw InputError("layers can be read from host memory only with pipelined transfers from pinned memory");
+  if (any_host_mapped && (mode_ != TransferMode::Pipelined || open_group_)) {
+    throw InputError("layers can be read from host memory only with pipelined transfers from pinned memory "
+                     "into one device region");
   }
   if ((mode_ == TransferMode::Pageable) == store.pinned()) {
     throw InputError(mode_ == TransferMode::Pageable ? "the no-pinned-memory mode needs a pageable parameter store"
@@ -49,9 +64,22 @@ PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPl
   }
   std::size_t k = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    for (const auto& t : layers[i].tensors) slots_.push_back({i, t, packed.tensors.at(k++).offset});
+    for (const auto& t : layers[i].tensors) {
+      slots_.push_back({i, t, packed.tensors.at(k++).offset, t.sizes().vec(), t.scalar_type(),
+                        static_cast<Bytes>(t.nbytes())});
+    }
   }
-  if (mode_ != TransferMode::AllocatePerTensor) {
+  // Slots are in layer order and groups are consecutive layers: group g's slots are
+  // [group_slots_[g], group_slots_[g + 1]).
+  group_slots_.assign(groups_.size() + 1, slots_.size());
+  for (std::size_t s = slots_.size(); s-- > 0;) group_slots_[group_of_layer_[slots_[s].layer]] = s;
+  for (std::size_t g = groups_.size(); g-- > 0;) group_slots_[g] = std::min(group_slots_[g], group_slots_[g + 1]);
+  if (open_group_) {
+    // Note [Per-group handles]: nothing is bound until a switch opens the groups; the model's
+    // own copies of its tensors are released now.
+    group_memory_.resize(groups_.size());
+    close_groups();
+  } else if (mode_ != TransferMode::AllocatePerTensor) {
     if (region == nullptr) throw InputError("a pipelined engine needs a device region");
     if (region->size() < layout_.total_bytes) {
       throw InputError(detail::concat("the device region of ", region->size(), " bytes is smaller than ",
@@ -65,12 +93,15 @@ PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPl
     torch::NoGradGuard no_grad;
     const torch::Tensor mapped = backend_.map_host(host_);
     for (auto& slot : slots_) {
-      if (host_mapped_[slot.layer]) slot.tensor.set_data(view_as(mapped, slot.offset, slot.tensor));
+      if (host_mapped_[slot.layer]) slot.tensor.set_data(view_as(mapped, slot.offset, slot.bytes, slot.dtype, slot.sizes));
     }
   }
   // What each group copies: its span, minus host-mapped layers, as contiguous pieces.
   group_pieces_.resize(groups_.size());
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    // A group of layers without parameters has no memory of its own to open (Note [Per-group
+    // handles]), so nothing to copy or wait for.
+    if (open_group_ && layout_.group_span[g] == 0) continue;
     const Bytes group_end = layout_.group_offset[g] + layout_.group_span[g];
     for (std::size_t i = groups_[g].first; i <= groups_[g].last; ++i) {
       if (host_mapped_[i]) continue;
@@ -88,10 +119,52 @@ PipelineEngine::PipelineEngine(Backend& backend, ZooModel& model, const SwitchPl
 
 void PipelineEngine::bind_to(const torch::Tensor& region) {
   torch::NoGradGuard no_grad;
-  for (auto& slot : slots_) slot.tensor.set_data(view_as(region, slot.offset, slot.tensor));
+  for (auto& slot : slots_) slot.tensor.set_data(view_as(region, slot.offset, slot.bytes, slot.dtype, slot.sizes));
+}
+
+void PipelineEngine::open_group(std::size_t group) {
+  const Bytes span = layout_.group_span[group];
+  if (span == 0) return;  // layers without parameters: no memory, nothing to open
+  torch::Tensor memory = open_group_(group, span);
+  PSW_CHECK(memory.dim() == 1 && memory.scalar_type() == torch::kUInt8 && memory.numel() >= span, "group ", group,
+            "'s memory is not ", span, " bytes of uint8");
+  ++group_opens_;
+  const Bytes base = layout_.group_offset[group];
+  torch::NoGradGuard no_grad;
+  for (std::size_t s = group_slots_[group]; s < group_slots_[group + 1]; ++s) {
+    TensorSlot& slot = slots_[s];
+    slot.tensor.set_data(view_as(memory, slot.offset - base, slot.bytes, slot.dtype, slot.sizes));
+  }
+  group_memory_[group] = std::move(memory);
+}
+
+torch::Tensor PipelineEngine::device_range(std::size_t group, Bytes offset, Bytes length) const {
+  if (!open_group_) return device_.narrow(0, offset, length);
+  return group_memory_[group].narrow(0, offset - layout_.group_offset[group], length);
+}
+
+void PipelineEngine::close_groups() {
+  if (!open_group_) return;
+  // Kernels still reading the group memory must be done before its handles close.
+  backend_.synchronize();
+  torch::NoGradGuard no_grad;
+  // An empty tensor of the same kind allocates nothing; a forward that ran unbound by mistake
+  // would fail on the shapes instead of reading stale memory.
+  for (auto& slot : slots_) slot.tensor.set_data(torch::empty({0}, torch::dtype(slot.dtype).device(backend_.device())));
+  for (auto& memory : group_memory_) memory = torch::Tensor();
+}
+
+void PipelineEngine::evict_to_host() {
+  if (mode_ != TransferMode::OnDemand) throw InputError("only managed memory (unified memory) is sent back to the host");
+  backend_.synchronize();
+  backend_.evict_to_host(device_);
 }
 
 void PipelineEngine::poison_device_parameters(std::uint8_t value) {
+  if (mode_ == TransferMode::OnDemand) {
+    throw InputError("the managed region holds the only device-side copy of the parameters: a switch copies nothing "
+                     "that would restore them, so they are not poisoned (evict_to_host makes the next switch cold)");
+  }
   if (device_.defined()) {
     backend_.fill(device_, value);
   } else {
@@ -101,18 +174,25 @@ void PipelineEngine::poison_device_parameters(std::uint8_t value) {
 
 torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
+  if (mode_ == TransferMode::OnDemand) {
+    // Unified memory: nothing to copy; the forward touches the pages and they migrate. The
+    // copy stream stays out of it (begin_switch would fork it into a graph capture).
+    backend_.mark(kMarkBegin);
+    return forward_marked(input, [](std::size_t) {});
+  }
   backend_.begin_switch(groups_.size());
   backend_.mark(kMarkBegin);
   if (mode_ == TransferMode::AllocatePerTensor) {
     // No memory management: every tensor gets a fresh device allocation on the switch path
     // and its own copy, issued on the compute stream (so the forward is ordered after it).
     for (auto& slot : slots_) {
-      auto fresh = torch::empty(slot.tensor.sizes(), slot.tensor.options().device(backend_.device()));
-      fresh.copy_(view_as(host_, slot.offset, slot.tensor), /*non_blocking=*/true);
+      auto fresh = torch::empty(slot.sizes, torch::dtype(slot.dtype).device(backend_.device()));
+      fresh.copy_(view_as(host_, slot.offset, slot.bytes, slot.dtype, slot.sizes), /*non_blocking=*/true);
       slot.tensor.set_data(fresh);
     }
     return forward_marked(input, [](std::size_t) {});
   }
+
   // Enqueue every group's copy at once; the copy stream runs them back to back.
   // A group is waited for before the first of its layers that runs (a group may start with
   // layers that do not run in this task, such as Inception-v3's auxiliary head); a group
@@ -123,11 +203,24 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
     backend_.mark_copy(kTraceCopyBegin);
   }
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    if (open_group_) open_group(g);  // Note [Per-group handles]: on the switch path
     for (const auto& [offset, length] : group_pieces_[g]) {
-      backend_.copy_group(g, device_.narrow(0, offset, length), host_.narrow(0, offset, length));
+      backend_.copy_group(g, device_range(g, offset, length), host_.narrow(0, offset, length));
     }
     if (group_pieces_[g].empty()) waited[g] = true;
     if (tracing_) backend_.mark_copy(trace_copy_end(g));
+  }
+  if (mode_ == TransferMode::Unpipelined) {
+    // No optimisation: the forward is told once, after every group arrived. One copy stream
+    // runs the copies in the order enqueued (on `host` one copy thread, FIFO), so the last
+    // group with copies arriving means every group has.
+    for (std::size_t g = groups_.size(); g-- > 0;) {
+      if (!group_pieces_[g].empty()) {
+        backend_.wait_group(g);
+        break;
+      }
+    }
+    waited.assign(groups_.size(), true);
   }
   // Groups are consecutive in execution order, so the running group only moves forward.
   std::size_t running = groups_.size();  // none yet
@@ -152,7 +245,10 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
 
 void PipelineEngine::capture_graphs(const torch::Tensor& example, bool traced) {
   if (!backend_.supports_graphs()) throw InputError("the " + backend_.name() + " backend cannot capture graphs");
-  if (mode_ != TransferMode::Pipelined) throw InputError("only pipelined transfers from pinned memory can be captured");
+  if (open_group_) throw InputError("per-group memory cannot be captured: its addresses change from one switch to the next");
+  if (mode_ != TransferMode::Pipelined && mode_ != TransferMode::Unpipelined && mode_ != TransferMode::OnDemand) {
+    throw InputError("only transfers from pinned memory into one region can be captured");
+  }
   torch::NoGradGuard no_grad;
   graph_input_ = example.clone();
   // Warm up outside the capture: library handles, kernel selection, the activation cache.
@@ -166,7 +262,7 @@ void PipelineEngine::capture_graphs(const torch::Tensor& example, bool traced) {
   }
   backend_.capture(switch_graph_, [this] { graph_switch_output_ = switch_in_and_run(graph_input_); });
   backend_.capture(resident_graph_, [this] { graph_resident_output_ = run_resident(graph_input_); });
-  if (!traced) return;
+  if (!traced || mode_ == TransferMode::OnDemand) return;
   const bool was_tracing = tracing_;
   tracing_ = true;
   backend_.capture(traced_switch_graph_, [this] { graph_traced_output_ = switch_in_and_run(graph_input_); });
@@ -183,6 +279,9 @@ torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input
 void PipelineEngine::set_tracing(bool on) {
   if (on && mode_ == TransferMode::AllocatePerTensor) {
     throw InputError("a switch without memory management copies per tensor: it has no groups to trace");
+  }
+  if (on && mode_ == TransferMode::OnDemand) {
+    throw InputError("a switch of managed memory copies nothing: it has no groups to trace");
   }
   tracing_ = on;
 }
@@ -236,6 +335,11 @@ torch::Tensor PipelineEngine::forward_marked(const torch::Tensor& input, const L
 torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
   backend_.mark(kMarkBegin);
+  // Note [Per-group handles]: the parameters are in the daemon's memory; reaching them still
+  // takes the handles.
+  if (open_group_) {
+    for (std::size_t g = 0; g < groups_.size(); ++g) open_group(g);
+  }
   return forward_marked(input, [](std::size_t) {});
 }
 
@@ -251,7 +355,9 @@ std::unique_ptr<PrivatePipeline> make_private_pipeline(Backend& backend, ZooMode
       ParameterStore::allocate(backend, packed.layout.total_bytes, mode != TransferMode::Pageable), std::nullopt,
       std::nullopt});
   owned->store.pack(model, packed);
-  if (mode != TransferMode::AllocatePerTensor) {
+  if (mode == TransferMode::OnDemand) {
+    owned->region.emplace(DeviceRegion::over(backend.allocate_managed(owned->store.bytes())));
+  } else if (mode != TransferMode::AllocatePerTensor) {
     owned->region.emplace(DeviceRegion::allocate(backend, packed.layout.total_bytes));
   }
   owned->engine.emplace(backend, model, plan, owned->store, owned->region ? &*owned->region : nullptr, mode, alignment);

@@ -22,6 +22,8 @@ Duration milliseconds_to_duration(double ms) { return nanoseconds(static_cast<st
 std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   const MechanismTraits& t = traits(mechanism);
   if (mechanism == Mechanism::Ready) return TransferMode::Pipelined;
+  // No optimisation: the per-layer copies of one process, the forward after the last.
+  if (mechanism == Mechanism::NoOptimization) return TransferMode::Unpipelined;
   if (!t.pipeswitch_family || t.ipc_handle_per_group) return std::nullopt;
   if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
@@ -60,7 +62,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   const HostMemory memory = mechanism.host_memory;
   if (spec.placement == Placement::Auto && (spec.plan || *mode != TransferMode::Pipelined)) {
     throw InputError("--placement auto plans the groups it places, from pinned memory: not with --plan, "
-                     "no-pinned-memory or no-memory-management");
+                     "no-pinned-memory, no-memory-management or no-optimization");
   }
   auto backend = make_backend(spec.backend);
   auto model = make_model(spec.model, 0);

@@ -25,7 +25,9 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
   // Note [Mechanism table] (common/mechanism.hpp): host memory and grouping per mechanism.
   const HostMemory memory = traits(mechanism).host_memory;
   const Strategy strategy = grouping_strategy(mechanism, planner);
-  // Without the IPC optimisation every group's arrival also opens a CUDA IPC handle.
+  // Without the IPC optimisation every group's arrival also opens a CUDA IPC handle. (The
+  // server opens all of a switch's handles before its forward: the same total, a later
+  // startup; Note [Per-group handles] in exec/include/psw/exec/pipeline.hpp.)
   const Duration sync = hardware.group_sync +
                         (traits(mechanism).ipc_handle_per_group ? hardware.ipc_handle_open : Duration::zero());
   effective_sync_ = sync;

@@ -257,6 +257,9 @@ endforeach()
 if(PSW_HAVE_EXEC)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
+  # No optimisation in one process: the per-layer copies, the forward after the last.
+  psw_cli_test(run.host_no_optimization 0 "latency +median" run --model bert_base --backend host --mode no-optimization
+               --repeat 1 --warmup 0 --batch 1)
   psw_cli_test(run.host_placement 0 "^ +\"embeddings\\.word_embeddings\"$" run --model bert_base --backend host
                --placement auto --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
                --repeat 1 --warmup 0 --batch 1 --format json)

@@ -2,6 +2,8 @@
 // with a plain resident run for every plan and model, after poisoning the device region.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/placement.hpp"
@@ -137,6 +139,116 @@ TEST(Pipeline, TracedSwitchIsCausalAndComplete) {
   auto no_umm_owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Single), TransferMode::AllocatePerTensor);
   PipelineEngine& no_umm = *no_umm_owned->engine;
   EXPECT_THROW(no_umm.set_tracing(true), InputError);
+}
+
+// No optimisation (TransferMode::Unpipelined): every group copied, and the forward starts only
+// after the last one arrived; the output is a plain run's.
+TEST(Pipeline, UnpipelinedSwitchComputesOnlyAfterTheLastGroupArrived) {
+  auto model = make_model("bert_base", 6);
+  const torch::Tensor input = small_input(*model, 2);
+  const torch::Tensor reference = plain_run("bert_base", 6, input);
+  auto backend = make_host_backend();
+  const Grouping groups = plan_for("bert_base", Strategy::PerLayer);
+  auto owned = make_private_pipeline(*backend, *model, groups, TransferMode::Unpipelined);
+  PipelineEngine& engine = *owned->engine;
+  engine.set_tracing(true);
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0x3C + repetition));
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5) << repetition;
+    const Timeline t = engine.measured_timeline();
+    expect_causal_trace(t, groups);
+    Duration last_arrival = Duration::zero();
+    for (const auto& gt : t.groups) last_arrival = max(last_arrival, gt.transfer_end);
+    EXPECT_GE(t.startup, last_arrival) << "the first layer started before every group had arrived";
+    for (std::size_t g = 0; g < t.groups.size(); ++g) {
+      if (t.groups[g].compute_end > t.groups[g].compute_start) EXPECT_GE(t.groups[g].compute_start, last_arrival) << g;
+    }
+  }
+}
+
+// Note [Per-group handles]: the engine opens each group's memory on every switch and resident
+// run, binds the group's tensors to it, and lets go of all of it in close_groups().
+TEST(Pipeline, PerGroupMemoryIsOpenedEverySwitchAndClosedAfterTheTask) {
+  auto model = make_model("bert_base", 7);
+  const torch::Tensor input = small_input(*model, 4);
+  const torch::Tensor reference = plain_run("bert_base", 7, input);
+  auto backend = make_host_backend();
+  const SwitchPlan plan = plan_for_model(*model, Strategy::Fixed, plan_for("bert_base", Strategy::Optimal));
+  const PackedLayout packed = pack_layout(*model, plan.groups);
+  ParameterStore store = ParameterStore::allocate(*backend, packed.layout.total_bytes, /*pinned=*/true);
+  store.pack(*model, packed);
+  // The daemon's memory, one allocation per group; an opening is a tensor over it whose
+  // deleter counts the closing.
+  std::vector<torch::Tensor> daemon;
+  std::size_t with_parameters = 0;
+  for (const Bytes span : packed.layout.group_span) {
+    daemon.push_back(torch::full({std::max<Bytes>(span, 1)}, 0xEE, torch::kUInt8));
+    with_parameters += span > 0 ? 1 : 0;
+  }
+  ASSERT_GT(with_parameters, 1u);
+  std::size_t opened = 0;
+  std::size_t closed = 0;
+  GroupOpener open = [&](std::size_t g, Bytes bytes) {
+    EXPECT_EQ(bytes, packed.layout.group_span.at(g));
+    ++opened;
+    return torch::from_blob(daemon.at(g).data_ptr(), {bytes}, [&closed](void*) { ++closed; }, torch::kUInt8);
+  };
+  PipelineEngine engine(*backend, *model, plan, store, open);
+  EXPECT_TRUE(engine.per_group_memory());
+  auto all_unbound = [&] {
+    for (const auto& layer : model->layers()) {
+      for (const auto& t : layer.tensors) {
+        if (t.numel() != 0) return false;
+      }
+    }
+    return true;
+  };
+  EXPECT_TRUE(all_unbound()) << "the model's tensors are bound before any switch";
+  EXPECT_EQ(opened, 0u);
+  EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
+  EXPECT_EQ(opened, with_parameters);
+  EXPECT_EQ(engine.group_opens(), with_parameters);
+  EXPECT_EQ(closed, 0u) << "group memory closed during the task";
+  engine.close_groups();
+  EXPECT_EQ(closed, with_parameters) << "the engine still holds group memory after close_groups()";
+  EXPECT_TRUE(all_unbound());
+  // A resident run opens the handles again and reads what the switch left in the daemon's memory.
+  EXPECT_LT(relative_error(engine.run_resident(input), reference), 1e-5);
+  EXPECT_EQ(opened, 2 * with_parameters);
+  engine.close_groups();
+  // It reads the daemon's memory, nothing of its own: zeroed there, the output changes...
+  for (auto& d : daemon) d.zero_();
+  const torch::Tensor zeroed = engine.run_resident(input);
+  EXPECT_GT(relative_error(zeroed, reference), 1e-3);
+  engine.close_groups();
+  // ...and a switch copies the parameters back into it.
+  EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
+  engine.close_groups();
+  EXPECT_EQ(opened, 4 * with_parameters);
+  EXPECT_EQ(closed, opened);
+}
+
+// Unified memory (TransferMode::OnDemand): the region is the parameters; a switch copies
+// nothing over it.
+TEST(Pipeline, ManagedRegionIsTheParametersAndASwitchCopiesNothing) {
+  auto model = make_model("resnet152", 8);
+  const torch::Tensor input = small_input(*model, 3);
+  const torch::Tensor reference = plain_run("resnet152", 8, input);
+  auto backend = make_host_backend();
+  auto owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Optimal), TransferMode::OnDemand);
+  PipelineEngine& engine = *owned->engine;
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.evict_to_host();
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5) << repetition;
+  }
+  EXPECT_THROW(engine.poison_device_parameters(), InputError);
+  EXPECT_THROW(engine.set_tracing(true), InputError);
+  owned->region->bytes().zero_();
+  EXPECT_GT(relative_error(engine.switch_in_and_run(input), reference), 1e-3) << "the switch copied over the region";
+  // Eviction is of managed memory only.
+  auto other = make_model("resnet152", 8);
+  auto pipelined = make_private_pipeline(*backend, *other, plan_for("resnet152", Strategy::Optimal));
+  EXPECT_THROW(pipelined->engine->evict_to_host(), InputError);
 }
 
 TEST(Pipeline, LayoutKeepsGroupsContiguousAndTensorsAligned) {

@@ -4,12 +4,16 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "../exec/exec_test_support.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/profiler.hpp"
 
@@ -126,6 +130,101 @@ TEST(CudaPipelineMemory, AWarmSwitchAllocatesNoDeviceMemory) {
   EXPECT_EQ(after.reserved_bytes[0].current, before.reserved_bytes[0].current);
   EXPECT_EQ(after.num_alloc_retries, before.num_alloc_retries);
   EXPECT_EQ(engine_owned->region->size(), engine.layout().total_bytes);
+}
+
+// The ablation modes of the server on the GPU, in one process (the server itself:
+// tests/runtime/test_modes_cuda.cpp). Each output equals a resident run of the plain
+// pipelined engine over the same model.
+torch::Tensor pipelined_reference(Backend& backend, const std::string& name, std::uint64_t seed,
+                                  const torch::Tensor& input) {
+  auto model = make_model(name, seed);
+  model->to(backend.device());
+  auto owned = make_private_pipeline(backend, *model, plan_for(name, Strategy::Optimal));
+  owned->engine->switch_in_and_run(input);
+  torch::Tensor out = owned->engine->run_resident(input).clone();
+  backend.synchronize();
+  return out;
+}
+
+// No optimisation: per-layer copies, the forward after the last, eager and replayed.
+TEST(CudaModes, UnpipelinedSwitchEqualsAResidentRunAndComputesAfterTheLastCopy) {
+  auto backend = make_backend("cuda");
+  auto model = make_model("resnet152", 12);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 5).to(backend->device());
+  const torch::Tensor reference = pipelined_reference(*backend, "resnet152", 12, input);
+  auto owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::PerLayer), TransferMode::Unpipelined);
+  PipelineEngine& engine = *owned->engine;
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(0x61 + repetition));
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input).clone(), reference), 1e-5) << repetition;
+  }
+  engine.set_tracing(true);
+  engine.poison_device_parameters();
+  engine.switch_in_and_run(input);
+  const Timeline t = engine.measured_timeline();
+  engine.set_tracing(false);
+  Duration last_arrival = Duration::zero();
+  for (const auto& g : t.groups) last_arrival = max(last_arrival, g.transfer_end);
+  EXPECT_GE(t.startup, last_arrival) << "the first layer started before every group had arrived";
+  engine.capture_graphs(input, /*traced=*/false);
+  engine.poison_device_parameters(0x70);
+  EXPECT_LT(relative_error(engine.switch_in_and_run_graph(input).clone(), reference), 1e-5) << "replayed";
+}
+
+// Note [Per-group handles], the engine's side: memory per group, opened on every switch and
+// let go after it (here allocations of this process; CUDA IPC refuses a handle opened by the
+// process that made it).
+TEST(CudaModes, PerGroupMemoryEqualsAResidentRun) {
+  auto backend = make_backend("cuda");
+  auto model = make_model("bert_base", 13);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 6).to(backend->device());
+  const torch::Tensor reference = pipelined_reference(*backend, "bert_base", 13, input);
+  const SwitchPlan plan = plan_for_model(*model, Strategy::Fixed, plan_for("bert_base", Strategy::Optimal));
+  const PackedLayout packed = pack_layout(*model, plan.groups);
+  ParameterStore store = ParameterStore::allocate(*backend, packed.layout.total_bytes, /*pinned=*/true);
+  store.pack(*model, packed);
+  std::vector<torch::Tensor> daemon;
+  std::size_t with_parameters = 0;
+  for (const Bytes span : packed.layout.group_span) {
+    daemon.push_back(backend->allocate_shared_device(std::max<Bytes>(span, 1)));
+    with_parameters += span > 0 ? 1 : 0;
+  }
+  PipelineEngine engine(*backend, *model, plan, store,
+                        [&daemon](std::size_t g, Bytes bytes) { return daemon.at(g).narrow(0, 0, bytes); });
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    for (auto& d : daemon) backend->fill(d, static_cast<std::uint8_t>(0x52 + repetition));
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input).clone(), reference), 1e-5) << repetition;
+    engine.close_groups();
+    EXPECT_LT(relative_error(engine.run_resident(input).clone(), reference), 1e-5) << repetition;
+    engine.close_groups();
+  }
+  EXPECT_EQ(engine.group_opens(), 4 * with_parameters);
+  EXPECT_THROW(engine.capture_graphs(input), InputError);
+}
+
+// Note [Managed memory]: cudaMallocManaged filled by the host; every switch after
+// evict_to_host() migrates the pages again, eager and replayed.
+TEST(CudaModes, ManagedMemoryMigratesOnDemandAndGoesBackToTheHost) {
+  auto backend = make_backend("cuda");
+  auto model = make_model("resnet152", 14);
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(8, 7).to(backend->device());
+  const torch::Tensor reference = pipelined_reference(*backend, "resnet152", 14, input);
+  auto owned = make_private_pipeline(*backend, *model, plan_for("resnet152", Strategy::Optimal), TransferMode::OnDemand);
+  PipelineEngine& engine = *owned->engine;
+  EXPECT_TRUE(owned->region->bytes().is_cuda());
+  for (int repetition = 0; repetition < 3; ++repetition) {
+    engine.evict_to_host();
+    EXPECT_LT(relative_error(engine.switch_in_and_run(input).clone(), reference), 1e-5) << repetition;
+  }
+  engine.capture_graphs(input, /*traced=*/false);
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    engine.evict_to_host();
+    EXPECT_LT(relative_error(engine.switch_in_and_run_graph(input).clone(), reference), 1e-5) << "replayed " << repetition;
+  }
+  EXPECT_THROW(engine.poison_device_parameters(), InputError);
 }
 
 // The profiler on the GPU: the training iteration (forward and backward) is captured as a

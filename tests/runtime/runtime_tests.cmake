@@ -11,10 +11,12 @@ if(PSW_HAVE_EXEC)
     PSW_EXEC_PATH="$<TARGET_FILE:psw-exec>")
   add_dependencies(psw_runtime_tests psw-exec)
   gtest_discover_tests(psw_runtime_tests TEST_PREFIX runtime. PROPERTIES LABELS unit TIMEOUT 900 DISCOVERY_TIMEOUT 60)
-  # On the GPU (label gpu; scripts/gpu-test.sh and gpu-serve.sh run it).
+  # On the GPU (label gpu; scripts/gpu-test.sh and gpu-serve.sh run it): training preempted
+  # bit for bit, and the server's mechanisms on the cuda backend (test_modes_cuda.cpp).
   if(PSW_WITH_CUDA)
     add_executable(psw_runtime_gpu_tests ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training_cuda.cpp
-                                         ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_serve_cuda.cpp)
+                                         ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_serve_cuda.cpp
+                                         ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_modes_cuda.cpp)
     target_link_libraries(psw_runtime_gpu_tests PRIVATE psw_runtime psw_control GTest::gtest GTest::gtest_main)
     target_compile_definitions(psw_runtime_gpu_tests PRIVATE
       PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

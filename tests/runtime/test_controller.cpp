@@ -15,13 +15,18 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <numeric>
 #include <thread>
 
 #include "psw/common/config.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/placement.hpp"
+#include "psw/common/serve_config.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 #include "psw/runtime/controller.hpp"
 #include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/training.hpp"
@@ -235,6 +240,112 @@ training:
   two.workers = 2;
   EXPECT_THROW(start(two), InputError);
 }
+
+// The groups with parameters of `name`'s plan under `config` (the daemon and the workers plan
+// the same way: served_models.hpp): under no-ipc-optimization, the handles a switch opens.
+std::uint64_t groups_with_parameters(const ServeConfig& config, const std::string& name) {
+  const ServedModelConfig& m = config.models.at(static_cast<std::size_t>(config.model_index(name)));
+  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / (name + ".yaml")),
+                                           load_hardware_profile(config.hardware), Task::Inference,
+                                           grouping_strategy(config.mechanism, m.strategy), Placement::Copy,
+                                           traits(config.mechanism).host_memory);
+  auto model = exec::make_model(name, 0);
+  std::uint64_t count = 0;
+  for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
+  return count;
+}
+
+std::uint64_t total(const std::vector<std::uint64_t>& v) { return std::accumulate(v.begin(), v.end(), std::uint64_t{0}); }
+
+// How many of `pid`'s mappings are of a shared segment named psw-<prefix>... (Note
+// [Anonymous segments]: memfds show in /proc/PID/maps as /memfd:psw-NAME).
+int mappings_of(pid_t pid, const std::string& prefix) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) count += line.find("/memfd:psw-" + prefix) != std::string::npos;
+  return count;
+}
+
+// The three mechanisms of the table served last (Note [Mechanism table]): no-optimization
+// (per-layer copies, the forward after the last), no-ipc-optimization (Note [Per-group
+// handles]) and unified-memory (Note [Managed memory]; on the host backend ordinary memory,
+// so only the serving is checked, not the migration). Each serves every model with a plain
+// run's outputs beside a training job, which requests preempt without loss as under pipeswitch.
+class ControllerModes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ControllerModes, ServeEveryModelBesideTrainingAndPreemptItWithoutLoss) {
+  const std::string mechanism = GetParam();
+  const ServeConfig config = write_config("mode-" + mechanism, "mechanism: " + mechanism + R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+  - name: resnet152
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: false
+)");
+  const bool per_group = traits(config.mechanism).ipc_handle_per_group;
+  const std::uint64_t bert_groups = per_group ? groups_with_parameters(config, "bert_base") : 0;
+  const std::uint64_t resnet_groups = per_group ? groups_with_parameters(config, "resnet152") : 0;
+  auto controller = start(config);
+  // Note [Per-group handles]: nothing opened, nothing mapped, before the first switch.
+  EXPECT_EQ(total(controller->worker_group_opens()), 0u);
+  for (pid_t pid : controller->worker_pids()) EXPECT_EQ(mappings_of(pid, "groups-"), 0) << "worker " << pid;
+  controller->start_training("resnet152", 3);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  auto bert = exec::make_model("bert_base", 0);
+  auto resnet = exec::make_model("resnet152", 0);
+  torch::NoGradGuard no_grad;
+  std::uint64_t opens = 0;
+  auto handles_closed = [&] {
+    for (pid_t pid : controller->worker_pids()) {
+      if (mappings_of(pid, "groups-") != 0) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 2; ++i) {
+    const torch::Tensor tokens = bert->example_input(1, 20 + i);
+    const torch::Tensor image = resnet->example_input(1, 30 + i);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    opens += bert_groups;
+    // Every switch opens every group's handle again: they were closed after the last task.
+    EXPECT_EQ(total(controller->worker_group_opens()), opens) << "after bert_base request " << i;
+    EXPECT_TRUE(eventually(handles_closed, 30s)) << "a worker still maps group memory after its task";
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("resnet152", image))), resnet->forward(image)), 1e-5);
+    opens += resnet_groups;
+    EXPECT_EQ(total(controller->worker_group_opens()), opens) << "after resnet152 request " << i;
+    EXPECT_TRUE(eventually(handles_closed, 30s)) << "a worker still maps group memory after its task";
+    std::this_thread::sleep_for(300ms);
+  }
+  if (per_group) EXPECT_GT(opens, 4u);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
+  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.requests, 4);
+  EXPECT_EQ(stats.failed_requests, 0);
+  EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
+  EXPECT_EQ(stats.worker_restarts, 0);
+  EXPECT_GE(stats.preemptions, 1);
+  // The job's state equals three uninterrupted steps of the same job, bit for bit.
+  const torch::Tensor reference = uninterrupted_state(*config.training, 3);
+  const auto [data, size] = controller->training_segment();
+  ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
+  EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
+}
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerModes,
+                         ::testing::Values("no-optimization", "no-ipc-optimization", "unified-memory"),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 ServeConfig single_model_config(const std::string& name, int timeout_ms) {
   return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +

@@ -95,6 +95,17 @@ class Backend {
   // Device memory free now, for the daemon's check before it allocates.
   virtual Bytes device_free_memory() const;
 
+  // Note [Managed memory]: the unified-memory ablation (the paper's Figure 8). Memory that
+  // both the host and the device address (cudaMallocManaged on `cuda`): a page lives on one
+  // side and migrates, on a fault, to the side that touches it. allocate_managed() makes
+  // `contents`' size of it (uint8, 1-D, on the device) and fills it from `contents` (host
+  // memory) with the host's writes, so every page starts in host memory. evict_to_host()
+  // sends the pages back to host memory, after the work queued on the compute stream, and
+  // returns once they are there. On `host` managed memory is ordinary host memory and
+  // eviction does nothing: the mode runs, but measures nothing of unified memory.
+  virtual torch::Tensor allocate_managed(const torch::Tensor& contents);
+  virtual void evict_to_host(const torch::Tensor& managed);
+
   // Timestamps on the compute stream, for measurement: mark(k) records when the compute
   // stream reaches this point; after synchronize(), elapsed(a, b) is the time between two
   // marks of the same switch.

@@ -11,6 +11,7 @@
 // uses the same layout, so one group is one contiguous copy and nothing is allocated on the
 // switch path. (The NoMemoryManagement variant deliberately does the opposite.)
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,7 +29,31 @@ enum class TransferMode {
   Pipelined,           // the plan's groups, gated per group (PipeSwitch, single, per-layer)
   Pageable,            // as Pipelined, from pageable host memory (no pinned memory)
   AllocatePerTensor,   // no memory management: a fresh device tensor per parameter per switch
+  // No optimisation (the paper's Figure 7): the plan's groups (one per layer) copied back to
+  // back, one copy and one event each, but the forward waits for the last of them before its
+  // first layer: the per-group costs of pipelining without its overlap.
+  Unpipelined,
+  // Unified memory (Figure 8): the region is managed memory that already holds the parameters
+  // (Backend::allocate_managed); a switch copies nothing, the forward's page faults migrate
+  // the pages it touches. evict_to_host() sends them back after the task.
+  OnDemand,
 };
+
+// Note [Per-group handles]: without the IPC optimisation (the paper's Figure 8 ablation) a
+// model has no device region bound once: each group lives in a device allocation of its own,
+// made by the memory daemon and exported as a handle of its own, which the worker opens on the
+// switch path (CUDA IPC on `cuda`, a mapping of a shared segment on `host`). The opener
+// returns group `group`'s memory, at least `bytes` (uint8, 1-D), and closes it when the last
+// reference to the tensor goes. The engine opens a group just before it enqueues that group's
+// copies (a copy needs its destination open; the copy of group g then overlaps the opening of
+// group g+1), binds the group's tensors to it, and drops every reference in close_groups().
+// All of a switch's opens thus come before its forward is enqueued, which keeps the forward
+// the plain eager one. The simulator (sim/mechanism.cpp) adds one open to every group's sync
+// on the compute path: the same sum of opens in a switch's total when it is compute-bound,
+// but its startup pays one open where this engine's pays all of them. The two disagree there;
+// opening group g+1 from the forward's gate at group g would match the simulator's startup,
+// at the price of enqueueing copies from inside the forward.
+using GroupOpener = std::function<torch::Tensor(std::size_t group, Bytes bytes)>;
 
 // Device-side times of the last switch or resident run, from its first operation.
 struct SwitchTiming {
@@ -52,6 +77,12 @@ class PipelineEngine {
   // or a store whose memory kind does not match `mode`.
   PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
                  const DeviceRegion* region, TransferMode mode = TransferMode::Pipelined, Bytes alignment = 512);
+  // Note [Per-group handles]: pipelined transfers from the pinned `store` into memory opened
+  // per group by `open_group` on every switch and resident run. Until then, and after
+  // close_groups(), the model's tensors are empty: nothing stale can be read. No graphs (the
+  // addresses change from one switch to the next).
+  PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                 GroupOpener open_group, Bytes alignment = 512);
 
   // One switch: the device parameter region is assumed stale (poison it with
   // poison_device_parameters() to prove it); copies every group and runs the forward, each
@@ -63,15 +94,33 @@ class PipelineEngine {
   // Note [Switch graphs] (backend.hpp): records one switch and one resident run, with
   // `example` as the input, into two graphs; afterwards switch_in_and_run_graph and
   // run_resident_graph replay them (the input is copied into the captured input tensor).
-  // Needs a backend with graphs and pinned host memory (pageable copies cannot be captured).
-  // A third graph holds the switch with tracing on (Note [Measured trace]).
-  // `traced`: also the traced switch's graph (a third memory pool; the runtime does not need it).
+  // Needs a backend with graphs, pinned host memory (pageable copies cannot be captured) and
+  // one region (Pipelined, Unpipelined, OnDemand; not per-group memory, whose addresses
+  // change per switch). A third graph holds the switch with tracing on (Note [Measured
+  // trace]). `traced`: also the traced switch's graph (a third memory pool; the runtime does
+  // not need it); OnDemand has no groups to trace and captures none.
+  // poison_device_parameters(): InputError in the OnDemand mode (it would destroy the only
+  // copy in the managed region).
   void capture_graphs(const torch::Tensor& example, bool traced = true);
   torch::Tensor switch_in_and_run_graph(const torch::Tensor& input, bool traced = false);
   torch::Tensor run_resident_graph(const torch::Tensor& input);
   void poison_device_parameters(std::uint8_t value = 0xFF);
   // Waits for the last switch_in_and_run / run_resident and returns its device-side times.
   SwitchTiming last_timing();
+
+  // Note [After the task]: what a mode undoes once the task's reply is out, off the critical
+  // path. close_groups(): waits for the device, unbinds the model's tensors and drops the
+  // group memory, so that its handles close and the next switch opens them again (CUDA
+  // returns the same pointer, reference counted, for a handle opened twice in a process);
+  // nothing to do without per-group memory. evict_to_host(): waits for the device and sends
+  // the managed region's pages back to host memory, so that the next switch migrates them
+  // again; InputError outside the OnDemand mode.
+  void close_groups();
+  void evict_to_host();
+  // Group memory opened since the engine was made (Note [Per-group handles]): one per group
+  // with parameters, per switch or resident run.
+  std::uint64_t group_opens() const { return group_opens_; }
+  bool per_group_memory() const { return static_cast<bool>(open_group_); }
 
   // Note [Measured trace]: with tracing on, a switch also records when each group's copies
   // end (on the copy stream) and when its computation starts and ends (on the compute
@@ -91,9 +140,18 @@ class PipelineEngine {
     std::size_t layer;
     torch::Tensor tensor;  // shares its TensorImpl with the model's parameter or buffer
     Bytes offset;          // within the parameter region (and the host buffer)
+    // What the tensor is, kept apart from it: per-group memory unbinds it between tasks.
+    std::vector<std::int64_t> sizes;
+    torch::Dtype dtype;
+    Bytes bytes;
   };
 
+  PipelineEngine(Backend& backend, ZooModel& model, const SwitchPlan& plan, const ParameterStore& store,
+                 const DeviceRegion* region, TransferMode mode, Bytes alignment, GroupOpener open_group);
   void bind_to(const torch::Tensor& region);
+  void open_group(std::size_t group);  // Note [Per-group handles]
+  // Where bytes [offset, offset + length) of the packed layout are on the device.
+  torch::Tensor device_range(std::size_t group, Bytes offset, Bytes length) const;
   torch::Tensor forward_marked(const torch::Tensor& input, const LayerGate& gate);
 
   Backend& backend_;
@@ -118,7 +176,11 @@ class PipelineEngine {
   torch::Tensor graph_resident_output_;
   torch::Tensor graph_traced_output_;
   torch::Tensor host_;    // packed parameters (pinned unless Pageable): the store's
-  torch::Tensor device_;  // the parameter region: the region's
+  torch::Tensor device_;  // the parameter region: the region's (undefined with per-group memory)
+  GroupOpener open_group_;                  // Note [Per-group handles]
+  std::vector<torch::Tensor> group_memory_; // per group, while open
+  std::vector<std::size_t> group_slots_;    // per group, its first slot (slots are in layer order)
+  std::uint64_t group_opens_ = 0;
 };
 
 // An engine with a store and a region of its own, made for it (psw run, tests): allocates

@@ -987,6 +987,15 @@ std::vector<pid_t> Controller::worker_pids() {
 
 pid_t Controller::daemon_pid() { return state_->daemon_pid; }
 
+// Note [Per-group handles]: what the workers counted in their control slots.
+std::vector<std::uint64_t> Controller::worker_group_opens() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<std::uint64_t> opens;
+  const auto* control = reinterpret_cast<const WorkerControl*>(state_->control.data());
+  for (std::size_t i = 0; i < state_->workers.size(); ++i) opens.push_back(control[i].group_opens.load());
+  return opens;
+}
+
 std::string Controller::metrics_text() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);

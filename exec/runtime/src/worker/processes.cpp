@@ -1,8 +1,11 @@
 #include "psw/runtime/processes.hpp"
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +97,25 @@ void check_mps_daemon() {
   }
 }
 
+// Note [Per-group handles] on `host`: opening group memory is mapping its pages of the model's
+// group segment; the tensor's deleter unmaps them (closing the "handle").
+torch::Tensor map_group(int fd, Bytes offset, Bytes bytes) {
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(offset));
+  if (p == MAP_FAILED) throw Error(std::string("mapping a group of a shared segment: ") + std::strerror(errno));
+  return torch::from_blob(
+      p, {static_cast<std::int64_t>(bytes)}, [bytes](void* q) { ::munmap(q, static_cast<std::size_t>(bytes)); },
+      torch::dtype(torch::kUInt8));
+}
+
+// What the CUDA backend's allocate_shared_device takes for `bytes` (it rounds up to 2 MiB so
+// that IPC shares nothing else), for the daemon's memory check.
+constexpr Bytes kSharedAllocationGranularity = Bytes{2} << 20;
+Bytes shared_allocation_bytes(Bytes bytes) {
+  return std::max<Bytes>(1, (bytes + kSharedAllocationGranularity - 1) / kSharedAllocationGranularity) *
+         kSharedAllocationGranularity;
+}
+
 void send_hello(int socket, int worker) {
   Message hello;
   hello.type = MessageType::Hello;
@@ -119,15 +141,32 @@ int run_memory_daemon(const ProcessOptions& options) {
       training_model = exec::make_model(config.training->model, config.training->seed);
       TrainingJob::check_config(*training_model, *config.training);
     }
+    const MechanismTraits& mechanism = traits(config.mechanism);
+    const bool per_group = mechanism.ipc_handle_per_group;        // Note [Per-group handles]
+    const bool managed = mechanism.allocation == Allocation::Managed;  // Note [Managed memory]
     // The device memory the config needs, checked before any of it is allocated.
     Bytes needed = 0;
-    for (const auto& s : served) needed += s.layout.layout.total_bytes;
+    for (const auto& s : served) {
+      if (per_group && !on_host) {
+        for (const Bytes span : s.layout.layout.group_span) needed += span > 0 ? shared_allocation_bytes(span) : 0;
+      } else {
+        needed += s.layout.layout.total_bytes;
+      }
+    }
+    // Unified memory: no regions here; each worker makes managed memory for every model, all
+    // of which may be on the device at once (with cache: lru, or in the middle of a task).
+    // Asking for more than the device has would measure the driver's eviction instead.
+    if (managed) needed *= config.workers;
     if (training_model) needed += TrainingJob::state_bytes(*training_model);
     const Bytes free = backend->device_free_memory();
     if (needed > free) {
-      throw InputError(detail::concat(options.config_path, ": the models' parameter regions and the training state need ",
-                                      needed, " bytes of device memory, but the device has ", free,
-                                      " free: serve fewer models or train a smaller one"));
+      throw InputError(detail::concat(
+          options.config_path, ": ",
+          managed ? detail::concat("the models' managed memory (one copy of every model for each of the ",
+                                   config.workers, " workers) and the training state need ")
+                  : std::string("the models' parameter regions and the training state need "),
+          needed, " bytes of device memory, but the device has ", free, " free: serve fewer models",
+          managed ? ", use fewer workers" : "", " or train a smaller one"));
     }
     // Shared host memory: every model packed once (Note [Segment order]).
     std::vector<SharedSegment> host_segments;
@@ -148,8 +187,35 @@ int run_memory_daemon(const ProcessOptions& options) {
     if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model));
     std::vector<SharedSegment> host_regions;
     std::vector<torch::Tensor> device_regions;
+    // Note [Per-group handles]: per model, its group memory (held here until the end) and the
+    // segment its Region message carries (the group segment on host, the handle table on cuda).
+    std::vector<std::vector<torch::Tensor>> group_memory(served.size());
+    std::vector<SharedSegment> group_segments;
+    if (per_group) {
+      for (std::size_t r = 0; r < served.size(); ++r) {
+        const MemoryLayout& layout = served[r].layout.layout;
+        if (on_host) {
+          const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
+          group_segments.push_back(SharedSegment::create(
+              "groups-" + served[r].plan.model, static_cast<std::size_t>(group_segment_offsets(layout, page).back())));
+          continue;
+        }
+        SharedSegment table = SharedSegment::create("handles-" + served[r].plan.model,
+                                                    layout.group_span.size() * kGroupHandleBytes);
+        for (std::size_t g = 0; g < layout.group_span.size(); ++g) {
+          if (layout.group_span[g] == 0) continue;  // no parameters: no memory, a zero handle
+          group_memory[r].push_back(backend->allocate_shared_device(layout.group_span[g]));
+          const std::string handle = backend->export_device(group_memory[r].back());
+          PSW_CHECK(handle.size() == kGroupHandleBytes, "a device handle of ", handle.size(), " bytes");
+          std::memcpy(table.data() + g * kGroupHandleBytes, handle.data(), handle.size());
+        }
+        group_segments.push_back(std::move(table));
+      }
+    }
     for (std::size_t r = 0; r < region_bytes.size(); ++r) {
       const bool is_training = r == served.size();
+      // Per-group memory and managed memory replace the models' regions.
+      if (!is_training && (per_group || managed)) continue;
       const std::string name = is_training ? "training-state" : "region-" + served[r].plan.model;
       torch::Tensor region;
       if (on_host) {
@@ -169,15 +235,23 @@ int run_memory_daemon(const ProcessOptions& options) {
     std::vector<int> fds;
     for (const auto& s : host_segments) fds.push_back(s.fd());
     send_message(socket, message, fds);
+    // The k-th region allocated above is region r's (models without a region of their own
+    // are skipped, the training state is last).
+    std::size_t allocated = 0;
     for (std::size_t r = 0; r < region_bytes.size(); ++r) {
       Message region;
       region.type = MessageType::Region;
       region.model = r < config.models.size() ? static_cast<std::int32_t>(r) : -1;
-      region.value = region_bytes[r];
-      if (on_host) {
-        send_message(socket, region, {host_regions[r].fd()});
+      region.value = region_bytes[r];  // the model's packed bytes (the controller's residency)
+      const bool is_training = r == config.models.size();
+      if (!is_training && per_group) {
+        send_message(socket, region, {group_segments[r].fd()});
+      } else if (!is_training && managed) {
+        send_message(socket, region);  // nothing: each worker makes its own managed memory
+      } else if (on_host) {
+        send_message(socket, region, {host_regions[allocated++].fd()});
       } else {
-        const std::string handle = backend->export_device(device_regions[r]);
+        const std::string handle = backend->export_device(device_regions[allocated++]);
         PSW_CHECK(handle.size() == sizeof region.handle, "a device handle of ", handle.size(), " bytes");
         std::memcpy(region.handle, handle.data(), handle.size());
         send_message(socket, region);
@@ -212,25 +286,58 @@ int run_worker(const ProcessOptions& options) {
     for (auto& fd : fds) segments.push_back(SharedSegment::attach(std::move(fd)));
     auto backend = exec::make_backend(options.backend);
     const bool on_host = backend->name() == "host";
-    // The device regions (Note [Segment order]).
+    const MechanismTraits& mechanism = traits(config.mechanism);
+    const bool per_group = mechanism.ipc_handle_per_group;  // Note [Per-group handles]
+    const exec::TransferMode mode = transfer_mode_of(config.mechanism);
+    // The device regions (Note [Segment order]). A model under no-ipc-optimization has its
+    // group segment (host) or handle table (cuda) instead, and one under unified memory
+    // nothing: the worker makes its managed memory below.
     std::vector<SharedSegment> host_regions;
-    std::vector<torch::Tensor> regions;
+    std::vector<torch::Tensor> regions(num_regions);
+    std::vector<UniqueFd> group_fds(num_models);          // host: the model's group segment
+    std::vector<SharedSegment> handle_tables(num_models);  // cuda: the model's group handles
     for (std::size_t r = 0; r < num_regions; ++r) {
       std::vector<UniqueFd> region_fds;
       const std::optional<Message> m = receive_message(socket, &region_fds);
       if (!m || m->type != MessageType::Region) throw Error("expected a device region from the controller");
-      if (on_host) {
+      const bool is_model = r < num_models;
+      if (is_model && per_group) {
+        PSW_CHECK(region_fds.size() == 1, "a model's group handles without their segment");
+        if (on_host) {
+          group_fds[r] = std::move(region_fds.front());
+        } else {
+          handle_tables[r] = SharedSegment::attach(std::move(region_fds.front()));
+        }
+      } else if (is_model && mode == exec::TransferMode::OnDemand) {
+        PSW_CHECK(region_fds.empty(), "a device region for a model in managed memory");
+      } else if (on_host) {
         PSW_CHECK(region_fds.size() == 1, "a host region without its segment");
         host_regions.push_back(SharedSegment::attach(std::move(region_fds.front())));
-        regions.push_back(bytes_of(host_regions.back(), static_cast<std::size_t>(m->value)));
+        regions[r] = bytes_of(host_regions.back(), static_cast<std::size_t>(m->value));
       } else {
-        regions.push_back(backend->import_device(
-            std::string(reinterpret_cast<const char*>(m->handle), sizeof m->handle), m->value));
+        regions[r] = backend->import_device(std::string(reinterpret_cast<const char*>(m->handle), sizeof m->handle),
+                                            m->value);
       }
     }
+    const SharedSegment& control_segment = segments[expected - 2];
+    PSW_CHECK(control_segment.size() >= sizeof(WorkerControl) * kMaxWorkers, "control segment too small");
+    auto* control = reinterpret_cast<WorkerControl*>(control_segment.data());
+    std::atomic<std::uint64_t>& group_opens = control[options.worker_id].group_opens;
     std::vector<ServedModel> served = build_served_models(config);
-    const exec::TransferMode mode = transfer_mode_of(config.mechanism);
     const bool pinned = mode != exec::TransferMode::Pageable;
+    if (mode == exec::TransferMode::OnDemand) {
+      // Note [Managed memory]: this worker's managed copies of the models, checked against the
+      // device's free memory now, with the daemon's allocations and the other contexts made.
+      Bytes needed = 0;
+      for (const auto& s : served) needed += s.layout.layout.total_bytes;
+      const Bytes free = backend->device_free_memory();
+      if (needed > free) {
+        throw InputError(detail::concat(options.config_path, ": worker ", options.worker_id,
+                                        " needs ", needed, " bytes of managed memory for the models (unified memory), "
+                                        "but the device has ", free, " free: serve fewer models or use fewer workers"));
+      }
+    }
+    const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
     std::deque<exec::ParameterStore> stores;
     std::deque<exec::DeviceRegion> device_regions;
     std::vector<std::unique_ptr<exec::PipelineEngine>> engines;
@@ -239,19 +346,56 @@ int run_worker(const ProcessOptions& options) {
       auto& s = served[i];
       const Bytes bytes = s.layout.layout.total_bytes;
       stores.push_back(exec::ParameterStore::over(backend->register_host(segments[i].data(), bytes, pinned), pinned));
-      device_regions.push_back(exec::DeviceRegion::over(regions[i]));
       s.model->to(backend->device());
-      engines.push_back(std::make_unique<exec::PipelineEngine>(*backend, *s.model, s.plan, stores.back(),
-                                                               &device_regions.back(), mode));
+      if (per_group) {
+        // Note [Per-group handles]: opened on the switch path, counted for the controller.
+        exec::GroupOpener open;
+        if (on_host) {
+          const std::vector<Bytes> offsets = group_segment_offsets(s.layout.layout, page);
+          const int fd = group_fds[i].get();
+          open = [fd, offsets, &group_opens](std::size_t g, Bytes group_bytes) {
+            PSW_CHECK(offsets[g] + group_bytes <= offsets[g + 1], "group ", g, " outside its pages");
+            torch::Tensor memory = map_group(fd, offsets[g], group_bytes);
+            group_opens.fetch_add(1, std::memory_order_relaxed);
+            return memory;
+          };
+        } else {
+          const SharedSegment& table = handle_tables[i];
+          PSW_CHECK(table.size() >= s.layout.layout.group_span.size() * kGroupHandleBytes, "a short handle table");
+          open = [&backend, &table, &group_opens](std::size_t g, Bytes group_bytes) {
+            const auto* handle = reinterpret_cast<const char*>(table.data() + g * kGroupHandleBytes);
+            torch::Tensor memory = backend->import_device(std::string(handle, kGroupHandleBytes), group_bytes);
+            group_opens.fetch_add(1, std::memory_order_relaxed);
+            return memory;
+          };
+        }
+        engines.push_back(
+            std::make_unique<exec::PipelineEngine>(*backend, *s.model, s.plan, stores.back(), std::move(open)));
+      } else {
+        if (mode == exec::TransferMode::OnDemand) {
+          // Note [Managed memory]: filled from the packed host copy, every page on the host.
+          regions[i] = backend->allocate_managed(stores.back().bytes());
+        }
+        device_regions.push_back(exec::DeviceRegion::over(regions[i]));
+        engines.push_back(std::make_unique<exec::PipelineEngine>(*backend, *s.model, s.plan, stores.back(),
+                                                                 &device_regions.back(), mode));
+      }
       // Init part 1: the switch and resident graphs, captured before any request, for the
-      // configured batch (other batches run eagerly).
-      if (backend->supports_graphs() && mode == exec::TransferMode::Pipelined) {
+      // configured batch (other batches run eagerly). Not for per-group memory, whose
+      // addresses change with every switch, nor from pageable memory or per-tensor
+      // allocations.
+      const bool graphs = mode == exec::TransferMode::Pipelined || mode == exec::TransferMode::Unpipelined ||
+                          mode == exec::TransferMode::OnDemand;
+      if (backend->supports_graphs() && graphs && !per_group) {
         const torch::Tensor example = s.model->example_input(config.models[i].batch, 0).to(backend->device());
         engines.back()->capture_graphs(example, /*traced=*/false);
         graph_inputs.push_back(example);
       } else {
         graph_inputs.emplace_back();
       }
+      // The capture's warm-up ran the model: its pages go back to the host, so the first
+      // request switches a cold model as every later one does.
+      if (mode == exec::TransferMode::OnDemand) engines.back()->evict_to_host();
     }
     std::unique_ptr<exec::ZooModel> training_model;
     std::unique_ptr<TrainingJob> training;
@@ -264,10 +408,7 @@ int run_worker(const ProcessOptions& options) {
       const auto lookahead = static_cast<std::size_t>(config.training->lookahead);
       training->set_boundary_hook([&backend, lookahead] { backend->throttle(lookahead); });
     }
-    const SharedSegment& control_segment = segments[expected - 2];
     const SharedSegment& io = segments[expected - 1];
-    PSW_CHECK(control_segment.size() >= sizeof(WorkerControl) * kMaxWorkers, "control segment too small");
-    auto* control = reinterpret_cast<WorkerControl*>(control_segment.data());
     const IoLayout io_layout{config.max_tensor_bytes};
     PSW_CHECK(static_cast<std::int64_t>(io.size()) >= io_layout.total(), "io segment too small");
     const std::atomic<std::uint32_t>& stop = control[options.worker_id].stop;
@@ -283,6 +424,11 @@ int run_worker(const ProcessOptions& options) {
       const std::optional<Message> next = receive_message(socket);
       if (!next || next->type == MessageType::Shutdown) return 0;
       const Message& m = *next;
+      // The engine of the inference task this message starts, for what follows its reply.
+      exec::PipelineEngine* task_engine = m.type == MessageType::Infer && m.model >= 0 &&
+                                                  static_cast<std::size_t>(m.model) < num_models
+                                              ? engines[static_cast<std::size_t>(m.model)].get()
+                                              : nullptr;
       Message reply;
       reply.worker = static_cast<std::uint32_t>(options.worker_id);
       reply.request = m.request;
@@ -382,6 +528,16 @@ int run_worker(const ProcessOptions& options) {
         reply.set_text(e.what_without_backtrace());
       }
       send_message(socket, reply);
+      // Note [After the task] (exec/pipeline.hpp), once the reply is out (also after a
+      // failed request, which may have opened groups): close the per-group handles, so the
+      // next switch opens them again; with cache off, send the managed pages back to the host,
+      // so the next switch migrates them again. The controller counts this worker free from
+      // the reply on, so a request it sends here meanwhile waits in the socket until this is
+      // done: off the reply's critical path, not always off the next request's.
+      if (task_engine != nullptr) {
+        task_engine->close_groups();
+        if (mode == exec::TransferMode::OnDemand && config.cache == CachePolicy::Off) task_engine->evict_to_host();
+      }
     }
   });
 }

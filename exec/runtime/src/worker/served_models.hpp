@@ -3,10 +3,13 @@
 // model the zoo model, its SwitchPlan (planned from the config's profiles, or a plan file
 // checked against the live model) and the packed layout the plan implies.
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/exec/model_zoo.hpp"
@@ -23,22 +26,62 @@ struct ServedModel {
 
 inline exec::TransferMode transfer_mode_of(Mechanism mechanism) {
   const MechanismTraits& t = traits(mechanism);
+  if (t.allocation == Allocation::Managed) return exec::TransferMode::OnDemand;
   if (t.allocation == Allocation::PerTensorMalloc) return exec::TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return exec::TransferMode::Pageable;
+  // The one mechanism of standby workers and one region that does not pipeline: per-layer
+  // copies, the forward after the last (sim/mechanism.cpp, NoOptimization).
+  if (mechanism == Mechanism::NoOptimization) return exec::TransferMode::Unpipelined;
   return exec::TransferMode::Pipelined;
 }
 
-// The mechanisms the server runs today; InputError naming the others.
+// Every mechanism of the table (Note [Mechanism table]) runs in the server. The switch has no
+// default, so a mechanism added to the table without a meaning here is named by the compiler
+// (-Wswitch) and refused at start.
 inline void check_served_mechanism(Mechanism mechanism) {
-  const MechanismTraits& t = traits(mechanism);
-  const bool served = mechanism == Mechanism::Ready || t.process == ProcessModel::FreshProcess ||
-                      t.process == ProcessModel::SharedContext || t.process == ProcessModel::OneProcess ||
-                      (t.pipeswitch_family && !t.ipc_handle_per_group && t.process == ProcessModel::StandbyWorkers);
-  if (!served) {
-    throw InputError("mechanism '" + to_string(mechanism) +
-                     "' is not served yet: psw serve runs ready, pipeswitch, per-layer-pipeline, grouped-transmission, "
-                     "no-memory-management, no-pinned-memory, stop-and-start, two-processes, mps and one-process");
+  switch (mechanism) {
+    case Mechanism::Ready:
+    case Mechanism::PipeSwitch:
+    case Mechanism::StopAndStart:
+    case Mechanism::Mps:
+    case Mechanism::OneProcess:
+    case Mechanism::PerLayerPipeline:
+    case Mechanism::GroupedTransmission:
+    case Mechanism::NoOptimization:
+    case Mechanism::NoMemoryManagement:
+    case Mechanism::NoIpcOptimization:
+    case Mechanism::NoPinnedMemory:
+    case Mechanism::UnifiedMemory:
+    case Mechanism::TwoProcesses:
+      return;
   }
+  throw InputError("mechanism '" + to_string(mechanism) + "' is not served yet");
+}
+
+// Note [Per-group handles] (exec/pipeline.hpp) in the server. The memory daemon allocates one
+// device allocation per group of a model with parameters, instead of one region per model,
+// and the worker opens each group's on every switch (and resident run) and closes it after
+// the task. How the handles travel (the controller relays one Region message per model,
+// with one descriptor, unchanged):
+//   cuda  one cudaMalloc per group, its CUDA IPC handle (64 bytes) at 64 * g of a small
+//         shared segment, the model's "handle table", which the Region message carries; a
+//         group without parameters has a zero handle and no allocation.
+//   host  one shared segment per model with every group at an offset of whole pages, which
+//         the Region message carries; opening a group is mapping its pages (mmap), closing
+//         it unmapping them, so each group is mapped and unmapped on its own, as a handle of
+//         its own would be.
+constexpr std::size_t kGroupHandleBytes = 64;  // sizeof(cudaIpcMemHandle_t); Message::handle
+
+// On `host`: group g's offset in the model's group segment, and the segment's size last.
+inline std::vector<Bytes> group_segment_offsets(const MemoryLayout& layout, Bytes page) {
+  std::vector<Bytes> offsets;
+  Bytes offset = 0;
+  for (const Bytes span : layout.group_span) {
+    offsets.push_back(offset);
+    offset += (span + page - 1) / page * page;
+  }
+  offsets.push_back(std::max(offset, page));  // a segment is never empty
+  return offsets;
 }
 
 inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {

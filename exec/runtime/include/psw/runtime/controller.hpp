@@ -109,6 +109,9 @@ class Controller final : public InferenceService {
   std::string chrome_trace();
   std::vector<pid_t> worker_pids();
   pid_t daemon_pid();
+  // Per worker, the group memory it has opened (Note [Per-group handles]: under
+  // no-ipc-optimization one per group with parameters, per task; zero otherwise).
+  std::vector<std::uint64_t> worker_group_opens();
 
  private:
   struct State;

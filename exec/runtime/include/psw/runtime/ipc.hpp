@@ -119,6 +119,9 @@ const char* datatype_name(ElementType type);
 // without loss] in training.hpp). One cache line each.
 struct alignas(64) WorkerControl {
   std::atomic<std::uint32_t> stop;
+  // Note [Per-group handles] (exec/pipeline.hpp): group memory the worker has opened since
+  // its slot was made (no-ipc-optimization), counted by the worker, read by tests.
+  std::atomic<std::uint64_t> group_opens;
 };
 // WorkerControl::stop (Note [Preemption without loss] in training.hpp).
 constexpr std::uint32_t kStopNone = 0;   // run

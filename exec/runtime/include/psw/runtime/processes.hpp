@@ -16,7 +16,12 @@
 // the controller adds the control segment and the worker's io segment at the end. Then one
 // Region message per device region: per served model its parameter region, then the training
 // job's state (weights and momentum); on `host` each carries a shared segment's descriptor,
-// on `cuda` a CUDA IPC handle (Note [Shared device memory] in exec/backend.hpp).
+// on `cuda` a CUDA IPC handle (Note [Shared device memory] in exec/backend.hpp). Two
+// mechanisms give a model no region: under no-ipc-optimization its Region message carries the
+// segment of its per-group memory (host) or of its per-group handles (cuda) instead (Note
+// [Per-group handles], served_models.hpp); under unified-memory it carries nothing, and each
+// worker makes its own managed memory (Note [Managed memory] in exec/backend.hpp). Its
+// `value` is always the model's packed bytes.
 
 #include <string>
 

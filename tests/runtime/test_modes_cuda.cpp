@@ -1,0 +1,162 @@
+// The server's mechanisms on the GPU (label gpu): `psw serve`'s controller with its memory
+// daemon and workers on the cuda backend, one request per model per mechanism, each output
+// compared with a plain run of the same model on the same GPU. For no-ipc-optimization the
+// workers must also have opened one CUDA IPC handle per group with parameters per request
+// (Note [Per-group handles]); for unified-memory the models live in managed memory (Note
+// [Managed memory]). A training job runs and is preempted, as in the host tests.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include "psw/common/config.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/placement.hpp"
+#include "psw/common/serve_config.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
+#include "psw/runtime/controller.hpp"
+
+namespace psw::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+ServeConfig write_config(const std::string& name, const std::string& body) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-cuda-modes-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string root = PSW_SOURCE_DIR;
+  std::ofstream(dir / "serve.yaml") << "hardware: " << root << "/configs/hardware/h200-pcie5.yaml\n"
+                                    << "profiles: " << root << "/configs/models/h200\n"
+                                    << body;
+  return load_serve_config(dir / "serve.yaml");
+}
+
+InferRequest request_for(const std::string& model, const torch::Tensor& input) {
+  InferRequest r;
+  r.model = model;
+  r.id = "gpu-test";
+  TensorData d;
+  d.name = zoo_model_info(model).inputs.front().name;
+  d.datatype = input.scalar_type() == torch::kInt64 ? "INT64" : "FP32";
+  d.shape.assign(input.sizes().begin(), input.sizes().end());
+  d.bytes.assign(static_cast<const char*>(input.data_ptr()), input.nbytes());
+  r.inputs.push_back(std::move(d));
+  return r;
+}
+
+torch::Tensor output_of(const InferResponse& r) {
+  const TensorData& out = r.outputs.at(0);
+  EXPECT_EQ(out.datatype, "FP32");
+  torch::Tensor t = torch::empty(out.shape, torch::kFloat32);
+  EXPECT_EQ(out.bytes.size(), t.nbytes());
+  std::memcpy(t.data_ptr(), out.bytes.data(), std::min(out.bytes.size(), t.nbytes()));
+  return t;
+}
+
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto a64 = a.to(torch::kCPU, torch::kFloat64);
+  const auto b64 = b.to(torch::kCPU, torch::kFloat64);
+  return (a64 - b64).abs().max().item<double>() / std::max(1e-30, b64.abs().max().item<double>());
+}
+
+// The plain run: the zoo model on the GPU, its own parameters, an eager forward.
+torch::Tensor plain_run(const std::string& name, const torch::Tensor& input) {
+  auto model = exec::make_model(name, 0);
+  model->to(torch::Device(torch::kCUDA, 0));
+  torch::NoGradGuard no_grad;
+  return model->forward(input.to(torch::Device(torch::kCUDA, 0))).to(torch::kCPU);
+}
+
+std::uint64_t groups_with_parameters(const ServeConfig& config, const std::string& name) {
+  const ServedModelConfig& m = config.models.at(static_cast<std::size_t>(config.model_index(name)));
+  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / (name + ".yaml")),
+                                           load_hardware_profile(config.hardware), Task::Inference,
+                                           grouping_strategy(config.mechanism, m.strategy), Placement::Copy,
+                                           traits(config.mechanism).host_memory);
+  auto model = exec::make_model(name, 0);
+  std::uint64_t count = 0;
+  for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
+  return count;
+}
+
+template <typename Predicate>
+bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return p();
+}
+
+class CudaServeModes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaServeModes, ServesEveryModelAsAPlainRunBesideTraining) {
+  const std::string mechanism = GetParam();
+  const ServeConfig config = write_config(mechanism, "mechanism: " + mechanism + R"(
+workers: 2
+request_timeout_ms: 60000
+max_tensor_bytes: 16777216
+models:
+  - name: resnet152
+    batch: 8
+  - name: inception_v3
+    batch: 8
+  - name: bert_base
+    batch: 8
+training:
+  model: resnet152
+  batch: 8
+  input_size: 64
+  seed: 1
+  autostart: false
+)");
+  ControllerOptions options;
+  options.config = config;
+  options.backend = "cuda";
+  options.exec_path = PSW_EXEC_PATH;
+  Controller controller(options);
+  controller.start_training("resnet152", 100);
+  ASSERT_TRUE(eventually([&] { return controller.training_status("resnet152").running; }, 120s));
+  const bool per_group = traits(config.mechanism).ipc_handle_per_group;
+  std::uint64_t expected_opens = 0;
+  int seed = 40;
+  for (const std::string name : {"resnet152", "inception_v3", "bert_base"}) {
+    auto probe = exec::make_model(name, 0);
+    const torch::Tensor input = probe->example_input(8, seed++);
+    const torch::Tensor served = output_of(controller.infer(request_for(name, input)));
+    // Another process, the same GPU and kernels (cuDNN's TF32 convolutions in both): equal to
+    // within the rounding of a different kernel schedule, not bit for bit.
+    EXPECT_LT(relative_error(served, plain_run(name, input)), 1e-3) << mechanism << " " << name;
+    if (per_group) expected_opens += groups_with_parameters(config, name);
+    const std::vector<std::uint64_t> opens = controller.worker_group_opens();
+    EXPECT_EQ(std::accumulate(opens.begin(), opens.end(), std::uint64_t{0}), expected_opens) << mechanism << " " << name;
+  }
+  const ControllerStats stats = controller.stats();
+  EXPECT_EQ(stats.failed_requests, 0);
+  EXPECT_EQ(stats.transfers, 3);
+  EXPECT_EQ(stats.worker_restarts, 0);
+  EXPECT_GE(stats.preemptions, 1);
+  ASSERT_TRUE(eventually([&] { return controller.training_status("resnet152").stopped; }, 300s));
+  EXPECT_EQ(controller.training_status("resnet152").completed_steps, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, CudaServeModes,
+                         ::testing::Values("pipeswitch", "no-optimization", "no-ipc-optimization", "unified-memory"),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace psw::runtime
