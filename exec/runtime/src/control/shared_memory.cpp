@@ -96,6 +96,7 @@ struct SharedMemoryRegistry::Region {
   void* base = MAP_FAILED;     // the mapping, from the page holding `info.offset`
   std::size_t length = 0;
   char* data = nullptr;        // the region's first byte in it
+  SharedRegionHandle handle;   // what borrowed ranges of it point to
 
   Region() = default;
   Region(const Region&) = delete;
@@ -108,8 +109,10 @@ struct SharedMemoryRegistry::Region {
 SharedMemoryRegistry::SharedMemoryRegistry() = default;
 SharedMemoryRegistry::~SharedMemoryRegistry() = default;
 
-void SharedMemoryRegistry::register_region(const std::string& name, const std::string& key, std::uint64_t offset,
-                                           std::uint64_t byte_size) {
+BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, const std::string& key,
+                                                    std::uint64_t offset, std::uint64_t byte_size) {
+  // Process-wide, not per registry: a service may see regions of several registries (tests).
+  static std::atomic<std::uint64_t> next_id{1};
   if (name.empty()) invalid("the shared memory region's name is empty");
   if (!is_shared_memory_key(key)) {
     invalid("shared memory key " + quoted(key) +
@@ -154,12 +157,15 @@ void SharedMemoryRegistry::register_region(const std::string& name, const std::s
   if (region->base == MAP_FAILED) invalid(where + ": cannot map it: " + errno_text(errno));
   region->length = static_cast<std::size_t>(length);
   region->data = static_cast<char*>(region->base) + (offset - map_offset);
+  region->handle = SharedRegionHandle{next_id++, region->fd.get(), offset, byte_size, region->data};
+  BorrowedBytes whole{region, region->data, static_cast<std::size_t>(byte_size), &region->handle};
   std::lock_guard lock(mutex_);
   // Checked again: another call may have registered the name while this one mapped.
   if (!regions_.emplace(name, std::move(region)).second) {
     throw ServiceError(ServiceError::Code::AlreadyExists,
                        "shared memory region " + quoted(name) + " is already registered; unregister it first");
   }
+  return whole;
 }
 
 void SharedMemoryRegistry::unregister(const std::string& name) {
@@ -216,7 +222,8 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
             " has shrunk to " + std::to_string(info.st_size) + " bytes since it was registered; register it again");
   }
   char* data = region->data + offset;
-  return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size)};
+  const SharedRegionHandle* handle = &region->handle;
+  return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size), handle};
 }
 
 // --- the client's object -----------------------------------------------------------------------
