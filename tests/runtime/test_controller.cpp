@@ -470,11 +470,28 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
     ::close(fd);
     expect_code([&] { controller->infer(shrunk); }, ServiceError::Code::InvalidArgument, "shrank");
   }
+  // Shrunk after the controller's check, before the worker read it: the worker's copy (the
+  // CPU's, on host) meets SIGBUS and fails the request, not the worker.
+  {
+    const int fd = ::shm_open(other->key().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0);  // whole again
+    const InferRequest late = in_region(first, 0);
+    const std::vector<pid_t> stopped = controller->worker_pids();
+    for (pid_t pid : stopped) ::kill(pid, SIGSTOP);
+    auto reply = std::async(std::launch::async, [&] { return controller->infer(late); });
+    std::this_thread::sleep_for(300ms);  // dispatched, past the controller's check
+    ASSERT_EQ(::ftruncate(fd, 0), 0);  // no page left (a partial last page would still read)
+    ::close(fd);
+    for (pid_t pid : stopped) ::kill(pid, SIGCONT);
+    expect_code([&] { reply.get(); }, ServiceError::Code::InvalidArgument, "shrank");
+  }
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", first))), expected_first), 1e-5);
   stats = controller->stats();
-  EXPECT_EQ(stats.inputs_read_in_place, 6);  // 3, the one outside its region, after the restart, after registering again
+  // 3, the one outside its region, after the restart, after registering again, the late shrink
+  EXPECT_EQ(stats.inputs_read_in_place, 7);
   EXPECT_EQ(stats.worker_restarts, 2);
-  EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 6"), std::string::npos);
+  EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 7"), std::string::npos);
 }
 
 // Note [Inputs read in place]: a training worker takes any message for the controller gone and

@@ -19,6 +19,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/runtime/ipc.hpp"
 #include "psw/runtime/service.hpp"
+#include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/training.hpp"
 #include "served_models.hpp"
 
@@ -395,12 +396,20 @@ int run_worker(const ProcessOptions& options) {
             std::vector<std::int64_t> shape(m.shape, m.shape + m.rank);
             const auto type = static_cast<ElementType>(m.dtype);
             // Note [Inputs read in place]: from the client's region, or from the io segment.
-            const std::uint8_t* source = (m.flags & kFlagInputInRegion) != 0
-                                             ? input_in_region(input_regions, m)
-                                             : io.data() + io_layout.input_offset();
-            torch::Tensor input = torch::from_blob(const_cast<std::uint8_t*>(source), shape,
-                                                   torch::dtype(torch_type(type)))
-                                      .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
+            const bool in_region = (m.flags & kFlagInputInRegion) != 0;
+            const std::uint8_t* source = in_region ? input_in_region(input_regions, m) : io.data() + io_layout.input_offset();
+            torch::Tensor input;
+            if (in_region && on_host) {
+              // Here the CPU copies, through a mapping of an object the client may shrink at any
+              // time (SIGBUS); on cuda the copy engine reads the page-locked pages, which stay.
+              input = torch::empty(shape, torch::dtype(torch_type(type)));
+              if (!copy_guarded(input.data_ptr(), source, input.nbytes())) {
+                throw InputError("the input's shared memory object shrank while the request waited");
+              }
+            } else {
+              input = torch::from_blob(const_cast<std::uint8_t*>(source), shape, torch::dtype(torch_type(type)))
+                          .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
+            }
             backend->mark(kMarkInputOnDevice);
             exec::PipelineEngine& engine = *engines[static_cast<std::size_t>(m.model)];
             const torch::Tensor& graph_input = graph_inputs[static_cast<std::size_t>(m.model)];
