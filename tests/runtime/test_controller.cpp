@@ -500,6 +500,157 @@ TEST(Controller, ReadsBorrowedInputsAndWritesOutputDestinations) {
   EXPECT_EQ(controller->stats().worker_restarts, 0);
 }
 
+// Note [Inputs read in place]: an input in a registered region is read by the worker from its
+// own mapping of the region, not copied by the controller; each worker maps a region once, a new
+// worker after a crash too; a region registered again under its name is read anew; an input
+// outside its region, or in an object that shrank, fails that request only.
+TEST(Controller, WorkersReadRegisteredInputsInPlace) {
+  auto controller = start(single_model_config("in-place", 60000));
+  auto bert = exec::make_model("bert_base", 0);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor first = bert->example_input(1, 5);
+  const torch::Tensor second = bert->example_input(1, 6);
+  const torch::Tensor expected_first = bert->forward(first);
+  const torch::Tensor expected_second = bert->forward(second);
+  const std::size_t bytes = first.nbytes();
+  SharedMemoryRegistry registry;
+  auto in_region = [&](const torch::Tensor& tokens, std::int64_t offset) {
+    InferRequest r = request_for("bert_base", tokens);
+    r.inputs[0].bytes.clear();
+    r.inputs[0].borrowed = registry.range("input", offset, static_cast<std::int64_t>(bytes), "input 'input_ids'");
+    return r;
+  };
+  auto phase = [](const ControllerStats& stats, RequestPhase k) { return stats.phase_ns[static_cast<std::size_t>(k)]; };
+
+  // A region at an offset of its object that is no page's start, the input across a page end.
+  auto object = std::make_unique<SharedMemoryObject>(unique_shared_memory_key("psw-test-in-place"), 3 * 4096);
+  std::memcpy(object->data() + 100 + 4000, second.data_ptr(), bytes);
+  controller->shared_memory_registered(registry.register_region("input", object->key(), 100, 2 * 4096));
+  // Both workers on standby map it before a request needs it.
+  ASSERT_TRUE(eventually([&] { return controller->stats().region_maps == 2; }, 60s));
+  // `first` goes through the io segment of the worker that then gets the requests in the region
+  // (the last task's worker is preferred): had it read its io segment, it would answer for `first`.
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", first))), expected_first), 1e-5);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(in_region(second, 4000))), expected_second), 1e-5);
+  }
+  ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.inputs_read_in_place, 3);
+  EXPECT_EQ(stats.region_maps, 2);  // once per worker, however many requests
+  const std::vector<std::int64_t> copies = phase(stats, RequestPhase::InputCopy);
+  ASSERT_EQ(copies.size(), 4u);
+  for (std::size_t r = 1; r < 4; ++r) EXPECT_EQ(copies[r], 0) << "the controller copied request " << r << "'s input";
+
+  // An input that runs past its region's end (a range the registry would refuse, made by hand):
+  // the worker refuses it, and goes on.
+  {
+    InferRequest outside = in_region(second, 0);  // holds the region until the block's end
+    outside.inputs[0].borrowed.data += 2 * 4096 - 8;
+    expect_code([&] { controller->infer(outside); }, ServiceError::Code::InvalidArgument, "outside its shared memory region");
+  }
+
+  // Both workers killed: their replacements map the region again and read from it.
+  const std::vector<pid_t> pids = controller->worker_pids();
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (pid_t now : controller->worker_pids()) {
+          if (std::find(pids.begin(), pids.end(), now) != pids.end()) return false;
+        }
+        return controller->ready() && controller->stats().region_maps == 4;
+      },
+      300s));
+  EXPECT_LT(relative_error(output_of(controller->infer(in_region(second, 4000))), expected_second), 1e-5);
+
+  // Unregistered: every worker unmaps it. Registered again under the same name, another object
+  // with other contents: those are read.
+  registry.unregister("input");
+  ASSERT_TRUE(eventually([&] { return controller->stats().region_unmaps == 2; }, 60s));
+  auto other = std::make_unique<SharedMemoryObject>(unique_shared_memory_key("psw-test-in-place"), 4096);
+  std::memcpy(other->data(), first.data_ptr(), bytes);
+  controller->shared_memory_registered(registry.register_region("input", other->key(), 0, 4096));
+  EXPECT_LT(relative_error(output_of(controller->infer(in_region(first, 0))), expected_first), 1e-5);
+
+  // The object shrunk after the request took its range: the controller refuses the request
+  // before any worker reads past the object's end.
+  {
+    const InferRequest shrunk = in_region(first, 0);
+    const int fd = ::shm_open(other->key().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 16), 0);
+    ::close(fd);
+    expect_code([&] { controller->infer(shrunk); }, ServiceError::Code::InvalidArgument, "shrank");
+  }
+  // Shrunk after the controller's check, before the worker read it: the worker's copy (the
+  // CPU's, on host) meets SIGBUS and fails the request, not the worker.
+  {
+    const int fd = ::shm_open(other->key().c_str(), O_RDWR, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, 4096), 0);  // whole again
+    const InferRequest late = in_region(first, 0);
+    const std::vector<pid_t> stopped = controller->worker_pids();
+    for (pid_t pid : stopped) ::kill(pid, SIGSTOP);
+    auto reply = std::async(std::launch::async, [&] { return controller->infer(late); });
+    std::this_thread::sleep_for(300ms);  // dispatched, past the controller's check
+    ASSERT_EQ(::ftruncate(fd, 0), 0);  // no page left (a partial last page would still read)
+    ::close(fd);
+    for (pid_t pid : stopped) ::kill(pid, SIGCONT);
+    expect_code([&] { reply.get(); }, ServiceError::Code::InvalidArgument, "shrank");
+  }
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", first))), expected_first), 1e-5);
+  stats = controller->stats();
+  // 3, the one outside its region, after the restart, after registering again, the late shrink
+  EXPECT_EQ(stats.inputs_read_in_place, 7);
+  EXPECT_EQ(stats.worker_restarts, 2);
+  EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 7"), std::string::npos);
+}
+
+// Note [Inputs read in place]: a training worker takes any message for the controller gone and
+// would stop, so a region registered while it trains is mapped only by the worker on standby,
+// and the job trains on, before and after a request in that region.
+TEST(Controller, RegionsRegisteredWhileTrainingLeaveTheTrainingWorkerAlone) {
+  const ServeConfig config = write_config("in-place-training", R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: false
+)");
+  auto controller = start(config);
+  controller->start_training("resnet152", 0);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 60s));
+  auto bert = exec::make_model("bert_base", 0);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens = bert->example_input(1, 7);
+  SharedMemoryRegistry registry;
+  auto object = std::make_unique<SharedMemoryObject>(unique_shared_memory_key("psw-test-in-place-training"), 4096);
+  std::memcpy(object->data(), tokens.data_ptr(), tokens.nbytes());
+  controller->shared_memory_registered(registry.register_region("input", object->key(), 0, 4096));
+  ASSERT_TRUE(eventually([&] { return controller->stats().region_maps == 1; }, 60s));
+  const std::int64_t before = controller->training_status("resnet152").completed_steps;
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").completed_steps > before; }, 300s));
+  EXPECT_TRUE(controller->training_status("resnet152").running);
+  EXPECT_EQ(controller->stats().preemptions, 0);
+
+  InferRequest request = request_for("bert_base", tokens);
+  request.inputs[0].bytes.clear();
+  request.inputs[0].borrowed = registry.range("input", 0, static_cast<std::int64_t>(tokens.nbytes()), "input");
+  EXPECT_LT(relative_error(output_of(controller->infer(request)), bert->forward(tokens)), 1e-5);
+  const std::int64_t after_request = controller->training_status("resnet152").completed_steps;
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").completed_steps > after_request; }, 300s));
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.inputs_read_in_place, 1);
+  EXPECT_EQ(stats.region_maps, 1);  // the training worker was never sent one
+  EXPECT_EQ(stats.worker_restarts, 0);
+  controller->stop_training("resnet152");
+}
+
 // The controller's table of the models' tensors matches the zoo.
 TEST(Controller, ModelInfoMatchesTheZoo) {
   torch::NoGradGuard no_grad;

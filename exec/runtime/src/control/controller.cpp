@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -73,6 +75,8 @@ struct Worker {
   SharedSegment io;
   std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
   bool used = false;               // has run a task since it started (Note [Fresh processes])
+  // Note [Inputs read in place]: the client regions this process has been told to map.
+  std::set<std::uint64_t> mapped_regions;
 };
 
 struct Pending {
@@ -89,7 +93,7 @@ struct Pending {
   ElementType type = ElementType::Float32;
   std::int64_t arrival_ns = 0;
   std::promise<InferResponse> reply;
-  std::int64_t copied_ns = 0;    // the input is in the worker's io segment
+  std::int64_t copied_ns = 0;    // the input is in the worker's io segment (or read in place: dequeued)
   std::int64_t dispatch_ns = 0;  // the message to the worker sent
   bool transfer = false;
 };
@@ -146,6 +150,14 @@ struct Controller::State {
   bool training_stopping = false;
   std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
   std::list<int> resident;        // models whose parameters are on the device, most recent first
+  // Note [Inputs read in place]: the client regions the workers map, by registration id.
+  struct InputRegion {
+    std::weak_ptr<void> owner;  // the registry's region: expired once it is gone
+    int fd = -1;                // the object, open while `owner` lives
+    std::uint64_t object_offset = 0;
+    std::uint64_t byte_size = 0;
+  };
+  std::map<std::uint64_t, InputRegion> input_regions;
   ControllerStats stats;
   std::map<std::string, std::int64_t> requests_by_model_code;
   std::vector<std::int64_t> latency_bucket_counts = std::vector<std::int64_t>(std::size(kLatencyBuckets) + 1, 0);
@@ -243,6 +255,7 @@ struct Controller::State {
     w.socket = std::move(mine);
     w.state = WorkerState::Starting;
     w.busy_since_ns = monotonic_ns();
+    w.mapped_regions.clear();  // a new process has mapped nothing
     reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
     std::vector<int> fds;
     for (const auto& s : daemon_segments) fds.push_back(s.fd());
@@ -367,14 +380,26 @@ struct Controller::State {
     const std::int64_t dequeued_ns = monotonic_ns();
     const TensorData& input = *p->input;
     const IoLayout io{options.config.max_tensor_bytes};
-    // Straight from the request, or from the client's shared memory, which its owner can shrink
-    // under the copy (shared_memory.hpp: copy_guarded).
     const std::string_view input_bytes = input.contents();
-    const bool copied = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
-    p->copied_ns = monotonic_ns();
+    // Note [Inputs read in place]: an input in a registered region is the worker's to read.
+    const SharedRegionHandle* region = input.is_borrowed() ? input.borrowed.region : nullptr;
+    bool input_ok = true;
+    if (region != nullptr) {
+      note_region(input.borrowed);
+      p->copied_ns = dequeued_ns;  // nothing copied: the check below is the message's time (ToWorker)
+      const auto end = region->object_offset + static_cast<std::uint64_t>(input.borrowed.data - region->data) +
+                       input.borrowed.size;
+      struct stat object {};
+      input_ok = ::fstat(region->fd, &object) == 0 && static_cast<std::uint64_t>(object.st_size) >= end;
+    } else {
+      // Straight from the request, or from the client's shared memory, which its owner can shrink
+      // under the copy (shared_memory.hpp: copy_guarded).
+      input_ok = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
+      p->copied_ns = monotonic_ns();
+    }
     stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)].push_back(dequeued_ns - p->arrival_ns);
     stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)].push_back(p->copied_ns - dequeued_ns);
-    if (!copied) {
+    if (!input_ok) {
       fail(p, ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request waited");
       return;
     }
@@ -387,6 +412,12 @@ struct Controller::State {
     m.rank = static_cast<std::uint32_t>(input.shape.size());
     for (std::size_t d = 0; d < input.shape.size(); ++d) m.shape[d] = input.shape[d];
     m.bytes = static_cast<std::int64_t>(input_bytes.size());
+    if (region != nullptr) {
+      m.flags |= kFlagInputInRegion;
+      m.value = static_cast<std::int64_t>(region->id);
+      m.value2 = input.borrowed.data - region->data;
+      ++stats.inputs_read_in_place;
+    }
     if (note_use(p->model)) {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
@@ -401,9 +432,70 @@ struct Controller::State {
     p->dispatch_ns = monotonic_ns();
     p->transfer = (m.flags & kFlagTransfer) != 0;
     try {
+      update_mapped_regions(w);  // the worker handles these before the Infer, in order
       send_message(w.socket.get(), m);
     } catch (const Error&) {
       replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+    }
+  }
+
+  // Note [Inputs read in place]. With the mutex held, as everything below.
+  void note_region(const BorrowedBytes& borrowed) {
+    const SharedRegionHandle& r = *borrowed.region;
+    if (input_regions.count(r.id) != 0) return;
+    input_regions.emplace(r.id, InputRegion{borrowed.owner, r.fd, r.object_offset, r.byte_size});
+  }
+
+  // Forgets the regions that are gone: the registry dropped them and no request reads them.
+  void forget_gone_regions() {
+    std::erase_if(input_regions, [](const auto& entry) { return entry.second.owner.expired(); });
+  }
+
+  // Brings what worker `w` maps up to date with input_regions: Unmap what is gone, then Map
+  // what is new. Only for a worker that reads its socket (never one training or paused in
+  // place, which would take the message for the controller gone). Throws Error when the worker
+  // cannot be reached.
+  void update_mapped_regions(Worker& w) {
+    for (auto it = w.mapped_regions.begin(); it != w.mapped_regions.end();) {
+      if (input_regions.count(*it) != 0) {
+        ++it;
+        continue;
+      }
+      Message unmap;
+      unmap.type = MessageType::UnmapInput;
+      unmap.worker = static_cast<std::uint32_t>(w.id);
+      unmap.value = static_cast<std::int64_t>(*it);
+      send_message(w.socket.get(), unmap);
+      ++stats.region_unmaps;
+      it = w.mapped_regions.erase(it);
+    }
+    for (const auto& [region_id, r] : input_regions) {
+      if (w.mapped_regions.count(region_id) != 0) continue;
+      const std::shared_ptr<void> alive = r.owner.lock();  // keeps `fd` open while it is sent
+      if (!alive) continue;  // gone since; forgotten at the next pass
+      Message map;
+      map.type = MessageType::MapInput;
+      map.worker = static_cast<std::uint32_t>(w.id);
+      map.value = static_cast<std::int64_t>(region_id);
+      map.value2 = static_cast<std::int64_t>(r.object_offset);
+      map.bytes = static_cast<std::int64_t>(r.byte_size);
+      send_message(w.socket.get(), map, {r.fd});
+      ++stats.region_maps;
+      w.mapped_regions.insert(region_id);
+    }
+  }
+
+  // Off the critical path: a worker on standby maps new regions (page-locking them takes time)
+  // before a request needs them, and unmaps the gone ones.
+  void update_standby_workers() {
+    forget_gone_regions();
+    for (auto& w : workers) {
+      if (w.state != WorkerState::Standby) continue;
+      try {
+        update_mapped_regions(w);
+      } catch (const Error&) {
+        replace_worker(w.id, "could not be reached", ServiceError::Code::Unavailable);
+      }
     }
   }
 
@@ -464,6 +556,7 @@ struct Controller::State {
 
   void schedule() {  // with the mutex held
     if (stopping) return;
+    update_standby_workers();
     SchedulerView view;
     view.request_waiting = !queue.empty();
     view.request_running = inflight != nullptr;
@@ -934,6 +1027,17 @@ TrainingStatus Controller::stop_training(const std::string& model) {
   return training_status(model);
 }
 
+void Controller::shared_memory_registered(const BorrowedBytes& region) {
+  State& s = *state_;
+  if (region.region == nullptr || region.owner == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) return;
+    s.note_region(region);
+  }
+  s.wake();  // the scheduler maps it in the workers on standby
+}
+
 std::string Controller::failure() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->failure;
@@ -1028,6 +1132,9 @@ std::string Controller::metrics_text() {
   counter("psw_worker_switches_total", "Tasks started on another worker than the previous task.", s.stats.worker_switches);
   counter("psw_preemptions_total", "Times inference stopped training.", s.stats.preemptions);
   counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
+  counter("psw_inputs_read_in_place_total",
+          "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",
+          s.stats.inputs_read_in_place);
   counter("psw_training_iterations_total", "Completed training steps.",
           s.training_header != nullptr ? s.training_header->completed_steps : 0);
   // Summaries (quantiles over everything since start) of the two times the paper's system is

@@ -533,7 +533,8 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
                                           inference::SystemSharedMemoryRegisterResponse*) override {
     if (!shared_memory_offered_) return no_shared_memory_status();
     return answer([&] {
-      registry_.register_region(request->name(), request->key(), request->offset(), request->byte_size());
+      service_.shared_memory_registered(
+          registry_.register_region(request->name(), request->key(), request->offset(), request->byte_size()));
     });
   }
 

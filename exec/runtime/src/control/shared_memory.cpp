@@ -9,8 +9,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csetjmp>
-#include <csignal>
 #include <cstring>
 #include <limits>
 
@@ -33,35 +31,6 @@ std::string quoted(std::string_view text) {
   throw ServiceError(ServiceError::Code::InvalidArgument, message);
 }
 
-// --- copy_guarded ----------------------------------------------------------------------------
-
-// The copy in progress on this thread, if any: where the SIGBUS handler jumps back to.
-thread_local sigjmp_buf* t_guard = nullptr;
-struct sigaction g_previous_sigbus {};
-
-void on_sigbus(int signal, siginfo_t* info, void* context) {
-  if (sigjmp_buf* guard = t_guard; guard != nullptr) {
-    t_guard = nullptr;
-    siglongjmp(*guard, 1);
-  }
-  // Not a fault of a guarded copy: let whatever was there before handle it. A plain disposition
-  // (the default: terminate with a core) is restored, and returning re-runs the faulting
-  // instruction, which faults again under it.
-  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
-    g_previous_sigbus.sa_sigaction(signal, info, context);
-    return;
-  }
-  ::sigaction(SIGBUS, &g_previous_sigbus, nullptr);
-}
-
-void install_sigbus_handler() {
-  struct sigaction action {};
-  action.sa_sigaction = on_sigbus;
-  action.sa_flags = SA_SIGINFO;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGBUS, &action, &g_previous_sigbus);
-}
-
 // --- the registry's mappings -----------------------------------------------------------------
 
 std::string errno_text(int error) { return std::strerror(error); }
@@ -75,27 +44,13 @@ bool is_shared_memory_key(std::string_view key) {
   return name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
 }
 
-bool copy_guarded(void* destination, const void* source, std::size_t bytes) noexcept {
-  static std::once_flag installed;
-  std::call_once(installed, install_sigbus_handler);
-  sigjmp_buf guard;
-  // savemask: the jump out of the handler restores the signal mask, in which the kernel blocked
-  // SIGBUS while the handler ran; without it a second fault would kill the process.
-  if (sigsetjmp(guard, 1) != 0) return false;
-  t_guard = &guard;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(destination, source, bytes);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_guard = nullptr;
-  return true;
-}
-
 struct SharedMemoryRegistry::Region {
   SharedMemoryRegionInfo info;
   UniqueFd fd;                 // kept, to check the object's size before each use
   void* base = MAP_FAILED;     // the mapping, from the page holding `info.offset`
   std::size_t length = 0;
   char* data = nullptr;        // the region's first byte in it
+  SharedRegionHandle handle;   // what borrowed ranges of it point to
 
   Region() = default;
   Region(const Region&) = delete;
@@ -108,8 +63,10 @@ struct SharedMemoryRegistry::Region {
 SharedMemoryRegistry::SharedMemoryRegistry() = default;
 SharedMemoryRegistry::~SharedMemoryRegistry() = default;
 
-void SharedMemoryRegistry::register_region(const std::string& name, const std::string& key, std::uint64_t offset,
-                                           std::uint64_t byte_size) {
+BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, const std::string& key,
+                                                    std::uint64_t offset, std::uint64_t byte_size) {
+  // Process-wide, not per registry: a service may see regions of several registries (tests).
+  static std::atomic<std::uint64_t> next_id{1};
   if (name.empty()) invalid("the shared memory region's name is empty");
   if (!is_shared_memory_key(key)) {
     invalid("shared memory key " + quoted(key) +
@@ -154,12 +111,15 @@ void SharedMemoryRegistry::register_region(const std::string& name, const std::s
   if (region->base == MAP_FAILED) invalid(where + ": cannot map it: " + errno_text(errno));
   region->length = static_cast<std::size_t>(length);
   region->data = static_cast<char*>(region->base) + (offset - map_offset);
+  region->handle = SharedRegionHandle{next_id++, region->fd.get(), offset, byte_size, region->data};
+  BorrowedBytes whole{region, region->data, static_cast<std::size_t>(byte_size), &region->handle};
   std::lock_guard lock(mutex_);
   // Checked again: another call may have registered the name while this one mapped.
   if (!regions_.emplace(name, std::move(region)).second) {
     throw ServiceError(ServiceError::Code::AlreadyExists,
                        "shared memory region " + quoted(name) + " is already registered; unregister it first");
   }
+  return whole;
 }
 
 void SharedMemoryRegistry::unregister(const std::string& name) {
@@ -216,7 +176,8 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
             " has shrunk to " + std::to_string(info.st_size) + " bytes since it was registered; register it again");
   }
   char* data = region->data + offset;
-  return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size)};
+  const SharedRegionHandle* handle = &region->handle;
+  return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size), handle};
 }
 
 // --- the client's object -----------------------------------------------------------------------

@@ -94,6 +94,8 @@ const char* to_string(MessageType type) {
     case MessageType::CleanupDone: return "cleanup-done";
     case MessageType::Shutdown: return "shutdown";
     case MessageType::Failed: return "failed";
+    case MessageType::MapInput: return "map-input";
+    case MessageType::UnmapInput: return "unmap-input";
   }
   return "?";
 }

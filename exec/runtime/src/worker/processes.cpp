@@ -13,6 +13,7 @@
 #include <limits>
 #include <deque>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -20,6 +21,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/runtime/ipc.hpp"
 #include "psw/runtime/service.hpp"
+#include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/training.hpp"
 #include "served_models.hpp"
 
@@ -114,6 +116,77 @@ constexpr Bytes kSharedAllocationGranularity = Bytes{2} << 20;
 Bytes shared_allocation_bytes(Bytes bytes) {
   return std::max<Bytes>(1, (bytes + kSharedAllocationGranularity - 1) / kSharedAllocationGranularity) *
          kSharedAllocationGranularity;
+}
+
+// Note [Inputs read in place] (controller.hpp): a client's shared memory region, mapped and
+// registered with the backend (page-locked on cuda) once, for inputs copied to the device from
+// it. Read-write, though only read: cudaHostRegister pins pages for writing unless told the
+// memory is read-only, which a read-only mapping would refuse.
+class MappedInputRegion {
+ public:
+  MappedInputRegion(exec::Backend& backend, const UniqueFd& fd, std::uint64_t object_offset, std::uint64_t byte_size) {
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t map_offset = object_offset / page * page;
+    length_ = static_cast<std::size_t>(byte_size + (object_offset - map_offset));
+    base_ = ::mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), static_cast<off_t>(map_offset));
+    if (base_ == MAP_FAILED) throw Error(std::string("cannot map a client's shared memory region: ") + std::strerror(errno));
+    try {
+      registered_ = backend.register_host(base_, static_cast<Bytes>(length_), /*pin=*/true);
+    } catch (...) {
+      ::munmap(base_, length_);
+      throw;
+    }
+    data_ = static_cast<const std::uint8_t*>(base_) + (object_offset - map_offset);
+    size_ = byte_size;
+  }
+  ~MappedInputRegion() {
+    registered_ = torch::Tensor();  // unregistered (cuda) before the pages go
+    ::munmap(base_, length_);
+  }
+  MappedInputRegion(const MappedInputRegion&) = delete;
+  MappedInputRegion& operator=(const MappedInputRegion&) = delete;
+
+  const std::uint8_t* data() const { return data_; }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  void* base_ = MAP_FAILED;
+  std::size_t length_ = 0;
+  torch::Tensor registered_;
+  const std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+// A region the controller told this worker to map: the mapping, or why there is none (told to
+// the request that reads from it, not to the controller, which expects no answer to MapInput).
+struct InputRegionEntry {
+  std::unique_ptr<MappedInputRegion> mapping;
+  std::string error;
+};
+
+// Where an Infer's input lies in its region. An offset or size outside the region is the
+// client's error; a region this worker could not map fails the request, not the worker.
+const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEntry>& regions, const Message& m) {
+  const auto it = regions.find(static_cast<std::uint64_t>(m.value));
+  if (it == regions.end()) {
+    throw ServiceError(ServiceError::Code::Internal,
+                       detail::concat("the input's shared memory region ", m.value, " is not mapped in the worker"));
+  }
+  if (!it->second.mapping) throw ServiceError(ServiceError::Code::Internal, it->second.error);
+  const MappedInputRegion& region = *it->second.mapping;
+  std::int64_t bytes = element_bytes(static_cast<ElementType>(m.dtype));
+  for (std::uint32_t d = 0; d < m.rank; ++d) {
+    if (m.shape[d] < 0 || (m.shape[d] > 0 && bytes > std::numeric_limits<std::int64_t>::max() / m.shape[d])) {
+      throw InputError("an input shape of out-of-range dimensions");
+    }
+    bytes *= m.shape[d];
+  }
+  const auto size = static_cast<std::int64_t>(region.size());
+  if (m.value2 < 0 || m.value2 > size || bytes > size - m.value2) {
+    throw InputError(detail::concat("the input's ", bytes, " bytes at offset ", m.value2,
+                                    " are outside its shared memory region of ", size, " bytes"));
+  }
+  return region.data() + m.value2;
 }
 
 void send_hello(int socket, int worker) {
@@ -415,15 +488,39 @@ int run_worker(const ProcessOptions& options) {
     // The input area page-locked, so a request's input crosses to the device at the link's rate.
     const torch::Tensor io_pinned = backend->register_host(io.data(), static_cast<Bytes>(io.size()), true);
 
+    std::map<std::uint64_t, InputRegionEntry> input_regions;  // Note [Inputs read in place]
+
     Message ready;
     ready.type = MessageType::Ready;
     ready.worker = static_cast<std::uint32_t>(options.worker_id);
     send_message(socket, ready);
 
+    std::vector<UniqueFd> region_fds;
     while (true) {
-      const std::optional<Message> next = receive_message(socket);
+      const std::optional<Message> next = receive_message(socket, &region_fds);
       if (!next || next->type == MessageType::Shutdown) return 0;
       const Message& m = *next;
+      // Region messages have no answer (Note [Inputs read in place]).
+      if (m.type == MessageType::MapInput) {
+        InputRegionEntry entry;
+        try {
+          PSW_CHECK(region_fds.size() == 1, "a MapInput message without its descriptor");
+          PSW_CHECK(m.value2 >= 0 && m.bytes > 0, "a MapInput message with a bad range");
+          entry.mapping = std::make_unique<MappedInputRegion>(*backend, region_fds.front(),
+                                                              static_cast<std::uint64_t>(m.value2),
+                                                              static_cast<std::uint64_t>(m.bytes));
+        } catch (const std::exception& e) {
+          entry.error = e.what();
+        }
+        input_regions.insert_or_assign(static_cast<std::uint64_t>(m.value), std::move(entry));
+        region_fds.clear();  // the mapping keeps the object
+        continue;
+      }
+      region_fds.clear();
+      if (m.type == MessageType::UnmapInput) {
+        input_regions.erase(static_cast<std::uint64_t>(m.value));
+        continue;
+      }
       // The engine of the inference task this message starts, for what follows its reply.
       exec::PipelineEngine* task_engine = m.type == MessageType::Infer && m.model >= 0 &&
                                                   static_cast<std::size_t>(m.model) < num_models
@@ -443,9 +540,21 @@ int run_worker(const ProcessOptions& options) {
             backend->mark(kMarkReceived);
             std::vector<std::int64_t> shape(m.shape, m.shape + m.rank);
             const auto type = static_cast<ElementType>(m.dtype);
-            torch::Tensor input = torch::from_blob(io.data() + io_layout.input_offset(), shape,
-                                                   torch::dtype(torch_type(type)))
-                                      .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
+            // Note [Inputs read in place]: from the client's region, or from the io segment.
+            const bool in_region = (m.flags & kFlagInputInRegion) != 0;
+            const std::uint8_t* source = in_region ? input_in_region(input_regions, m) : io.data() + io_layout.input_offset();
+            torch::Tensor input;
+            if (in_region && on_host) {
+              // Here the CPU copies, through a mapping of an object the client may shrink at any
+              // time (SIGBUS); on cuda the copy engine reads the page-locked pages, which stay.
+              input = torch::empty(shape, torch::dtype(torch_type(type)));
+              if (!copy_guarded(input.data_ptr(), source, input.nbytes())) {
+                throw InputError("the input's shared memory object shrank while the request waited");
+              }
+            } else {
+              input = torch::from_blob(const_cast<std::uint8_t*>(source), shape, torch::dtype(torch_type(type)))
+                          .to(backend->device(), /*non_blocking=*/true, /*copy=*/true);
+            }
             backend->mark(kMarkInputOnDevice);
             exec::PipelineEngine& engine = *engines[static_cast<std::size_t>(m.model)];
             const torch::Tensor& graph_input = graph_inputs[static_cast<std::size_t>(m.model)];
@@ -520,6 +629,10 @@ int run_worker(const ProcessOptions& options) {
       } catch (const InputError& e) {
         reply.type = MessageType::Failed;
         reply.value = static_cast<std::int64_t>(ServiceError::Code::InvalidArgument);
+        reply.set_text(e.what());
+      } catch (const ServiceError& e) {
+        reply.type = MessageType::Failed;
+        reply.value = static_cast<std::int64_t>(e.code());
         reply.set_text(e.what());
       } catch (const c10::Error& e) {
         // LibTorch refusing an input (a wrong shape reaching a kernel) is the client's error.

@@ -21,6 +21,21 @@
 // with UNAVAILABLE or DEADLINE_EXCEEDED, never left hanging; the next request goes to another
 // worker. The training state lives in the daemon (Note [Training state]), so a training
 // worker's death loses at most its step in flight.
+//
+// Note [Inputs read in place]: an input in a client's registered shared memory region
+// (BorrowedBytes::region) is not copied by the controller: every worker maps the region once
+// (MapInput, the object's fd attached; page-locked on cuda) and copies the input from there to
+// the device itself; the Infer names the region and the offset (kFlagInputInRegion). Other
+// inputs go through the worker's io segment. A worker that trains does not read its socket (any
+// message would stop it), so the controller never sends it Map/Unmap: before each Infer, and
+// whenever a worker is on standby, it brings the worker's set of mapped regions up to date with
+// the registered ones (Unmap first, then Map), so a new or replaced worker gets them all. A region
+// is gone once the registry dropped it and no request reads it (its owner expired); a request
+// dispatched before its Unmap is safe, the worker handles its messages in order. Before dispatch
+// the controller checks that the object still holds the input (a client may shrink it); after
+// that, on cuda, the worker's copy reads page-locked pages, which stay allocated for as long as
+// they are registered even if the object is truncated, so the copy cannot fault (it may read
+// stale bytes: the client's own doing).
 
 #include <sys/types.h>
 
@@ -49,7 +64,7 @@ struct ControllerOptions {
 // the request). Together they add up to the server's latency (arrival to reply).
 enum class RequestPhase {
   Queue,          // arrival at the controller until a worker takes it (training stopping, a busy worker)
-  InputCopy,      // the controller copies the input into the worker's io segment
+  InputCopy,      // the controller copies the input into the worker's io segment (0: read in place)
   ToWorker,       // the message to the worker until the worker has it
   InputToDevice,  // the worker's copy of the input to the device
   DeviceStartup,  // the worker's receipt until the first layer computes (InputToDevice included)
@@ -68,6 +83,9 @@ struct ControllerStats {
   std::int64_t worker_switches = 0;     // a request or training went to another worker than the last task
   std::int64_t preemptions = 0;
   std::int64_t worker_restarts = 0;
+  std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
+  std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
+  std::int64_t region_unmaps = 0;         // UnmapInput messages sent
   std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
   std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
   std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
@@ -95,6 +113,7 @@ class Controller final : public InferenceService {
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
   std::string metrics_text() override;
+  void shared_memory_registered(const BorrowedBytes& region) override;
 
   ControllerStats stats();
   // Why the controller cannot serve any more (the memory daemon exited); empty while it can.

@@ -73,6 +73,11 @@ enum class MessageType : std::uint32_t {
   CleanupDone,      // worker -> controller
   Shutdown,         // controller -> daemon/worker: exit
   Failed,           // any -> controller: `text` says what went wrong
+  // controller -> worker, no reply (Note [Inputs read in place] in controller.hpp): map a
+  // client's shared memory region, the object's fd attached: id in `value`, the region's offset
+  // in the object in `value2`, its size in `bytes`.
+  MapInput,
+  UnmapInput,       // controller -> worker, no reply: forget region `value`
 };
 
 const char* to_string(MessageType type);
@@ -102,6 +107,9 @@ struct Message {
 };
 
 constexpr std::uint32_t kFlagTransfer = 1;  // Infer: the parameters are not on the device
+// Infer: the input is not in the io segment but in mapped region `value` at offset `value2`
+// (Note [Inputs read in place] in controller.hpp).
+constexpr std::uint32_t kFlagInputInRegion = 2;
 // TrainStopped::value2: why the job stopped.
 constexpr std::int64_t kTrainReachedTarget = 0;
 constexpr std::int64_t kTrainAbandoned = 1;  // the step in flight dropped; the worker is free

@@ -23,10 +23,23 @@ namespace psw::runtime {
 // unregisters a region while a request still reads it does not pull the memory away. The bytes
 // can change under the server's feet (the client may write them at any time); reading them once,
 // straight into the worker's input, is what the extension is for.
+// The registered region of a shared memory object that borrowed bytes lie in (Note [Inputs read
+// in place] in controller.hpp): what another process needs to map the same bytes itself.
+struct SharedRegionHandle {
+  std::uint64_t id = 0;             // unique per registration in this process, never reused
+  int fd = -1;                      // the object, open read-write (owned by the registry)
+  std::uint64_t object_offset = 0;  // where the region starts in the object
+  std::uint64_t byte_size = 0;      // of the region
+  const char* data = nullptr;       // the region's first byte in this process
+};
+
 struct BorrowedBytes {
   std::shared_ptr<void> owner;  // null: nothing borrowed
   char* data = nullptr;
   std::size_t size = 0;
+  // The registered region holding [data, data + size), kept alive by `owner`; null when the
+  // bytes are not in one (a test's own memory), and then they can only be copied.
+  const SharedRegionHandle* region = nullptr;
 };
 
 // One tensor as it crosses the protocol: KServe v2 datatype names ("FP32", "FP16", "BF16",
@@ -136,6 +149,11 @@ class InferenceService {
   virtual TrainingStatus training_status(const std::string& model) = 0;
   // Prometheus text exposition format (version 0.0.4).
   virtual std::string metrics_text() = 0;
+  // The front end registered a shared memory region (`region`: all of it, with its handle), so
+  // that a service may prepare to read inputs from it (map it where it reads them) before the
+  // first request does; the owner held tells when the region is gone (unregistered and no
+  // request reading it). Optional: a service learns of a region from a request's input too.
+  virtual void shared_memory_registered(const BorrowedBytes& /*region*/) {}
 };
 
 }  // namespace psw::runtime

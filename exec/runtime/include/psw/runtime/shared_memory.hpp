@@ -61,8 +61,9 @@ class SharedMemoryRegistry {
   // [offset, offset + byte_size), and maps that range. AlreadyExists for a name in use;
   // InvalidArgument for an empty name, a key that is not a shared memory name, an object that
   // does not exist or cannot be opened read-write or is not a shared memory object, a zero
-  // byte_size, or a range outside the object.
-  void register_region(const std::string& name, const std::string& key, std::uint64_t offset,
+  // byte_size, or a range outside the object. Returns the whole region (its handle has the
+  // registration's id), for InferenceService::shared_memory_registered.
+  BorrowedBytes register_region(const std::string& name, const std::string& key, std::uint64_t offset,
                        std::uint64_t byte_size);
 
   // Forgets region `name`, or every region when `name` is empty. A name that is not registered
