@@ -944,7 +944,9 @@ def sec_xval(results):
     """Cross-validation (DESIGN.md §1): the simulator's switch from the H200-measured profiles
     (h200-measured sweep) beside the switch `psw run` measured on the H200 (results/gpu/)."""
     path = os.path.join(results, "h200-measured", "sweep.csv")
-    raw_dirs = sorted(glob.glob(os.path.join(results, "..", "gpu", "raw-*")))
+    # The newest run with `psw run` switches in it (run-<model>*.json; the mechanism runs have none).
+    raw_dirs = sorted(d for d in glob.glob(os.path.join(results, "..", "gpu", "raw-*"))
+                      if glob.glob(os.path.join(d, "run-*.json")))
     if not os.path.exists(path) or not raw_dirs:
         return "## Cross-validation on the H200\n\nNot run (needs results/sim/h200-measured/ and results/gpu/raw-*/)."
     sim = {}
