@@ -6,11 +6,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "psw/common/serve_config.hpp"
 #include "psw/runtime/controller.hpp"
@@ -63,8 +65,19 @@ inline torch::Tensor output_of(const InferResponse& r) {
 }
 
 inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>() /
-         std::max(1e-30, b.to(torch::kFloat64).abs().max().item<double>());
+  const torch::Tensor a64 = a.to(torch::kCPU, torch::kFloat64);
+  const torch::Tensor b64 = b.to(torch::kCPU, torch::kFloat64);
+  return (a64 - b64).abs().max().item<double>() / std::max(1e-30, b64.abs().max().item<double>());
+}
+
+template <typename Predicate>
+bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return p();
 }
 
 }  // namespace psw::runtime::test_support

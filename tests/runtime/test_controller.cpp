@@ -38,16 +38,6 @@ namespace {
 using namespace std::chrono_literals;
 using namespace test_support;
 
-template <typename Predicate>
-bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (p()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return p();
-}
-
 // The training state after `steps` uninterrupted steps of `config`'s ResNet-152 job.
 torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t steps) {
   auto model = exec::make_model("resnet152", config.seed);

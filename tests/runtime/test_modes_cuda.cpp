@@ -23,50 +23,13 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/runtime/controller.hpp"
+#include "controller_test_support.hpp"
 
 namespace psw::runtime {
 namespace {
 
 using namespace std::chrono_literals;
-
-ServeConfig write_config(const std::string& name, const std::string& body) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-cuda-modes-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string root = PSW_SOURCE_DIR;
-  std::ofstream(dir / "serve.yaml") << "hardware: " << root << "/configs/hardware/h200-pcie5.yaml\n"
-                                    << "profiles: " << root << "/configs/models/h200\n"
-                                    << body;
-  return load_serve_config(dir / "serve.yaml");
-}
-
-InferRequest request_for(const std::string& model, const torch::Tensor& input) {
-  InferRequest r;
-  r.model = model;
-  r.id = "gpu-test";
-  TensorData d;
-  d.name = zoo_model_info(model).inputs.front().name;
-  d.datatype = input.scalar_type() == torch::kInt64 ? "INT64" : "FP32";
-  d.shape.assign(input.sizes().begin(), input.sizes().end());
-  d.bytes.assign(static_cast<const char*>(input.data_ptr()), input.nbytes());
-  r.inputs.push_back(std::move(d));
-  return r;
-}
-
-torch::Tensor output_of(const InferResponse& r) {
-  const TensorData& out = r.outputs.at(0);
-  EXPECT_EQ(out.datatype, "FP32");
-  torch::Tensor t = torch::empty(out.shape, torch::kFloat32);
-  EXPECT_EQ(out.bytes.size(), t.nbytes());
-  std::memcpy(t.data_ptr(), out.bytes.data(), std::min(out.bytes.size(), t.nbytes()));
-  return t;
-}
-
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto a64 = a.to(torch::kCPU, torch::kFloat64);
-  const auto b64 = b.to(torch::kCPU, torch::kFloat64);
-  return (a64 - b64).abs().max().item<double>() / std::max(1e-30, b64.abs().max().item<double>());
-}
+using namespace test_support;
 
 // The plain run: the zoo model on the GPU, its own parameters, an eager forward.
 torch::Tensor plain_run(const std::string& name, const torch::Tensor& input) {
@@ -86,16 +49,6 @@ std::uint64_t groups_with_parameters(const ServeConfig& config, const std::strin
   std::uint64_t count = 0;
   for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
   return count;
-}
-
-template <typename Predicate>
-bool eventually(Predicate&& p, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (p()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return p();
 }
 
 class CudaServeModes : public ::testing::TestWithParam<std::string> {};
