@@ -108,6 +108,14 @@ struct TraceSpan {
 };
 constexpr std::size_t kMaxTraceSpans = 50'000;  // the oldest go first
 
+// A server runs for weeks: the per-request samples behind the metrics' quantiles keep the most
+// recent ones only (between half this and this many), so their memory stays bounded.
+constexpr std::size_t kMaxSamples = 100'000;
+void record_sample(std::vector<std::int64_t>& samples, std::int64_t ns) {
+  if (samples.size() >= kMaxSamples) samples.erase(samples.begin(), samples.begin() + kMaxSamples / 2);
+  samples.push_back(ns);
+}
+
 // The latency histogram's upper bounds, in seconds (Prometheus `le`).
 constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
 
@@ -397,8 +405,8 @@ struct Controller::State {
       input_ok = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
       p->copied_ns = monotonic_ns();
     }
-    stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)].push_back(dequeued_ns - p->arrival_ns);
-    stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)].push_back(p->copied_ns - dequeued_ns);
+    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)], dequeued_ns - p->arrival_ns);
+    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)], p->copied_ns - dequeued_ns);
     if (!input_ok) {
       fail(p, ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request waited");
       return;
@@ -648,13 +656,13 @@ struct Controller::State {
         ++latency_count;
         // Arrival at the controller to the first layer computing: the wait for the worker,
         // plus the device's own startup of the switch (times[2], from its events).
-        stats.startup_ns.push_back(m.times[0] - p->arrival_ns + m.times[2]);
+        record_sample(stats.startup_ns, m.times[0] - p->arrival_ns + m.times[2]);
         const std::int64_t now = monotonic_ns();
-        stats.latency_ns.push_back(now - p->arrival_ns);
+        record_sample(stats.latency_ns, now - p->arrival_ns);
         // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
         // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
         // the input on the device (times[3]) and to the forward's end (times[4]).
-        auto phase = [this](RequestPhase k, std::int64_t ns) { stats.phase_ns[static_cast<std::size_t>(k)].push_back(ns); };
+        auto phase = [this](RequestPhase k, std::int64_t ns) { record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns); };
         phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
         phase(RequestPhase::InputToDevice, m.times[3]);
         phase(RequestPhase::DeviceStartup, m.times[2]);
@@ -676,7 +684,7 @@ struct Controller::State {
       case MessageType::TrainStopped: {
         if (training_stopping && m.value2 != kTrainReachedTarget && stop_requested_for_arrival_ns > 0) {
           ++stats.preemptions;
-          stats.preemption_ns.push_back(m.times[1] - stop_requested_for_arrival_ns);
+          record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
         }
         if (stop_requested_for_arrival_ns > 0 && m.value2 != kTrainReachedTarget) {
           add_span({"stopping training", "training", stop_requested_for_arrival_ns, m.times[1],

@@ -86,6 +86,7 @@ struct ControllerStats {
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
   std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
   std::int64_t region_unmaps = 0;         // UnmapInput messages sent
+  // Per request (the most recent 50,000 to 100,000: kMaxSamples in controller.cpp).
   std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
   std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
   std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
