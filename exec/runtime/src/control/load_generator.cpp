@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -221,11 +222,12 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   auto sender = [&] {
     // Each sender has its own connection, made before the clock starts, so that no request's
     // latency includes connecting.
-    Client client(options.target);
-    client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+    std::optional<Client> client;
     std::string error;
-    try {
-      if (!client.server_live()) error = "the server at " + options.target + " is not live";
+    try {  // nothing may escape a thread
+      client.emplace(options.target);
+      client->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+      if (!client->server_live()) error = "the server at " + options.target + " is not live";
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -240,14 +242,14 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
       {
         std::unique_lock lock(mutex);
         due_cv.wait(lock, [&] { return closed || !due.empty(); });
-        if (due.empty()) return;
+        if (due.empty() || !error.empty()) return;
         i = due.front();
         due.pop_front();
       }
       LoadRequestRecord& r = report.requests[i];
       r.send_start = since(start, Clock::now());
       try {
-        client.infer(bodies.at(r.model));
+        client->infer(bodies.at(r.model));
         r.ok = true;
       } catch (const std::exception& e) {
         r.error = e.what();
