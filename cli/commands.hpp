@@ -21,6 +21,7 @@ Action add_serve_command(CLI::App& app);
 Action add_client_command(CLI::App& app);
 Action add_bench_serve_command(CLI::App& app);
 Action add_compare_serve_command(CLI::App& app);
+Action add_load_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);

@@ -60,4 +60,12 @@ Duration LatencyHistogram::quantile(double q) const {
   return max_;
 }
 
+nlohmann::json latency_summary_json(const LatencyHistogram& h) {
+  auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
+  return {{"count", h.count()},     {"mean_ms", ms(h.mean())},         {"min_ms", ms(h.min())},
+          {"p50_ms", ms(h.quantile(0.5))},  {"p90_ms", ms(h.quantile(0.9))},
+          {"p99_ms", ms(h.quantile(0.99))}, {"p999_ms", ms(h.quantile(0.999))},
+          {"max_ms", ms(h.max())}};
+}
+
 }  // namespace psw::sim

@@ -295,3 +295,10 @@ psw_cli_script_test(golden 120 "bash scripts/update-golden.sh --check $<TARGET_F
 # A project trace row at a batch its model's profile lacks: exit 2, the file and line named.
 psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim
              --config tests/data/sim/project-trace.yaml --set workload.path=trace-batch64.csv)
+
+# psw load refuses what it cannot drive before it contacts any server (the rest of its tests,
+# against a live server, are cli.serve.load in tests/runtime/runtime_tests.cmake).
+psw_cli_test(load.cycles 2 "cycles.yaml: workload.kind: cycles is a closed loop" load
+  --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-load-no-server/psw.sock)
+psw_cli_test(load.time_scale_zero 2 "--time-scale: Value 0 not in range" load
+  --config ${PSW_SIM_DATA}/small.yaml --time-scale 0)

@@ -37,6 +37,12 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_daemon_death.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300)
+  # psw load against a host-backend server: the simulator's arrivals, every request answered,
+  # an unserved model refused.
+  add_test(NAME cli.serve.load
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/load_end_to_end.sh $<TARGET_FILE:psw>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300)
   psw_cli_test(serve.metrics_on_every_interface 2 "refusing to listen on every interface" serve --backend host
                --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml --socket /tmp/psw-test-metrics-wildcard/psw.sock
                --metrics-listen 0.0.0.0:9464)

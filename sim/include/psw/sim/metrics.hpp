@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "psw/common/units.hpp"
 
 namespace psw::sim {
@@ -34,5 +36,9 @@ class LatencyHistogram {
   Duration max_;
   long double sum_ns_ = 0;
 };
+
+// The `latency` object of summary.json (count, mean, min, p50, p90, p99, p99.9, max in ms):
+// one function, so that psw sim and psw load report latencies with the same keys and rules.
+nlohmann::json latency_summary_json(const LatencyHistogram& h);
 
 }  // namespace psw::sim

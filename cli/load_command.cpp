@@ -1,0 +1,74 @@
+// psw load: drive a running psw serve with the workload of a simulator experiment config
+// (exec/runtime/load_generator.hpp); options and printing only.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "validators.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/load_generator.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct LoadCommandOptions {
+  std::string config_path;
+  std::string socket_path;
+  std::string server;
+  std::string out_dir;
+  runtime::LoadOptions load;
+};
+
+void print_summary(const nlohmann::json& s) {
+  const auto& l = s.at("latency");
+  const auto& late = s.at("late_sends");
+  std::printf("%-22s %s against %s\n", "experiment", s.at("name").get<std::string>().c_str(),
+              s.at("target").get<std::string>().c_str());
+  std::printf("%-22s %lld generated, %lld answered, %lld errors\n", "requests",
+              static_cast<long long>(s.at("generated").get<std::int64_t>()),
+              static_cast<long long>(s.at("requests").get<std::int64_t>()),
+              static_cast<long long>(s.at("errors").get<std::int64_t>()));
+  std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", "latency (ms)", l.at("mean_ms").get<double>(),
+              l.at("p50_ms").get<double>(), l.at("p90_ms").get<double>(), l.at("p99_ms").get<double>(),
+              l.at("max_ms").get<double>());
+  std::printf("%-22s %.4f\n", "SLO attainment", s.at("slo_attainment").get<double>());
+  std::printf("%-22s %.3f req/s over %.3f s\n", "throughput", s.at("throughput_rps").get<double>(),
+              s.at("makespan_s").get<double>());
+  std::printf("%-22s %lld over %.3f ms (mean %.3f ms, max %.3f ms)\n", "late sends",
+              static_cast<long long>(late.at("count").get<std::int64_t>()), late.at("threshold_ms").get<double>(),
+              late.at("mean_ms").get<double>(), late.at("max_ms").get<double>());
+}
+
+}  // namespace
+
+Action add_load_command(CLI::App& app) {
+  auto o = std::make_shared<LoadCommandOptions>();
+  CLI::App* cmd = app.add_subcommand("load", "Drive a running psw serve with the workload of a simulator experiment "
+                                             "config (open loop; the simulator's arrivals)");
+  cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); its workload: is sent")
+      ->required()->check(CLI::ExistingFile);
+  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
+  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  cmd->add_option("--out", o->out_dir, "Write requests.csv, summary.json, config.resolved.yaml here (as psw sim --out)");
+  cmd->add_option("--time-scale", o->load.time_scale, "Multiplies every arrival time (0.1: ten times faster)")
+      ->check(finite_range(1e-6, 1e6))->capture_default_str();
+  cmd->add_option("--senders", o->load.senders,
+                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--timeout-ms", o->load.timeout_ms, "Deadline of each request")
+      ->check(CLI::Range(1, 3'600'000))->capture_default_str();
+  return [o] {
+    const ExperimentConfig config = load_experiment_config(o->config_path);
+    o->load.target = !o->server.empty() ? o->server
+                     : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
+    o->load.seed = config.seed;
+    o->load.progress = [](const std::string& line) { std::fprintf(stderr, "load: %s\n", line.c_str()); };
+    const runtime::LoadReport report = runtime::run_load(config, o->load);
+    if (!o->out_dir.empty()) runtime::write_load_outputs(config, report, o->out_dir);
+    print_summary(report.summary);
+  };
+}
+
+}  // namespace psw::cli

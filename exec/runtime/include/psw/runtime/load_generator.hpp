@@ -1,0 +1,74 @@
+#pragma once
+// psw load: drive a live `psw serve` with the workload of a simulator experiment config.
+//
+// The arrivals come from the simulator's own source (psw/sim/workload_source.hpp), so a run
+// here and `psw sim` on the same config see the same request ids, models and arrival times.
+// The load is open loop: request i is sent at start + arrival_i * time_scale whatever the
+// server does, by a pool of sender threads, each with its own connection; a slow answer
+// occupies one sender and never holds back the dispatcher. When every sender is busy a request
+// waits for one and starts late: its lateness is recorded (send_late_ns), never hidden, and its
+// latency is still counted from its scheduled time (as the simulator counts from the arrival),
+// so a slow server is not flattered by the wait.
+//
+// The outputs have psw sim's file names (requests.csv, summary.json, config.resolved.yaml) and,
+// where they apply, its columns and keys (summary.json's `latency` object is the simulator's
+// latency_summary_json).
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/experiment_config.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw::runtime {
+
+struct LoadOptions {
+  std::string target;       // the server: "unix:/path/psw.sock" or "host:port"
+  double time_scale = 1.0;  // multiplies every arrival time (< 1 replays a long trace faster)
+  int senders = 16;         // sender threads (connections) sending concurrently
+  std::int64_t timeout_ms = 60'000;  // deadline of each request
+  std::uint64_t seed = 1;   // of the random input tensors
+  // A line of progress now and then (every few seconds of a long run); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+// A send that starts this much after its scheduled time counts as late in the summary
+// (requests.csv has every request's exact lateness). Not zero: waking a thread on time costs
+// tens of microseconds, which is no sign of a saturated sender pool.
+inline constexpr Duration kLateSendThreshold = milliseconds(1);
+
+struct LoadRequestRecord {
+  std::int64_t id = 0;          // index in arrival order (psw sim's id for a FIFO server)
+  std::uint32_t model = 0;      // index into the config's models
+  Duration arrival;             // the workload's arrival (the simulator's arrival_ns)
+  Duration scheduled;           // arrival * time_scale: when it was due, from the start
+  Duration send_start;          // when its send began, from the start
+  Duration finish;              // when the answer (or the error) came, from the start
+  bool ok = false;
+  std::string error;            // the server's or the transport's message when not ok
+  Duration latency() const { return finish - scheduled; }
+  Duration send_late() const { return send_start - scheduled; }
+};
+
+struct LoadReport {
+  std::vector<LoadRequestRecord> requests;  // in id order
+  nlohmann::json summary;                   // what summary.json holds
+  double wall_seconds = 0;
+};
+
+// Checks that the workload can be driven (not cycles, no training rows) and that the server
+// serves every model it asks for (model_metadata); throws psw::InputError naming the config
+// file and key otherwise. Then runs it and returns the report. Failed requests are recorded,
+// not thrown.
+LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
+
+// Writes requests.csv, summary.json and config.resolved.yaml into `out_dir`, atomically
+// (Note [Atomic output folders] in common/output.hpp), every write checked.
+void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir);
+
+}  // namespace psw::runtime

@@ -1,0 +1,335 @@
+#include "psw/runtime/load_generator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
+#include "psw/runtime/client.hpp"
+#include "psw/runtime/client_tools.hpp"
+#include "psw/sim/metrics.hpp"
+#include "psw/sim/workload_source.hpp"
+
+namespace psw::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PlannedRequest {
+  Request request;
+  Duration scheduled;
+};
+
+std::string where(const ExperimentConfig& config) { return config.source.string(); }
+
+// Every request of the workload, read before the first send: a workload that cannot be driven
+// (cycles, a training row, arrivals going backwards) is refused before the server sees anything,
+// and the dispatcher then only sleeps and hands out indices.
+std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double time_scale) {
+  std::unique_ptr<RequestSource> source = sim::open_workload_source(config);
+  if (!source) {
+    throw InputError(where(config) +
+                     ": workload.kind: cycles is a closed loop (each request is issued when the previous one "
+                     "completes), so it has no arrival times to send at; psw load drives periodic, poisson, "
+                     "bursty and trace workloads");
+  }
+  std::vector<PlannedRequest> planned;
+  Duration previous = Duration::zero();
+  while (std::optional<Request> r = source->next()) {
+    if (r->model >= config.models.size()) throw Error("request for an unknown model index");
+    if (r->task != Task::Inference) {
+      throw InputError(where(config) + ": workload: request " + std::to_string(planned.size()) + " (model '" +
+                       config.models[r->model].name +
+                       "') is a training request; psw load sends inference requests only (the server runs "
+                       "its own training job)");
+    }
+    if (r->arrival < previous) throw InputError(where(config) + ": the workload's arrivals go backwards");
+    previous = r->arrival;
+    // The scaled time, truncated to whole nanoseconds like the simulator's times.
+    const Duration scheduled = nanoseconds(static_cast<std::int64_t>(static_cast<double>(r->arrival.ns()) * time_scale));
+    planned.push_back({*r, scheduled});
+  }
+  if (planned.empty()) throw InputError(where(config) + ": the workload has no requests");
+  return planned;
+}
+
+// One request body per model the workload uses: random tensors of the server's metadata at the
+// model's profile batch (Note [Batch of a request] in sim/src/workload_source.cpp), built once
+// and shared read-only by the senders. A model the server does not serve is refused here.
+std::map<std::uint32_t, InferRequest> build_requests(const ExperimentConfig& config, const LoadOptions& options,
+                                                     const std::vector<PlannedRequest>& planned) {
+  std::set<std::uint32_t> used;
+  for (const auto& p : planned) used.insert(p.request.model);
+  Client client(options.target);
+  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  std::map<std::uint32_t, InferRequest> bodies;
+  std::uint64_t seed = options.seed;
+  for (std::uint32_t m : used) {
+    const ModelProfile& model = config.models[m];
+    const std::string key = where(config) + ": models[" + std::to_string(m) + "].name '" + model.name + "'";
+    ModelInfo info;
+    try {
+      info = client.model_metadata(model.name);
+    } catch (const ServiceError& e) {
+      if (e.code() == ServiceError::Code::NotFound || e.code() == ServiceError::Code::InvalidArgument) {
+        throw InputError(key + ": the server at " + options.target + " does not serve this model (" + e.what() + ")");
+      }
+      throw Error("the server at " + options.target + " did not answer the metadata of '" + model.name + "': " +
+                  e.what());
+    }
+    InferRequest body;
+    body.model = model.name;
+    try {
+      for (const auto& spec : info.inputs) body.inputs.push_back(random_tensor(spec, model.batch, seed++));
+    } catch (const InputError& e) {
+      throw InputError(key + " at batch " + std::to_string(model.batch) + " (its profile's): " + e.what());
+    }
+    bodies.emplace(m, std::move(body));
+  }
+  return bodies;
+}
+
+Duration since(Clock::time_point start, Clock::time_point t) {
+  return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(t - start).count());
+}
+
+// A CSV field holding free text (an error message): quoted, inner quotes doubled, line breaks
+// flattened so that one request stays one line.
+std::string csv_text(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') {
+      out += "\"\"";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& options,
+                         const std::vector<LoadRequestRecord>& records, const std::vector<Duration>& slos) {
+  auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
+  sim::LatencyHistogram all;
+  std::vector<sim::LatencyHistogram> per_model(config.models.size());
+  std::vector<std::int64_t> model_errors(config.models.size(), 0);
+  std::vector<bool> model_used(config.models.size(), false);
+  std::int64_t errors = 0;
+  std::int64_t late = 0;
+  Duration late_max;
+  long double late_sum_ns = 0;
+  std::int64_t slo_total = 0;
+  std::int64_t slo_met = 0;
+  Duration end;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const LoadRequestRecord& r = records[i];
+    model_used[r.model] = true;
+    end = std::max(end, r.finish);
+    const Duration lateness = std::max(r.send_late(), Duration::zero());
+    late_sum_ns += static_cast<long double>(lateness.ns());
+    late_max = std::max(late_max, lateness);
+    if (lateness > kLateSendThreshold) ++late;
+    if (slos[i] > Duration::zero()) {
+      ++slo_total;
+      // A failed request misses its SLO: it was never served.
+      if (r.ok && r.latency() <= slos[i]) ++slo_met;
+    }
+    if (!r.ok) {
+      ++errors;
+      ++model_errors[r.model];
+      continue;
+    }
+    all.add(r.latency());
+    per_model[r.model].add(r.latency());
+  }
+  nlohmann::json models = nlohmann::json::object();
+  for (std::size_t m = 0; m < config.models.size(); ++m) {
+    if (!model_used[m]) continue;
+    models[config.models[m].name] = {{"latency", sim::latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
+  }
+  const double makespan_s = end.seconds();
+  return {
+      {"name", config.name},
+      {"target", options.target},
+      {"seed", config.seed},
+      {"time_scale", options.time_scale},
+      {"senders", options.senders},
+      {"generated", static_cast<std::int64_t>(records.size())},
+      // As psw sim's `requests`: the requests served (here: answered without error).
+      {"requests", all.count()},
+      {"errors", errors},
+      // Latency from each request's scheduled time to its answer (psw sim: arrival to finish).
+      {"latency", sim::latency_summary_json(all)},
+      {"slo_attainment", slo_total > 0 ? static_cast<double>(slo_met) / static_cast<double>(slo_total) : 1.0},
+      {"throughput_rps", makespan_s > 0 ? static_cast<double>(all.count()) / makespan_s : 0.0},
+      {"makespan_s", makespan_s},
+      {"late_sends",
+       {{"count", late},
+        {"threshold_ms", ms(kLateSendThreshold)},
+        {"mean_ms", records.empty() ? 0.0 : static_cast<double>(late_sum_ns / records.size()) / 1e6},
+        {"max_ms", ms(late_max)}}},
+      {"models", models}};
+}
+
+}  // namespace
+
+LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) {
+  if (!(std::isfinite(options.time_scale) && options.time_scale > 0)) {
+    throw InputError("--time-scale " + std::to_string(options.time_scale) + ": must be a finite number above 0");
+  }
+  if (options.senders < 1) throw InputError("--senders " + std::to_string(options.senders) + ": must be at least 1");
+  if (options.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(options.timeout_ms) + ": must be at least 1");
+  const std::vector<PlannedRequest> planned = plan_requests(config, options.time_scale);
+  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, planned);
+
+  LoadReport report;
+  report.requests.resize(planned.size());
+  std::vector<Duration> slos(planned.size());
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    LoadRequestRecord& r = report.requests[i];
+    r.id = static_cast<std::int64_t>(i);
+    r.model = planned[i].request.model;
+    r.arrival = planned[i].request.arrival;
+    r.scheduled = planned[i].scheduled;
+    slos[i] = planned[i].request.slo;
+  }
+
+  // The hand-off from the dispatcher to the senders: indices of requests now due.
+  std::mutex mutex;
+  std::condition_variable due_cv;
+  std::condition_variable connected_cv;
+  std::deque<std::size_t> due;
+  bool closed = false;
+  int connected = 0;
+  std::string connect_error;
+  std::atomic<std::int64_t> answered{0};
+  std::atomic<std::int64_t> failed{0};
+  Clock::time_point start;
+
+  auto sender = [&] {
+    // Each sender has its own connection, made before the clock starts, so that no request's
+    // latency includes connecting.
+    std::optional<Client> client;
+    std::string error;
+    try {  // nothing may escape a thread
+      client.emplace(options.target);
+      client->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+      if (!client->server_live()) error = "the server at " + options.target + " is not live";
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    {
+      std::lock_guard lock(mutex);
+      ++connected;
+      if (!error.empty() && connect_error.empty()) connect_error = error;
+    }
+    connected_cv.notify_all();
+    for (;;) {
+      std::size_t i = 0;
+      {
+        std::unique_lock lock(mutex);
+        due_cv.wait(lock, [&] { return closed || !due.empty(); });
+        if (due.empty() || !error.empty()) return;
+        i = due.front();
+        due.pop_front();
+      }
+      LoadRequestRecord& r = report.requests[i];
+      r.send_start = since(start, Clock::now());
+      try {
+        client->infer(bodies.at(r.model));
+        r.ok = true;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      r.finish = since(start, Clock::now());
+      (r.ok ? answered : failed).fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+
+  std::vector<std::thread> senders;
+  senders.reserve(static_cast<std::size_t>(options.senders));
+  for (int s = 0; s < options.senders; ++s) senders.emplace_back(sender);
+  auto stop_senders = [&] {
+    {
+      std::lock_guard lock(mutex);
+      closed = true;
+    }
+    due_cv.notify_all();
+    for (auto& t : senders) t.join();
+  };
+  {
+    std::unique_lock lock(mutex);
+    connected_cv.wait(lock, [&] { return connected == options.senders; });
+  }
+  if (!connect_error.empty()) {
+    stop_senders();
+    throw Error("cannot reach the server at " + options.target + ": " + connect_error);
+  }
+
+  auto say_progress = [&](std::size_t sent) {
+    if (!options.progress) return;
+    char line[200];
+    std::snprintf(line, sizeof line, "%zu/%zu sent, %lld answered, %lld failed (%.1f s)", sent, planned.size(),
+                  static_cast<long long>(answered.load()), static_cast<long long>(failed.load()),
+                  std::chrono::duration<double>(Clock::now() - start).count());
+    options.progress(line);
+  };
+  // Progress every few seconds of wall time, so a long trace shows it is moving.
+  constexpr auto kProgressEvery = std::chrono::seconds(5);
+  start = Clock::now();
+  auto next_progress = start + kProgressEvery;
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    const auto at = start + std::chrono::nanoseconds(planned[i].scheduled.ns());
+    while (Clock::now() < at) {
+      if (Clock::now() >= next_progress) {
+        say_progress(i);
+        next_progress += kProgressEvery;
+      }
+      std::this_thread::sleep_until(std::min(at, next_progress));
+    }
+    {
+      std::lock_guard lock(mutex);
+      due.push_back(i);
+    }
+    due_cv.notify_one();
+  }
+  stop_senders();
+  report.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  say_progress(planned.size());
+  report.summary = summarize(config, options, report.requests, slos);
+  return report;
+}
+
+void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {
+  // The same marker as psw sim's folders: the files are the same kind.
+  StagedFolder folder(out_dir, "config.resolved.yaml");
+  save_text(folder.path() / "config.resolved.yaml", resolved_yaml(config));
+  // As psw sim: no requests.csv when the config turns it off (outputs.requests_csv).
+  if (config.requests_csv) {
+    std::string csv = "id,model,task,arrival_ns,scheduled_ns,send_start_ns,send_late_ns,finish_ns,latency_ns,status,error\n";
+    for (const LoadRequestRecord& r : report.requests) {
+      csv += std::to_string(r.id) + "," + config.models[r.model].name + ",inference," + std::to_string(r.arrival.ns()) +
+             "," + std::to_string(r.scheduled.ns()) + "," + std::to_string(r.send_start.ns()) + "," +
+             std::to_string(r.send_late().ns()) + "," + std::to_string(r.finish.ns()) + "," +
+             std::to_string(r.latency().ns()) + (r.ok ? ",ok," : ",error,") + (r.ok ? "" : csv_text(r.error)) + "\n";
+    }
+    save_text(folder.path() / "requests.csv", csv);
+  }
+  save_text(folder.path() / "summary.json", report.summary.dump(2) + "\n");
+  folder.commit();
+}
+
+}  // namespace psw::runtime
