@@ -3,7 +3,7 @@
 # cuda`, with `psw run`'s graph switch of the same models measured in the same session for
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
-#   scripts/gpu-serve.sh [OUT_DIR] [main|mechanisms|all]
+#   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]   (parts: main placement lookahead mechanisms dispatch gputests)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
