@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +15,12 @@
 #include <string>
 #include <thread>
 
+#include "psw/common/config.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 #include "psw/runtime/controller.hpp"
 
 namespace psw::runtime::test_support {
@@ -68,6 +74,20 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor a64 = a.to(torch::kCPU, torch::kFloat64);
   const torch::Tensor b64 = b.to(torch::kCPU, torch::kFloat64);
   return (a64 - b64).abs().max().item<double>() / std::max(1e-30, b64.abs().max().item<double>());
+}
+
+// The groups with parameters of `name`'s plan under `config` (the daemon and the workers plan
+// the same way: served_models.hpp): under no-ipc-optimization, the handles a switch opens.
+inline std::uint64_t groups_with_parameters(const ServeConfig& config, const std::string& name) {
+  const ServedModelConfig& m = config.models.at(static_cast<std::size_t>(config.model_index(name)));
+  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / (name + ".yaml")),
+                                           load_hardware_profile(config.hardware), Task::Inference,
+                                           grouping_strategy(config.mechanism, m.strategy), Placement::Copy,
+                                           traits(config.mechanism).host_memory);
+  auto model = exec::make_model(name, 0);
+  std::uint64_t count = 0;
+  for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
+  return count;
 }
 
 template <typename Predicate>

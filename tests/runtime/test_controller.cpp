@@ -231,20 +231,6 @@ training:
   EXPECT_THROW(start(two), InputError);
 }
 
-// The groups with parameters of `name`'s plan under `config` (the daemon and the workers plan
-// the same way: served_models.hpp): under no-ipc-optimization, the handles a switch opens.
-std::uint64_t groups_with_parameters(const ServeConfig& config, const std::string& name) {
-  const ServedModelConfig& m = config.models.at(static_cast<std::size_t>(config.model_index(name)));
-  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / (name + ".yaml")),
-                                           load_hardware_profile(config.hardware), Task::Inference,
-                                           grouping_strategy(config.mechanism, m.strategy), Placement::Copy,
-                                           traits(config.mechanism).host_memory);
-  auto model = exec::make_model(name, 0);
-  std::uint64_t count = 0;
-  for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
-  return count;
-}
-
 std::uint64_t total(const std::vector<std::uint64_t>& v) { return std::accumulate(v.begin(), v.end(), std::uint64_t{0}); }
 
 // How many of `pid`'s mappings are of a shared segment named psw-<prefix>... (Note

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fake_inference_service.hpp"
+#include "grpc_test_support.hpp"
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
@@ -28,14 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Code = ServiceError::Code;
+using namespace grpc_test_support;
 
 constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
-
-std::string floats_to_bytes(const std::vector<float>& values) {
-  std::string bytes(values.size() * sizeof(float), '\0');
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
 
 std::vector<float> bytes_to_floats(const std::string& bytes) {
   std::vector<float> values(bytes.size() / sizeof(float));
@@ -47,19 +43,6 @@ InferRequest double_request(std::int64_t batch, const std::string& model = "doub
   std::vector<float> values(static_cast<std::size_t>(batch * 4));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i) - 1.0f;
   return InferRequest{model, "", "request-7", {TensorData{"x", "FP32", {batch, 4}, floats_to_bytes(values)}}};
-}
-
-// The ServiceError code a call fails with; fails the test when it does not throw one.
-template <typename Call>
-Code error_code_of(Call&& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const ServiceError& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  ADD_FAILURE() << "the call did not fail";
-  return Code::Internal;
 }
 
 template <typename Call>

@@ -39,18 +39,6 @@ torch::Tensor plain_run(const std::string& name, const torch::Tensor& input) {
   return model->forward(input.to(torch::Device(torch::kCUDA, 0))).to(torch::kCPU);
 }
 
-std::uint64_t groups_with_parameters(const ServeConfig& config, const std::string& name) {
-  const ServedModelConfig& m = config.models.at(static_cast<std::size_t>(config.model_index(name)));
-  const SwitchPlan plan = make_switch_plan(load_model_profile(config.profiles / (name + ".yaml")),
-                                           load_hardware_profile(config.hardware), Task::Inference,
-                                           grouping_strategy(config.mechanism, m.strategy), Placement::Copy,
-                                           traits(config.mechanism).host_memory);
-  auto model = exec::make_model(name, 0);
-  std::uint64_t count = 0;
-  for (const Bytes span : exec::pack_layout(*model, plan.groups).layout.group_span) count += span > 0 ? 1 : 0;
-  return count;
-}
-
 class CudaServeModes : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaServeModes, ServesEveryModelAsAPlainRunBesideTraining) {

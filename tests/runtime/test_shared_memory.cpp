@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fake_inference_service.hpp"
+#include "grpc_test_support.hpp"
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
@@ -31,6 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Code = ServiceError::Code;
+using namespace grpc_test_support;
 
 constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
 
@@ -42,12 +44,6 @@ std::vector<float> floats_at(const char* data, std::size_t count) {
 
 void put_floats(char* data, const std::vector<float>& values) {
   std::memcpy(data, values.data(), values.size() * sizeof(float));
-}
-
-std::string floats_to_bytes(const std::vector<float>& values) {
-  std::string bytes(values.size() * sizeof(float), '\0');
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
 }
 
 // Names in /dev/shm that this process made (the tests' and the client's prefixes).
@@ -62,18 +58,6 @@ std::vector<std::string> own_shm_names() {
     }
   }
   return names;
-}
-
-template <typename Call>
-Code error_code_of(Call&& call, std::string* message = nullptr) {
-  try {
-    call();
-  } catch (const ServiceError& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  ADD_FAILURE() << "the call did not fail";
-  return Code::Internal;
 }
 
 template <typename Tensor>
