@@ -273,10 +273,12 @@ training:
   // Note [Per-group handles]: nothing opened, nothing mapped, before the first switch.
   EXPECT_EQ(total(controller->worker_group_opens()), 0u);
   for (pid_t pid : controller->worker_pids()) EXPECT_EQ(mappings_of(pid, "groups-"), 0) << "worker " << pid;
-  controller->start_training("resnet152", 3);
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  // The reference models first: building them takes seconds on a loaded CPU, time in which the
+  // three training steps could finish before the first request comes to preempt them.
   auto bert = exec::make_model("bert_base", 0);
   auto resnet = exec::make_model("resnet152", 0);
+  controller->start_training("resnet152", 3);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   torch::NoGradGuard no_grad;
   std::uint64_t opens = 0;
   auto handles_closed = [&] {
