@@ -52,6 +52,15 @@ torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t 
   return state;
 }
 
+// The training jobs below run until stopped, not for a few steps: a job of three steps could
+// finish (it did, on CI's two cores) before the first request comes to preempt it. Stops the job
+// and waits for its worker to let go of it; returns the steps it completed.
+std::int64_t stop_and_count_steps(Controller& controller) {
+  controller.stop_training("resnet152");
+  EXPECT_TRUE(eventually([&] { return controller.training_status("resnet152").stopped; }, 300s));
+  return controller.training_status("resnet152").completed_steps;
+}
+
 TEST(Controller, ServesModelsBesideTrainingAndPreemptsItWithoutLoss) {
   const ServeConfig config = write_config("serve", R"(
 workers: 2
@@ -71,7 +80,7 @@ training:
   auto controller = start(config);
   EXPECT_TRUE(controller->ready());
   ASSERT_EQ(controller->models().size(), 2u);
-  controller->start_training("resnet152", 4);
+  controller->start_training("resnet152", 0);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 60s));
   // Requests while the job trains: each stops it, runs, and lets it resume.
   auto inception = exec::make_model("inception_v3", 0);
@@ -84,9 +93,7 @@ training:
     EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
     std::this_thread::sleep_for(300ms);
   }
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  const TrainingStatus status = controller->training_status("resnet152");
-  EXPECT_EQ(status.completed_steps, 4);
+  const std::int64_t steps = stop_and_count_steps(*controller);
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.requests, 4);
   EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
@@ -105,15 +112,15 @@ training:
     EXPECT_LE(stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputToDevice)][r],
               stats.phase_ns[static_cast<std::size_t>(RequestPhase::DeviceStartup)][r]);
   }
-  // The job's state equals four uninterrupted steps of the same job, bit for bit.
-  const torch::Tensor reference = uninterrupted_state(*config.training, 4);
+  // The job's state equals as many uninterrupted steps of the same job, bit for bit.
+  const torch::Tensor reference = uninterrupted_state(*config.training, steps);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
   const std::string metrics = controller->metrics_text();
   EXPECT_NE(metrics.find("psw_preemptions_total " + std::to_string(stats.preemptions)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_requests_total{model=\"bert_base\",outcome=\"ok\"} 2"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("psw_training_iterations_total 4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_training_iterations_total " + std::to_string(steps)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_request_phase_seconds{phase=\"device_startup\",quantile=\"0.99\"}"), std::string::npos)
       << metrics;
 }
@@ -136,7 +143,7 @@ training:
   autostart: false
 )");
   auto controller = start(config);
-  controller->start_training("resnet152", 3);
+  controller->start_training("resnet152", 0);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   auto bert = exec::make_model("bert_base", 0);
   const torch::Tensor tokens = bert->example_input(1, 5);
@@ -146,8 +153,7 @@ training:
     EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
     std::this_thread::sleep_for(200ms);
   }
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  const std::int64_t steps = stop_and_count_steps(*controller);
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults
@@ -156,8 +162,8 @@ training:
   // (a worker that ran one task and was not needed again may still be there).
   const std::vector<pid_t> now = controller->worker_pids();
   EXPECT_EQ(std::count(now.begin(), now.end(), seen[0]), 0) << "worker 0's first process is still there";
-  // The job's state equals three uninterrupted steps.
-  const torch::Tensor reference = uninterrupted_state(*config.training, 3);
+  // The job's state equals as many uninterrupted steps.
+  const torch::Tensor reference = uninterrupted_state(*config.training, steps);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
@@ -216,15 +222,17 @@ training:
   autostart: false
 )");
   auto controller = start(config);
-  controller->start_training("resnet152", 3);
+  controller->start_training("resnet152", 0);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   auto bert = exec::make_model("bert_base", 0);
   const torch::Tensor tokens = bert->example_input(1, 5);
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
   EXPECT_GE(controller->stats().preemptions, 1);
+  // The job resumes after the request and goes on counting its steps.
+  const std::int64_t after_request = controller->training_status("resnet152").completed_steps;
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").completed_steps > after_request; }, 300s));
+  stop_and_count_steps(*controller);
   EXPECT_EQ(controller->worker_pids().size(), 1u);
   ServeConfig two = config;
   two.workers = 2;
@@ -273,11 +281,9 @@ training:
   // Note [Per-group handles]: nothing opened, nothing mapped, before the first switch.
   EXPECT_EQ(total(controller->worker_group_opens()), 0u);
   for (pid_t pid : controller->worker_pids()) EXPECT_EQ(mappings_of(pid, "groups-"), 0) << "worker " << pid;
-  // The reference models first: building them takes seconds on a loaded CPU, time in which the
-  // three training steps could finish before the first request comes to preempt them.
   auto bert = exec::make_model("bert_base", 0);
   auto resnet = exec::make_model("resnet152", 0);
-  controller->start_training("resnet152", 3);
+  controller->start_training("resnet152", 0);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   torch::NoGradGuard no_grad;
   std::uint64_t opens = 0;
@@ -302,16 +308,15 @@ training:
     std::this_thread::sleep_for(300ms);
   }
   if (per_group) EXPECT_GT(opens, 4u);
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  const std::int64_t steps = stop_and_count_steps(*controller);
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.requests, 4);
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
   EXPECT_EQ(stats.worker_restarts, 0);
   EXPECT_GE(stats.preemptions, 1);
-  // The job's state equals three uninterrupted steps of the same job, bit for bit.
-  const torch::Tensor reference = uninterrupted_state(*config.training, 3);
+  // The job's state equals as many uninterrupted steps of the same job, bit for bit.
+  const torch::Tensor reference = uninterrupted_state(*config.training, steps);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";

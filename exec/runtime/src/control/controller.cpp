@@ -998,7 +998,9 @@ TrainingStatus Controller::training_status(const std::string& model) {
                    s.workers[static_cast<std::size_t>(s.training_worker)].state == WorkerState::Training;
   status.completed_steps = s.training_header->completed_steps;
   status.target_steps = s.training_target;
-  status.stopped = s.training_stopped_by_client ||
+  // Stopped by a client only once its worker has let go of the job: from then on the state in
+  // the daemon's segment is final, which is what a client waiting for `stopped` wants to read.
+  status.stopped = (s.training_stopped_by_client && s.training_worker < 0) ||
                    (s.training_target > 0 && status.completed_steps >= s.training_target);
   status.preemptions = s.stats.preemptions;
   status.last_loss = s.training_header->last_loss;

@@ -109,7 +109,7 @@ struct InferResponse {
 struct TrainingStatus {
   std::string model;              // empty: no training job configured
   bool running = false;           // iterating now (not preempted, not stopped)
-  bool stopped = false;           // stopped by a client (StopTraining) or finished
+  bool stopped = false;           // finished, or stopped by a client (StopTraining) and let go of by its worker
   std::int64_t completed_steps = 0;
   std::int64_t target_steps = 0;  // 0: until stopped
   std::int64_t preemptions = 0;   // times inference stopped it
