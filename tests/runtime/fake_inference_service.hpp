@@ -37,6 +37,14 @@ class FakeInferenceService final : public InferenceService {
     return last_input_borrowed_;
   }
 
+  // Requests of `model` that reached infer() so far (a test waits on it rather than sleeping
+  // for a request to arrive).
+  std::int64_t requests_received(const std::string& model) {
+    std::lock_guard lock(mutex_);
+    const auto it = requests_.find(model);
+    return it == requests_.end() ? 0 : it->second;
+  }
+
   bool live() override { return true; }
   bool ready() override { return true; }
 

@@ -396,7 +396,8 @@ TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {
   const std::vector<pid_t> pids = controller->worker_pids();
   for (pid_t pid : pids) ::kill(pid, SIGSTOP);
   auto reply = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", tokens)); });
-  std::this_thread::sleep_for(300ms);
+  // Dispatched to a worker: the first request of the model is a transfer, counted as it is sent.
+  EXPECT_TRUE(eventually([&] { return controller->stats().transfers == 1; }, 60s));
   for (pid_t pid : pids) ::kill(pid, SIGKILL);
   try {
     reply.get();
@@ -573,8 +574,10 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
     const InferRequest late = in_region(first, 0);
     const std::vector<pid_t> stopped = controller->worker_pids();
     for (pid_t pid : stopped) ::kill(pid, SIGSTOP);
+    const std::int64_t dispatched_in_place = controller->stats().inputs_read_in_place;
     auto reply = std::async(std::launch::async, [&] { return controller->infer(late); });
-    std::this_thread::sleep_for(300ms);  // dispatched, past the controller's check
+    // Dispatched, past the controller's check (the count goes up as the worker is sent it).
+    EXPECT_TRUE(eventually([&] { return controller->stats().inputs_read_in_place == dispatched_in_place + 1; }, 60s));
     ASSERT_EQ(::ftruncate(fd, 0), 0);  // no page left (a partial last page would still read)
     ::close(fd);
     for (pid_t pid : stopped) ::kill(pid, SIGCONT);

@@ -340,7 +340,12 @@ TEST_F(SharedMemoryTest, UnregisteringDuringARequestKeepsItsMemoryMapped) {
   place(request.mutable_outputs(0), "r", 32, 32);
   inference::ModelInferResponse response;
   auto reply = std::async(std::launch::async, [&] { return send(request, &response); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the request is in the service
+  // Wait until the request is in the service (it then sleeps there for slow_delay).
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (service_.requests_received("slow") == 0 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(service_.requests_received("slow"), 1);
   client_->unregister_system_shared_memory();
   EXPECT_TRUE(client_->system_shared_memory_status().empty());
   const grpc::Status status = reply.get();
