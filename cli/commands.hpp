@@ -22,6 +22,7 @@ Action add_client_command(CLI::App& app);
 Action add_bench_serve_command(CLI::App& app);
 Action add_compare_serve_command(CLI::App& app);
 Action add_load_command(CLI::App& app);
+Action add_validate_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);

@@ -302,3 +302,8 @@ psw_cli_test(load.cycles 2 "cycles.yaml: workload.kind: cycles is a closed loop"
   --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-load-no-server/psw.sock)
 psw_cli_test(load.time_scale_zero 2 "--time-scale: Value 0 not in range" load
   --config ${PSW_SIM_DATA}/small.yaml --time-scale 0)
+# psw validate: the same refusal before any server is contacted; no server is exit 1 naming it.
+psw_cli_test(validate.cycles 2 "cycles.yaml: workload.kind: cycles is a closed loop" validate
+  --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)
+psw_cli_test(validate.no_server 1 "psw validate: cannot reach the server at unix:/tmp/psw-test-validate-no-server/psw.sock" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# psw load against a real host-backend psw serve: every generated request answered and written,
+# psw load and psw validate against a real host-backend psw serve: every generated request answered and written,
 # the arrivals those of psw sim on the same config, and a config naming a model the server does
 # not serve refused (exit 2, the config file and key named) before anything is sent.
 #
@@ -50,4 +50,43 @@ rc=$?
 set -e
 test "$rc" = 2 && grep -q "cycles.yaml: workload.kind: cycles is a closed loop" "$work/cycles.err" \
   || { cat "$work/cycles.err"; echo "FAIL: cycles exit $rc"; exit 1; }
+# psw validate: the same case is required (the server trains ResNet-152 in the background; a
+# config without training is refused before anything runs, naming the config file) ...
+set +e
+"$psw" validate --config tests/data/sim/load-periodic.yaml --socket "$sock" --out "$work/refused" > /dev/null 2> "$work/refused.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "load-periodic.yaml: the config has no training job, but the server's job of resnet152 is running" "$work/refused.err" \
+  || { cat "$work/refused.err"; echo "FAIL: validate without training: exit $rc"; exit 1; }
+test ! -e "$work/refused" || { echo "FAIL: an output folder for a refused validation"; exit 1; }
+# ... and with training on both sides, every row of the comparison is written.
+"$psw" validate --config tests/data/sim/validate-periodic.yaml --socket "$sock" --out "$work/validation" \
+  > "$work/validate.txt" 2> "$work/validate.err" || { cat "$work/validate.txt" "$work/validate.err"; echo "FAIL: psw validate"; exit 1; }
+grep -q "within tolerance" "$work/validate.txt" || { cat "$work/validate.txt"; echo "FAIL: validate's table"; exit 1; }
+cat "$work/validate.txt"  # in the test's log: the host is not the H200 of the profile, so the errors are large
+/usr/bin/python3 - "$work/validation" <<'PY'
+import csv, json, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(f"{out}/validation.csv")))
+report = json.load(open(f"{out}/validation.json"))
+sim = json.load(open(f"{out}/simulated/summary.json"))
+measured = json.load(open(f"{out}/measured/summary.json"))
+scopes = [(r["scope"], r["measure"]) for r in rows]
+assert scopes[:3] == [("all", "mean_ms"), ("all", "p50_ms"), ("all", "p99_ms")], scopes
+assert ("bert_base", "mean_ms") in scopes and ("resnet152", "mean_ms") in scopes, scopes
+assert scopes[-2:] == [("all", "throughput_rps"), ("all", "training_steps_per_s")], scopes
+mean = rows[0]
+close = lambda a, b: abs(a - b) <= 1e-8 * abs(b)  # the CSV has 9 significant digits
+assert close(float(mean["simulated"]), sim["latency"]["mean_ms"]), (mean, sim["latency"])
+assert close(float(mean["measured"]), measured["latency"]["mean_ms"]), (mean, measured["latency"])
+err = (float(mean["simulated"]) - float(mean["measured"])) / float(mean["measured"])
+assert abs(float(mean["relative_error"]) - err) < 1e-6 * max(1, abs(err)), (mean, err)
+# ResNet-152 is trained, not requested: one-sided rows (the simulator's own latency is also empty).
+assert all(r["status"] == "one-sided" for r in rows if r["scope"] == "resnet152"), rows
+training = rows[-1]
+assert float(training["measured"]) > 0 and float(training["simulated"]) > 0, training
+assert report["mechanism"] == "pipeswitch" and len(report["rows"]) == len(rows), report
+assert report["within"] + report["outside"] + sum(r["status"] == "one-sided" for r in rows) == len(rows), report
+assert measured["requests"] == 3 and measured["errors"] == 0, measured
+PY
 echo "PASS"

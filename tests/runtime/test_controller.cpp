@@ -119,6 +119,7 @@ training:
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
   const std::string metrics = controller->metrics_text();
   EXPECT_NE(metrics.find("psw_preemptions_total " + std::to_string(stats.preemptions)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_server_info{mechanism=\"pipeswitch\",backend=\"host\"} 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_requests_total{model=\"bert_base\",outcome=\"ok\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_training_iterations_total " + std::to_string(steps)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_request_phase_seconds{phase=\"device_startup\",quantile=\"0.99\"}"), std::string::npos)

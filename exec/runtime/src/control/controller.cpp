@@ -1114,6 +1114,12 @@ std::string Controller::metrics_text() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   std::ostringstream out;
+  // Prometheus's info idiom: what this server is, as labels of a gauge that is always 1 (psw
+  // validate checks that the server runs the mechanism its experiment config names).
+  out << "# HELP psw_server_info The server's switching mechanism and backend (always 1).\n"
+      << "# TYPE psw_server_info gauge\n"
+      << "psw_server_info{mechanism=\"" << to_string(s.options.config.mechanism) << "\",backend=\""
+      << s.options.backend << "\"} 1\n";
   out << "# HELP psw_requests_total Inference requests answered, by model and outcome.\n"
       << "# TYPE psw_requests_total counter\n";
   for (const auto& [key, count] : s.requests_by_model_code) {

@@ -313,6 +313,8 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   return report;
 }
 
+void check_load_workload(const ExperimentConfig& config) { plan_requests(config, 1.0); }
+
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {
   // The same marker as psw sim's folders: the files are the same kind.
   StagedFolder folder(out_dir, "config.resolved.yaml");

@@ -67,6 +67,10 @@ struct LoadReport {
 // not thrown.
 LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 
+// The first check of run_load alone, without a server: InputError (naming the config file and
+// key) when the workload cannot be driven. Reads the whole workload.
+void check_load_workload(const ExperimentConfig& config);
+
 // Writes requests.csv, summary.json and config.resolved.yaml into `out_dir`, atomically
 // (Note [Atomic output folders] in common/output.hpp), every write checked.
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir);

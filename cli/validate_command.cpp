@@ -1,0 +1,77 @@
+// psw validate: the simulator and a live psw serve on one experiment config, compared
+// (exec/runtime/validation_run.hpp, sim/validation.hpp); options and printing only.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "validators.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/validation_run.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct ValidateCommandOptions {
+  std::string config_path;
+  std::string socket_path;
+  std::string server;
+  std::string out_dir;
+  runtime::LoadOptions load;
+};
+
+std::string number(const std::optional<double>& v, const char* format) {
+  if (!v) return "-";
+  char text[64];
+  std::snprintf(text, sizeof text, format, *v);
+  return text;
+}
+
+void print_report(const sim::ValidationReport& report, const std::string& out_dir) {
+  std::printf("%-14s %-22s %12s %12s %10s %9s  %s\n", "scope", "measure", "simulated", "measured", "error", "tolerance",
+              "status");
+  for (const auto& row : report.rows) {
+    const auto error = row.relative_error();
+    std::printf("%-14s %-22s %12s %12s %10s %8.0f%%  %s\n", row.scope.c_str(), row.measure.c_str(),
+                number(row.simulated, "%.4f").c_str(), number(row.measured, "%.4f").c_str(),
+                error ? number(*error * 100.0, "%+.1f%%").c_str() : "-", row.tolerance * 100.0,
+                sim::to_string(row.status()).c_str());
+  }
+  std::printf("%lld within tolerance, %lld outside; written to %s\n", static_cast<long long>(report.within()),
+              static_cast<long long>(report.outside()), out_dir.c_str());
+}
+
+}  // namespace
+
+Action add_validate_command(CLI::App& app) {
+  auto o = std::make_shared<ValidateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Run an experiment config's workload on the simulator and on a running psw serve, and compare them");
+  cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); the server must run its mechanism")
+      ->required()->check(CLI::ExistingFile);
+  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
+  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  cmd->add_option("--out", o->out_dir,
+                  "Write simulated/, measured/, validation.csv and validation.json here "
+                  "(default: results/validation/<the config's name>)");
+  cmd->add_option("--senders", o->load.senders,
+                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--timeout-ms", o->load.timeout_ms, "Deadline of each request")
+      ->check(CLI::Range(1, 3'600'000))->capture_default_str();
+  return [o] {
+    const ExperimentConfig config = load_experiment_config(o->config_path);
+    o->load.target = !o->server.empty() ? o->server
+                     : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
+    o->load.seed = config.seed;
+    o->load.progress = [](const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); };
+    const std::string out_dir = o->out_dir.empty() ? "results/validation/" + config.name : o->out_dir;
+    runtime::ValidationOutput output(out_dir);
+    const runtime::ValidationRun run = runtime::run_validation(config, o->load, output.simulated_dir());
+    output.write(config, run);
+    print_report(run.report, out_dir);
+  };
+}
+
+}  // namespace psw::cli

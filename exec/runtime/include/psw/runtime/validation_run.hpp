@@ -1,0 +1,65 @@
+#pragma once
+// psw validate (issue 9): one experiment config driving both engines: the simulator predicts
+// the workload, psw load sends the same workload (the simulator's own arrivals) to a live psw
+// serve, and sim/validation.hpp compares the two summaries.
+//
+// Before anything runs, the server must be the case the config describes (Note [Validating the
+// same case]), so that a difference in the report is the simulator's error, not a mismatch.
+//
+// Note [Validating the same case]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Checked against the live server, each an InputError naming the config file:
+//  - the mechanism: the server's psw_server_info metric names the one it runs;
+//  - the models: psw load's own check (every model the workload sends is served);
+//  - the training job: a config with `training:` needs the server's job of that model running
+//    when the load starts (the simulator's job trains throughout); a config without one needs a
+//    server that is not training. The measured progress is the job's completed steps over the
+//    load's wall time.
+// Not checked (the server does not say): batch sizes, the hardware profile's numbers (that is
+// what validation measures), the planner's grouping.
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/experiment_config.hpp"
+#include "psw/common/output.hpp"
+#include "psw/runtime/load_generator.hpp"
+#include "psw/sim/validation.hpp"
+
+namespace psw::runtime {
+
+struct ValidationRun {
+  nlohmann::json simulated;  // psw sim's summary.json
+  LoadReport measured;       // psw load's report
+  std::optional<sim::MeasuredTraining> training;
+  sim::ValidationReport report;
+};
+
+// The labels of a gauge in Prometheus text (`name{a="x",b="y"} 1`); empty when `name` has no
+// sample. Used for psw_server_info.
+std::map<std::string, std::string> metric_labels(const std::string& metrics_text, const std::string& name);
+
+// Checks the server against the config (Note [Validating the same case]), runs the simulator,
+// then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none).
+ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
+                             const std::filesystem::path& sim_out);
+
+// The outputs of psw validate --out DIR, written atomically (Note [Atomic output folders]):
+// simulated/ (psw sim's files: pass simulated_dir() to run_validation), measured/ (psw load's),
+// validation.csv, validation.json and config.resolved.yaml. Nothing reaches DIR unless write()
+// completes.
+class ValidationOutput {
+ public:
+  explicit ValidationOutput(const std::filesystem::path& out_dir);
+  std::filesystem::path simulated_dir() const;
+  void write(const ExperimentConfig& config, const ValidationRun& run);  // then commits
+
+ private:
+  StagedFolder folder_;
+};
+
+}  // namespace psw::runtime

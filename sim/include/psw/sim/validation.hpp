@@ -1,0 +1,75 @@
+#pragma once
+// psw validate (issue 9, DESIGN.md §4): the simulator's prediction beside the live server's
+// measurement of one workload. Both sides are summary.json objects with the same keys (psw sim
+// writes one, psw load the other, through the shared latency_summary_json), so the comparison is
+// a join on those keys: one row per scope (every request, then each model in the config's
+// order) and measure.
+//
+// Note [Validation tolerances]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Issue 9's targets: the simulator's mean latency within 5% of the measurement for ready,
+// PipeSwitch, stop-and-start and the ablations; within 15% for MPS, time-sliced sharing and
+// unified memory, whose costs depend on contention the hardware profile holds as one number;
+// the training job's progress within 5%. The same latency tolerance is applied to every latency
+// measure and to throughput: a row beyond it is `outside`, which the report says, never hides.
+// A measure one side lacks (a model the server answered no request of; no training on one side)
+// is a row of its own, `one-sided`, without an error.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/mechanism.hpp"
+
+namespace psw::sim {
+
+enum class ValidationStatus {
+  Within,     // |relative error| <= tolerance
+  Outside,    // beyond it
+  OneSided,   // one side has no value: nothing to compare
+};
+std::string to_string(ValidationStatus status);
+
+struct ValidationRow {
+  std::string scope;    // "all" or a model's name
+  std::string measure;  // mean_ms, p50_ms, p99_ms, throughput_rps, training_steps_per_s
+  std::optional<double> simulated;
+  std::optional<double> measured;
+  double tolerance = 0;  // Note [Validation tolerances]
+  // (simulated - measured) / measured; nullopt when a side is missing or measured is 0.
+  std::optional<double> relative_error() const;
+  ValidationStatus status() const;
+};
+
+// Measured training progress: the server's completed steps over the load's wall time.
+struct MeasuredTraining {
+  std::int64_t steps = 0;
+  double seconds = 0;
+};
+
+struct ValidationReport {
+  std::string experiment;
+  Mechanism mechanism = Mechanism::PipeSwitch;
+  std::vector<ValidationRow> rows;
+  std::int64_t within() const;
+  std::int64_t outside() const;
+};
+
+double latency_tolerance(Mechanism mechanism);  // Note [Validation tolerances]
+inline constexpr double kTrainingTolerance = 0.05;
+
+// Joins psw sim's summary with psw load's. `models` is the config's model list (the order of
+// the rows). InputError when a summary lacks a key both must have (latency, throughput_rps).
+ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
+                                   const std::vector<std::string>& models, const nlohmann::json& simulated,
+                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training);
+
+// validation.csv (scope,measure,simulated,measured,relative_error,tolerance,status; empty cells
+// for missing values) and validation.json (the same rows, with the experiment and totals).
+std::string validation_csv(const ValidationReport& report);
+nlohmann::json validation_json(const ValidationReport& report);
+
+}  // namespace psw::sim

@@ -1,0 +1,157 @@
+#include "psw/sim/validation.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "psw/common/error.hpp"
+
+namespace psw::sim {
+
+namespace {
+
+// The latency object of one scope ("all": the summary's own; a model: models.<name>.latency),
+// or null when the scope answered nothing (no such model, or a count of 0).
+const nlohmann::json* latency_of(const nlohmann::json& summary, const std::string& scope, const char* side) {
+  const nlohmann::json* latency = nullptr;
+  if (scope == "all") {
+    if (!summary.contains("latency") || !summary["latency"].is_object()) {
+      throw InputError(std::string("the ") + side + " summary has no latency object");
+    }
+    latency = &summary["latency"];
+  } else {
+    if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
+    const auto& models = summary["models"];
+    if (!models.contains(scope) || !models[scope].contains("latency")) return nullptr;
+    latency = &models[scope]["latency"];
+  }
+  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
+  return latency;
+}
+
+std::optional<double> number_at(const nlohmann::json* object, const char* key, const char* side) {
+  if (object == nullptr) return std::nullopt;
+  if (!object->contains(key) || !(*object)[key].is_number()) {
+    throw InputError(std::string("the ") + side + " summary's latency has no number '" + key + "'");
+  }
+  return (*object)[key].get<double>();
+}
+
+std::string cell(const std::optional<double>& value) {
+  if (!value) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", *value);
+  return text;
+}
+
+}  // namespace
+
+std::string to_string(ValidationStatus status) {
+  switch (status) {
+    case ValidationStatus::Within: return "within";
+    case ValidationStatus::Outside: return "outside";
+    case ValidationStatus::OneSided: return "one-sided";
+  }
+  return "?";
+}
+
+std::optional<double> ValidationRow::relative_error() const {
+  if (!simulated || !measured || *measured == 0) return std::nullopt;
+  return (*simulated - *measured) / *measured;
+}
+
+ValidationStatus ValidationRow::status() const {
+  const auto error = relative_error();
+  if (!error) return ValidationStatus::OneSided;
+  return std::abs(*error) <= tolerance ? ValidationStatus::Within : ValidationStatus::Outside;
+}
+
+std::int64_t ValidationReport::within() const {
+  std::int64_t n = 0;
+  for (const auto& row : rows) n += row.status() == ValidationStatus::Within;
+  return n;
+}
+
+std::int64_t ValidationReport::outside() const {
+  std::int64_t n = 0;
+  for (const auto& row : rows) n += row.status() == ValidationStatus::Outside;
+  return n;
+}
+
+double latency_tolerance(Mechanism mechanism) {
+  switch (mechanism) {
+    case Mechanism::Mps:
+    case Mechanism::UnifiedMemory: return 0.15;
+    default: return 0.05;
+  }
+}
+
+ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
+                                   const std::vector<std::string>& models, const nlohmann::json& simulated,
+                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training) {
+  ValidationReport report;
+  report.experiment = experiment;
+  report.mechanism = mechanism;
+  const double tolerance = latency_tolerance(mechanism);
+  std::vector<std::string> scopes{"all"};
+  scopes.insert(scopes.end(), models.begin(), models.end());
+  for (const std::string& scope : scopes) {
+    const nlohmann::json* sim_latency = latency_of(simulated, scope, "simulated");
+    const nlohmann::json* measured_latency = latency_of(measured, scope, "measured");
+    for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
+      report.rows.push_back({scope, measure, number_at(sim_latency, measure, "simulated"),
+                             number_at(measured_latency, measure, "measured"), tolerance});
+    }
+  }
+  auto throughput = [](const nlohmann::json& summary, const char* side) {
+    if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {
+      throw InputError(std::string("the ") + side + " summary has no number 'throughput_rps'");
+    }
+    return summary["throughput_rps"].get<double>();
+  };
+  report.rows.push_back({"all", "throughput_rps", throughput(simulated, "simulated"), throughput(measured, "measured"),
+                         tolerance});
+  // Training: the simulator's rate when its config has a job; the server's when it trains.
+  std::optional<double> sim_training;
+  if (simulated.contains("training_iterations_per_s") && simulated["training_iterations_per_s"].is_number() &&
+      simulated["training_iterations_per_s"].get<double>() > 0) {
+    sim_training = simulated["training_iterations_per_s"].get<double>();
+  }
+  std::optional<double> measured_training;
+  if (training && training->seconds > 0 && training->steps > 0) {
+    measured_training = static_cast<double>(training->steps) / training->seconds;
+  }
+  if (sim_training || measured_training) {
+    report.rows.push_back({"all", "training_steps_per_s", sim_training, measured_training, kTrainingTolerance});
+  }
+  return report;
+}
+
+std::string validation_csv(const ValidationReport& report) {
+  std::string text = "scope,measure,simulated,measured,relative_error,tolerance,status\n";
+  for (const auto& row : report.rows) {
+    text += row.scope + "," + row.measure + "," + cell(row.simulated) + "," + cell(row.measured) + "," +
+            cell(row.relative_error()) + "," + cell(row.tolerance) + "," + to_string(row.status()) + "\n";
+  }
+  return text;
+}
+
+nlohmann::json validation_json(const ValidationReport& report) {
+  auto value = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : report.rows) {
+    rows.push_back({{"scope", row.scope},
+                    {"measure", row.measure},
+                    {"simulated", value(row.simulated)},
+                    {"measured", value(row.measured)},
+                    {"relative_error", value(row.relative_error())},
+                    {"tolerance", row.tolerance},
+                    {"status", to_string(row.status())}});
+  }
+  return {{"experiment", report.experiment},
+          {"mechanism", to_string(report.mechanism)},
+          {"within", report.within()},
+          {"outside", report.outside()},
+          {"rows", rows}};
+}
+
+}  // namespace psw::sim

@@ -1,0 +1,117 @@
+// psw validate's comparison (sim/validation.hpp): the join of two summaries, the tolerances and
+// the one-sided rows.
+#include <gtest/gtest.h>
+
+#include "psw/common/error.hpp"
+#include "psw/sim/validation.hpp"
+
+namespace psw::sim {
+namespace {
+
+nlohmann::json latency(std::int64_t count, double mean, double p50, double p99) {
+  return {{"count", count}, {"mean_ms", mean}, {"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", p99}};
+}
+
+const ValidationRow& row(const ValidationReport& report, const std::string& scope, const std::string& measure) {
+  for (const auto& r : report.rows) {
+    if (r.scope == scope && r.measure == measure) return r;
+  }
+  throw std::runtime_error("no row " + scope + " " + measure);
+}
+
+TEST(Validation, JoinsTheTwoSummariesPerScopeAndMeasure) {
+  const nlohmann::json simulated = {
+      {"latency", latency(4, 10.0, 9.0, 20.0)},
+      {"throughput_rps", 2.0},
+      {"training_iterations_per_s", 50.0},
+      {"models", {{"bert_base", {{"latency", latency(2, 10.0, 9.0, 20.0)}}}, {"resnet152", {{"latency", latency(2, 5.0, 5.0, 5.0)}}}}}};
+  const nlohmann::json measured = {
+      {"latency", latency(4, 10.4, 9.0, 25.0)},
+      {"throughput_rps", 2.0},
+      {"models", {{"bert_base", {{"latency", latency(2, 12.5, 9.0, 20.0)}}}, {"resnet152", {{"latency", latency(0, 0, 0, 0)}}}}}};
+  const ValidationReport report = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
+                                                    measured, MeasuredTraining{100, 2.5});
+  // all + two models, three latency measures each, then throughput and training.
+  ASSERT_EQ(report.rows.size(), 3u * 3u + 2u);
+  EXPECT_EQ(report.rows[0].scope, "all");
+  EXPECT_EQ(report.rows[3].scope, "bert_base");
+  EXPECT_EQ(report.rows[6].scope, "resnet152");
+
+  const ValidationRow& mean = row(report, "all", "mean_ms");
+  ASSERT_TRUE(mean.relative_error());
+  EXPECT_NEAR(*mean.relative_error(), (10.0 - 10.4) / 10.4, 1e-12);
+  EXPECT_EQ(mean.status(), ValidationStatus::Within);  // 3.8% <= 5%
+  EXPECT_EQ(row(report, "all", "p99_ms").status(), ValidationStatus::Outside);       // -20%
+  EXPECT_EQ(row(report, "bert_base", "mean_ms").status(), ValidationStatus::Outside);  // -20%
+  // A model the server answered nothing of: one-sided, no error.
+  const ValidationRow& unanswered = row(report, "resnet152", "p50_ms");
+  EXPECT_TRUE(unanswered.simulated);
+  EXPECT_FALSE(unanswered.measured);
+  EXPECT_EQ(unanswered.status(), ValidationStatus::OneSided);
+  // Training: 100 steps over 2.5 s = 40 steps/s against 50 simulated: +25%.
+  const ValidationRow& training = row(report, "all", "training_steps_per_s");
+  EXPECT_DOUBLE_EQ(*training.measured, 40.0);
+  EXPECT_DOUBLE_EQ(training.tolerance, kTrainingTolerance);
+  EXPECT_EQ(training.status(), ValidationStatus::Outside);
+  EXPECT_EQ(report.within(), 5);   // all mean, p50; bert p50, p99; throughput
+  EXPECT_EQ(report.outside(), 3);  // all p99, bert mean, training
+}
+
+TEST(Validation, ToleranceFollowsTheMechanism) {
+  EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::PipeSwitch), 0.05);
+  EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::StopAndStart), 0.05);
+  EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::Mps), 0.15);
+  EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::UnifiedMemory), 0.15);
+  const nlohmann::json simulated = {{"latency", latency(1, 11.0, 11.0, 11.0)}, {"throughput_rps", 1.0}};
+  const nlohmann::json measured = {{"latency", latency(1, 10.0, 10.0, 10.0)}, {"throughput_rps", 1.0}};
+  EXPECT_EQ(row(compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, std::nullopt), "all", "mean_ms")
+                .status(),
+            ValidationStatus::Outside);  // +10% > 5%
+  EXPECT_EQ(row(compare_summaries("x", Mechanism::Mps, {}, simulated, measured, std::nullopt), "all", "mean_ms").status(),
+            ValidationStatus::Within);  // +10% <= 15%
+}
+
+TEST(Validation, NoTrainingOnEitherSideIsNoRow) {
+  const nlohmann::json simulated = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0},
+                                    {"training_iterations_per_s", 0.0}};
+  const nlohmann::json measured = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
+  const ValidationReport report = compare_summaries("x", Mechanism::Ready, {}, simulated, measured, MeasuredTraining{0, 3});
+  for (const auto& r : report.rows) EXPECT_NE(r.measure, "training_steps_per_s");
+  // Training on the server only: a one-sided row, so that the report shows it.
+  const ValidationReport one = compare_summaries("x", Mechanism::Ready, {}, simulated, measured, MeasuredTraining{30, 3});
+  EXPECT_EQ(row(one, "all", "training_steps_per_s").status(), ValidationStatus::OneSided);
+}
+
+TEST(Validation, SummariesWithoutTheSharedKeysAreRefused) {
+  const nlohmann::json good = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
+  try {
+    compare_summaries("x", Mechanism::Ready, {}, nlohmann::json{{"throughput_rps", 1.0}}, good, std::nullopt);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("simulated summary has no latency"), std::string::npos) << e.what();
+  }
+  try {
+    compare_summaries("x", Mechanism::Ready, {}, good, nlohmann::json{{"latency", latency(1, 1.0, 1.0, 1.0)}}, std::nullopt);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("measured summary has no number 'throughput_rps'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Validation, CsvAndJsonCarryEveryRow) {
+  const nlohmann::json simulated = {{"latency", latency(2, 2.0, 2.0, 2.0)}, {"throughput_rps", 1.0}};
+  const nlohmann::json measured = {{"latency", latency(2, 4.0, 2.0, 2.0)}, {"throughput_rps", 1.0}};
+  const ValidationReport report = compare_summaries("exp", Mechanism::PipeSwitch, {"m"}, simulated, measured, std::nullopt);
+  const std::string csv = validation_csv(report);
+  EXPECT_EQ(csv.rfind("scope,measure,simulated,measured,relative_error,tolerance,status\n", 0), 0u) << csv;
+  EXPECT_NE(csv.find("all,mean_ms,2,4,-0.5,0.05,outside\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("m,p50_ms,,,,0.05,one-sided\n"), std::string::npos) << csv;
+  const nlohmann::json json = validation_json(report);
+  EXPECT_EQ(json["rows"].size(), report.rows.size());
+  EXPECT_EQ(json["mechanism"], "pipeswitch");
+  EXPECT_EQ(json["outside"], 1);
+  EXPECT_TRUE(json["rows"][3]["measured"].is_null());
+}
+
+}  // namespace
+}  // namespace psw::sim
