@@ -132,6 +132,14 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.unified_memory.migration_bandwidth = read_bandwidth(u, "migration_bandwidth_bytes_per_s");
     u.finish();
   }
+  if (r.has("time_slicing")) {  // Note [Time slicing]
+    MapReader t = r.map("time_slicing");
+    TimeSlicingModel ts;
+    ts.slice = nanoseconds(t.integer("slice_ns", 1, kMaxDurationNs));
+    ts.context_switch = read_duration(t, "context_switch_ns");
+    t.finish();
+    hw.time_slicing = ts;
+  }
   r.finish();
   return hw;
 }
@@ -355,6 +363,12 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "migration_bandwidth_bytes_per_s" << YAML::Value
       << hw.unified_memory.migration_bandwidth.bytes_per_second();
   out << YAML::EndMap;
+  if (hw.time_slicing) {
+    out << YAML::Key << "time_slicing" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "slice_ns" << YAML::Value << hw.time_slicing->slice.ns();
+    out << YAML::Key << "context_switch_ns" << YAML::Value << hw.time_slicing->context_switch.ns();
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -226,6 +226,11 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   } catch (const InputError& e) {
     r.fail_key("mechanism", r.get("mechanism"), e.what());
   }
+  if (config.mechanism == Mechanism::TimeSliced && !config.hardware.time_slicing) {
+    r.fail_key("mechanism", r.get("mechanism"),
+               "time-sliced needs the hardware's time_slicing (slice_ns, context_switch_ns: Note [Time slicing]), and '" +
+                   config.hardware.name + "' has none");
+  }
   if (r.has("planner")) {
     try {
       config.planner = parse_strategy(r.string("planner"));

@@ -20,6 +20,7 @@ const MechanismTraits kTraits[] = {
     {Mechanism::StopAndStart, "stop-and-start", Strategy::Single, kPageable, P::FreshProcess, A::PerTensorMalloc,
      false, false},
     {Mechanism::Mps, "mps", kPlanner, kPinned, P::SharedContext, A::Preallocated, false, false},
+    {Mechanism::TimeSliced, "time-sliced", kPlanner, kPinned, P::SharedContext, A::Preallocated, false, false},
     {Mechanism::OneProcess, "one-process", Strategy::Single, kPinned, P::OneProcess, A::PerTensorMalloc, false,
      false},
     {Mechanism::PerLayerPipeline, "per-layer-pipeline", Strategy::PerLayer, kPinned, P::StandbyWorkers,

@@ -315,7 +315,7 @@ class GpuServer {
       training_->advance(now - training_since_);
       training_since_ = now;
     } else if (mechanism_.concurrent() && state_ == State::Inference) {
-      const double rate = 1.0 / mechanism_.mps_training_slowdown();
+      const double rate = mechanism_.concurrent_training_rate();
       training_->advance(nanoseconds(static_cast<std::int64_t>(static_cast<double>((now - training_since_).ns()) * rate)));
       training_since_ = now;
     }

@@ -1,5 +1,7 @@
 #include "psw/sim/mechanism.hpp"
 
+#include <algorithm>
+
 #include "psw/common/error.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
@@ -86,6 +88,7 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
     case Mechanism::Ready:
       return {stop, stop + pm.forward + tail, false};
     case Mechanism::Mps:  // nothing to switch; the server applies the slowdown beside training
+    case Mechanism::TimeSliced:
       return {Duration::zero(), pm.forward + tail, false};
     case Mechanism::NoOptimization: {
       const Duration start = max(pm.sequential_copies, stop) + sync;
@@ -142,8 +145,24 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
 Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool beside_training) const {
   const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
   const Duration work = pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
-  const bool slowed = mechanism_ == Mechanism::Mps && task == Task::Inference && beside_training;
-  return slowed ? scale(work, mps_inference_slowdown()) : work;
+  if (task != Task::Inference || !beside_training) return work;
+  if (mechanism_ == Mechanism::Mps) return scale(work, mps_inference_slowdown());
+  if (mechanism_ == Mechanism::TimeSliced) return time_sliced_latency(work);
+  return work;
+}
+
+// Note [Time slicing] in hardware_profile.hpp.
+Duration MechanismModel::time_sliced_latency(Duration work) const {
+  PSW_CHECK(hardware_.time_slicing.has_value(), "time-sliced without the hardware's time_slicing");
+  const Duration slice = hardware_.time_slicing->slice;
+  const Duration context_switch = hardware_.time_slicing->context_switch;
+  const std::int64_t turns = std::max<std::int64_t>(1, (work.ns() + slice.ns() - 1) / slice.ns());
+  return nanoseconds(slice.ns() / 2) + context_switch + work + (slice + context_switch * 2) * (turns - 1);
+}
+
+double MechanismModel::concurrent_training_rate() const {
+  if (mechanism_ == Mechanism::TimeSliced) return 0.5;  // Note [Time slicing]
+  return 1.0 / mps_training_slowdown();
 }
 
 Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
@@ -155,6 +174,7 @@ bool MechanismModel::stops_at_layer_boundary() const {
   switch (mechanism_) {
     case Mechanism::Ready:
     case Mechanism::Mps:
+    case Mechanism::TimeSliced:
     case Mechanism::StopAndStart:
     case Mechanism::TwoProcesses:
       return false;
@@ -172,7 +192,7 @@ bool MechanismModel::uses_standby_workers() const {
 }
 
 bool MechanismModel::keeps_models_resident() const {
-  return mechanism_ == Mechanism::Ready || mechanism_ == Mechanism::Mps ||
+  return mechanism_ == Mechanism::Ready || mechanism_ == Mechanism::Mps || mechanism_ == Mechanism::TimeSliced ||
          mechanism_ == Mechanism::UnifiedMemory;
 }
 

@@ -80,6 +80,7 @@ std::int64_t ValidationReport::outside() const {
 double latency_tolerance(Mechanism mechanism) {
   switch (mechanism) {
     case Mechanism::Mps:
+    case Mechanism::TimeSliced:
     case Mechanism::UnifiedMemory: return 0.15;
     default: return 0.05;
   }

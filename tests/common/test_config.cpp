@@ -86,6 +86,11 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.unified_memory.page_bytes, b.unified_memory.page_bytes);
   EXPECT_EQ(a.unified_memory.page_fault, b.unified_memory.page_fault);
   EXPECT_EQ(a.unified_memory.migration_bandwidth, b.unified_memory.migration_bandwidth);
+  ASSERT_EQ(a.time_slicing.has_value(), b.time_slicing.has_value());
+  if (a.time_slicing) {
+    EXPECT_EQ(a.time_slicing->slice, b.time_slicing->slice);
+    EXPECT_EQ(a.time_slicing->context_switch, b.time_slicing->context_switch);
+  }
 }
 
 // The message of the InputError that `parse` throws, or "" (and a test failure) when it

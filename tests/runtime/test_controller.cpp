@@ -52,6 +52,13 @@ torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t 
   return state;
 }
 
+// A mechanism's name as a parameterized test's name (gtest allows no '-').
+std::string mechanism_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 // The training jobs below run until stopped, not for a few steps: a job of three steps could
 // finish (it did, on CI's two cores) before the first request comes to preempt it. Stops the job
 // and waits for its worker to let go of it; returns the steps it completed.
@@ -170,11 +177,14 @@ training:
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
 }
 
-// MPS: inference runs beside the training job, which is never stopped (on the host backend the
-// two processes share the CPU; on a GPU the mechanism needs NVIDIA's MPS daemon).
-TEST(Controller, MpsRunsInferenceBesideTrainingWithoutStoppingIt) {
-  const ServeConfig config = write_config("mps", R"(
-mechanism: mps
+// MPS and time slicing: inference runs beside the training job, which is never stopped (on the
+// host backend the two processes share the CPU; on a GPU mps needs NVIDIA's MPS daemon, and
+// time-sliced needs none running).
+class ControllerBesideTraining : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ControllerBesideTraining, RunsInferenceBesideTrainingWithoutStoppingIt) {
+  const std::string mechanism = GetParam();
+  const ServeConfig config = write_config("beside-" + mechanism, "mechanism: " + mechanism + R"(
 workers: 2
 request_timeout_ms: 120000
 models:
@@ -203,7 +213,11 @@ training:
   ServeConfig one = config;
   one.workers = 1;
   EXPECT_THROW(start(one), InputError);
+  EXPECT_NE(controller->metrics_text().find("psw_server_info{mechanism=\"" + mechanism + "\""), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerBesideTraining, ::testing::Values("mps", "time-sliced"),
+                         mechanism_test_name);
 
 // One process: training and inference take turns in one worker; a request abandons the
 // training's step (there is no other worker to pause for), which resumes from its last one.
@@ -325,11 +339,7 @@ training:
 
 INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerModes,
                          ::testing::Values("no-optimization", "no-ipc-optimization", "unified-memory"),
-                         [](const auto& p) {
-                           std::string name = p.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         mechanism_test_name);
 
 ServeConfig single_model_config(const std::string& name, int timeout_ms) {
   return write_config(name, "workers: 2\nmax_tensor_bytes: 4194304\nrequest_timeout_ms: " + std::to_string(timeout_ms) +

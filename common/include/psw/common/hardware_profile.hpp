@@ -34,6 +34,23 @@ struct ComputeModel {
 };
 
 // NVIDIA MPS: both tasks resident and running concurrently; each is slowed down.
+// Note [Time slicing]
+// ~~~~~~~~~~~~~~~~~~~
+// Without MPS, two processes' contexts on one GPU take turns: the driver gives the context that
+// holds the GPU a time slice, then switches to the other when both have work. An inference that
+// arrives while the training job holds the GPU waits for the rest of its slice (half a slice on
+// average), then both alternate in slices of `slice` with a context switch of `context_switch`
+// each way:
+//   latency(W) = slice / 2 + context_switch + W + (ceil(W / slice) - 1) * (slice + 2 context_switch)
+// for an inference of W alone on the GPU (the time-sliced mechanism; Figures 5-9's "resident
+// model that shares the GPU" of issue 9). While an inference runs, the training job holds the
+// GPU for the other half of the turns: it advances at half its rate. Both numbers are
+// estimates until measured on the H200 (issue 9's calibration).
+struct TimeSlicingModel {
+  Duration slice;
+  Duration context_switch;
+};
+
 struct MpsModel {
   int inference_slowdown_percent = 100;  // 100 = no slowdown
   int training_slowdown_percent = 100;
@@ -71,6 +88,8 @@ struct HardwareProfile {
 
   MpsModel mps;
   UnifiedMemoryModel unified_memory;
+  // Note [Time slicing]; optional: only the time-sliced mechanism needs it.
+  std::optional<TimeSlicingModel> time_slicing;
 };
 
 }  // namespace psw

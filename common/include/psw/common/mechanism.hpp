@@ -17,6 +17,7 @@ enum class Mechanism {
   PipeSwitch,           // pipelined transfer with the planned grouping, standby workers
   StopAndStart,         // kill the old process, start a new one, load, run
   Mps,                  // NVIDIA MPS: both tasks resident, running concurrently, slowed down
+  TimeSliced,           // both tasks resident in their own processes, the GPU time-slicing between them (no MPS)
   OneProcess,           // one process: move the old model out and the new one in, no pipelining
   PerLayerPipeline,     // ablation: one group per layer
   GroupedTransmission,  // ablation: one group (transfer everything, then compute)
@@ -35,7 +36,7 @@ enum class ProcessModel {
   StandbyWorkers,  // warm worker processes, one active (PipeSwitch and its ablations)
   FreshProcess,    // a new process per switch (stop-and-start, two processes)
   OneProcess,      // one process swaps models in and out
-  SharedContext,   // tasks run concurrently (MPS)
+  SharedContext,   // tasks resident at once in their own processes (MPS, time slicing)
   Resident,        // every model stays on the device (ready)
 };
 enum class Allocation {

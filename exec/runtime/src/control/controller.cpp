@@ -333,8 +333,10 @@ struct Controller::State {
   // stays resident until the parameters kept exceed cache_bytes, least recently used out
   // first; the ready mechanism keeps every model once loaded.
   bool note_use(int model) {
-    // Ready and MPS keep every model on the device once loaded (MPS runs them beside training).
-    if (options.config.mechanism == Mechanism::Ready || options.config.mechanism == Mechanism::Mps) {
+    // Ready, MPS and time-sliced keep every model on the device once loaded (the last two run
+    // them beside training).
+    if (options.config.mechanism == Mechanism::Ready ||
+        traits(options.config.mechanism).process == ProcessModel::SharedContext) {
       if (is_resident(model)) return false;
       resident.push_front(model);
       return true;
@@ -810,8 +812,8 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     throw InputError(config.path.string() + ": mechanism 'one-process' runs every task in one worker: set workers: 1");
   }
   if (traits(config.mechanism).process == ProcessModel::SharedContext && config.training && config.workers < 2) {
-    throw InputError(config.path.string() + ": mechanism 'mps' runs inference beside the training job, in another "
-                     "worker: it needs workers: 2 or more");
+    throw InputError(config.path.string() + ": mechanism '" + to_string(config.mechanism) +
+                     "' runs inference beside the training job, in another worker: it needs workers: 2 or more");
   }
   for (const auto& m : config.models) s.infos.push_back(zoo_model_info(m.name));
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -89,13 +89,22 @@ int guarded(int socket, Body&& body) {
 }
 
 // MPS needs its control daemon: without it, CUDA processes time-slice the GPU instead and the
-// mechanism would silently be another one. The daemon's pipe directory is where CUDA looks.
-void check_mps_daemon() {
+// mechanism would silently be another one; time-sliced needs the opposite, for the same reason
+// (with a daemon, the workers would be MPS clients). The daemon's pipe directory is where CUDA
+// looks.
+void check_mps_daemon(Mechanism mechanism) {
   const char* configured = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   const std::string directory = configured != nullptr ? configured : "/tmp/nvidia-mps";
-  if (::access((directory + "/control").c_str(), F_OK) != 0) {
+  const bool running = ::access((directory + "/control").c_str(), F_OK) == 0;
+  if (mechanism == Mechanism::Mps && !running) {
     throw InputError("mechanism 'mps' needs NVIDIA's MPS control daemon, and none runs here (no " + directory +
                      "/control): start it with `nvidia-cuda-mps-control -d`, or serve another mechanism");
+  }
+  if (mechanism == Mechanism::TimeSliced && running) {
+    throw InputError("mechanism 'time-sliced' measures the GPU's own time slicing between processes, and an MPS "
+                     "control daemon runs here (" + directory +
+                     "/control), which would make the workers MPS clients: stop it (`echo quit | "
+                     "nvidia-cuda-mps-control`), or serve mps");
   }
 }
 
@@ -207,7 +216,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     check_served_mechanism(config.mechanism);
     auto backend = exec::make_backend(options.backend);
     const bool on_host = backend->name() == "host";
-    if (config.mechanism == Mechanism::Mps && !on_host) check_mps_daemon();
+    if (!on_host) check_mps_daemon(config.mechanism);
     std::vector<ServedModel> served = build_served_models(config);
     std::unique_ptr<exec::ZooModel> training_model;
     if (config.training) {

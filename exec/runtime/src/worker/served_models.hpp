@@ -44,6 +44,7 @@ inline void check_served_mechanism(Mechanism mechanism) {
     case Mechanism::PipeSwitch:
     case Mechanism::StopAndStart:
     case Mechanism::Mps:
+    case Mechanism::TimeSliced:
     case Mechanism::OneProcess:
     case Mechanism::PerLayerPipeline:
     case Mechanism::GroupedTransmission:

@@ -64,7 +64,8 @@ class MechanismModel {
   // is lost (stop-and-start, two processes; Note [Killed training] in gpu_server.cpp).
   bool kills_training() const;
   // MPS: tasks run concurrently instead of being switched.
-  bool concurrent() const { return mechanism_ == Mechanism::Mps; }
+  // Time slicing: the same, taking turns on the GPU (Note [Time slicing]).
+  bool concurrent() const { return mechanism_ == Mechanism::Mps || mechanism_ == Mechanism::TimeSliced; }
   // Whether an inference model stays active between requests (no switch when the next
   // request is for the same model and nothing else ran).
   bool uses_standby_workers() const;
@@ -76,6 +77,10 @@ class MechanismModel {
   // MPS slowdowns as factors (>= 1).
   double mps_inference_slowdown() const;
   double mps_training_slowdown() const;
+  // An inference of `work` alone on the GPU, time-sliced with a training job (Note [Time slicing]).
+  Duration time_sliced_latency(Duration work) const;
+  // The training job's rate, relative to alone, while an inference runs beside it.
+  double concurrent_training_rate() const;
 
   // The plan each model is switched in with for `task` (for reports, traces and tests).
   const Grouping& grouping(std::uint32_t model, Task task) const {
