@@ -176,6 +176,16 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
       }
     }
     w.mark_seen("buckets");
+    // Note [Trace window and sample] in sim/src/workload_source.cpp.
+    if (w.has("window_start_s")) spec.window_start = w.duration("window_start_s");
+    if (w.has("window_s")) {
+      spec.window = w.duration("window_s");
+      if (spec.window <= Duration::zero()) w.fail_key("window_s", w.get("window_s"), "an empty window keeps no request");
+    }
+    if (w.has("sample")) {
+      spec.sample = w.real("sample", 0.0, 1.0);
+      if (spec.sample <= 0.0) w.fail_key("sample", w.get("sample"), "a sample of 0 keeps no request: expected (0, 1]");
+    }
     if (spec.format == TraceFormat::AzureLlm2023 && spec.buckets.empty()) {
       w.fail_key("format", w.get("format"), "an azure-llm-2023 trace needs 'buckets' mapping context tokens to models");
     }
@@ -375,6 +385,9 @@ std::string resolved_yaml(const ExperimentConfig& config) {
       out << YAML::Key << "spread" << YAML::Value << (w.spread == SpreadKind::Uniform ? "uniform" : "poisson");
       out << YAML::Key << "first_minute" << YAML::Value << w.first_minute;
       out << YAML::Key << "minutes" << YAML::Value << w.minutes;
+      out << YAML::Key << "window_start_s" << YAML::Value << w.window_start.seconds();
+      if (w.window > Duration::zero()) out << YAML::Key << "window_s" << YAML::Value << w.window.seconds();
+      out << YAML::Key << "sample" << YAML::Value << w.sample;
       out << YAML::Key << "functions" << YAML::Value << YAML::BeginMap;
       for (const auto& [f, m] : w.mapping.function_model) out << YAML::Key << f << YAML::Value << config.models[m].name;
       out << YAML::EndMap;
