@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "load_options.hpp"
 #include "validators.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/runtime/grpc_server.hpp"
@@ -13,12 +14,9 @@ namespace psw::cli {
 
 namespace {
 
-struct LoadCommandOptions {
+struct LoadCommandOptions : LoadTargetOptions {
   std::string config_path;
-  std::string socket_path;
-  std::string server;
   std::string out_dir;
-  runtime::LoadOptions load;
 };
 
 void print_summary(const nlohmann::json& s) {
@@ -49,22 +47,13 @@ Action add_load_command(CLI::App& app) {
                                              "config (open loop; the simulator's arrivals)");
   cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); its workload: is sent")
       ->required()->check(CLI::ExistingFile);
-  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
-  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  add_load_target_options(cmd, *o);
   cmd->add_option("--out", o->out_dir, "Write requests.csv, summary.json, config.resolved.yaml here (as psw sim --out)");
   cmd->add_option("--time-scale", o->load.time_scale, "Multiplies every arrival time (0.1: ten times faster)")
       ->check(finite_range(1e-6, 1e6))->capture_default_str();
-  cmd->add_option("--senders", o->load.senders,
-                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--timeout-ms", o->load.timeout_ms, "Deadline of each request")
-      ->check(CLI::Range(1, 3'600'000))->capture_default_str();
   return [o] {
     const ExperimentConfig config = load_experiment_config(o->config_path);
-    o->load.target = !o->server.empty() ? o->server
-                     : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
-    o->load.seed = config.seed;
-    o->load.progress = [](const std::string& line) { std::fprintf(stderr, "load: %s\n", line.c_str()); };
+    resolve_load_target(*o, config, "load");
     const runtime::LoadReport report = runtime::run_load(config, o->load);
     if (!o->out_dir.empty()) runtime::write_load_outputs(config, report, o->out_dir);
     print_summary(report.summary);

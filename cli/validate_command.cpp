@@ -4,21 +4,17 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "validators.hpp"
+#include "load_options.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/runtime/grpc_server.hpp"
 #include "psw/runtime/validation_run.hpp"
 
 namespace psw::cli {
 
 namespace {
 
-struct ValidateCommandOptions {
+struct ValidateCommandOptions : LoadTargetOptions {
   std::string config_path;
-  std::string socket_path;
-  std::string server;
   std::string out_dir;
-  runtime::LoadOptions load;
 };
 
 std::string number(const std::optional<double>& v, const char* format) {
@@ -50,22 +46,13 @@ Action add_validate_command(CLI::App& app) {
       "validate", "Run an experiment config's workload on the simulator and on a running psw serve, and compare them");
   cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); the server must run its mechanism")
       ->required()->check(CLI::ExistingFile);
-  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
-  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  add_load_target_options(cmd, *o);
   cmd->add_option("--out", o->out_dir,
                   "Write simulated/, measured/, validation.csv and validation.json here "
                   "(default: results/validation/<the config's name>)");
-  cmd->add_option("--senders", o->load.senders,
-                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--timeout-ms", o->load.timeout_ms, "Deadline of each request")
-      ->check(CLI::Range(1, 3'600'000))->capture_default_str();
   return [o] {
     const ExperimentConfig config = load_experiment_config(o->config_path);
-    o->load.target = !o->server.empty() ? o->server
-                     : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
-    o->load.seed = config.seed;
-    o->load.progress = [](const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); };
+    resolve_load_target(*o, config, "validate");
     const std::string out_dir = o->out_dir.empty() ? "results/validation/" + config.name : o->out_dir;
     runtime::ValidationOutput output(out_dir);
     const runtime::ValidationRun run = runtime::run_validation(config, o->load, output.simulated_dir());

@@ -1,0 +1,41 @@
+#pragma once
+// The options psw load and psw validate share: which server, and the pool of senders that
+// drives it (exec/runtime/load_generator.hpp).
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "psw/common/experiment_config.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/load_generator.hpp"
+
+namespace psw::cli {
+
+struct LoadTargetOptions {
+  std::string socket_path;
+  std::string server;
+  runtime::LoadOptions load;
+};
+
+inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
+  auto* socket = cmd->add_option("--socket", o.socket_path, "The server's Unix socket (default: psw serve's)");
+  cmd->add_option("--server", o.server, "A server on TCP, HOST:PORT")->excludes(socket);
+  cmd->add_option("--senders", o.load.senders,
+                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--timeout-ms", o.load.timeout_ms, "Deadline of each request")
+      ->check(CLI::Range(1, 3'600'000))->capture_default_str();
+}
+
+// After parsing: the gRPC target, the config's seed for the inputs, progress on stderr as
+// "<command>: ...".
+inline void resolve_load_target(LoadTargetOptions& o, const ExperimentConfig& config, const char* command) {
+  o.load.target = !o.server.empty() ? o.server
+                  : "unix:" + (o.socket_path.empty() ? runtime::default_socket_path() : o.socket_path);
+  o.load.seed = config.seed;
+  o.load.progress = [command](const std::string& line) { std::fprintf(stderr, "%s: %s\n", command, line.c_str()); };
+}
+
+}  // namespace psw::cli
