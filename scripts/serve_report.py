@@ -202,6 +202,24 @@ def main():
         print(f"\nStartup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; preemption p50 "
               f"{s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms; arrival to reply p50 "
               f"{s['server_latency_p50_s'] * 1e3:.3f} ms.\n")
+    validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
+    if validations:
+        print("## The simulator beside the server on one workload (psw validate)\n")
+        print("Each case's workload sent to the server by `psw validate` and simulated from the same config")
+        print("(`configs/experiments/h200-validate.yaml` per mechanism, the trace replays `replay-*.yaml`);")
+        print("the error is (simulated - measured) / measured, the tolerance issue 9's.\n")
+        for path in validations:
+            v = load(path)
+            name = os.path.basename(os.path.dirname(path))
+            print(f"### {name} ({v['mechanism']}): {v['within']} within tolerance, {v['outside']} outside\n")
+            print("| scope | measure | simulated | measured | error | tolerance | status |")
+            print("|---|---|---:|---:|---:|---:|---|")
+            for r in v["rows"]:
+                cell = lambda x: "-" if x is None else f"{x:.4f}"
+                error = "-" if r["relative_error"] is None else f"{r['relative_error'] * 100:+.1f}%"
+                print(f"| {r['scope']} | {r['measure']} | {cell(r['simulated'])} | {cell(r['measured'])} | {error} | "
+                      f"{r['tolerance'] * 100:.0f}% | {r['status']} |")
+            print()
     start = processes(os.path.join(raw, "processes-start.txt"))
     memory = device_memory(os.path.join(raw, "device-memory.csv"))
     if start:
