@@ -229,6 +229,9 @@ for replay in azure2019 llm; do
   fi
   validate_with pipeswitch "$experiment" "replay-$replay"
   rm -f "$experiment"
+  # The two latency distributions side by side (beside the report: the raw folder is archived).
+  python3 "$root/scripts/validation_cdf.py" "$raw/validation/replay-$replay" \
+    "$out/$(date -u +%F)-replay-$replay-cdf.png" || echo "!! no CDF plot of replay-$replay (matplotlib?)"
 done
 echo "== report ($(date -u +%T))"
 report="$out/$(date -u +%F)-h200-serve.md"
