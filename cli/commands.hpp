@@ -20,6 +20,7 @@ Action add_sweep_merge_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 Action add_client_command(CLI::App& app);
 Action add_bench_serve_command(CLI::App& app);
+Action add_profile_serving_command(CLI::App& app);
 Action add_compare_serve_command(CLI::App& app);
 Action add_load_command(CLI::App& app);
 Action add_validate_command(CLI::App& app);

@@ -4,7 +4,7 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch gputests validate replay-azure2019 replay-llm;
+#     (parts: main placement lookahead mechanisms dispatch gputests calibrate validate replay-azure2019 replay-llm;
 #      `all` is every part but the two replays)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
@@ -19,6 +19,10 @@
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
+#   calibrate   psw profile-serving against the server of configs/serve/h200.yaml: the request
+#               path per model and the training step (Note [Request path]), written to
+#               OUT_DIR/profiles/serving-h200.yaml; the validate and replay parts of the same call
+#               simulate with it (else with the experiment's own `serving:`, if any)
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
 #               hardware profile models it, time-sliced
@@ -193,6 +197,27 @@ if has_part dispatch; then
     stop_server
   fi
 fi
+if has_part calibrate; then
+  echo "== calibrate: psw profile-serving ($(date -u +%T))"
+  config="$sock_dir/calibrate.yaml"
+  sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+  training_batch=$(awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$config")
+  if start_server "$config" "$raw/serve-calibrate.log"; then
+    "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+      --requests 20 --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
+      --out "$raw/serving-h200.yaml" || echo "!! psw profile-serving failed"
+    stop_server
+    if [[ -f $raw/serving-h200.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200.yaml" "$out/profiles/"; fi
+  fi
+fi
+# The serving profile the simulator of validate and the replays uses: this call's calibration
+# if it made one (the experiment's own `serving:` replaced), else the experiment's.
+use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
+  if [[ -f $raw/serving-h200.yaml ]]; then
+    sed -i '/^serving:/d' "$1"
+    echo "serving: $raw/serving-h200.yaml" >> "$1"
+  fi
+}
 # psw validate: an experiment config's workload sent to the server and simulated, compared
 # (`validation.json` per case under raw/validation/; the report prints the tables).
 validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME
@@ -210,6 +235,7 @@ if has_part validate; then
     echo "== validate $mechanism ($(date -u +%T))"
     experiment="$sock_dir/h200-validate-$mechanism.yaml"
     sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-validate.yaml" > "$experiment"
+    use_calibration "$experiment"
     validate_with "$mechanism" "$experiment" "h200-validate-$mechanism"
   done
 fi
@@ -227,6 +253,7 @@ for replay in azure2019 llm; do
   else
     sed -i "s/^  minutes: .*/  minutes: $(( (replay_s + 59) / 60 ))/" "$experiment"
   fi
+  use_calibration "$experiment"
   validate_with pipeswitch "$experiment" "replay-$replay"
   rm -f "$experiment"
   # The two latency distributions side by side (beside the report: the raw folder is archived).

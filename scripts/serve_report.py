@@ -118,7 +118,7 @@ def main():
     if os.path.exists(switches_path):
         sw = load(switches_path)
         s = sw["switch_latency_ms"]
-        print("## 10,000 consecutive switches\n")
+        print(f"## {s['count']:,} consecutive switches\n")
         batch = sw.get("spec", {}).get("batch", "?")
         print(f"{s['count']} requests in turn over the three models (batch {batch}, training stopped), every one a switch: "
               f"median {s['median_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms. Memory of every process of the server before and after:\n")
@@ -202,6 +202,17 @@ def main():
         print(f"\nStartup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; preemption p50 "
               f"{s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms; arrival to reply p50 "
               f"{s['server_latency_p50_s'] * 1e3:.3f} ms.\n")
+    serving_path = os.path.join(raw, "serving-h200.yaml")
+    if os.path.exists(serving_path):
+        print("## The server's request path and training step (psw profile-serving)\n")
+        print("Measured first in this run against the server of `configs/serve/h200.yaml` (Note [Request path]):")
+        print("per model, medians over cold requests of the client's latency minus the server's time (protocol)")
+        print("and of the server's time minus the engine's (server). The simulator of the validations below adds")
+        print("them; those validations are later runs of other workloads.\n")
+        print("```yaml")
+        with open(serving_path) as f:
+            print(f.read().rstrip())
+        print("```\n")
     validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
     if validations:
         print("## The simulator beside the server on one workload (psw validate)\n")

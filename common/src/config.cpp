@@ -9,6 +9,7 @@
 #include <set>
 
 #include "psw/common/error.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "yaml_reader.hpp"
 
 namespace psw {
@@ -368,6 +369,97 @@ std::string to_yaml(const HardwareProfile& hw) {
     out << YAML::Key << "slice_ns" << YAML::Value << hw.time_slicing->slice.ns();
     out << YAML::Key << "context_switch_ns" << YAML::Value << hw.time_slicing->context_switch.ns();
     out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+const RequestPathCost* ServingProfile::path_of(const std::string& model) const {
+  for (const auto& p : request_path) {
+    if (p.model == model) return &p;
+  }
+  return nullptr;
+}
+
+const TrainingStepCost* ServingProfile::training_of(const std::string& model) const {
+  for (const auto& t : training) {
+    if (t.model == model) return &t;
+  }
+  return nullptr;
+}
+
+ServingProfile parse_serving_profile(const std::string& text, const std::string& origin) {
+  YAML::Node root = parse_document(text, origin);
+  MapReader r(root, origin, "");
+  ServingProfile profile;
+  profile.name = r.string("name");
+  profile.source = read_source(r);
+  // Note [Request path]: the numbers are of inputs in the messages; the key says so.
+  const std::string inputs = r.string("inputs");
+  if (inputs != "raw") {
+    r.fail_key("inputs", r.get("inputs"), "expected raw (inputs in the messages, as psw load sends them), got '" + inputs + "'");
+  }
+  std::set<std::string> models;
+  YAML::Node paths = r.sequence("request_path");
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    MapReader p(paths[i], origin, detail::concat("request_path[", i, "]"));
+    RequestPathCost cost;
+    cost.model = p.string("model");
+    if (!models.insert(cost.model).second) p.fail_key("model", p.get("model"), "model '" + cost.model + "' given twice");
+    cost.protocol = read_duration(p, "protocol_ns");
+    cost.server = read_duration(p, "server_ns");
+    cost.requests = static_cast<int>(p.integer("requests", 1, 1'000'000'000));
+    p.finish();
+    profile.request_path.push_back(std::move(cost));
+  }
+  models.clear();
+  if (r.has("training")) {
+    YAML::Node steps = r.sequence("training");
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      MapReader t(steps[i], origin, detail::concat("training[", i, "]"));
+      TrainingStepCost cost;
+      cost.model = t.string("model");
+      if (!models.insert(cost.model).second) t.fail_key("model", t.get("model"), "model '" + cost.model + "' given twice");
+      cost.batch = static_cast<int>(t.integer("batch", 1, 1 << 20));
+      cost.step = nanoseconds(t.integer("step_ns", 1, kMaxDurationNs));
+      t.finish();
+      profile.training.push_back(std::move(cost));
+    }
+  }
+  r.finish();
+  return profile;
+}
+
+ServingProfile load_serving_profile(const std::filesystem::path& path) {
+  return parse_serving_profile(read_file(path), path.string());
+}
+
+std::string to_yaml(const ServingProfile& profile) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << profile.name;
+  emit_source(out, profile.source);
+  out << YAML::Key << "inputs" << YAML::Value << "raw";
+  out << YAML::Key << "request_path" << YAML::Value << YAML::BeginSeq;
+  for (const auto& p : profile.request_path) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "model" << YAML::Value << p.model;
+    out << YAML::Key << "protocol_ns" << YAML::Value << p.protocol.ns();
+    out << YAML::Key << "server_ns" << YAML::Value << p.server.ns();
+    out << YAML::Key << "requests" << YAML::Value << p.requests;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  if (!profile.training.empty()) {
+    out << YAML::Key << "training" << YAML::Value << YAML::BeginSeq;
+    for (const auto& t : profile.training) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "model" << YAML::Value << t.model;
+      out << YAML::Key << "batch" << YAML::Value << t.batch;
+      out << YAML::Key << "step_ns" << YAML::Value << t.step.ns();
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -273,6 +273,23 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     t.finish();
   }
   r.mark_seen("training");
+  if (r.has("serving")) {  // Note [Request path] (serving_profile.hpp)
+    try {
+      config.serving = load_serving_profile(resolve(config.source, r.string("serving")));
+    } catch (const InputError& e) {
+      r.fail_key("serving", r.get("serving"), e.what());
+    }
+    if (config.training_model) {
+      const ModelProfile& trained = config.models[*config.training_model];
+      const TrainingStepCost* step = config.serving->training_of(trained.name);
+      if (step != nullptr && step->batch != trained.batch) {
+        r.fail_key("serving", r.get("serving"),
+                   detail::concat("the serving profile's training step of ", trained.name, " is for batch ", step->batch,
+                                  ", the model profile's for batch ", trained.batch));
+      }
+    }
+  }
+  r.mark_seen("serving");
   config.workload = parse_workload(r, config);
   if (r.has("outputs")) {
     MapReader o = r.map("outputs");
@@ -347,6 +364,7 @@ std::string resolved_yaml(const ExperimentConfig& config) {
   out << YAML::Key << "seed" << YAML::Value << config.seed;
   out << YAML::Key << "training" << YAML::Value
       << (config.training_model ? config.models[*config.training_model].name : std::string("none"));
+  out << YAML::Key << "serving" << YAML::Value << (config.serving ? config.serving->name : std::string("none"));
   const auto& w = config.workload;
   out << YAML::Key << "workload" << YAML::Value << YAML::BeginMap;
   const char* kinds[] = {"periodic", "cycles", "poisson", "bursty", "trace"};

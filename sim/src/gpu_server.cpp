@@ -109,7 +109,9 @@ class TraceWriter {
 // any layer boundary and resume there without losing progress.
 class TrainingJob {
  public:
-  TrainingJob(const ModelProfile& model, const HardwareProfile& hw) {
+  // `measured_step`: a serving profile's step of the server's job (Note [Request path]); the
+  // layers' boundaries are scaled to it, in the profile's proportions.
+  TrainingJob(const ModelProfile& model, const HardwareProfile& hw, std::optional<Duration> measured_step) {
     Duration t = Duration::zero();
     for (const auto& layer : model.layers) {
       t += forward_time(layer, model, hw, Task::Training);
@@ -121,6 +123,12 @@ class TrainingJob {
     }
     iteration_ = t;
     if (iteration_ <= Duration::zero()) throw InputError("the training model has no compute time");
+    if (measured_step) {
+      const double scale = static_cast<double>(measured_step->ns()) / static_cast<double>(iteration_.ns());
+      for (auto& b : boundaries_) b = nanoseconds(std::llround(static_cast<double>(b.ns()) * scale));
+      boundaries_.back() = *measured_step;
+      iteration_ = *measured_step;
+    }
   }
 
   Duration iteration_time() const { return iteration_; }
@@ -158,7 +166,9 @@ class GpuServer {
         standby_(config.standby_workers) {
     check_memory();
     if (config.training_model) {
-      training_.emplace(config.models[*config.training_model], config.hardware);
+      const ModelProfile& trained = config.models[*config.training_model];
+      const TrainingStepCost* step = config.serving ? config.serving->training_of(trained.name) : nullptr;
+      training_.emplace(trained, config.hardware, step ? std::optional<Duration>(step->step) : std::nullopt);
       state_ = State::Training;
       training_since_ = Duration::zero();
     }
@@ -376,7 +386,8 @@ class GpuServer {
     }
     if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, previous);
     const Duration startup = now + wait + cost.startup;
-    const Duration finish = now + wait + cost.finish;
+    // Note [Request path]: the server's own steps around the engine hold the worker too.
+    const Duration finish = now + wait + cost.finish + server_path(request);
     if (cost.switched) {
       if (task == Task::Inference) {
         ++switches_;
@@ -431,9 +442,32 @@ class GpuServer {
   // inference statistics (requests, latency, overheads, throughput) leave it out. Its SLO, if
   // any, counts in slo_attainment like an inference's. It is independent of the background
   // training job (`training:`), which it preempts like any request.
+  // Note [Request path] (serving_profile.hpp): what a live server adds to an inference around
+  // the engine, inside the server (held by the worker) and in the protocol (latency only).
+  // A model only trained needs no path; a requested one without it is refused when requested.
+  const RequestPathCost* request_path(const Request& request) const {
+    if (!config_.serving || request.task != Task::Inference) return nullptr;
+    const std::string& model = config_.models[request.model].name;
+    const RequestPathCost* path = config_.serving->path_of(model);
+    if (path == nullptr) {
+      throw InputError(config_.source.string() + ": serving: the serving profile '" + config_.serving->name +
+                       "' has no request_path of model '" + model +
+                       "', which the workload requests; measure it with psw profile-serving on a server of the model");
+    }
+    return path;
+  }
+  Duration server_path(const Request& request) const {
+    const RequestPathCost* path = request_path(request);
+    return path ? path->server : Duration::zero();
+  }
+  Duration protocol_path(const Request& request) const {
+    const RequestPathCost* path = request_path(request);
+    return path ? path->protocol : Duration::zero();
+  }
+
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
     const Duration now = sim_.now();
-    const Duration latency = now - request.arrival;
+    const Duration latency = now - request.arrival + protocol_path(request);
     const Duration ready = mechanism_.ready_run(request.model, request.task);
     inference_busy_ += ready;
     if (request.task == Task::Inference) {

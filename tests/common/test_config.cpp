@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "psw/common/config.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "psw/common/error.hpp"
 
 namespace psw {
@@ -428,6 +429,43 @@ TEST(ConfigErrors, HardwareNestedKeys) {
                   {"hw.yaml:", "key 'mps.inference_slowdown_percent'", "got 50"});
   expect_contains(hardware_error(replace_once(good, "group_sync_ns: 2000", "group_sync_ns: 2000\nextra_ns: 1")),
                   {"hw.yaml:", "unknown key 'extra_ns'"});
+}
+
+// Note [Request path]: a serving profile round-trips, and each bad entry is named.
+TEST(ServingProfile, RoundTripsAndRefusesBadEntries) {
+  const std::string good =
+      "name: s\n"
+      "source: {kind: measured, device: NVIDIA H200, date: 2026-12-01}\n"
+      "inputs: raw\n"
+      "request_path:\n"
+      "  - {model: resnet152, protocol_ns: 900000, server_ns: 400000, requests: 20}\n"
+      "  - {model: bert_base, protocol_ns: 800000, server_ns: 300000, requests: 20}\n"
+      "training:\n"
+      "  - {model: resnet152, batch: 8, step_ns: 47000000}\n";
+  const ServingProfile profile = parse_serving_profile(good, "s.yaml");
+  ASSERT_NE(profile.path_of("bert_base"), nullptr);
+  EXPECT_EQ(profile.path_of("bert_base")->protocol.ns(), 800000);
+  EXPECT_EQ(profile.path_of("resnet152")->server.ns(), 400000);
+  EXPECT_EQ(profile.path_of("inception_v3"), nullptr);
+  ASSERT_NE(profile.training_of("resnet152"), nullptr);
+  EXPECT_EQ(profile.training_of("resnet152")->step.ns(), 47000000);
+  const ServingProfile again = parse_serving_profile(to_yaml(profile), "s.yaml (to_yaml)");
+  EXPECT_EQ(again.request_path.size(), 2u);
+  EXPECT_EQ(again.path_of("resnet152")->protocol.ns(), 900000);
+  EXPECT_EQ(again.training_of("resnet152")->batch, 8);
+  EXPECT_EQ(again.source.device, "NVIDIA H200");
+  auto error = [](const std::string& text) {
+    return input_error_of([&] { parse_serving_profile(text, "s.yaml"); });
+  };
+  expect_contains(error(replace_once(good, "inputs: raw", "inputs: shm")), {"s.yaml:3:", "key 'inputs'", "expected raw"});
+  expect_contains(error(replace_once(good, "model: bert_base", "model: resnet152")),
+                  {"s.yaml:6:", "key 'request_path[1].model'", "given twice"});
+  expect_contains(error(replace_once(good, "server_ns: 300000", "server_ns: -3")),
+                  {"key 'request_path[1].server_ns'", "must not be negative"});
+  expect_contains(error(replace_once(good, "step_ns: 47000000", "step_ns: 0")), {"key 'training[0].step_ns'"});
+  expect_contains(error(replace_once(good, ", requests: 20}\n  - {model: bert", "}\n  - {model: bert")),
+                  {"key 'request_path[0].requests' is missing"});
+  expect_contains(error(good + "extra: 1\n"), {"unknown key 'extra'"});
 }
 
 TEST(ConfigErrors, HardwareErrorLinesAreExact) {

@@ -89,4 +89,37 @@ assert report["mechanism"] == "pipeswitch" and len(report["rows"]) == len(rows),
 assert report["within"] + report["outside"] + sum(r["status"] == "one-sided" for r in rows) == len(rows), report
 assert measured["requests"] == 3 and measured["errors"] == 0, measured
 PY
+# psw profile-serving: the same server's request path per model and training step (Note
+# [Request path]), a profile psw validate's simulator then adds: its simulated BERT latency
+# grows by exactly the profile's protocol and server parts.
+"$psw" profile-serving --socket "$sock" --name host-test --device "$(uname -n)" --requests 2 --gap-ms 50 --batch 1 \
+  --training-batch 2 --training-window 1 --out "$work/serving.yaml" 2> "$work/profile.err" \
+  || { cat "$work/profile.err"; echo "FAIL: psw profile-serving"; exit 1; }
+grep -q "^inputs: raw" "$work/serving.yaml" || { cat "$work/serving.yaml"; echo "FAIL: the profile"; exit 1; }
+sed "s#\.\./\.\./\.\./#$PWD/#g" tests/data/sim/validate-periodic.yaml > "$work/validate-serving.yaml"
+echo "serving: $work/serving.yaml" >> "$work/validate-serving.yaml"
+# The profile is of batch-2 training at 32 x 32 pixels, the model profile of batch 8: refused.
+set +e
+"$psw" sim --config "$work/validate-serving.yaml" --out "$work/sim-refused" > /dev/null 2> "$work/batch.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "serving profile's training step of resnet152 is for batch 2, the model profile's for batch 8" "$work/batch.err" \
+  || { cat "$work/batch.err" "$work/serving.yaml"; echo "FAIL: batch mismatch: exit $rc"; exit 1; }
+sed -i "s/batch: 2, step_ns/batch: 8, step_ns/" "$work/serving.yaml"
+"$psw" validate --config "$work/validate-serving.yaml" --socket "$sock" --out "$work/validation-serving" \
+  > "$work/validate-serving.txt" 2>&1 || { cat "$work/validate-serving.txt"; echo "FAIL: psw validate with a serving profile"; exit 1; }
+/usr/bin/python3 - "$work/serving.yaml" "$work/validation" "$work/validation-serving" <<'PY'
+import json, re, sys
+profile_text, without, with_serving = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+path = {m: (int(p), int(s)) for m, p, s in re.findall(r"model: (\w+), protocol_ns: (\d+), server_ns: (\d+)", profile_text)}
+assert set(path) == {"bert_base", "inception_v3"}, path  # every model the server serves
+step = int(re.search(r"step_ns: (\d+)", profile_text).group(1))
+a = json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"]
+b = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"]
+added = sum(path["bert_base"]) / 1e6
+assert abs(b - a - added) < 1e-6, (a, b, added)
+sim = json.load(open(f"{with_serving}/simulated/summary.json"))
+makespan = sim["makespan_s"]
+assert sim["training_iterations"] <= makespan / (step / 1e9), (sim, step)
+PY
 echo "PASS"

@@ -12,6 +12,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
 #include "psw/sim/gpu_server.hpp"
@@ -99,6 +100,67 @@ TEST(SimTimeSliced, InferenceTakesTurnsWithTrainingByTheProfilesSlices) {
   // The training job never stops; while inference runs it goes at half its rate, so it gets at
   // least as far as under ready (where each request stops it; whole iterations are counted).
   EXPECT_GE(beside.at("training_iterations").get<double>(), ready.at("training_iterations").get<double>());
+}
+
+// Note [Request path]: a serving profile adds its server part to a request's service time and
+// its protocol part to its latency, per model; with a training step, the training job takes it.
+TEST(SimRequestPath, AServingProfileAddsItsPathsPerModelAndSetsTheTrainingStep) {
+  // Without a training job (where the next request finds the training job depends on how long
+  // the last one held the GPU): solo.yaml under PipeSwitch.
+  const auto base = simulate("solo.yaml", {{"mechanism", "pipeswitch"}});
+  const auto served = simulate("solo.yaml", {{"mechanism", "pipeswitch"}, {"serving", quoted(data("serving-small.yaml"))}});
+  const ServingProfile profile = load_serving_profile(data("serving-small.yaml"));
+  for (const char* model : {"resnet152", "bert_base"}) {
+    const RequestPathCost* path = profile.path_of(model);
+    ASSERT_NE(path, nullptr);
+    // Requests 500 ms apart: none queues behind another, so each gains exactly its path.
+    const double expected = base.at("models").at(model).at("latency").at("mean_ms").get<double>() +
+                            path->protocol.ms() + path->server.ms();
+    EXPECT_NEAR(served.at("models").at(model).at("latency").at("mean_ms").get<double>(), expected, 1e-6) << model;
+  }
+  // With a training step too, the training job takes the profile's 50 ms step, whatever its layers' times add up to:
+  // whole iterations in what the makespan leaves it beside the six requests (each well under
+  // 100 ms), more than with the V100 profile's own (longer) step.
+  const auto untrained = simulate("small.yaml");
+  const auto trained = simulate("small.yaml", {{"serving", quoted(data("serving-small-training.yaml"))}});
+  const double makespan_s = trained.at("makespan_s").get<double>();
+  const double iterations = trained.at("training_iterations").get<double>();
+  EXPECT_LE(iterations, makespan_s / 0.050);
+  EXPECT_GE(iterations, (makespan_s - 6 * 0.1) / 0.050 - 1);
+  EXPECT_GT(iterations, untrained.at("training_iterations").get<double>());
+}
+
+// A serving profile must cover every model the workload requests, and the training job's batch.
+TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
+  const std::filesystem::path dir = fresh_dir("serving");
+  std::filesystem::create_directories(dir);
+  const std::string partial = (dir / "partial.yaml").string();
+  {
+    std::ofstream out(partial);
+    out << "name: partial\nsource: {kind: analytic}\ninputs: raw\n"
+           "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n";
+  }
+  try {
+    simulate("small.yaml", {{"serving", quoted(partial)}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no request_path of model 'bert_base', which the workload requests"),
+              std::string::npos) << e.what();
+  }
+  const std::string batch16 = (dir / "batch16.yaml").string();
+  {
+    std::ofstream out(batch16);
+    out << "name: b16\nsource: {kind: analytic}\ninputs: raw\n"
+           "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n"
+           "  - {model: bert_base, protocol_ns: 1, server_ns: 1, requests: 1}\n"
+           "training:\n  - {model: resnet152, batch: 16, step_ns: 1000}\n";
+  }
+  try {
+    simulate("small.yaml", {{"serving", quoted(batch16)}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is for batch 16, the model profile's for batch 8"), std::string::npos) << e.what();
+  }
 }
 
 // Note [Batch of a request]: profiles are at batch 8; a row at batch 64 is refused with the

@@ -12,6 +12,7 @@
 //   standby_workers: 1
 //   seed: 1
 //   training: {model: resnet152}   # optional background training job
+//   serving: ../serving/h200.yaml  # optional: a live server's request path (Note [Request path])
 //   workload: {kind: periodic, interval_ms: 1000, count: 20, models: [resnet152]}
 //   outputs: {requests_csv: true}
 
@@ -26,6 +27,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "psw/common/model_profile.hpp"
 #include "psw/common/trace.hpp"
 #include "psw/common/units.hpp"
@@ -80,6 +82,9 @@ struct ExperimentConfig {
   int standby_workers = 1;
   std::uint64_t seed = 1;
   std::optional<std::uint32_t> training_model;
+  // What a live server adds around the engine (Note [Request path]); absent: the engine's
+  // latency only, and the training job's step from the model profile.
+  std::optional<ServingProfile> serving;
   WorkloadSpec workload;
   bool requests_csv = true;
 

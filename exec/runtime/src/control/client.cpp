@@ -228,6 +228,16 @@ InferResponse Client::infer(const InferRequest& request, const SharedMemoryPlace
   result.model = response.model_name();
   result.version = response.model_version();
   result.id = response.id();
+  // Note [Request path]: the server's times, where it sends them (int64 as it writes them).
+  const auto& parameters = response.parameters();
+  auto time_parameter = [&parameters](const char* key) -> std::int64_t {
+    const auto it = parameters.find(key);
+    return it != parameters.end() && it->second.parameter_choice_case() == inference::InferParameter::kInt64Param
+               ? it->second.int64_param()
+               : 0;
+  };
+  result.server_ns = time_parameter("psw_server_ns");
+  result.engine_ns = time_parameter("psw_engine_ns");
   for (int i = 0; i < response.outputs_size(); ++i) {
     const auto& output = response.outputs(i);
     result.outputs.push_back(TensorData{output.name(), output.datatype(),

@@ -680,6 +680,9 @@ struct Controller::State {
         add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
         add_span({"reply", "controller", m.times[1], now, ""});
         ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
+        // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
+        response.server_ns = now - p->arrival_ns;
+        response.engine_ns = m.times[4] - m.times[3];
         p->reply.set_value(std::move(response));
         return;
       }

@@ -466,6 +466,10 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
       response->set_model_name(result.model.empty() ? request->model_name() : result.model);
       response->set_model_version(result.version);
       response->set_id(result.id.empty() ? request->id() : result.id);
+      // Note [Request path] (psw/common/serving_profile.hpp): the server's own times, for a
+      // client that splits its latency (psw profile --serving); other clients ignore them.
+      if (result.server_ns > 0) (*response->mutable_parameters())["psw_server_ns"].set_int64_param(result.server_ns);
+      if (result.engine_ns > 0) (*response->mutable_parameters())["psw_engine_ns"].set_int64_param(result.engine_ns);
       const std::vector<std::size_t> order = selected_outputs(*request, result);
       for (std::size_t k = 0; k < order.size(); ++k) {
         TensorData& output = result.outputs[order[k]];

@@ -1,6 +1,8 @@
 #include "psw/runtime/serving_benchmark.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -36,7 +38,105 @@ void wait_for_training(Client& client, const std::string& model) {
   throw Error("the training job did not resume within 60 s");
 }
 
+std::vector<ModelInfo> served_zoo_models(Client& client) {
+  std::vector<ModelInfo> models;
+  for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
+    try {
+      models.push_back(client.model_metadata(name));
+    } catch (const ServiceError& e) {
+      if (e.code() != ServiceError::Code::NotFound) throw;
+    }
+  }
+  if (models.empty()) throw Error("the server serves none of the zoo's models");
+  return models;
+}
+
+std::int64_t median_ns(std::vector<std::int64_t> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string utc_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
 }  // namespace
+
+ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,
+                                  const std::function<void(const std::string&)>& progress) {
+  if (spec.name.empty()) throw InputError("a serving profile needs a name");
+  if (spec.device.empty()) throw InputError("a serving profile needs the device the server runs on");
+  if (spec.requests < 1) throw InputError("profile-serving needs at least one request per model");
+  if (spec.gap_ms < 0 || spec.batch < 1 || spec.training_batch < 1 || spec.training_window_s < 0) {
+    throw InputError("profile-serving: the batches must be positive, the gap and the training window not negative");
+  }
+  auto say = [&progress](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
+  const TrainingStatus training = client.training_status("");
+  const std::vector<ModelInfo> models = served_zoo_models(client);
+  ServingProfileRun run;
+  ServingProfile& profile = run.profile;
+  profile.name = spec.name;
+  std::uint64_t seed = spec.seed;
+  for (const auto& info : models) {
+    std::vector<double> latencies;
+    std::vector<std::int64_t> protocol, server;
+    for (int i = 0; i < spec.requests; ++i) {
+      if (!training.model.empty()) wait_for_training(client, training.model);
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      const auto t0 = Clock::now();
+      const InferResponse response = client.infer(request);
+      const auto client_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+      if (response.server_ns <= 0 || response.engine_ns <= 0) {
+        throw Error("the server at " + client.target() + " does not report its times (response parameters "
+                    "psw_server_ns and psw_engine_ns): it is not a psw serve of this version");
+      }
+      latencies.push_back(static_cast<double>(client_ns) * 1e-6);
+      // Clocks of one host, but the client's and the server's: a difference below zero is
+      // noise around nothing, kept at zero.
+      protocol.push_back(std::max<std::int64_t>(0, client_ns - response.server_ns));
+      server.push_back(std::max<std::int64_t>(0, response.server_ns - response.engine_ns));
+    }
+    profile.request_path.push_back({info.name, nanoseconds(median_ns(protocol)), nanoseconds(median_ns(server)), spec.requests});
+    run.client_ms[info.name] = summarize_latencies(latencies);
+    say(detail::concat(info.name, ": protocol ", median_ns(protocol) / 1000, " us, server ", median_ns(server) / 1000,
+                       " us (medians of ", spec.requests, " requests)"));
+  }
+  std::string training_note;
+  if (!training.model.empty() && spec.training_window_s > 0) {
+    wait_for_training(client, training.model);
+    auto steps = [&] { return client.training_status(training.model).completed_steps; };
+    const std::int64_t s0 = steps();
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(spec.training_window_s));
+    const std::int64_t done = steps() - s0;
+    const double seconds = ms_since(t0) / 1000.0;
+    if (done < 1) throw Error("the training job completed no step in " + std::to_string(seconds) + " s");
+    const auto step_ns = static_cast<std::int64_t>(std::llround(seconds * 1e9 / static_cast<double>(done)));
+    profile.training.push_back({training.model, spec.training_batch, nanoseconds(step_ns)});
+    training_note = detail::concat("; training step of ", training.model, " (batch ", spec.training_batch, ") from ",
+                                   done, " steps in ", seconds, " s with no requests");
+    say(detail::concat(training.model, " training: ", step_ns / 1000, " us per step"));
+  }
+  profile.source.kind = ProfileSource::Measured;
+  profile.source.device = spec.device;
+  profile.source.date = utc_date();
+  profile.source.note = detail::concat(
+      "psw profile-serving against ", client.target(), ": per model, medians over ", spec.requests,
+      " cold requests of batch ", spec.batch, ", inputs in the messages, each ", spec.gap_ms,
+      " ms after training resumed; protocol = client latency - psw_server_ns, server = psw_server_ns - "
+      "psw_engine_ns (Note [Request path])", training_note);
+  return run;
+}
 
 double metric_value(const std::string& text, const std::string& name) {
   std::istringstream in(text);
@@ -57,15 +157,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
   // The models: every one the metadata of the server's models lists; the server's training job.
   const TrainingStatus training = client.training_status("");
-  std::vector<ModelInfo> models;
-  for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
-    try {
-      models.push_back(client.model_metadata(name));
-    } catch (const ServiceError& e) {
-      if (e.code() != ServiceError::Code::NotFound) throw;
-    }
-  }
-  if (models.empty()) throw Error("the server serves none of the zoo's models");
+  const std::vector<ModelInfo> models = served_zoo_models(client);
   ServingBenchmarkReport report;
   std::uint64_t seed = spec.seed;
   // spec.shared_memory: each model's tensors in its own region, registered at its first request;

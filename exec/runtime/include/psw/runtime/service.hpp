@@ -104,6 +104,12 @@ struct InferResponse {
   std::string version;
   std::string id;
   std::vector<TensorData> outputs;
+  // Note [Request path] (psw/common/serving_profile.hpp), 0 where the service does not say:
+  // arrival at the controller to the response ready, and of it the engine's part (the input
+  // on the device to the forward's end). Sent as the response parameters psw_server_ns and
+  // psw_engine_ns.
+  std::int64_t server_ns = 0;
+  std::int64_t engine_ns = 0;
 };
 
 struct TrainingStatus {

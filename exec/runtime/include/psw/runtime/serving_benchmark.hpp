@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "psw/common/serving_profile.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/client_tools.hpp"
 
@@ -44,6 +45,31 @@ struct ServingBenchmarkReport {
 
 ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
                                              const std::function<void(const std::string&)>& progress = {});
+
+// Note [Request path] (psw/common/serving_profile.hpp): a live server's request path per model
+// and its training job's step, measured from the outside, for the simulator (`psw
+// profile-serving`). Each model gets `requests` cold requests, inputs in the messages, each
+// `gap_ms` after the training job (if any) runs again; each response's psw_server_ns and
+// psw_engine_ns split the client's latency, and the medians are the profile's. Then the
+// training job's steps over `training_window_s` with no requests give its step.
+struct ServingProfileSpec {
+  std::string name;    // of the written profile
+  std::string device;  // the GPU (or host) the server runs on, for the profile's source
+  int requests = 20;
+  int gap_ms = 150;
+  int batch = 8;           // of each request
+  int training_batch = 8;  // the server's training job's (its config's training.batch)
+  double training_window_s = 10;
+  std::uint64_t seed = 1;
+};
+
+struct ServingProfileRun {
+  ServingProfile profile;
+  std::map<std::string, LatencySummary> client_ms;  // per model, the client's latency
+};
+
+ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,
+                                  const std::function<void(const std::string&)>& progress = {});
 
 // One value of a Prometheus text exposition: `name` with its labels exactly as written, e.g.
 // metric_value(text, "psw_preemption_latency_seconds{quantile=\"0.99\"}"); NaN when absent.

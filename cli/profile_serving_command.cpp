@@ -1,0 +1,64 @@
+// psw profile-serving: a live server's request path and training step, measured as a client
+// for the simulator (Note [Request path], exec/runtime/serving_benchmark.hpp); options and
+// output only.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "validators.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
+#include "psw/common/serving_profile.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/serving_benchmark.hpp"
+
+namespace psw::cli {
+
+namespace {
+
+struct ProfileServingOptions {
+  std::string socket_path;
+  std::string server;
+  std::string out_path;
+  runtime::ServingProfileSpec spec;
+};
+
+}  // namespace
+
+Action add_profile_serving_command(CLI::App& app) {
+  auto o = std::make_shared<ProfileServingOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile-serving", "Measure a running psw serve's request path per model and its training step, as a "
+                         "serving profile for the simulator (an experiment's `serving:`)");
+  auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
+  cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  cmd->add_option("--name", o->spec.name, "Name of the written profile")->required();
+  cmd->add_option("--device", o->spec.device, "The GPU (or host) the server runs on, for the profile's source")->required();
+  cmd->add_option("--requests", o->spec.requests, "Cold requests per model")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--gap-ms", o->spec.gap_ms, "Pause before each request (training resumes)")
+      ->check(CLI::Range(0, 600000))->capture_default_str();
+  cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--training-batch", o->spec.training_batch, "The server's training batch (its config's training.batch)")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--training-window", o->spec.training_window_s, "Seconds of training alone for its step (0: skip)")
+      ->check(finite_range(0.0, 3600.0))->capture_default_str();
+  cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
+  return [o] {
+    const std::string target = !o->server.empty() ? o->server
+                               : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
+    runtime::Client client(target);
+    const runtime::ServingProfileRun run = runtime::profile_serving(
+        client, o->spec, [](const std::string& line) { std::fprintf(stderr, "profile-serving: %s\n", line.c_str()); });
+    const std::string text = "# Written by `psw profile-serving` on " + run.profile.source.device +
+                             "; do not edit by hand (Note [Request path]).\n" + to_yaml(run.profile);
+    if (o->out_path.empty()) {
+      std::cout << text;
+    } else {
+      save_text(o->out_path, text);
+      std::fprintf(stderr, "profile-serving: wrote %s\n", o->out_path.c_str());
+    }
+  };
+}
+
+}  // namespace psw::cli

@@ -1,0 +1,68 @@
+#pragma once
+// ServingProfile: what a live server adds around the engine, measured on it (issue 9's
+// calibration), so that the simulator's latencies are a client's and its training rate the
+// server's job's.
+//
+// Note [Request path]
+// ~~~~~~~~~~~~~~~~~~~
+// The simulator's latency of a request is its queueing plus the engine's switch and forward
+// (the timeline of DESIGN.md §4). A client of `psw serve` sees more: the protocol (gRPC over
+// the socket: the request with its input and the response with its output, each serialized,
+// copied and handed between threads), and inside the server the controller's and the worker's
+// own steps (the input into the worker's io segment, the message to the worker, the input's
+// copy to the device, the output back to the host, the reply). A serving profile measures
+// both per model, as medians over cold requests to a live server:
+//   protocol_ns = client latency - the server's time (arrival at the controller to response ready)
+//   server_ns   = the server's time - the engine's time (the input on the device to the forward's end)
+// Both come back with each response (parameters psw_server_ns and psw_engine_ns), so each
+// request is split exactly; the medians make the profile. The simulator adds server_ns to a
+// request's service time (the worker and the controller are busy with it: a request queued
+// behind it waits for it too) and protocol_ns to its latency only (gRPC serves calls on
+// threads of their own, in parallel). The numbers hold for inputs sent as the profile says:
+// `inputs: raw`, the bytes in the message, as `psw load` sends them (the only way measured).
+//
+// The training job's step time comes from the same server, measured alone (steps per second
+// over a window, no requests): the runtime's step does more than the profile's forward and
+// backward (synthetic data, the momentum update, the layer-boundary checks that make it
+// preemptible), so the simulator scales its training job's layers to it.
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "psw/common/model_profile.hpp"
+#include "psw/common/units.hpp"
+
+namespace psw {
+
+struct RequestPathCost {
+  std::string model;
+  Duration protocol;  // Note [Request path]: client latency - the server's time
+  Duration server;    // the server's time - the engine's time
+  int requests = 0;   // how many requests the medians are over
+};
+
+struct TrainingStepCost {
+  std::string model;
+  int batch = 0;
+  Duration step;  // one step of the server's training job, alone
+};
+
+struct ServingProfile {
+  std::string name;
+  SourceInfo source;
+  std::vector<RequestPathCost> request_path;
+  std::vector<TrainingStepCost> training;
+
+  const RequestPathCost* path_of(const std::string& model) const;
+  const TrainingStepCost* training_of(const std::string& model) const;
+};
+
+// Strict, as every YAML of the project: unknown keys, duplicate models and bad numbers are
+// refused with the file, line and key.
+ServingProfile parse_serving_profile(const std::string& text, const std::string& origin);
+ServingProfile load_serving_profile(const std::filesystem::path& path);
+std::string to_yaml(const ServingProfile& profile);
+
+}  // namespace psw
