@@ -38,6 +38,8 @@ Action add_profile_serving_command(CLI::App& app) {
   cmd->add_option("--requests", o->spec.requests, "Cold requests per model")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--gap-ms", o->spec.gap_ms, "Pause before each request (training resumes)")
       ->check(CLI::Range(0, 600000))->capture_default_str();
+  cmd->add_option("--connections", o->spec.connections, "Connections the requests take in turn (as psw load's --senders)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
   cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--training-batch", o->spec.training_batch, "The server's training batch (its config's training.batch)")
       ->check(CLI::Range(1, 4096))->capture_default_str();

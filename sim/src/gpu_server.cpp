@@ -214,6 +214,7 @@ class GpuServer {
     for (std::size_t m = 0; m < per_model_.size(); ++m) {
       if (per_model_[m].latency.count() == 0) continue;
       models[config_.models[m].name] = {{"latency", latency(per_model_[m].latency)},
+                                        {"engine_latency", latency(per_model_[m].engine)},
                                         {"switches", per_model_[m].switches}};
     }
     const double makespan_s = end_.seconds();
@@ -265,6 +266,9 @@ class GpuServer {
 
   struct ModelStats {
     LatencyHistogram latency;
+    // Note [Request path]: the engine's part alone (dispatch to the forward's end, less the
+    // server's own steps), what a live server reports as psw_engine_ns.
+    LatencyHistogram engine;
     std::int64_t switches = 0;
   };
 
@@ -473,6 +477,7 @@ class GpuServer {
     if (request.task == Task::Inference) {
       latency_.add(latency);
       per_model_[request.model].latency.add(latency);
+      per_model_[request.model].engine.add(now - dispatched - server_path(request));
       overhead_sum_ += (now - dispatched) - ready;
       if (cycle_phase_end_ && now <= *cycle_phase_end_) ++completed_in_phase_;
     } else {

@@ -28,6 +28,17 @@ const nlohmann::json* latency_of(const nlohmann::json& summary, const std::strin
   return latency;
 }
 
+// A model's engine_latency (Note [Request path]: the engine's part alone), or null when the
+// side has none or it counts nothing.
+const nlohmann::json* engine_latency_of(const nlohmann::json& summary, const std::string& model) {
+  if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
+  const auto& models = summary["models"];
+  if (!models.contains(model) || !models[model].contains("engine_latency")) return nullptr;
+  const nlohmann::json* latency = &models[model]["engine_latency"];
+  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
+  return latency;
+}
+
 std::optional<double> number_at(const nlohmann::json* object, const char* key, const char* side) {
   if (object == nullptr) return std::nullopt;
   if (!object->contains(key) || !(*object)[key].is_number()) {
@@ -101,6 +112,16 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
       report.rows.push_back({scope, measure, number_at(sim_latency, measure, "simulated"),
                              number_at(measured_latency, measure, "measured"), tolerance});
+    }
+    // The engine alone (Note [Request path]), where a side has it: the timeline's prediction
+    // against the worker's own measurement, apart from the protocol and the server's steps.
+    if (scope == "all") continue;
+    const nlohmann::json* sim_engine = engine_latency_of(simulated, scope);
+    const nlohmann::json* measured_engine = engine_latency_of(measured, scope);
+    if (sim_engine == nullptr && measured_engine == nullptr) continue;
+    for (const char* measure : {"mean_ms", "p50_ms"}) {
+      report.rows.push_back({scope, std::string("engine_") + measure, number_at(sim_engine, measure, "simulated"),
+                             number_at(measured_engine, measure, "measured"), tolerance});
     }
   }
   auto throughput = [](const nlohmann::json& summary, const char* side) {

@@ -30,6 +30,9 @@ key = lambda r: (r["id"], r["model"], r["task"], r["arrival_ns"])
 assert [key(r) for r in load] == [key(r) for r in sim], ([key(r) for r in load], [key(r) for r in sim])
 assert all(int(r["scheduled_ns"]) == int(r["arrival_ns"]) for r in load), load  # time scale 1
 assert all(int(r["latency_ns"]) > 0 for r in load), load
+# Note [Request path]: each answer's server and engine times, the engine's a part of the server's.
+assert all(0 < int(r["engine_ns"]) < int(r["server_ns"]) < int(r["latency_ns"]) for r in load), load
+assert summary["models"]["bert_base"]["engine_latency"]["count"] == 4, summary
 assert summary["generated"] == 4 and summary["requests"] == 4 and summary["errors"] == 0, summary
 assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["latency"]["count"] == 4, summary
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
@@ -84,7 +87,10 @@ assert abs(float(mean["relative_error"]) - err) < 1e-6 * max(1, abs(err)), (mean
 # ResNet-152 is trained, not requested: one-sided rows (the simulator's own latency is also empty).
 assert all(r["status"] == "one-sided" for r in rows if r["scope"] == "resnet152"), rows
 training = rows[-1]
-assert float(training["measured"]) > 0 and float(training["simulated"]) > 0, training
+assert float(training["simulated"]) > 0, training
+# The host trains ResNet-152 at a step every few seconds when the CPU is shared with other tests:
+# the run's 1.2 s may complete none, and then the row says so (one-sided) instead of a rate.
+assert (training["measured"] == "" and training["status"] == "one-sided") or float(training["measured"]) > 0, training
 assert report["mechanism"] == "pipeswitch" and len(report["rows"]) == len(rows), report
 assert report["within"] + report["outside"] + sum(r["status"] == "one-sided" for r in rows) == len(rows), report
 assert measured["requests"] == 3 and measured["errors"] == 0, measured

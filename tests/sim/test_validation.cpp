@@ -57,6 +57,36 @@ TEST(Validation, JoinsTheTwoSummariesPerScopeAndMeasure) {
   EXPECT_EQ(report.outside(), 3);  // all p99, bert mean, training
 }
 
+// Note [Request path]: per model, the engine's part on its own rows where a side reports it;
+// a model only one side has it of is one-sided there.
+TEST(Validation, EngineRowsComparePerModelWhereASideHasThem) {
+  nlohmann::json simulated = {
+      {"latency", latency(4, 10.0, 9.0, 20.0)},
+      {"throughput_rps", 2.0},
+      {"models", {{"bert_base", {{"latency", latency(2, 10.0, 9.0, 20.0)}, {"engine_latency", latency(2, 8.0, 8.0, 8.0)}}},
+                  {"resnet152", {{"latency", latency(2, 5.0, 5.0, 5.0)}, {"engine_latency", latency(2, 4.0, 4.0, 4.0)}}}}}};
+  const nlohmann::json measured = {
+      {"latency", latency(4, 10.4, 9.0, 25.0)},
+      {"throughput_rps", 2.0},
+      {"models", {{"bert_base", {{"latency", latency(2, 12.5, 9.0, 20.0)}, {"engine_latency", latency(2, 8.2, 7.0, 9.0)}}},
+                  {"resnet152", {{"latency", latency(2, 5.0, 5.0, 5.0)}}}}}};
+  const ValidationReport report = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
+                                                    measured, std::nullopt);
+  // all: three; each model: three latency measures and two engine measures; throughput.
+  ASSERT_EQ(report.rows.size(), 3u + 2u * 5u + 1u);
+  EXPECT_EQ(report.rows[6].measure, "engine_mean_ms");
+  const ValidationRow& engine = row(report, "bert_base", "engine_mean_ms");
+  EXPECT_NEAR(*engine.relative_error(), (8.0 - 8.2) / 8.2, 1e-12);
+  EXPECT_EQ(engine.status(), ValidationStatus::Within);
+  EXPECT_EQ(row(report, "bert_base", "engine_p50_ms").status(), ValidationStatus::Outside);  // +14%
+  EXPECT_EQ(row(report, "resnet152", "engine_mean_ms").status(), ValidationStatus::OneSided);
+  // Neither side with engine times: no engine rows at all.
+  simulated["models"]["resnet152"].erase("engine_latency");
+  const ValidationReport without = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
+                                                     measured, std::nullopt);
+  EXPECT_EQ(without.rows.size(), report.rows.size() - 2);
+}
+
 TEST(Validation, ToleranceFollowsTheMechanism) {
   EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::PipeSwitch), 0.05);
   EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::StopAndStart), 0.05);

@@ -125,6 +125,8 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
   auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
   sim::LatencyHistogram all;
   std::vector<sim::LatencyHistogram> per_model(config.models.size());
+  std::vector<sim::LatencyHistogram> per_model_engine(config.models.size());
+  std::vector<sim::LatencyHistogram> per_model_server(config.models.size());
   std::vector<std::int64_t> model_errors(config.models.size(), 0);
   std::vector<bool> model_used(config.models.size(), false);
   std::int64_t errors = 0;
@@ -154,11 +156,21 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
     }
     all.add(r.latency());
     per_model[r.model].add(r.latency());
+    if (r.engine > Duration::zero()) {
+      per_model_engine[r.model].add(r.engine);
+      per_model_server[r.model].add(r.server);
+    }
   }
   nlohmann::json models = nlohmann::json::object();
   for (std::size_t m = 0; m < config.models.size(); ++m) {
     if (!model_used[m]) continue;
-    models[config.models[m].name] = {{"latency", sim::latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
+    nlohmann::json& entry = models[config.models[m].name];
+    entry = {{"latency", sim::latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
+    // Only where the server reported every answered request's times (Note [Request path]).
+    if (per_model_engine[m].count() > 0 && per_model_engine[m].count() == per_model[m].count()) {
+      entry["engine_latency"] = sim::latency_summary_json(per_model_engine[m]);
+      entry["server_latency"] = sim::latency_summary_json(per_model_server[m]);
+    }
   }
   const double makespan_s = end.seconds();
   return {
@@ -249,7 +261,9 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
       LoadRequestRecord& r = report.requests[i];
       r.send_start = since(start, Clock::now());
       try {
-        client->infer(bodies.at(r.model));
+        const InferResponse response = client->infer(bodies.at(r.model));
+        r.server = nanoseconds(response.server_ns);
+        r.engine = nanoseconds(response.engine_ns);
         r.ok = true;
       } catch (const std::exception& e) {
         r.error = e.what();
@@ -321,12 +335,15 @@ void write_load_outputs(const ExperimentConfig& config, const LoadReport& report
   save_text(folder.path() / "config.resolved.yaml", resolved_yaml(config));
   // As psw sim: no requests.csv when the config turns it off (outputs.requests_csv).
   if (config.requests_csv) {
-    std::string csv = "id,model,task,arrival_ns,scheduled_ns,send_start_ns,send_late_ns,finish_ns,latency_ns,status,error\n";
+    std::string csv =
+        "id,model,task,arrival_ns,scheduled_ns,send_start_ns,send_late_ns,finish_ns,latency_ns,server_ns,engine_ns,status,"
+        "error\n";
     for (const LoadRequestRecord& r : report.requests) {
       csv += std::to_string(r.id) + "," + config.models[r.model].name + ",inference," + std::to_string(r.arrival.ns()) +
              "," + std::to_string(r.scheduled.ns()) + "," + std::to_string(r.send_start.ns()) + "," +
              std::to_string(r.send_late().ns()) + "," + std::to_string(r.finish.ns()) + "," +
-             std::to_string(r.latency().ns()) + (r.ok ? ",ok," : ",error,") + (r.ok ? "" : csv_text(r.error)) + "\n";
+             std::to_string(r.latency().ns()) + "," + std::to_string(r.server.ns()) + "," + std::to_string(r.engine.ns()) +
+             (r.ok ? ",ok," : ",error,") + (r.ok ? "" : csv_text(r.error)) + "\n";
     }
     save_text(folder.path() / "requests.csv", csv);
   }

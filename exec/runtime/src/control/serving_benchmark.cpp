@@ -73,6 +73,7 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
   if (spec.name.empty()) throw InputError("a serving profile needs a name");
   if (spec.device.empty()) throw InputError("a serving profile needs the device the server runs on");
   if (spec.requests < 1) throw InputError("profile-serving needs at least one request per model");
+  if (spec.connections < 1) throw InputError("profile-serving needs at least one connection");
   if (spec.gap_ms < 0 || spec.batch < 1 || spec.training_batch < 1 || spec.training_window_s < 0) {
     throw InputError("profile-serving: the batches must be positive, the gap and the training window not negative");
   }
@@ -80,21 +81,32 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
     if (progress) progress(line);
   };
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
-  const TrainingStatus training = client.training_status("");
+  // The training job as found: one that is not running at the start (none configured, not
+  // started, stopped) is neither waited for nor measured.
+  const TrainingStatus status = client.training_status("");
+  const std::string trained = status.running ? status.model : std::string();
   const std::vector<ModelInfo> models = served_zoo_models(client);
   ServingProfileRun run;
   ServingProfile& profile = run.profile;
   profile.name = spec.name;
   std::uint64_t seed = spec.seed;
+  std::vector<std::unique_ptr<Client>> connections;
+  for (int c = 0; c < spec.connections; ++c) {
+    connections.push_back(std::make_unique<Client>(client.target()));
+    // Connected before the first request, as psw load's senders are (no connect in a latency).
+    if (!connections.back()->server_live()) throw Error("the server at " + client.target() + " is not live");
+  }
+  std::size_t sent = 0;
   for (const auto& info : models) {
     std::vector<double> latencies;
     std::vector<std::int64_t> protocol, server;
     for (int i = 0; i < spec.requests; ++i) {
-      if (!training.model.empty()) wait_for_training(client, training.model);
+      if (!trained.empty()) wait_for_training(client, trained);
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
       const InferRequest request = random_request(info, spec.batch, seed++);
+      Client& connection = *connections[sent++ % connections.size()];
       const auto t0 = Clock::now();
-      const InferResponse response = client.infer(request);
+      const InferResponse response = connection.infer(request);
       const auto client_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
       if (response.server_ns <= 0 || response.engine_ns <= 0) {
         throw Error("the server at " + client.target() + " does not report its times (response parameters "
@@ -112,9 +124,9 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
                        " us (medians of ", spec.requests, " requests)"));
   }
   std::string training_note;
-  if (!training.model.empty() && spec.training_window_s > 0) {
-    wait_for_training(client, training.model);
-    auto steps = [&] { return client.training_status(training.model).completed_steps; };
+  if (!trained.empty() && spec.training_window_s > 0) {
+    wait_for_training(client, trained);
+    auto steps = [&] { return client.training_status(trained).completed_steps; };
     const std::int64_t s0 = steps();
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(spec.training_window_s));
@@ -122,17 +134,18 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
     const double seconds = ms_since(t0) / 1000.0;
     if (done < 1) throw Error("the training job completed no step in " + std::to_string(seconds) + " s");
     const auto step_ns = static_cast<std::int64_t>(std::llround(seconds * 1e9 / static_cast<double>(done)));
-    profile.training.push_back({training.model, spec.training_batch, nanoseconds(step_ns)});
-    training_note = detail::concat("; training step of ", training.model, " (batch ", spec.training_batch, ") from ",
+    profile.training.push_back({trained, spec.training_batch, nanoseconds(step_ns)});
+    training_note = detail::concat("; training step of ", trained, " (batch ", spec.training_batch, ") from ",
                                    done, " steps in ", seconds, " s with no requests");
-    say(detail::concat(training.model, " training: ", step_ns / 1000, " us per step"));
+    say(detail::concat(trained, " training: ", step_ns / 1000, " us per step"));
   }
   profile.source.kind = ProfileSource::Measured;
   profile.source.device = spec.device;
   profile.source.date = utc_date();
   profile.source.note = detail::concat(
       "psw profile-serving against ", client.target(), ": per model, medians over ", spec.requests,
-      " cold requests of batch ", spec.batch, ", inputs in the messages, each ", spec.gap_ms,
+      " cold requests of batch ", spec.batch, ", inputs in the messages, round-robin over ", spec.connections,
+      " connections, each ", spec.gap_ms,
       " ms after training resumed; protocol = client latency - psw_server_ns, server = psw_server_ns - "
       "psw_engine_ns (Note [Request path])", training_note);
   return run;

@@ -12,7 +12,9 @@
 //
 // The outputs have psw sim's file names (requests.csv, summary.json, config.resolved.yaml) and,
 // where they apply, its columns and keys (summary.json's `latency` object is the simulator's
-// latency_summary_json).
+// latency_summary_json). Beyond them, each request's server and engine times as the server
+// reports them (requests.csv's server_ns and engine_ns; per model `engine_latency`, as psw sim
+// writes it, and `server_latency`), so that the engine is compared apart from the protocol.
 
 #include <cstdint>
 #include <filesystem>
@@ -49,6 +51,10 @@ struct LoadRequestRecord {
   Duration scheduled;           // arrival * time_scale: when it was due, from the start
   Duration send_start;          // when its send began, from the start
   Duration finish;              // when the answer (or the error) came, from the start
+  // Note [Request path] (psw/common/serving_profile.hpp): the server's time and the engine's
+  // part of it, as the response reports them (zero when it does not).
+  Duration server;
+  Duration engine;
   bool ok = false;
   std::string error;            // the server's or the transport's message when not ok
   Duration latency() const { return finish - scheduled; }

@@ -49,14 +49,19 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
 // Note [Request path] (psw/common/serving_profile.hpp): a live server's request path per model
 // and its training job's step, measured from the outside, for the simulator (`psw
 // profile-serving`). Each model gets `requests` cold requests, inputs in the messages, each
-// `gap_ms` after the training job (if any) runs again; each response's psw_server_ns and
-// psw_engine_ns split the client's latency, and the medians are the profile's. Then the
-// training job's steps over `training_window_s` with no requests give its step.
+// `gap_ms` after the training job (if it runs at the start) runs again; each response's
+// psw_server_ns and psw_engine_ns split the client's latency, and the medians are the
+// profile's. Then that training job's steps over `training_window_s` with no requests give its
+// step (no training entry when no job runs).
 struct ServingProfileSpec {
   std::string name;    // of the written profile
   std::string device;  // the GPU (or host) the server runs on, for the profile's source
   int requests = 20;
   int gap_ms = 150;
+  // Requests go round-robin over this many connections, as psw load's senders spread theirs
+  // (LoadOptions::senders): a connection's gRPC state (its flow-control windows) is part of the
+  // path being measured.
+  int connections = 16;
   int batch = 8;           // of each request
   int training_batch = 8;  // the server's training job's (its config's training.batch)
   double training_window_s = 10;
