@@ -3,6 +3,8 @@
 # through scripts/gpu-test.sh) the project's h200 configs:
 #   results/profiles/h200-pcie5.yaml  -> configs/hardware/h200-pcie5.yaml
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
+#   results/profiles/serving-h200.yaml -> configs/serving/h200.yaml (psw profile-serving, through
+#                                         scripts/gpu-serve.sh's part calibrate)
 # Each copy gets one header line naming its source; nothing else changes.
 #
 #   scripts/adopt-profiles.sh           # copy
@@ -18,7 +20,7 @@ status=0
 adopt() {
   local source=$1 target=$2
   if [[ ! -f "$root/$source" ]]; then
-    echo "adopt-profiles: $source is missing (run scripts/gpu-test.sh on the GPU host first)" >&2
+    echo "adopt-profiles: $source is missing (run scripts/gpu-test.sh or gpu-serve.sh on the GPU host first)" >&2
     exit 1
   fi
   local expected
@@ -38,4 +40,5 @@ adopt results/profiles/h200-pcie5.yaml configs/hardware/h200-pcie5.yaml
 for model in resnet152 inception_v3 bert_base; do
   adopt "results/profiles/$model.yaml" "configs/models/h200/$model.yaml"
 done
+adopt results/profiles/serving-h200.yaml configs/serving/h200.yaml
 exit $status
