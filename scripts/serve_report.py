@@ -147,7 +147,9 @@ def main():
             run_path = os.path.join(raw, f"run-{model}-auto.json")
             run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
             r = raw_auto.get(model, {"median_ms": float("nan")})
-            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {r['median_ms']:.3f} | {run:.3f} | {c['median_ms'] / run:.2f} |")
+            # No `psw run` in this call (the part ran without `main`): no ratio, said as such.
+            run_cell, ratio_cell = (f"{run:.3f}", f"{c['median_ms'] / run:.2f}") if run == run else ("not run", "-")
+            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {r['median_ms']:.3f} | {run_cell} | {ratio_cell} |")
         s = auto["server"]
         print(f"\nServer (over the run's requests): startup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; "
               f"preemption p50 {s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms.\n")
