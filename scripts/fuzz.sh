@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PSW_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${PSW_FUZZ_SECONDS:-30}
-all="fuzz_model_profile fuzz_hardware_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
+all="fuzz_model_profile fuzz_hardware_profile fuzz_serving_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
      fuzz_serve_config fuzz_traces fuzz_cli"
 targets=${PSW_FUZZ_TARGETS:-$all}
 
@@ -41,6 +41,7 @@ seed() {  # seed TARGET FILES...
 cd "$root"
 seed fuzz_model_profile configs/models/*.yaml configs/models/h200/*.yaml tests/data/bad/model_*.yaml
 seed fuzz_hardware_profile configs/hardware/*.yaml tests/data/sim/h200-mapped.yaml tests/data/bad/hardware_*.yaml
+seed fuzz_serving_profile configs/serving/*.yaml tests/data/sim/serving-*.yaml
 seed fuzz_plan configs/plans/*.yaml tests/data/plans/*.yaml tests/data/bad/groups_*.yaml
 seed fuzz_experiment_config configs/experiments/*.yaml tests/data/bad-sim/*.yaml
 seed fuzz_sweep_config configs/experiments/fig*.yaml configs/experiments/h200-measured.yaml

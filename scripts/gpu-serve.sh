@@ -81,17 +81,21 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
   done
 }
 
+# psw run's graph switch of each model under PLACEMENT, the ratios' denominator (same session).
+run_switches() {  # PLACEMENT
+  local placement=$1 model suffix
+  suffix=$([[ $placement == auto ]] && echo "-auto" || true)
+  for model in resnet152 inception_v3 bert_base; do
+    (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --placement "$placement" --repeat 100 \
+      --format json) > "$raw/run-$model$suffix.json"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' \
+      "$raw/run-$model$suffix.json" "$model placement $placement"
+  done
+}
 if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"
-  for model in resnet152 inception_v3 bert_base; do
-    for placement in copy auto; do
-      suffix=$([[ $placement == auto ]] && echo "-auto" || true)
-      (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --placement "$placement" --repeat 100 \
-        --format json) > "$raw/run-$model$suffix.json"
-      python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' \
-        "$raw/run-$model$suffix.json" "$model placement $placement"
-    done
-  done
+  run_switches copy
+  run_switches auto
   echo "== serve ($(date -u +%T))"
   start_server configs/serve/h200.yaml "$raw/serve.log" --trace "$raw/serve.trace.json"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory.csv" || true
@@ -112,6 +116,10 @@ if has_part main; then
 fi
 
 if has_part placement; then
+  if [[ ! -f $raw/run-resnet152-auto.json ]]; then
+    echo "== psw run --graph --placement auto, the same session ($(date -u +%T))"
+    run_switches auto
+  fi
   echo "== placement auto ($(date -u +%T))"
   config="$sock_dir/placement-auto.yaml"
   { echo "placement: auto"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"

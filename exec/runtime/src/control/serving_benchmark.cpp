@@ -113,8 +113,8 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
                     "psw_server_ns and psw_engine_ns): it is not a psw serve of this version");
       }
       latencies.push_back(static_cast<double>(client_ns) * 1e-6);
-      // Clocks of one host, but the client's and the server's: a difference below zero is
-      // noise around nothing, kept at zero.
+      // The server's time is measured inside the client's and the engine's inside the
+      // server's; the guards only keep a misreporting server from writing a negative cost.
       protocol.push_back(std::max<std::int64_t>(0, client_ns - response.server_ns));
       server.push_back(std::max<std::int64_t>(0, response.server_ns - response.engine_ns));
     }
@@ -145,8 +145,8 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
   profile.source.note = detail::concat(
       "psw profile-serving against ", client.target(), ": per model, medians over ", spec.requests,
       " cold requests of batch ", spec.batch, ", inputs in the messages, round-robin over ", spec.connections,
-      " connections, each ", spec.gap_ms,
-      " ms after training resumed; protocol = client latency - psw_server_ns, server = psw_server_ns - "
+      " connections, each ", spec.gap_ms, trained.empty() ? " ms apart (no training job ran)" : " ms after training resumed",
+      "; protocol = client latency - psw_server_ns, server = psw_server_ns - "
       "psw_engine_ns (Note [Request path])", training_note);
   return run;
 }
