@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PSW_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${PSW_FUZZ_SECONDS:-30}
 all="fuzz_model_profile fuzz_hardware_profile fuzz_serving_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
-     fuzz_serve_config fuzz_traces fuzz_cli"
+     fuzz_serve_config fuzz_traces fuzz_safetensors fuzz_cli"
 targets=${PSW_FUZZ_TARGETS:-$all}
 
 generator=()
@@ -46,6 +46,7 @@ seed fuzz_plan configs/plans/*.yaml tests/data/plans/*.yaml tests/data/bad/group
 seed fuzz_experiment_config configs/experiments/*.yaml tests/data/bad-sim/*.yaml
 seed fuzz_sweep_config configs/experiments/fig*.yaml configs/experiments/h200-measured.yaml
 seed fuzz_serve_config configs/serve/*.yaml tests/data/bad-serve/*.yaml
+seed fuzz_safetensors tests/data/safetensors/*.safetensors
 # Traces: the first byte picks the reader (fuzz_traces.cpp): 0 csv, 1 and 2 Azure 2019,
 # 3 Azure 2021, 4 Azure LLM 2023.
 mkdir -p "$corpus/fuzz_traces"
@@ -70,7 +71,8 @@ for target in $targets; do
   mkdir -p "$findings"
   dict=()
   [[ -f $root/tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
-  [[ $target != fuzz_cli && $target != fuzz_traces && -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
+  # Not YAML: the CLI's arguments, the traces' CSV, safetensors' binary and JSON.
+  [[ $target != fuzz_cli && $target != fuzz_traces && $target != fuzz_safetensors && -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
   echo "fuzz: $target for ${seconds}s"
   # -rss_limit_mb: a target that allocates more than 2 GiB for a small input is a finding.
   if ! (cd "$findings" && "$build/tests/fuzz/$target" "$corpus/$target" "${dict[@]}" \
