@@ -11,6 +11,8 @@
 #include "psw/common/output.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/load_generator.hpp"
+#include "psw/sim/compare.hpp"
 #include "psw/runtime/serving_benchmark.hpp"
 
 namespace psw::cli {
@@ -21,6 +23,8 @@ struct ProfileServingOptions {
   std::string socket_path;
   std::string server;
   std::string out_path;
+  std::string from_load;      // a psw load requests.csv
+  std::string training_from;  // a serving profile whose training steps are kept
   runtime::ServingProfileSpec spec;
 };
 
@@ -45,15 +49,32 @@ Action add_profile_serving_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--training-window", o->spec.training_window_s, "Seconds of training alone for its step (0: skip)")
       ->check(finite_range(0.0, 3600.0))->capture_default_str();
+  auto* from_load = cmd->add_option("--from-load", o->from_load,
+                                    "Fit the request path from a psw load run's requests.csv instead of a live server "
+                                    "(the client the validation uses)")
+                         ->check(CLI::ExistingFile)->excludes("--socket")->excludes("--server");
+  cmd->add_option("--training-from", o->training_from, "With --from-load: keep the training steps of this serving profile")
+      ->check(CLI::ExistingFile)->needs(from_load);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
   return [o] {
-    const std::string target = !o->server.empty() ? o->server
-                               : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
-    runtime::Client client(target);
-    const runtime::ServingProfileRun run = runtime::profile_serving(
-        client, o->spec, [](const std::string& line) { std::fprintf(stderr, "profile-serving: %s\n", line.c_str()); });
-    const std::string text = "# Written by `psw profile-serving` on " + run.profile.source.device +
-                             "; do not edit by hand (Note [Request path]).\n" + to_yaml(run.profile);
+    ServingProfile profile;
+    if (!o->from_load.empty()) {
+      profile = runtime::serving_profile_from_load(sim::read_input(o->from_load, "psw load's requests.csv"), o->from_load,
+                                                   o->spec.name, o->spec.device);
+      if (!o->training_from.empty()) {
+        profile.training = load_serving_profile(o->training_from).training;
+        profile.source.note += "; training steps from " + o->training_from;
+      }
+    } else {
+      const std::string target = !o->server.empty() ? o->server
+                                 : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
+      runtime::Client client(target);
+      profile = runtime::profile_serving(client, o->spec, [](const std::string& line) {
+                  std::fprintf(stderr, "profile-serving: %s\n", line.c_str());
+                }).profile;
+    }
+    const std::string text = "# Written by `psw profile-serving` on " + profile.source.device +
+                             "; do not edit by hand (Note [Request path]).\n" + to_yaml(profile);
     if (o->out_path.empty()) {
       std::cout << text;
     } else {

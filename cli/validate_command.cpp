@@ -1,10 +1,12 @@
 // psw validate: the simulator and a live psw serve on one experiment config, compared
 // (exec/runtime/validation_run.hpp, sim/validation.hpp); options and printing only.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
 #include "load_options.hpp"
+#include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/runtime/validation_run.hpp"
 
@@ -15,6 +17,7 @@ namespace {
 struct ValidateCommandOptions : LoadTargetOptions {
   std::string config_path;
   std::string out_dir;
+  std::string recorded;  // Note [Validating again]
 };
 
 std::string number(const std::optional<double>& v, const char* format) {
@@ -47,6 +50,10 @@ Action add_validate_command(CLI::App& app) {
   cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); the server must run its mechanism")
       ->required()->check(CLI::ExistingFile);
   add_load_target_options(cmd, *o);
+  cmd->add_option("--measured", o->recorded,
+                  "Compare with the measurement of an earlier psw validate folder instead of a live server "
+                  "(after a recalibration, or a profile fitted on another run)")
+      ->check(CLI::ExistingDirectory)->excludes("--socket")->excludes("--server");
   cmd->add_option("--out", o->out_dir,
                   "Write simulated/, measured/, validation.csv and validation.json here "
                   "(default: results/validation/<the config's name>)");
@@ -54,8 +61,13 @@ Action add_validate_command(CLI::App& app) {
     const ExperimentConfig config = load_experiment_config(o->config_path);
     resolve_load_target(*o, config, "validate");
     const std::string out_dir = o->out_dir.empty() ? "results/validation/" + config.name : o->out_dir;
+    if (!o->recorded.empty() && std::filesystem::weakly_canonical(o->recorded) == std::filesystem::weakly_canonical(out_dir)) {
+      throw InputError("--out " + out_dir + " is the --measured folder; write the new comparison elsewhere");
+    }
     runtime::ValidationOutput output(out_dir);
-    const runtime::ValidationRun run = runtime::run_validation(config, o->load, output.simulated_dir());
+    const runtime::ValidationRun run = o->recorded.empty()
+                                           ? runtime::run_validation(config, o->load, output.simulated_dir())
+                                           : runtime::revalidate(config, o->recorded, output.simulated_dir());
     output.write(config, run);
     print_report(run.report, out_dir);
   };

@@ -23,7 +23,8 @@ namespace {
 // Reports and sweep tables are small; anything this large is not one.
 constexpr std::uintmax_t kMaxInputBytes = std::uintmax_t{64} << 20;
 
-// Reads a whole regular file (a FIFO would block, a device may never end), bounded in size.
+}  // namespace
+
 std::string read_input(const fs::path& path, const char* expected) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
@@ -49,6 +50,8 @@ std::string read_input(const fs::path& path, const char* expected) {
   if (in.bad()) throw InputError(path.string() + ": read error");
   return text;
 }
+
+namespace {
 
 // The 1-based line and column of byte offset `at` in `text`.
 std::pair<std::size_t, std::size_t> line_and_column(const std::string& text, std::size_t at) {
@@ -229,18 +232,27 @@ std::optional<double> ComparisonRow::p50_relative_error() const {
   return (predicted->p50_ms - measured->median_ms) / measured->median_ms;
 }
 
-std::vector<MeasuredLatency> parse_bench_serve_report(const std::string& text, const fs::path& path,
-                                                      const std::string& mechanism) {
-  nlohmann::json report;
+nlohmann::json parse_json_object(const std::string& text, const fs::path& path, const char* expected) {
+  nlohmann::json value;
   try {
-    report = nlohmann::json::parse(text);
+    value = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based: the byte where the parser stopped.
     const auto [line, column] = line_and_column(text, e.byte > 0 ? e.byte - 1 : 0);
-    throw InputError(path.string() + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                     ": not JSON (expected a psw bench-serve report): " + e.what());
+    throw InputError(path.string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": not JSON (expected " +
+                     expected + "): " + e.what());
   }
-  if (!report.is_object()) throw InputError(path.string() + ": expected a JSON object (a psw bench-serve report)");
+  if (!value.is_object()) throw InputError(path.string() + ": expected a JSON object (" + expected + ")");
+  return value;
+}
+
+nlohmann::json read_json_object(const fs::path& path, const char* expected) {
+  return parse_json_object(read_input(path, expected), path, expected);
+}
+
+std::vector<MeasuredLatency> parse_bench_serve_report(const std::string& text, const fs::path& path,
+                                                      const std::string& mechanism) {
+  const nlohmann::json report = parse_json_object(text, path, "a psw bench-serve report");
   if (report.contains("mechanism")) {
     const nlohmann::json& named = report.at("mechanism");
     if (!named.is_string() || named.get<std::string>() != mechanism) {

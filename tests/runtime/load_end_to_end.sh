@@ -96,8 +96,8 @@ assert report["within"] + report["outside"] + sum(r["status"] == "one-sided" for
 assert measured["requests"] == 3 and measured["errors"] == 0, measured
 PY
 # psw profile-serving: the same server's request path per model and training step (Note
-# [Request path]), a profile psw validate's simulator then adds: its simulated BERT latency
-# grows by exactly the profile's protocol and server parts.
+# [Request path]), a profile psw validate's simulator then adds: its simulated BERT latency is
+# the engine's plus exactly the profile's protocol and server parts.
 "$psw" profile-serving --socket "$sock" --name host-test --device "$(uname -n)" --requests 2 --gap-ms 50 --batch 1 \
   --training-batch 2 --training-window 1 --out "$work/serving.yaml" 2> "$work/profile.err" \
   || { cat "$work/profile.err"; echo "FAIL: psw profile-serving"; exit 1; }
@@ -120,12 +120,47 @@ profile_text, without, with_serving = open(sys.argv[1]).read(), sys.argv[2], sys
 path = {m: (int(p), int(s)) for m, p, s in re.findall(r"model: (\w+), protocol_ns: (\d+), server_ns: (\d+)", profile_text)}
 assert set(path) == {"bert_base", "inception_v3"}, path  # every model the server serves
 step = int(re.search(r"step_ns: (\d+)", profile_text).group(1))
-a = json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"]
-b = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"]
+# Requests 400 ms apart never queue: a request's latency is its engine time plus exactly the path
+# (where the training job is when it arrives depends on the training step, so not the latency
+# without the profile plus the path).
+bert = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_base"]
 added = sum(path["bert_base"]) / 1e6
-assert abs(b - a - added) < 1e-6, (a, b, added)
+assert abs(bert["latency"]["mean_ms"] - bert["engine_latency"]["mean_ms"] - added) < 1e-6, (bert, added)
+assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"] < bert["latency"]["mean_ms"]
 sim = json.load(open(f"{with_serving}/simulated/summary.json"))
 makespan = sim["makespan_s"]
 assert sim["training_iterations"] <= makespan / (step / 1e9), (sim, step)
 PY
+# Note [Validating again]: the same measurement compared once more without the server, with a
+# profile fitted from that load run's own requests (psw profile-serving --from-load) ...
+"$psw" profile-serving --from-load "$work/validation-serving/measured/requests.csv" --training-from "$work/serving.yaml" \
+  --name from-load --device "$(uname -n)" --out "$work/from-load.yaml" 2> "$work/from-load.err" \
+  || { cat "$work/from-load.err"; echo "FAIL: profile-serving --from-load"; exit 1; }
+sed "s#^serving: .*#serving: $work/from-load.yaml#" "$work/validate-serving.yaml" > "$work/validate-from-load.yaml"
+"$psw" validate --config "$work/validate-from-load.yaml" --measured "$work/validation-serving" --out "$work/again" \
+  > "$work/again.txt" 2>&1 || { cat "$work/again.txt"; echo "FAIL: validate --measured"; exit 1; }
+/usr/bin/python3 - "$work/validation-serving" "$work/again" "$work/from-load.yaml" <<'PY'
+import csv, json, re, sys, statistics
+first, again, profile = sys.argv[1:]
+assert open(f"{first}/measured/requests.csv").read() == open(f"{again}/measured/requests.csv").read()  # the measurement kept
+rows = {(r["scope"], r["measure"]): r for r in csv.DictReader(open(f"{again}/validation.csv"))}
+measured = json.load(open(f"{first}/measured/summary.json"))
+expected = measured["models"]["bert_base"]["latency"]["mean_ms"]
+assert abs(float(rows[("bert_base", "mean_ms")]["measured"]) - expected) <= 1e-8 * expected, (rows, expected)  # 9 digits
+# The fitted path is the medians of the run's own splits.
+load = [r for r in csv.DictReader(open(f"{first}/measured/requests.csv")) if r["model"] == "bert_base"]
+protocol = statistics.median(int(r["latency_ns"]) - int(r["server_ns"]) for r in load)
+fitted = int(re.search(r"model: bert_base, protocol_ns: (\d+)", open(profile).read()).group(1))
+assert abs(fitted - protocol) <= 1, (fitted, protocol)
+assert "training:" in open(profile).read()  # kept from --training-from
+PY
+# ... and a config of another case is refused, naming the folder.
+sed "s/^mechanism: .*/mechanism: ready/" "$work/validate-from-load.yaml" > "$work/validate-ready.yaml"
+set +e
+"$psw" validate --config "$work/validate-ready.yaml" --measured "$work/validation-serving" --out "$work/refused-again" \
+  > /dev/null 2> "$work/refused-again.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "validation-serving: measured under pipeswitch, but .* simulates ready" "$work/refused-again.err" \
+  || { cat "$work/refused-again.err"; echo "FAIL: validate --measured of another mechanism: exit $rc"; exit 1; }
 echo "PASS"

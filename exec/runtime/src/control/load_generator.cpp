@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "psw/common/error.hpp"
@@ -328,6 +330,84 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
 }
 
 void check_load_workload(const ExperimentConfig& config) { plan_requests(config, 1.0); }
+
+ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
+                                         const std::string& name, const std::string& device) {
+  std::istringstream in(requests_csv);
+  std::string line;
+  if (!std::getline(in, line)) throw InputError(origin + ": empty; expected psw load's requests.csv");
+  auto split = [](const std::string& text, std::size_t at_most) {
+    std::vector<std::string> fields;
+    std::size_t start = 0;
+    while (fields.size() + 1 < at_most) {
+      const std::size_t comma = text.find(',', start);
+      if (comma == std::string::npos) break;
+      fields.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+    fields.push_back(text.substr(start));
+    return fields;
+  };
+  const std::vector<std::string> header = split(line, std::string::npos);
+  auto column = [&](const char* wanted) {
+    const auto it = std::find(header.begin(), header.end(), wanted);
+    if (it == header.end()) {
+      throw InputError(origin + ": no column '" + wanted + "'; expected psw load's requests.csv (with server_ns and engine_ns)");
+    }
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t model_at = column("model"), latency_at = column("latency_ns"), server_at = column("server_ns"),
+                    engine_at = column("engine_ns"), status_at = column("status");
+  std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> by_model;  // protocol, server
+  std::vector<std::string> order;
+  int line_number = 1;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.empty()) continue;
+    // The last column (error) may hold commas: split only the columns before it.
+    const std::vector<std::string> f = split(line, header.size());
+    const std::string where = detail::concat(origin, ":", line_number, ": ");
+    if (f.size() != header.size()) throw InputError(where + "expected " + std::to_string(header.size()) + " columns");
+    if (f[status_at] != "ok") continue;
+    auto number = [&](std::size_t at) {
+      std::int64_t v = 0;
+      const char* first = f[at].data();
+      const auto [end, ec] = std::from_chars(first, first + f[at].size(), v);
+      if (ec != std::errc() || end != first + f[at].size() || v < 0) {
+        throw InputError(where + "column '" + header[at] + "': expected a count of ns, got '" + f[at] + "'");
+      }
+      return v;
+    };
+    const std::int64_t latency = number(latency_at), server = number(server_at), engine = number(engine_at);
+    if (engine <= 0 || server < engine || latency < server) {
+      throw InputError(where + "a request without the server's times (engine_ns " + std::to_string(engine) +
+                       ", server_ns " + std::to_string(server) + ", latency_ns " + std::to_string(latency) +
+                       "): the server did not report them");
+    }
+    auto& [protocol, server_part] = by_model[f[model_at]];
+    if (protocol.empty()) order.push_back(f[model_at]);
+    protocol.push_back(latency - server);
+    server_part.push_back(server - engine);
+  }
+  if (order.empty()) throw InputError(origin + ": no answered request");
+  auto median = [](std::vector<std::int64_t> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  ServingProfile profile;
+  profile.name = name;
+  profile.source.kind = ProfileSource::Measured;
+  profile.source.device = device;
+  profile.source.note = "psw profile-serving --from-load " + origin +
+                        ": per model, medians over the load's answered requests of latency_ns - server_ns (protocol, "
+                        "send lateness included) and server_ns - engine_ns (server) (Note [Request path])";
+  for (const auto& model : order) {
+    const auto& [protocol, server_part] = by_model[model];
+    profile.request_path.push_back(
+        {model, nanoseconds(median(protocol)), nanoseconds(median(server_part)), static_cast<int>(protocol.size())});
+  }
+  return profile;
+}
 
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {
   // The same marker as psw sim's folders: the files are the same kind.

@@ -6,6 +6,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/service.hpp"
+#include "psw/sim/compare.hpp"
 #include "psw/sim/gpu_server.hpp"
 
 namespace psw::runtime {
@@ -115,12 +116,69 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   return run;
 }
 
+ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
+                         const std::filesystem::path& sim_out) {
+  const std::string folder = recorded.string();
+  const nlohmann::json validation = sim::read_json_object(recorded / "validation.json", "psw validate's validation.json");
+  const nlohmann::json measured = sim::read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
+  if (!validation.contains("mechanism") || !validation["mechanism"].is_string()) {
+    throw InputError(folder + "/validation.json: no string 'mechanism'");
+  }
+  const std::string mechanism = validation["mechanism"].get<std::string>();
+  if (mechanism != to_string(config.mechanism)) {
+    throw InputError(folder + ": measured under " + mechanism + ", but " + config.source.string() + " simulates " +
+                     to_string(config.mechanism) + " (Note [Validating again])");
+  }
+  ValidationRun run;
+  run.recorded = recorded;
+  const bool measured_training = validation.contains("training");
+  if (measured_training != config.training_model.has_value()) {
+    throw InputError(folder + (measured_training ? ": measured beside a training job, but " : ": measured without training, but ") +
+                     config.source.string() + (measured_training ? " has none" : " has one") + " (Note [Validating again])");
+  }
+  if (measured_training) {
+    const nlohmann::json& t = validation["training"];
+    if (!t.is_object() || !t.contains("measured_steps") || !t["measured_steps"].is_number_integer() ||
+        !t.contains("measured_seconds") || !t["measured_seconds"].is_number()) {
+      throw InputError(folder + "/validation.json: 'training' needs integer measured_steps and number measured_seconds");
+    }
+    run.training = sim::MeasuredTraining{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
+  }
+  sim::SimulationOptions sim_options;
+  sim_options.out_dir = sim_out;
+  run.simulated = sim::run_simulation(config, sim_options).summary;
+  if (!measured.contains("generated") || !measured["generated"].is_number_integer()) {
+    throw InputError(folder + "/measured/summary.json: no integer 'generated' (not psw load's summary)");
+  }
+  const std::int64_t sent = measured["generated"].get<std::int64_t>();
+  const std::int64_t simulated = run.simulated.value("requests", std::int64_t{-1});
+  if (sent != simulated) {
+    throw InputError(detail::concat(folder, ": the measured run sent ", sent, " requests, but the workload of ",
+                                    config.source.string(), " has ", simulated, " (Note [Validating again])"));
+  }
+  run.measured.summary = measured;
+  std::vector<std::string> models;
+  for (const auto& m : config.models) models.push_back(m.name);
+  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, measured, run.training);
+  return run;
+}
+
 ValidationOutput::ValidationOutput(const std::filesystem::path& out_dir) : folder_(out_dir, "validation.json") {}
 
 std::filesystem::path ValidationOutput::simulated_dir() const { return folder_.path() / "simulated"; }
 
 void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun& run) {
-  write_load_outputs(config, run.measured, folder_.path() / "measured");
+  if (run.recorded) {
+    // Note [Validating again]: the measurement as it was recorded, file for file.
+    const std::filesystem::path measured = folder_.path() / "measured";
+    std::filesystem::create_directories(measured);
+    for (const char* name : {"requests.csv", "summary.json", "config.resolved.yaml"}) {
+      const std::filesystem::path from = *run.recorded / "measured" / name;
+      if (std::filesystem::exists(from)) save_text(measured / name, sim::read_input(from, "a file of psw load's"));
+    }
+  } else {
+    write_load_outputs(config, run.measured, folder_.path() / "measured");
+  }
   save_text(folder_.path() / "config.resolved.yaml", resolved_yaml(config));
   save_text(folder_.path() / "validation.csv", sim::validation_csv(run.report));
   nlohmann::json json = sim::validation_json(run.report);

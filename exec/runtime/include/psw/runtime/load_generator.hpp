@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "psw/common/units.hpp"
 
 namespace psw::runtime {
@@ -76,6 +77,15 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 // The first check of run_load alone, without a server: InputError (naming the config file and
 // key) when the workload cannot be driven. Reads the whole workload.
 void check_load_workload(const ExperimentConfig& config);
+
+// Note [Request path] from a load run: the serving profile a psw load run's requests.csv implies,
+// per model the medians of latency - server_ns (protocol: the client's whole path, its send
+// lateness included, as psw load's latency counts it) and server_ns - engine_ns (server), over
+// the answered requests; so the calibration uses the client the validation uses. No training
+// entry (the run trained beside requests, not alone). `origin` names the file in errors:
+// InputError for a file that is not psw load's requests.csv or has a request without times.
+ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
+                                         const std::string& name, const std::string& device);
 
 // Writes requests.csv, summary.json and config.resolved.yaml into `out_dir`, atomically
 // (Note [Atomic output folders] in common/output.hpp), every write checked.

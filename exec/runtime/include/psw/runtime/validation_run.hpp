@@ -34,9 +34,11 @@ namespace psw::runtime {
 
 struct ValidationRun {
   nlohmann::json simulated;  // psw sim's summary.json
-  LoadReport measured;       // psw load's report
+  LoadReport measured;       // psw load's report (of a recorded run: its summary only)
   std::optional<sim::MeasuredTraining> training;
   sim::ValidationReport report;
+  // Note [Validating again]: the psw validate folder whose measurement this run reuses.
+  std::optional<std::filesystem::path> recorded;
 };
 
 // The labels of a gauge in Prometheus text (`name{a="x",b="y"} 1`); empty when `name` has no
@@ -47,6 +49,17 @@ std::map<std::string, std::string> metric_labels(const std::string& metrics_text
 // then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none).
 ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
                              const std::filesystem::path& sim_out);
+
+// Note [Validating again]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A folder psw validate wrote holds a measurement (measured/: psw load's files; validation.json:
+// the mechanism and the training job's steps and seconds) that the simulator can be compared
+// with again, without the server: after a recalibration (another serving profile, Note [Request
+// path]), or to validate a profile fitted on one run against another run. The case must be the
+// one measured: the same mechanism, a training job on both sides or on neither, and the same
+// number of requests in the workload; otherwise InputError naming the folder.
+ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
+                         const std::filesystem::path& sim_out);
 
 // The outputs of psw validate --out DIR, written atomically (Note [Atomic output folders]):
 // simulated/ (psw sim's files: pass simulated_dir() to run_validation), measured/ (psw load's),

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Calibrate on one run, validate on others (issue 9; Note [Validating again]), from the H200
+# runs of 2026-12-01 already in results/gpu/, on any machine (no GPU: the measurements are
+# recorded, the simulator runs here):
+#  1. the request path fitted from the psw load run of h200-validate under pipeswitch
+#     (psw profile-serving --from-load; the training step from results/profiles/serving-h200.yaml)
+#     -> results/profiles/serving-h200-from-load.yaml
+#  2. the simulator with that profile against the other recorded runs: h200-validate under
+#     ready (another run, another mechanism) and the 300 s Azure Functions 2019 replay
+#     -> results/validation/<run>-from-load/
+#  and, for the record, the pipeswitch run itself (the run the profile is fitted on).
+#
+#   scripts/revalidate-h200.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+psw=${1:-$root/build}/cli/psw
+runs=$root/results/gpu
+validate_run=$runs/raw-serve-2026-12-01-validate/validation
+replay_run=$runs/raw-serve-2026-12-01-replay/validation
+profile=$root/results/profiles/serving-h200-from-load.yaml
+work=$(mktemp -d)
+
+"$psw" profile-serving --from-load "$validate_run/h200-validate-pipeswitch/measured/requests.csv" \
+  --training-from "$root/results/profiles/serving-h200.yaml" --name h200-from-load --device "NVIDIA H200" --out "$profile"
+
+# The configs as the GPU runs had them (scripts/gpu-serve.sh: the mechanism, the replay's five
+# minutes), with this profile as `serving:`.
+configure() {  # SOURCE MECHANISM OUT [sed expression]
+  sed "s/^mechanism: .*/mechanism: $2/; /^serving:/d; ${4:-}" "$1" > "$3"
+  echo "serving: $profile" >> "$3"
+}
+# Beside the originals, so that their relative paths (profiles, trace) resolve as they do there.
+experiments=$root/configs/experiments
+trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml' EXIT
+configure "$experiments/h200-validate.yaml" pipeswitch "$experiments/.revalidate-pipeswitch.yaml"
+configure "$experiments/h200-validate.yaml" ready "$experiments/.revalidate-ready.yaml"
+configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 5/"
+out=$root/results/validation
+"$psw" validate --config "$experiments/.revalidate-pipeswitch.yaml" --measured "$validate_run/h200-validate-pipeswitch" \
+  --out "$out/h200-validate-pipeswitch-from-load"
+"$psw" validate --config "$experiments/.revalidate-ready.yaml" --measured "$validate_run/h200-validate-ready" --out "$out/h200-validate-ready-from-load"
+"$psw" validate --config "$experiments/.revalidate-replay.yaml" --measured "$replay_run/replay-azure2019" \
+  --out "$out/replay-azure2019-from-load"
+# Where the simulator of these comparisons ran (the measurements' machine is in each run's
+# results/gpu/raw-serve-*/environment.md).
+bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
