@@ -53,7 +53,11 @@ Action add_validate_command(CLI::App& app) {
   cmd->add_option("--measured", o->recorded,
                   "Compare with the measurement of an earlier psw validate folder instead of a live server "
                   "(after a recalibration, or a profile fitted on another run)")
-      ->check(CLI::ExistingDirectory)->excludes("--socket")->excludes("--server");
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--socket")
+      ->excludes("--server")
+      ->excludes("--senders")
+      ->excludes("--timeout-ms");
   cmd->add_option("--out", o->out_dir,
                   "Write simulated/, measured/, validation.csv and validation.json here "
                   "(default: results/validation/<the config's name>)");

@@ -310,3 +310,12 @@ psw_cli_test(validate.cycles 2 "cycles.yaml: workload.kind: cycles is a closed l
   --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)
 psw_cli_test(validate.no_server 1 "psw validate: cannot reach the server at unix:/tmp/psw-test-validate-no-server/psw.sock" validate
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)
+# psw validate --measured (Note [Validating again]): a folder without psw validate's files, and
+# the options of a live server beside it, are refused naming what is wrong.
+psw_cli_test(validate.measured_not_a_validation 2 "validation.json: no such file" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA} --out /tmp/psw-test-validate-measured)
+psw_cli_test(validate.measured_with_senders 2 "--senders excludes --measured" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA} --senders 2)
+# psw profile-serving --from-load: a file that is not psw load's requests.csv.
+psw_cli_test(profile_serving.from_load_not_a_load 2 "serving-small.yaml: no column 'model'. expected psw load's requests.csv" profile-serving
+  --from-load ${PSW_SIM_DATA}/serving-small.yaml --name x --device y)
