@@ -165,6 +165,9 @@ class GpuServer {
         per_model_(config.models.size()),
         standby_(config.standby_workers) {
     check_memory();
+    if (config.serving) {
+      for (std::size_t m = 0; m < config.models.size(); ++m) per_model_[m].path = config.serving->path_of(config.models[m].name);
+    }
     if (config.training_model) {
       const ModelProfile& trained = config.models[*config.training_model];
       const TrainingStepCost* step = config.serving ? config.serving->training_of(trained.name) : nullptr;
@@ -270,6 +273,7 @@ class GpuServer {
     // server's own steps), what a live server reports as psw_engine_ns.
     LatencyHistogram engine;
     std::int64_t switches = 0;
+    const RequestPathCost* path = nullptr;  // the serving profile's, looked up once
   };
 
   std::string mechanism_name() const { return to_string(mechanism_.mechanism()); }
@@ -451,11 +455,10 @@ class GpuServer {
   // A model only trained needs no path; a requested one without it is refused when requested.
   const RequestPathCost* request_path(const Request& request) const {
     if (!config_.serving || request.task != Task::Inference) return nullptr;
-    const std::string& model = config_.models[request.model].name;
-    const RequestPathCost* path = config_.serving->path_of(model);
+    const RequestPathCost* path = per_model_[request.model].path;
     if (path == nullptr) {
       throw InputError(config_.source.string() + ": serving: the serving profile '" + config_.serving->name +
-                       "' has no request_path of model '" + model +
+                       "' has no request_path of model '" + config_.models[request.model].name +
                        "', which the workload requests; measure it with psw profile-serving on a server of the model");
     }
     return path;

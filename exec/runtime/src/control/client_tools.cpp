@@ -197,6 +197,12 @@ float fp16_to_float(std::uint16_t bits) {
   return std::bit_cast<float>(sign | std::bit_cast<std::uint32_t>(magnitude));
 }
 
+std::int64_t median_of(std::vector<std::int64_t> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 LatencySummary summarize_latencies(std::vector<double> latencies_ms) {
   LatencySummary summary;
   if (latencies_ms.empty()) return summary;

@@ -390,10 +390,6 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
     server_part.push_back(server - engine);
   }
   if (order.empty()) throw InputError(origin + ": no answered request");
-  auto median = [](std::vector<std::int64_t> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
   ServingProfile profile;
   profile.name = name;
   profile.source.kind = ProfileSource::Measured;
@@ -404,7 +400,7 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
   for (const auto& model : order) {
     const auto& [protocol, server_part] = by_model[model];
     profile.request_path.push_back(
-        {model, nanoseconds(median(protocol)), nanoseconds(median(server_part)), static_cast<int>(protocol.size())});
+        {model, nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)), static_cast<int>(protocol.size())});
   }
   return profile;
 }

@@ -51,12 +51,6 @@ std::vector<ModelInfo> served_zoo_models(Client& client) {
   return models;
 }
 
-std::int64_t median_ns(std::vector<std::int64_t> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 std::string utc_date() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
@@ -118,9 +112,11 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
       protocol.push_back(std::max<std::int64_t>(0, client_ns - response.server_ns));
       server.push_back(std::max<std::int64_t>(0, response.server_ns - response.engine_ns));
     }
-    profile.request_path.push_back({info.name, nanoseconds(median_ns(protocol)), nanoseconds(median_ns(server)), spec.requests});
+    const std::int64_t protocol_ns = median_of(std::move(protocol));
+    const std::int64_t server_ns = median_of(std::move(server));
+    profile.request_path.push_back({info.name, nanoseconds(protocol_ns), nanoseconds(server_ns), spec.requests});
     run.client_ms[info.name] = summarize_latencies(latencies);
-    say(detail::concat(info.name, ": protocol ", median_ns(protocol) / 1000, " us, server ", median_ns(server) / 1000,
+    say(detail::concat(info.name, ": protocol ", protocol_ns / 1000, " us, server ", server_ns / 1000,
                        " us (medians of ", spec.requests, " requests)"));
   }
   std::string training_note;

@@ -50,4 +50,8 @@ struct LatencySummary {
 // Summary of request latencies in milliseconds; all zero for no samples.
 LatencySummary summarize_latencies(std::vector<double> latencies_ms);
 
+// The median of integer samples (of two middle ones, their mean rounded down), in integers so
+// that a profile's nanoseconds are the samples' own; `values` must not be empty.
+std::int64_t median_of(std::vector<std::int64_t> values);
+
 }  // namespace psw::runtime
