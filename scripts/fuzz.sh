@@ -7,6 +7,10 @@
 #   PSW_FUZZ_SECONDS   seconds per target (default 30)
 #   PSW_FUZZ_TARGETS   the targets to run (default: all), e.g. "fuzz_traces fuzz_cli"
 #   PSW_FUZZ_JOBS      build parallelism (default: nproc)
+#   PSW_FUZZ_UNIT_TESTS=1  also build the unit tests (psw_unit_tests, psw_sim_tests) in the
+#                      same build and run them first: they run under ASan+UBSan there, and the
+#                      libraries compile once for both (scripts/test.sh, CI). libFuzzer's
+#                      coverage hooks are inert without libFuzzer's main.
 #
 # Reproduce a finding:  build-fuzz/tests/fuzz/<target> build-fuzz/findings/<target>/crash-...
 set -euo pipefail
@@ -19,12 +23,23 @@ targets=${PSW_FUZZ_TARGETS:-$all}
 
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+# -O1 and line tables only: the build is most of the time this takes, and a finding's stack
+# trace needs no more than file and line.
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPSW_FUZZ=ON -DPSW_BUILD_TESTS=OFF -DPSW_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+    -DPSW_FUZZ=ON -DPSW_BUILD_TESTS=ON -DPSW_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON >/dev/null
 fi
+unit_tests=()
+if [[ -n ${PSW_FUZZ_UNIT_TESTS:-} ]]; then unit_tests=(psw_unit_tests psw_sim_tests); fi
 # shellcheck disable=SC2086
-cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets
+cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets "${unit_tests[@]}"
+if ((${#unit_tests[@]})); then
+  # The two binaries themselves: ctest there would also list tests whose programs this build
+  # leaves out (the runtime's, the CLI's).
+  "$build/tests/psw_unit_tests" --gtest_brief=1
+  "$build/tests/psw_sim_tests" --gtest_brief=1
+fi
 
 # Seed corpora: the shipped files of each kind (copied: libFuzzer adds to the first corpus
 # folder, and the sources stay untouched).

@@ -4,8 +4,8 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch gputests calibrate validate replay-azure2019 replay-llm;
-#      `all` is every part but the two replays)
+#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate validate figures
+#      replay-azure2019 replay-llm; `all` is every part but link, figures and the two replays)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -19,6 +19,9 @@
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
+#   link        psw profile --link: the link fitted again into OUT_DIR/profiles/h200-pcie5.yaml, with
+#               the base profile's other costs; calibrate and figures of the same call use it
+#               (else PSW_HARDWARE_PROFILE, else configs/hardware/h200-pcie5.yaml)
 #   calibrate   psw profile-serving against the server of configs/serve/h200.yaml: the request
 #               path per model and the training step (Note [Request path]), written to
 #               OUT_DIR/profiles/serving-h200.yaml; the validate and replay parts of the same call
@@ -26,6 +29,10 @@
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
 #               hardware profile models it, time-sliced
+#   figures     the paper's Figures 5, 7, 8 and 9 through the server: psw validate of
+#               configs/experiments/h200-figures.yaml under each of their mechanisms
+#               (PSW_FIGURE_MECHANISMS, default all thirteen), with this call's calibration;
+#               scripts/reproduce-gpu.sh runs it and draws the figures (scripts/gpu_figures.py)
 #   replay-azure2019, replay-llm
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
@@ -37,7 +44,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-*) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != link) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}
@@ -205,10 +212,24 @@ if has_part dispatch; then
     stop_server
   fi
 fi
+if has_part link; then
+  # The link fitted again (psw profile --link), with the other costs of the base profile as they
+  # are now (time_slicing among them): the calibration and the figures of this call use it.
+  echo "== link: psw profile --link ($(date -u +%T))"
+  (cd "$root" && "$psw" profile --model resnet152 --batch 8 --repeat 10 --link --hardware-name h200-pcie5 \
+    --out "$raw/link-profile") > "$raw/link-profile.log" 2>&1 || { tail -5 "$raw/link-profile.log"; echo "!! psw profile --link failed"; }
+  if [[ -f $raw/link-profile/h200-pcie5.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/link-profile/h200-pcie5.yaml" "$out/profiles/"; fi
+fi
+# The hardware profile the server and simulator of calibrate and figures use: this call's link
+# part's, else PSW_HARDWARE_PROFILE (an earlier call's), else the project's.
+hardware=$root/configs/hardware/h200-pcie5.yaml
+if [[ -f $raw/link-profile/h200-pcie5.yaml ]]; then hardware=$raw/link-profile/h200-pcie5.yaml
+elif [[ -n ${PSW_HARDWARE_PROFILE:-} ]]; then hardware=$(realpath "$PSW_HARDWARE_PROFILE"); fi
+use_hardware="s#^hardware: .*#hardware: $hardware#"
 if has_part calibrate; then
   echo "== calibrate: psw profile-serving ($(date -u +%T))"
   config="$sock_dir/calibrate.yaml"
-  sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
   training_batch=$(awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$config")
   if start_server "$config" "$raw/serve-calibrate.log"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
@@ -220,17 +241,21 @@ if has_part calibrate; then
 fi
 # The serving profile the simulator of validate and the replays uses: this call's calibration
 # if it made one (the experiment's own `serving:` replaced), else the experiment's.
+# PSW_SERVING_PROFILE names one made by an earlier call (a run split over several calls).
 use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
-  if [[ -f $raw/serving-h200.yaml ]]; then
+  local profile=
+  if [[ -f $raw/serving-h200.yaml ]]; then profile=$raw/serving-h200.yaml
+  elif [[ -n ${PSW_SERVING_PROFILE:-} ]]; then profile=$(realpath "$PSW_SERVING_PROFILE"); fi
+  if [[ -n $profile ]]; then
     sed -i '/^serving:/d' "$1"
-    echo "serving: $raw/serving-h200.yaml" >> "$1"
+    echo "serving: $profile" >> "$1"
   fi
 }
 # psw validate: an experiment config's workload sent to the server and simulated, compared
 # (`validation.json` per case under raw/validation/; the report prints the tables).
-validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME
+validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve config]
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
-  sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+  sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$root/configs/serve/h200.yaml" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
   (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
@@ -246,6 +271,39 @@ if has_part validate; then
     use_calibration "$experiment"
     validate_with "$mechanism" "$experiment" "h200-validate-$mechanism"
   done
+fi
+# The paper's Figures 5, 7, 8 and 9 through the server: psw validate of h200-figures.yaml per
+# mechanism (measured and simulated on one workload); scripts/gpu_figures.py draws them.
+if has_part figures; then
+  mechanisms="ready pipeswitch mps stop-and-start per-layer-pipeline grouped-transmission no-optimization
+              no-memory-management no-ipc-optimization no-pinned-memory unified-memory one-process two-processes"
+  # Today's baseline (issue 9): the model resident beside training, the GPU time-sliced between
+  # the two processes; the simulator models it where the hardware profile has time_slicing.
+  grep -q '^time_slicing:' "$hardware" && mechanisms+=" time-sliced"
+  echo "== figures with $hardware"
+  for mechanism in ${PSW_FIGURE_MECHANISMS:-$mechanisms}; do
+    echo "== figures: $mechanism ($(date -u +%T))"
+    experiment="$sock_dir/h200-figures-$mechanism.yaml"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" \
+      "$root/configs/experiments/h200-figures.yaml" > "$experiment"
+    serve_edit=$use_hardware
+    case $mechanism in
+      stop-and-start | two-processes)  # seconds per switch: three requests, 12 s apart
+        sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$experiment" ;;
+      one-process) serve_edit+="; s/^workers: .*/workers: 1/" ;;
+      mps)  # NVIDIA's control daemon, started for this server and stopped after (it would change every later CUDA process)
+        export CUDA_MPS_PIPE_DIRECTORY="$sock_dir/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$sock_dir/mps-log"
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        nvidia-cuda-mps-control -d || { echo "!! could not start the MPS control daemon"; continue; } ;;
+    esac
+    use_calibration "$experiment"
+    validate_with "$mechanism" "$experiment" "figures-$mechanism" "$serve_edit"
+    if [[ $mechanism == mps ]]; then
+      echo quit | nvidia-cuda-mps-control || true
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+  done
+  python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
 fi
 replay_s=${PSW_REPLAY_S:-540}
 for replay in azure2019 llm; do

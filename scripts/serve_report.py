@@ -219,7 +219,8 @@ def main():
     if validations:
         print("## The simulator beside the server on one workload (psw validate)\n")
         print("Each case's workload sent to the server by `psw validate` and simulated from the same config")
-        print("(`configs/experiments/h200-validate.yaml` per mechanism, the trace replays `replay-*.yaml`);")
+        print("(`configs/experiments/h200-validate.yaml` per mechanism, `h200-figures.yaml` per mechanism of the")
+        print("paper's figures (`figures-*`, drawn by scripts/gpu_figures.py), the trace replays `replay-*.yaml`);")
         print("the error is (simulated - measured) / measured, the tolerance issue 9's.\n")
         for path in validations:
             v = load(path)

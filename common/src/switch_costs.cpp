@@ -1,5 +1,7 @@
 #include "psw/common/switch_costs.hpp"
 
+#include <algorithm>
+
 #include "psw/common/error.hpp"
 
 namespace psw {
@@ -71,6 +73,12 @@ Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
     return layer.backward_time.value_or(Duration::zero());
   }
   return roofline(layer.kind, layer.backward_flops, layer.backward_memory_bytes, hardware.compute);
+}
+
+bool has_training_times(const ModelProfile& model) {
+  return model.source.kind != ProfileSource::Measured ||
+         std::all_of(model.layers.begin(), model.layers.end(),
+                     [](const LayerProfile& layer) { return layer.backward_time.has_value(); });
 }
 
 SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& hardware,

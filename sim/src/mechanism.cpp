@@ -20,6 +20,16 @@ Duration scale(Duration d, double factor) {
 
 }  // namespace
 
+const MechanismModel::PerModel& MechanismModel::costs_of(std::uint32_t model, Task task) const {
+  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  if (!pm.available) {
+    // The constructor skipped it: make_switch_costs names the first layer without a backward time.
+    throw InputError("model '" + pm.name + "' cannot be simulated as a training task: its measured profile has " +
+                     "no backward times (psw profile --train measures them)");
+  }
+  return pm;
+}
+
 MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
                                const std::vector<ModelProfile>& models, Strategy planner, Placement placement)
     : mechanism_(mechanism), hardware_(hardware) {
@@ -35,6 +45,13 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
   effective_sync_ = sync;
   for (const auto& model : models) {
     for (Task task : {Task::Inference, Task::Training}) {
+      if (task == Task::Training && !has_training_times(model)) {
+        PerModel unavailable;
+        unavailable.available = false;
+        unavailable.name = model.name;
+        per_model_.push_back(std::move(unavailable));
+        continue;
+      }
       const std::vector<bool> host_mapped =
           mechanism == Mechanism::PipeSwitch ? choose_placement(placement, model, hardware, task, strategy, memory)
                                              : std::vector<bool>{};
@@ -81,7 +98,7 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
 
 SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration stop,
                                        std::optional<std::uint32_t> previous) const {
-  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  const PerModel& pm = costs_of(model, task);
   const Duration tail = task == Task::Training ? pm.backward : Duration::zero();
   const Duration sync = hardware_.group_sync;
   switch (mechanism_) {
@@ -143,7 +160,7 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
 // passes it as `beside_training`. The training job's own slowdown
 // (`training_slowdown_percent`) applies while inference runs beside it (advance_training).
 Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool beside_training) const {
-  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  const PerModel& pm = costs_of(model, task);
   const Duration work = pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
   if (task != Task::Inference || !beside_training) return work;
   if (mechanism_ == Mechanism::Mps) return scale(work, mps_inference_slowdown());
@@ -166,7 +183,7 @@ double MechanismModel::concurrent_training_rate() const {
 }
 
 Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
-  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  const PerModel& pm = costs_of(model, task);
   return pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
 }
 

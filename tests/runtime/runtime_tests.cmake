@@ -43,6 +43,12 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/load_end_to_end.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300)
+  # The cross-validation on the host: profiles measured here predict a host server within a
+  # tolerance, and a 3x profile does not. Alone (RUN_SERIAL): the CPU's times are its subject.
+  add_test(NAME cli.serve.validate_host
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/validate_host.sh $<TARGET_FILE:psw>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.validate_host PROPERTIES LABELS cli TIMEOUT 600 RUN_SERIAL TRUE)
   psw_cli_test(serve.metrics_on_every_interface 2 "refusing to listen on every interface" serve --backend host
                --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml --socket /tmp/psw-test-metrics-wildcard/psw.sock
                --metrics-listen 0.0.0.0:9464)

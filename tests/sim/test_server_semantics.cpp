@@ -264,6 +264,28 @@ TEST(SimChromeTrace, TimestampsAfterAnHourKeepNanoseconds) {
   std::filesystem::remove_all(dir);
 }
 
+// A measured profile without backward times (psw profile without --train, as a user profiles a
+// machine for serving) can be served by the simulator; only training it is refused, naming it.
+TEST(SimMechanism, AMeasuredProfileWithoutBackwardTimesServesButDoesNotTrain) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  ModelProfile inference_only = load_model_profile(root / "configs/models/h200/bert_base.yaml");
+  ASSERT_EQ(inference_only.source.kind, ProfileSource::Measured);
+  ASSERT_TRUE(has_training_times(inference_only));
+  for (auto& layer : inference_only.layers) layer.backward_time.reset();
+  EXPECT_FALSE(has_training_times(inference_only));
+  const HardwareProfile hw = load_hardware_profile(root / "configs/hardware/h200-pcie5.yaml");
+  const MechanismModel mechanism(Mechanism::PipeSwitch, hw, {inference_only}, Strategy::Optimal);
+  const SwitchInCost served = mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt);
+  EXPECT_GT(served.finish, mechanism.ready_run(0, Task::Inference));
+  try {
+    (void)mechanism.switch_in(0, Task::Training, Duration::zero(), std::nullopt);
+    FAIL() << "training a model without backward times was simulated";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'bert_base' cannot be simulated as a training task"), std::string::npos)
+        << e.what();
+  }
+}
+
 // The closed form of MechanismModel::switch_in (Note [Shifted timeline]) against the timeline
 // evaluation (common/timeline.hpp) of the same costs and plan, for every shipped model and
 // hardware profile, both tasks, the GPU freed at several times, and every mechanism that has a

@@ -73,6 +73,10 @@ Duration forward_time(const LayerProfile& layer, const ModelProfile& model,
 Duration backward_time(const LayerProfile& layer, const ModelProfile& model,
                        const HardwareProfile& hardware);
 
+// Whether `model` can be costed for training: an estimated profile always (the roofline gives
+// backward times), a measured one where every layer has a backward time (psw profile --train).
+bool has_training_times(const ModelProfile& model);
+
 // `host_mapped` (empty, or one flag per layer): layers read in place from pinned host memory
 // (Note [Placement], placement.hpp) cross PCIe as no group's bytes; their compute grows by
 // hardware.mapped's cost of their host_read_bytes. InputError when a mapped layer has no

@@ -84,7 +84,7 @@ class MechanismModel {
 
   // The plan each model is switched in with for `task` (for reports, traces and tests).
   const Grouping& grouping(std::uint32_t model, Task task) const {
-    return per_model_.at(model * 2 + (task == Task::Training ? 1 : 0)).groups;
+    return costs_of(model, task).groups;
   }
 
  private:
@@ -101,7 +101,12 @@ class MechanismModel {
     Duration single_copy;        // one copy of the whole model on the mechanism's link
     Duration um_migration;       // unified memory: page faults and migration of the model
     Duration first_layer_fault;  // unified memory: faults before the first layer can run
+    // False for the training entry of a model whose measured profile has no backward times
+    // (psw profile without --train): it can be served, not trained (costs_of refuses).
+    bool available = true;
+    std::string name;  // the model's, for that message
   };
+  const PerModel& costs_of(std::uint32_t model, Task task) const;
 
   Mechanism mechanism_;
   const HardwareProfile& hardware_;

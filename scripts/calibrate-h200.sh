@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 9's calibration of the estimated costs, from the H200 runs of 2026-12-01 recorded in
+# results/gpu/ (no GPU needed: the measurements are recorded, the simulator runs here).
+# Calibrate on one set of runs, validate on another (Note [Calibrating a cost]):
+#  1. fit each cost to the run of the mechanism that pays it, in
+#       raw-figures-2026-12-01-a (mps, time-sliced, stop-and-start) and
+#       raw-figures-2026-12-01-b (the ablations),
+#     chaining the fits into one profile: results/profiles/h200-calibrated.yaml (the link and the
+#     request path as that call measured them: raw-figures-2026-12-01-a/link-profile/ and
+#     serving-h200.yaml);
+#  2. validate it on raw-figures-2026-12-01-c, a later call on another machine of the same kind,
+#     with the profile before and after calibration:
+#     results/validation/calibrated/<mechanism>{,-uncalibrated}/, and a table in
+#     results/validation/calibrated/README.md.
+#
+#   scripts/calibrate-h200.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+psw=${1:-$root/build}/cli/psw
+runs=$root/results/gpu
+fit_a=$runs/raw-figures-2026-12-01-a
+fit_b=$runs/raw-figures-2026-12-01-b
+held_out=$runs/raw-figures-2026-12-01-c
+hardware=$fit_a/link-profile/h200-pcie5.yaml
+serving=$fit_a/serving-h200.yaml
+profile=$root/results/profiles/h200-calibrated.yaml
+out=$root/results/validation/calibrated
+experiments=$root/configs/experiments
+work=$(mktemp -d)
+trap 'rm -rf "$work" "$experiments"/.calibrate-*.yaml' EXIT
+
+# The figures' case under MECHANISM with HARDWARE, beside the original (its relative paths).
+configure() {  # MECHANISM HARDWARE
+  local config=$experiments/.calibrate-$1.yaml
+  sed "s/^mechanism: .*/mechanism: $1/; /^serving:/d; s#^hardware: .*#hardware: $2#" "$experiments/h200-figures.yaml" > "$config"
+  # The three requests 12 s apart of the process-per-task mechanisms (gpu-serve.sh part figures).
+  if [[ $1 == stop-and-start ]]; then sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$config"; fi
+  echo "serving: $serving" >> "$config"
+  echo "$config"
+}
+
+rm -rf "$out"
+mkdir -p "$out"
+current=$hardware
+# A cost no value of which gives the measurement (psw calibrate exits 2 and says so: another
+# cost, or the mechanism's model, is wrong) stays as it was; its message goes into the table.
+fit() {  # MECHANISM COST RUN_FOLDER
+  local next=$work/after-$2.yaml
+  if "$psw" calibrate --config "$(configure "$1" "$current")" --measured "$3/validation/figures-$1" --cost "$2" \
+       --hardware "$current" --out "$next" > "$out/fit-$1.txt" 2>&1; then
+    current=$next
+  fi
+  sed "s#$root/##g" "$out/fit-$1.txt" | grep -v "wrote " | tee "$out/fit-$1.txt.tmp"
+  mv "$out/fit-$1.txt.tmp" "$out/fit-$1.txt"
+}
+fit no-memory-management memory.cuda_malloc_ns "$fit_b"
+fit no-ipc-optimization memory.ipc_handle_open_ns "$fit_b"
+fit no-pinned-memory link.pageable.bandwidth_bytes_per_s "$fit_b"
+fit unified-memory unified_memory.page_fault_ns "$fit_b"
+fit mps mps.inference_slowdown_percent "$fit_a"
+fit time-sliced time_slicing.context_switch_ns "$fit_a"
+fit stop-and-start startup.framework_start_ns "$fit_a"
+mkdir -p "$(dirname "$profile")"
+sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
+for mechanism in no-memory-management no-ipc-optimization no-pinned-memory unified-memory mps time-sliced stop-and-start pipeswitch; do
+  "$psw" validate --config "$(configure "$mechanism" "$hardware")" --measured "$held_out/validation/figures-$mechanism" \
+    --out "$out/$mechanism-uncalibrated" > /dev/null
+  "$psw" validate --config "$(configure "$mechanism" "$profile")" --measured "$held_out/validation/figures-$mechanism" \
+    --out "$out/$mechanism" > /dev/null
+done
+bash "$root/scripts/environment.sh" > "$out/environment.md"
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" > "$out/README.md"
+echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Draws the paper's Figures 5-9 measured on the H200 through the server, beside the simulator's
+prediction of the same runs and the authors' artifact on a V100, and writes the tables.
+
+Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] RAW_DIR...
+
+Each RAW_DIR is a gpu-serve.sh raw folder whose `figures` part ran (validation/figures-<mechanism>/,
+one psw validate per mechanism: the measured and simulated summaries and validation.csv, whose
+relative errors psw validate computed); a run split over several device calls gives one folder
+per call (a mechanism in two folders is an error). Writes OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png
+(three series per model and mechanism: measured on the H200, simulated for the H200, the
+artifact's V100), fig6.png (simulated H200 from SIM_DIR/fig6/sweep.csv, default results/sim,
+beside the artifact: Figure 6's cycles are a closed loop that psw load does not drive, so it has
+no measured series) and OUT_DIR/README.md with the tables and the environment of the run.
+Only draws and tabulates: every number comes from the files.
+"""
+import argparse
+import csv
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot  # noqa: E402  (the figures' mechanisms, labels, colours and the artifact's numbers)
+
+BAR_FIGURES = ["fig5", "fig7", "fig8", "fig9"]
+# The paper's mechanisms per figure, and in Figure 5 today's baseline beside them (issue 9): the
+# model resident next to training, the GPU time-sliced between the two processes.
+FIGURE_MECHS = dict(plot.FIGURE_MECHS, fig5=plot.FIGURE_MECHS["fig5"] + ["time-sliced"])
+MECH_LABEL = dict(plot.MECH_LABEL, **{"time-sliced": "Time-sliced (resident)"})
+SERIES = [("measured", "measured on the H200", "#d62728"),
+          ("simulated", "simulated for the H200", "#1f77b4"),
+          ("artifact", "artifact, V100 (PAPER.md §10)", "#7f7f7f")]
+TITLE = {
+    "fig5": "Figure 5: latency of a request arriving while training runs",
+    "fig7": "Figure 7: pipelined model transmission",
+    "fig8": "Figure 8: unified memory management",
+    "fig9": "Figure 9: active-standby worker switching",
+}
+
+
+def read_validation(raws, mechanism):
+    """{(scope, measure): row} of validation/figures-<mechanism>/validation.csv, or None."""
+    paths = [p for p in (os.path.join(raw, "validation", f"figures-{mechanism}", "validation.csv") for raw in raws)
+             if os.path.exists(p)]
+    if len(paths) > 1:
+        sys.exit(f"gpu_figures: {mechanism} was run in more than one folder: {', '.join(paths)}")
+    if not paths:
+        return None
+    with open(paths[0], newline="") as f:
+        return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
+
+
+def number(text):
+    return float(text) if text not in ("", None) else None
+
+
+def cell(value, digits=2):
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def collect(raws):
+    """{mechanism: {model: {"measured", "simulated", "error", "tolerance", "status", engine...}}}"""
+    data = {}
+    for mechanism in {m for fig in BAR_FIGURES for m in FIGURE_MECHS[fig]}:
+        rows = read_validation(raws, mechanism)
+        if rows is None:
+            continue
+        per_model = {}
+        for model in plot.MODELS:
+            row = rows.get((model, "mean_ms"))
+            if row is None:
+                continue
+            engine = rows.get((model, "engine_mean_ms"), {})
+            per_model[model] = {
+                "measured": number(row["measured"]), "simulated": number(row["simulated"]),
+                "error": number(row["relative_error"]), "tolerance": number(row["tolerance"]),
+                "status": row["status"],
+                "engine_measured": number(engine.get("measured")),
+                "engine_simulated": number(engine.get("simulated")),
+                "engine_error": number(engine.get("relative_error")),
+            }
+        data[mechanism] = per_model
+    return data
+
+
+def bar_figure(fig, data, out_path):
+    plt = plot._plt()
+    mechanisms = FIGURE_MECHS[fig]
+    figure, axes = plt.subplots(1, len(plot.MODELS), figsize=(5 * len(plot.MODELS), 4.2), squeeze=False)
+    width = 0.8 / len(SERIES)
+    for ax, model in zip(axes[0], plot.MODELS):
+        for k, (key, label, color) in enumerate(SERIES):
+            xs, ys = [], []
+            for i, mechanism in enumerate(mechanisms):
+                if key == "artifact":
+                    value = plot.ARTIFACT.get(fig, {}).get(model, {}).get(mechanism)
+                else:
+                    value = data.get(mechanism, {}).get(model, {}).get(key)
+                if value is not None:
+                    xs.append(i + (k - 1) * width)
+                    ys.append(value)
+            ax.bar(xs, ys, width, label=label, color=color)
+        ax.set_xticks(range(len(mechanisms)))
+        ax.set_xticklabels([MECH_LABEL[m] for m in mechanisms], rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(plot.MODEL_LABEL[model])
+        ax.set_ylabel("mean latency (ms, log)")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    figure.suptitle(TITLE[fig] + " (H200 measured and simulated; V100 artifact)")
+    figure.tight_layout()
+    figure.savefig(out_path, dpi=120)
+    plt.close(figure)
+
+
+def fig6_figure(sim_dir, out_path):
+    """Simulated H200 throughput under scheduling cycles beside the artifact's V100 numbers."""
+    path = os.path.join(sim_dir, "fig6", "sweep.csv")
+    if not os.path.exists(path):
+        return None
+    rows = [r for r in plot.load_sweep(path) if r["hardware"] == "h200-pcie5"]
+    plt = plot._plt()
+    figure, ax = plt.subplots(figsize=(7, 4.2))
+    for mechanism in plot.FIGURE_MECHS["fig6"]:
+        points = sorted((r["cycle_ms"] / 1000, r["throughput_rps"]) for r in rows
+                        if r["mechanism"] == mechanism and isinstance(r.get("throughput_rps"), float))
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=plot.COLORS[mechanism],
+                    label=f"{plot.MECH_LABEL[mechanism]}, simulated H200")
+        ax.plot(plot.ARTIFACT_FIG6_CYCLES_S, plot.ARTIFACT_FIG6["throughput"][mechanism], linestyle="--",
+                marker="x", color=plot.COLORS[mechanism], label=f"{plot.MECH_LABEL[mechanism]}, artifact V100")
+    ax.set_xscale("log")
+    ax.set_xlabel("scheduling cycle (s)")
+    ax.set_ylabel("inference throughput (batches/s)")
+    ax.set_title("Figure 6: ResNet-152 under scheduling cycles (not measured on the H200)")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(out_path, dpi=120)
+    plt.close(figure)
+    return rows
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description="The paper's figures measured on the GPU (see the module's doc).")
+    parser.add_argument("--out", required=True, help="where the figures and README.md go")
+    parser.add_argument("--sim", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "sim"),
+                        help="psw sweep results with fig6/sweep.csv (default results/sim)")
+    parser.add_argument("raws", nargs="+", metavar="RAW_DIR")
+    args = parser.parse_args(argv[1:])
+    raws, out, sim_dir = args.raws, args.out, args.sim
+    data = collect(raws)
+    if not data:
+        print(f"gpu_figures: no validation/figures-*/validation.csv under {', '.join(raws)}", file=sys.stderr)
+        return 2
+    os.makedirs(out, exist_ok=True)
+    lines = ["# The paper's figures on the H200", ""]
+    for raw in raws:
+        env = os.path.join(raw, "environment.md")
+        if os.path.exists(env):
+            lines += [f"Environment of `{os.path.basename(os.path.normpath(raw))}`:", ""]
+            lines += open(env).read().strip().splitlines() + [""]
+    lines += [
+        "Produced by `scripts/reproduce-gpu.sh` (`scripts/gpu-serve.sh` part `figures`, then",
+        "`scripts/gpu_figures.py`). Per mechanism, one `psw serve` of `configs/serve/h200.yaml` (three models",
+        "at batch 8, cache off, ResNet-152 training at batch 8) and one `psw validate` of",
+        "`configs/experiments/h200-figures.yaml`: a request every 500 ms, the models in turn, each a cold",
+        "switch while training runs (stop-and-start and two-processes: three requests 12 s apart). The",
+        "simulator plays the same workload with the H200 profiles and the request path calibrated in the same",
+        "call (`psw profile-serving`). Latency is the client's (gRPC over the Unix socket, raw inputs).",
+        "The artifact's numbers are the authors' V100 re-run (client-measured, PAPER.md §10), not this",
+        "hardware. Error = (simulated - measured) / measured, as `psw validate` writes it; the tolerance is",
+        "issue 9's (5%, 15% for MPS and unified memory).",
+        "",
+    ]
+    for fig in BAR_FIGURES:
+        path = os.path.join(out, f"{fig}.png")
+        try:
+            bar_figure(fig, data, path)
+            drawn = f"![{fig}]({fig}.png)"
+        except ImportError:
+            drawn = "(no plot: matplotlib missing)"
+        lines += [f"## {TITLE[fig]}", "", drawn, "",
+                  "| model | mechanism | measured (ms) | simulated (ms) | error | tolerance | engine measured (ms) | engine simulated (ms) | engine error | V100 artifact (ms) |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for model in plot.MODELS:
+            for mechanism in FIGURE_MECHS[fig]:
+                m = data.get(mechanism, {}).get(model)
+                artifact = plot.ARTIFACT.get(fig, {}).get(model, {}).get(mechanism)
+                if m is None:
+                    lines.append(f"| {plot.MODEL_LABEL[model]} | {mechanism} | not run | | | | | | | {cell(artifact, 1)} |")
+                    continue
+                error = "" if m["error"] is None else f"{100 * m['error']:+.1f}%"
+                engine_error = "" if m["engine_error"] is None else f"{100 * m['engine_error']:+.1f}%"
+                tolerance = "" if m["tolerance"] is None else f"{100 * m['tolerance']:.0f}% ({m['status']})"
+                lines.append(f"| {plot.MODEL_LABEL[model]} | {mechanism} | {cell(m['measured'])} | {cell(m['simulated'])} | "
+                             f"{error} | {tolerance} | {cell(m['engine_measured'])} | {cell(m['engine_simulated'])} | "
+                             f"{engine_error} | {cell(artifact, 1)} |")
+        lines.append("")
+    try:
+        rows = fig6_figure(sim_dir, os.path.join(out, "fig6.png"))
+    except ImportError:
+        rows = None
+    lines += ["## Figure 6: ResNet-152 under scheduling cycles", ""]
+    if rows is None:
+        lines += ["(not drawn: no simulated sweep or no matplotlib)", ""]
+    else:
+        lines += ["![fig6](fig6.png)", "",
+                  "Not measured on the H200: the figure's workload is a closed loop (training for a cycle, then",
+                  "requests back to back for a cycle), which `psw load` does not drive (it sends open-loop",
+                  "arrivals). The simulated H200 curve (`results/sim/fig6`) is beside the artifact's V100 numbers.", ""]
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("\n".join(lines))
+    print(f"gpu_figures: wrote {out}/README.md and the figures")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

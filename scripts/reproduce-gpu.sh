@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a GPU host: the paper's Figures 5-9 on this GPU, through the server, beside the simulator's
+# prediction of the same runs and the authors' V100 artifact (issue 9). One command:
+#
+#   scripts/reproduce-gpu.sh [OUT_DIR]        (default results/gpu)
+#
+# It builds, fits the link again (part `link`: the hardware profile with the base's other costs,
+# time_slicing among them), calibrates the request path on the server (part `calibrate`), runs one
+# psw serve and one psw validate of configs/experiments/h200-figures.yaml per mechanism of
+# Figures 5, 7, 8 and 9 and time-sliced (part `figures`), and draws OUT_DIR/figures/fig5.png ... fig9.png with
+# their tables in OUT_DIR/figures/README.md (scripts/gpu_figures.py; Figure 6 is simulated only:
+# its closed-loop cycles are not a workload psw load sends). The raw runs are archived in
+# OUT_DIR/raw-serve.tar.gz, the run's report in OUT_DIR/<date>-h200-serve.md.
+#
+# All thirteen mechanisms take about 8 minutes on the H200 after the build. Where a call is
+# limited (the lent device: 10 minutes), split them: PSW_FIGURE_MECHANISMS="ready pipeswitch ..."
+# and, in the later calls, PSW_SERVING_PROFILE and PSW_HARDWARE_PROFILE = the first call's
+# OUT_DIR/profiles/serving-h200.yaml and h200-pcie5.yaml, with PSW_SKIP_CALIBRATION=1, so that
+# every mechanism is simulated with one calibration; then
+# scripts/gpu_figures.py --out OUT_DIR/figures RAW_DIR... over the calls' raw folders.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/results/gpu}
+parts=figures
+[[ -n ${PSW_SKIP_CALIBRATION:-} ]] || parts=link,calibrate,figures
+exec bash "$root/scripts/gpu-serve.sh" "$out" "$parts"

@@ -1,0 +1,80 @@
+#pragma once
+// Fitting one estimated cost of a hardware profile to a recorded run of the live server
+// (issue 9's calibration; psw calibrate).
+//
+// Note [Calibrating a cost]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Beyond the link and the layers, most of a hardware profile's costs are estimates: cudaMalloc,
+// an IPC handle's open, the pageable link, unified memory's page faults, MPS's slowdown, the
+// time slice, a new process's framework start. Each one shows in the measurement of the
+// mechanism that pays it: the ablation without the memory pool pays a cudaMalloc per layer,
+// the one without the IPC optimisation a handle per group, and so on (the mechanism table,
+// common/mechanism.hpp). fit_cost finds the value of one cost for which the simulator's mean
+// over a recorded `psw validate` run equals the measured mean, all requests of all models
+// together:
+//  - the measure is the engine's time (the input on the device to the forward's end, Note
+//    [Request path]) where the cost is paid inside it, and the client's latency where it is paid
+//    before the engine starts (a new process: stop-and-start);
+//  - the simulated mean never decreases as a cost grows (never increases as a bandwidth grows),
+//    so bisection on the value's logarithm within the cost's range finds it to 0.1%, or proves
+//    that no value in the range does (then another cost is wrong: an InputError says so, with
+//    the simulated means at both ends);
+//  - a step function (a whole number of time slices, of pages) may have no exact solution: the
+//    fit is the value where the simulated mean crosses the measured one.
+// One run fits; psw validate --measured on another run of the same case validates the fitted
+// profile (calibrate on one set of runs, validate on another: scripts/calibrate-h200.sh).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/experiment_config.hpp"
+#include "psw/common/hardware_profile.hpp"
+#include "psw/common/mechanism.hpp"
+
+namespace psw::sim {
+
+enum class FitMeasure { Engine, Latency };
+std::string to_string(FitMeasure measure);
+
+struct CalibratableCost {
+  std::string name;     // its key in the hardware YAML, e.g. "memory.ipc_handle_open_ns"
+  Mechanism paid_by;    // the mechanism whose run fits it
+  FitMeasure measure;
+  double lower = 0;     // the search range, in the YAML's unit
+  double upper = 0;
+  bool is_bandwidth = false;  // the simulated mean falls as it grows
+  std::function<double(const HardwareProfile&)> get;
+  std::function<void(HardwareProfile&, double)> set;  // rounds to the field's integer unit
+};
+
+// Every cost psw calibrate fits, in a fixed order.
+const std::vector<CalibratableCost>& calibratable_costs();
+// InputError naming the known costs for an unknown name.
+const CalibratableCost& calibratable_cost(const std::string& name);
+
+struct CostFit {
+  std::string cost;
+  FitMeasure measure = FitMeasure::Engine;
+  double initial = 0;  // the config's hardware profile's value
+  double fitted = 0;
+  double measured_ms = 0;  // the run's mean over every request of every model
+  double simulated_initial_ms = 0;
+  double simulated_fitted_ms = 0;
+  int simulations = 0;
+  HardwareProfile hardware;  // the config's, with the fitted value
+};
+
+// The mean over every request of a summary (psw sim's or psw load's): the engine's part
+// (weighted over the models' engine_latency) or the client's latency. InputError naming
+// `origin` when the summary lacks it.
+double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const std::string& origin);
+
+// `config` is the recorded run's case (its mechanism must be cost.paid_by: InputError
+// otherwise), `measured_summary` its psw load summary.json. Note [Calibrating a cost].
+CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const nlohmann::json& measured_summary,
+                 const std::string& origin);
+
+}  // namespace psw::sim

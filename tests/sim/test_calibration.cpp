@@ -1,0 +1,78 @@
+// Note [Calibrating a cost]: fit_cost recovers a cost from a run simulated with it, refuses a
+// measurement no value of the cost explains, and refuses a run of another mechanism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "psw/common/error.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/sim/calibration.hpp"
+#include "psw/sim/gpu_server.hpp"
+
+namespace psw::sim {
+namespace {
+
+ExperimentConfig figures_case(Mechanism mechanism) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  ExperimentConfig config = load_experiment_config(root / "configs/experiments/h200-figures.yaml",
+                                                   {{"mechanism", to_string(mechanism)}});
+  return config;
+}
+
+// A "measurement" made by the simulator itself with the cost at `truth`.
+nlohmann::json simulated_run(ExperimentConfig config, const CalibratableCost& cost, double truth) {
+  cost.set(config.hardware, truth);
+  return run_simulation(config, SimulationOptions{}).summary;
+}
+
+TEST(Calibration, RecoversEachCostFromARunSimulatedWithIt) {
+  struct Case {
+    const char* cost;
+    double truth;
+  };
+  for (const Case& c : {Case{"memory.cuda_malloc_ns", 150000}, Case{"memory.ipc_handle_open_ns", 2'500'000},
+                        Case{"link.pageable.bandwidth_bytes_per_s", 3.0e9}, Case{"unified_memory.page_fault_ns", 70000},
+                        Case{"mps.inference_slowdown_percent", 140}, Case{"startup.framework_start_ns", 3.0e9}}) {
+    SCOPED_TRACE(c.cost);
+    const CalibratableCost& cost = calibratable_cost(c.cost);
+    const ExperimentConfig config = figures_case(cost.paid_by);
+    const double initial = cost.get(config.hardware);
+    ASSERT_GT(std::abs(initial - c.truth), 0.1 * c.truth);  // the fit has somewhere to go
+    const CostFit fit = fit_cost(config, cost, simulated_run(config, cost, c.truth), "test");
+    EXPECT_EQ(fit.initial, initial);
+    EXPECT_NEAR(fit.simulated_fitted_ms, fit.measured_ms, 0.01 * fit.measured_ms);
+    EXPECT_NE(fit.simulated_initial_ms, fit.measured_ms);
+    // Rounded simulated times may make nearby values indistinguishable: within 5% of the truth.
+    EXPECT_NEAR(fit.fitted, c.truth, 0.05 * c.truth);
+    EXPECT_EQ(cost.get(fit.hardware), fit.fitted);
+  }
+}
+
+TEST(Calibration, RefusesAMeasurementNoValueExplainsAndARunOfAnotherMechanism) {
+  const CalibratableCost& malloc_cost = calibratable_cost("memory.cuda_malloc_ns");
+  const ExperimentConfig config = figures_case(Mechanism::NoMemoryManagement);
+  nlohmann::json run = simulated_run(config, malloc_cost, 20000);
+  // An engine far faster than the model's compute alone: no allocation cost explains it.
+  for (auto& [name, model] : run["models"].items()) {
+    if (model.contains("engine_latency")) model["engine_latency"]["mean_ms"] = 0.001;
+  }
+  try {
+    (void)fit_cost(config, malloc_cost, run, "run.json");
+    FAIL() << "fitted an impossible measurement";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.json: no memory.cuda_malloc_ns in [100, 1e+08] gives the measured engine mean"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    (void)fit_cost(figures_case(Mechanism::PipeSwitch), malloc_cost, run, "run.json");
+    FAIL() << "fitted a cost on a run that does not pay it";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is fitted on a run of no-memory-management"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(calibratable_cost("memory.nothing_ns"), InputError);
+}
+
+}  // namespace
+}  // namespace psw::sim
