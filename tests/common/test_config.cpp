@@ -269,7 +269,8 @@ TEST(ConfigShippedHardware, NamesAreTheFileStems) {
 }
 
 // Note [Parallel paths]: the several-H200 profile is the measured single-H200 one plus its
-// multi_gpu section, so that the two cannot drift apart when the single one is re-measured.
+// multi_gpu section (scripts/adopt-profiles.sh composes it), so that the two cannot drift
+// apart when the single one is re-measured.
 TEST(ConfigShippedHardware, NvlinkProfileIsTheH200PlusPeers) {
   const HardwareProfile one = load_hardware_profile(hardware_path("h200-pcie5"));
   HardwareProfile several = load_hardware_profile(hardware_path("h200-pcie5-nvlink"));
