@@ -51,8 +51,9 @@ def main():
         "paper's switching experiment (`configs/experiments/parallel-base.yaml`, as `switch-base.yaml`: ResNet-152 training owns the GPU, "
         "one inference request every 25 s, 10 requests). Sweep: `configs/experiments/parallel-gpus.yaml`; one "
         "row per point in `sweep.csv`. Only the 1- and 2-GPU links were measured (issue 10's probe); 4 and 8 GPUs "
-        "assume more GPUs like them, and the target's NVLink ingress is not modelled as shared (at 8 GPUs, 7 helpers "
-        "x 54 GB/s reach the measured peer rate: the 8-GPU points are optimistic). One GPU is PipeSwitch exactly.",
+        "assume more GPUs like them, each with its own host link, the helpers sharing the target's NVLink ingress "
+        "evenly (`peer_ingress_bandwidth_bytes_per_s`: the measured pair rate, 360 GB/s, so 51 GB/s per helper at "
+        "8 GPUs). One GPU is PipeSwitch exactly.",
         "",
         "- **latency**: mean request latency (arrival to reply: stopping training at a layer boundary, the switch, "
         "the inference), ms.",

@@ -146,6 +146,9 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     MultiGpuModel multi;
     multi.gpus = static_cast<int>(m.integer("gpus", 1, 64));
     multi.peer_link = read_link(m, "peer_link");
+    if (const auto ingress = m.optional_integer("peer_ingress_bandwidth_bytes_per_s", 1, kMaxBandwidth)) {
+      multi.peer_ingress = Bandwidth::bytes_per_second(*ingress);
+    }
     multi.chunk_bytes = m.integer("chunk_bytes", 4096, kMaxBytes);
     multi.helper_busy_share_percent = static_cast<int>(m.integer("helper_busy_share_percent", 1, 100));
     if (m.has("helper_links")) {
@@ -404,6 +407,9 @@ std::string to_yaml(const HardwareProfile& hw) {
     out << YAML::Key << "multi_gpu" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "gpus" << YAML::Value << m.gpus;
     link("peer_link", m.peer_link);
+    if (m.peer_ingress) {
+      out << YAML::Key << "peer_ingress_bandwidth_bytes_per_s" << YAML::Value << m.peer_ingress->bytes_per_second();
+    }
     out << YAML::Key << "chunk_bytes" << YAML::Value << m.chunk_bytes;
     out << YAML::Key << "helper_busy_share_percent" << YAML::Value << m.helper_busy_share_percent;
     if (!m.helper_links.empty()) {

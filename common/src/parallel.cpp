@@ -43,6 +43,11 @@ ParallelCosts make_parallel_costs(SwitchCosts costs, const HardwareProfile& hard
         path.host.bandwidth = Bandwidth::bytes_per_second(std::max<std::int64_t>(1, shared));
       }
       path.peer = multi.peer_link;
+      if (multi.peer_ingress) {  // Note [Parallel paths]: the target's ingress shared evenly
+        const std::int64_t share = multi.peer_ingress->bytes_per_second() / (gpus - 1);
+        path.peer.bandwidth = Bandwidth::bytes_per_second(
+            std::max<std::int64_t>(1, std::min(share, path.peer.bandwidth.bytes_per_second())));
+      }
       path.chunk_bytes = multi.chunk_bytes;
       helpers.push_back(path);
     }

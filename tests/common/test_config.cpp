@@ -97,6 +97,7 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   if (a.multi_gpu) {
     EXPECT_EQ(a.multi_gpu->gpus, b.multi_gpu->gpus);
     expect_same_link(a.multi_gpu->peer_link, b.multi_gpu->peer_link);
+    EXPECT_EQ(a.multi_gpu->peer_ingress, b.multi_gpu->peer_ingress);
     EXPECT_EQ(a.multi_gpu->chunk_bytes, b.multi_gpu->chunk_bytes);
     EXPECT_EQ(a.multi_gpu->helper_busy_share_percent, b.multi_gpu->helper_busy_share_percent);
     ASSERT_EQ(a.multi_gpu->helper_links.size(), b.multi_gpu->helper_links.size());
@@ -298,6 +299,9 @@ TEST(ConfigErrors, MultiGpuSection) {
   ASSERT_TRUE(parsed.multi_gpu.has_value());
   ASSERT_EQ(parsed.multi_gpu->helper_links.size(), 1u);
   expect_same_link(parsed.multi_gpu->helper_links[0], parsed.pinned);  // the default helper link
+  EXPECT_FALSE(parsed.multi_gpu->peer_ingress.has_value());            // absent: not shared
+  expect_contains(error(valid + "  peer_ingress_bandwidth_bytes_per_s: 0\n"),
+                  {"key 'multi_gpu.peer_ingress_bandwidth_bytes_per_s'", "got 0"});
   expect_contains(error(valid + "  helpers: 1\n"), {"bad.yaml:", "unknown key 'multi_gpu.helpers'"});
   expect_contains(error("multi_gpu:\n  gpus: 0\n" + peer + "  chunk_bytes: 4194304\n  helper_busy_share_percent: 50\n"),
                   {"key 'multi_gpu.gpus'", "must be between 1 and 64, got 0"});

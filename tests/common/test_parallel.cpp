@@ -250,7 +250,12 @@ TEST(ParallelCosts, FromTheHardwareProfile) {
   const ParallelCosts idle = make_parallel_costs(costs, hw, 4, false);
   ASSERT_EQ(idle.helpers().size(), 3u);
   EXPECT_EQ(idle.helpers()[0].host.bandwidth, hw.pinned.bandwidth);
-  EXPECT_EQ(idle.helpers()[0].peer.bandwidth, hw.multi_gpu->peer_link.bandwidth);
+  // Three helpers share the target's NVLink ingress evenly.
+  ASSERT_TRUE(hw.multi_gpu->peer_ingress.has_value());
+  EXPECT_EQ(idle.helpers()[0].peer.bandwidth.bytes_per_second(),
+            std::min(hw.multi_gpu->peer_link.bandwidth.bytes_per_second(),
+                     hw.multi_gpu->peer_ingress->bytes_per_second() / 3));
+  EXPECT_EQ(make_parallel_costs(costs, hw, 2, false).helpers()[0].peer.bandwidth, hw.multi_gpu->peer_link.bandwidth);
   // A training helper forwards at helper_busy_share_percent of its link.
   const ParallelCosts busy = make_parallel_costs(costs, hw, 4, true);
   EXPECT_EQ(busy.helpers()[2].host.bandwidth.bytes_per_second(),

@@ -89,11 +89,11 @@ struct UnifiedMemoryModel {
 // (timeline.hpp). With no helpers, or every byte on path 0, this is the single-GPU
 // timeline exactly (tests/common/test_parallel.cpp checks it on every shipped model).
 //
-// What is not modelled: the target's NVLink ingress is not shared between helpers (on the
-// H200, 7 helpers x 54 GB/s = 378 GB/s is at most the measured 360-378 GB/s peer copy
-// rate of one pair, so it would bind at 8 GPUs only: a known optimism of the 8-GPU
-// curve), nor a host-side limit on the sum of the host links (measured: 108-109 GB/s on
-// two H200s at once, twice one link). A helper that is training keeps running; its host
+// The helpers' peer copies all enter the target: with `peer_ingress_bandwidth_bytes_per_s`
+// set, that ingress is shared evenly, each of the switch's h helpers getting at most
+// ingress / h of it (a static share: a balanced split keeps every helper busy at once). Not
+// modelled: a host-side limit on the sum of the host links (measured: 108-109 GB/s on two
+// H200s at once, twice one link). A helper that is training keeps running; its host
 // link is shared with the training job's own input copies, modelled as the forward getting
 // `helper_busy_share_percent` of the link's bandwidth (the fixed cost unchanged). The
 // training job's slowdown from forwarding is not modelled (issue 10 measures it).
@@ -102,6 +102,9 @@ struct MultiGpuModel {
   // Per helper (gpus - 1 of them, helper h at index h - 1): its host-to-device pinned link.
   std::vector<LinkCost> helper_links;
   LinkCost peer_link;        // helper to target over NVLink, per copy
+  // The target's NVLink ingress, shared evenly by the helpers; absent: each helper has its
+  // whole peer link.
+  std::optional<Bandwidth> peer_ingress;
   Bytes chunk_bytes = 0;     // the unit of the helper path's second stage
   int helper_busy_share_percent = 100;  // of a training helper's host link, for forwarding
 };

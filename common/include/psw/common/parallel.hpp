@@ -41,7 +41,8 @@ class ParallelCosts {
 
 // The helpers of a switch onto one of `gpus` GPUs of `hardware` (its multi_gpu section;
 // `gpus` at most its count): the first gpus - 1 helper links, each at
-// helper_busy_share_percent of its bandwidth when `helpers_training`. InputError when
+// helper_busy_share_percent of its bandwidth when `helpers_training`, each peer link at most
+// peer_ingress / (gpus - 1) when the profile sets the target's ingress. InputError when
 // `gpus` > 1 and the profile has no multi_gpu section, or more GPUs than it lists.
 ParallelCosts make_parallel_costs(SwitchCosts costs, const HardwareProfile& hardware, int gpus,
                                   bool helpers_training);
