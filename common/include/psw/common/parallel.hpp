@@ -81,7 +81,7 @@ struct ParallelTimeline {
 
 // Validates the grouping and the splits (InputError) and evaluates the plan.
 ParallelTimeline evaluate_parallel_timeline(const ParallelCosts& costs, const ParallelPlan& plan);
-// The total only, without allocation or validation.
+// The total only, without validation and with no per-group allocation (the planners' inner loop).
 Duration evaluate_parallel_total(const ParallelCosts& costs, const ParallelPlan& plan);
 
 // Note [Balanced split]
@@ -101,7 +101,7 @@ Duration evaluate_parallel_total(const ParallelCosts& costs, const ParallelPlan&
 // by a given time than one started early. Its gap is measured against brute force over
 // discretized splits (tests/common/test_parallel.cpp, Note [Parallel planner]).
 ParallelPlan balanced_splits(const ParallelCosts& costs, const Grouping& groups);
-// evaluate_parallel_total(costs, balanced_splits(costs, groups)) without allocation.
+// evaluate_parallel_total(costs, balanced_splits(costs, groups)) without building the plan.
 Duration balanced_total(const ParallelCosts& costs, const Grouping& groups);
 
 // The multi-link analogue of pipeline_bound (DESIGN.md §6): the largest, over layers k, of
