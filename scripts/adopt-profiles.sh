@@ -5,7 +5,10 @@
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
 #   results/profiles/serving-h200.yaml -> configs/serving/h200.yaml (psw profile-serving, through
 #                                         scripts/gpu-serve.sh's part calibrate)
-# Each copy gets one header line naming its source; nothing else changes.
+# Each copy gets one header line naming its source; nothing else changes. Then the several-H200
+# profile, configs/hardware/h200-pcie5-nvlink.yaml, is composed from the adopted
+# configs/hardware/h200-pcie5.yaml (renamed) and its multi_gpu section in
+# configs/hardware/peers/h200-nvlink.yaml (Note [Parallel paths]).
 #
 #   scripts/adopt-profiles.sh           # copy
 #   scripts/adopt-profiles.sh --check   # fail if a config differs from its measured source
@@ -41,4 +44,20 @@ for model in resnet152 inception_v3 bert_base; do
   adopt "results/profiles/$model.yaml" "configs/models/h200/$model.yaml"
 done
 adopt results/profiles/serving-h200.yaml configs/serving/h200.yaml
+compose_peers() {
+  local single=$1 section=$2 target=$3 name=$4
+  local expected
+  expected="# Composed by scripts/adopt-profiles.sh from $single (renamed $name) and $section; do not edit by hand."$'\n'"$(sed "s/^name: .*/name: $name/" "$root/$single")"$'\n'"$(cat "$root/$section")"
+  if $check; then
+    if [[ ! -f "$root/$target" ]] || [[ "$(cat "$root/$target")" != "$expected" ]]; then
+      echo "adopt-profiles: $target is not $single with $section (run scripts/adopt-profiles.sh)" >&2
+      status=1
+    fi
+  else
+    printf '%s\n' "$expected" > "$root/$target"
+    echo "composed $single + $section -> $target"
+  fi
+}
+compose_peers configs/hardware/h200-pcie5.yaml configs/hardware/peers/h200-nvlink.yaml \
+  configs/hardware/h200-pcie5-nvlink.yaml h200-pcie5-nvlink
 exit $status

@@ -25,6 +25,7 @@ cases=(
   "stop-and-start|tests/data/sim/small.yaml|mechanism=stop-and-start"
   "mps|tests/data/sim/small.yaml|mechanism=mps"
   "project-trace|tests/data/sim/project-trace.yaml|"
+  "pipeswitch-parallel|tests/data/sim/parallel.yaml|"
 )
 
 tmp=$(mktemp -d)

@@ -141,6 +141,38 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     t.finish();
     hw.time_slicing = ts;
   }
+  if (r.has("multi_gpu")) {  // Note [Parallel paths]
+    MapReader m = r.map("multi_gpu");
+    MultiGpuModel multi;
+    multi.gpus = static_cast<int>(m.integer("gpus", 1, 64));
+    multi.peer_link = read_link(m, "peer_link");
+    if (const auto ingress = m.optional_integer("peer_ingress_bandwidth_bytes_per_s", 1, kMaxBandwidth)) {
+      multi.peer_ingress = Bandwidth::bytes_per_second(*ingress);
+    }
+    multi.chunk_bytes = m.integer("chunk_bytes", 4096, kMaxBytes);
+    multi.helper_busy_share_percent = static_cast<int>(m.integer("helper_busy_share_percent", 1, 100));
+    if (m.has("helper_links")) {
+      YAML::Node links = m.sequence("helper_links");
+      if (links.size() != static_cast<std::size_t>(multi.gpus - 1)) {
+        m.fail_key("helper_links", links,
+                   detail::concat("expected one host link per helper (gpus - 1 = ", multi.gpus - 1, "), got ",
+                                  links.size()));
+      }
+      for (std::size_t h = 0; h < links.size(); ++h) {
+        MapReader l(links[h], origin, detail::concat("multi_gpu.helper_links[", h, "]"));
+        LinkCost link;
+        link.copy_fixed = read_duration(l, "copy_fixed_ns");
+        link.bandwidth = read_bandwidth(l, "bandwidth_bytes_per_s");
+        l.finish();
+        multi.helper_links.push_back(link);
+      }
+    } else {
+      // Default: every helper is a GPU like the target, on a link like its pinned one.
+      multi.helper_links.assign(static_cast<std::size_t>(multi.gpus - 1), hw.pinned);
+    }
+    m.finish();
+    hw.multi_gpu = multi;
+  }
   r.finish();
   return hw;
 }
@@ -368,6 +400,28 @@ std::string to_yaml(const HardwareProfile& hw) {
     out << YAML::Key << "time_slicing" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "slice_ns" << YAML::Value << hw.time_slicing->slice.ns();
     out << YAML::Key << "context_switch_ns" << YAML::Value << hw.time_slicing->context_switch.ns();
+    out << YAML::EndMap;
+  }
+  if (hw.multi_gpu) {
+    const MultiGpuModel& m = *hw.multi_gpu;
+    out << YAML::Key << "multi_gpu" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "gpus" << YAML::Value << m.gpus;
+    link("peer_link", m.peer_link);
+    if (m.peer_ingress) {
+      out << YAML::Key << "peer_ingress_bandwidth_bytes_per_s" << YAML::Value << m.peer_ingress->bytes_per_second();
+    }
+    out << YAML::Key << "chunk_bytes" << YAML::Value << m.chunk_bytes;
+    out << YAML::Key << "helper_busy_share_percent" << YAML::Value << m.helper_busy_share_percent;
+    if (!m.helper_links.empty()) {
+      out << YAML::Key << "helper_links" << YAML::Value << YAML::BeginSeq;
+      for (const LinkCost& l : m.helper_links) {
+        out << YAML::BeginMap;
+        out << YAML::Key << "copy_fixed_ns" << YAML::Value << l.copy_fixed.ns();
+        out << YAML::Key << "bandwidth_bytes_per_s" << YAML::Value << l.bandwidth.bytes_per_second();
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

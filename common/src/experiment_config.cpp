@@ -266,6 +266,33 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   }
   r.mark_seen("placement");
   config.standby_workers = static_cast<int>(r.optional_integer("standby_workers", 1, 64).value_or(1));
+  {
+    // ParallelSpec: the GPUs of the hardware's multi_gpu section (Note [Parallel paths]).
+    const int host_gpus = config.hardware.multi_gpu ? config.hardware.multi_gpu->gpus : 1;
+    config.parallel.gpus = host_gpus;
+    if (r.has("parallel")) {
+      MapReader p = r.map("parallel");
+      if (p.has("gpus")) {
+        config.parallel.gpus = static_cast<int>(p.integer("gpus", 1, 64));
+        if (config.parallel.gpus > host_gpus) {
+          p.fail_key("gpus", p.get("gpus"),
+                     detail::concat("hardware '", config.hardware.name, "' has ", host_gpus, " GPU",
+                                    host_gpus == 1 ? " (no multi_gpu section)" : "s", ", not ", config.parallel.gpus));
+        }
+      }
+      p.mark_seen("gpus");
+      if (p.has("helpers")) {
+        const std::string helpers = p.string("helpers");
+        if (helpers != "idle" && helpers != "training") {
+          p.fail_key("helpers", p.get("helpers"), "expected idle or training, got '" + helpers + "'");
+        }
+        config.parallel.helpers_training = helpers == "training";
+      }
+      p.mark_seen("helpers");
+      p.finish();
+    }
+    r.mark_seen("parallel");
+  }
   config.seed = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 62).value_or(1));
   if (r.has("training")) {
     MapReader t = r.map("training");
@@ -361,6 +388,12 @@ std::string resolved_yaml(const ExperimentConfig& config) {
   out << YAML::Key << "planner" << YAML::Value << to_string(config.planner);
   out << YAML::Key << "placement" << YAML::Value << to_string(config.placement);
   out << YAML::Key << "standby_workers" << YAML::Value << config.standby_workers;
+  if (traits(config.mechanism).peer_paths) {
+    out << YAML::Key << "parallel" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "gpus" << YAML::Value << config.parallel.gpus;
+    out << YAML::Key << "helpers" << YAML::Value << (config.parallel.helpers_training ? "training" : "idle");
+    out << YAML::EndMap;
+  }
   out << YAML::Key << "seed" << YAML::Value << config.seed;
   out << YAML::Key << "training" << YAML::Value
       << (config.training_model ? config.models[*config.training_model].name : std::string("none"));

@@ -24,7 +24,7 @@ std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   if (mechanism == Mechanism::Ready) return TransferMode::Pipelined;
   // No optimisation: the per-layer copies of one process, the forward after the last.
   if (mechanism == Mechanism::NoOptimization) return TransferMode::Unpipelined;
-  if (!t.pipeswitch_family || t.ipc_handle_per_group) return std::nullopt;
+  if (!t.pipeswitch_family || t.ipc_handle_per_group || t.peer_paths) return std::nullopt;
   if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
   return TransferMode::Pipelined;
@@ -52,6 +52,10 @@ LatencyStats latency_stats(std::vector<Duration> v) {
 
 SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   const std::optional<TransferMode> mode = transfer_mode(spec.mechanism);
+  if (traits(spec.mechanism).peer_paths) {
+    throw InputError("mechanism '" + to_string(spec.mechanism) +
+                     "' is simulated only: the executor's switch through peer GPUs is not built yet (issue 10)");
+  }
   if (!mode) {
     std::string names;
     for (Mechanism m : benchmark_mechanisms()) names += (names.empty() ? "" : ", ") + to_string(m);

@@ -160,7 +160,8 @@ class GpuServer {
  public:
   GpuServer(const ExperimentConfig& config, const SimulationOptions& options)
       : config_(config),
-        mechanism_(config.mechanism, config.hardware, config.models, config.planner, config.placement),
+        mechanism_(config.mechanism, config.hardware, config.models, config.planner, config.placement,
+                   config.parallel),
         source_(open_workload_source(config)),
         per_model_(config.models.size()),
         standby_(config.standby_workers) {
@@ -219,6 +220,19 @@ class GpuServer {
       models[config_.models[m].name] = {{"latency", latency(per_model_[m].latency)},
                                         {"engine_latency", latency(per_model_[m].engine)},
                                         {"switches", per_model_[m].switches}};
+      if (traits(config_.mechanism).peer_paths) {
+        // Note [Parallel paths]: the switch's plan, its bound and the one-GPU plan beside it.
+        const auto p = mechanism_.parallel_switch(static_cast<std::uint32_t>(m), Task::Inference);
+        models[config_.models[m].name]["parallel"] = {
+            {"gpus", p.gpus},
+            {"helpers", p.helpers_training ? "training" : "idle"},
+            {"groups", p.groups},
+            {"bytes", p.bytes},
+            {"via_helpers_bytes", p.via_helpers},
+            {"switch_ms", ms(p.total)},
+            {"bound_ms", ms(p.bound)},
+            {"single_gpu_ms", ms(p.single_gpu_total)}};
+      }
     }
     const double makespan_s = end_.seconds();
     // Busy: requests' ready time, training kept, and training done then lost to a kill.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "psw/common/error.hpp"
+#include "psw/common/parallel.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
 
@@ -31,8 +32,9 @@ const MechanismModel::PerModel& MechanismModel::costs_of(std::uint32_t model, Ta
 }
 
 MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
-                               const std::vector<ModelProfile>& models, Strategy planner, Placement placement)
-    : mechanism_(mechanism), hardware_(hardware) {
+                               const std::vector<ModelProfile>& models, Strategy planner, Placement placement,
+                               ParallelSpec parallel)
+    : mechanism_(mechanism), hardware_(hardware), parallel_(parallel) {
   if (planner == Strategy::Fixed) throw InputError("the simulator plans with single, per-layer, pipeswitch or optimal");
   // Note [Mechanism table] (common/mechanism.hpp): host memory and grouping per mechanism.
   const HostMemory memory = traits(mechanism).host_memory;
@@ -69,8 +71,24 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       // the grouping is planned on PipeSwitch's own costs: pinned link, plain group sync.
       const SwitchCosts planning_costs(bytes, compute, is_pipelined(mechanism) ? hardware.pinned : base.link(),
                                        is_pipelined(mechanism) ? hardware.group_sync : sync);
-      pm.groups = make_plan(strategy, planning_costs).groups;
-      const Timeline timeline = evaluate_timeline(costs, pm.groups);
+      Timeline timeline;
+      if (traits(mechanism).peer_paths) {
+        // Note [Parallel paths]: the groups and their splits planned jointly
+        // (Note [Parallel planner]); the timeline's per-group view is all the switch needs.
+        const ParallelCosts parallel_costs =
+            make_parallel_costs(costs, hardware, parallel.gpus, parallel.helpers_training);
+        ParallelPlanResult planned = plan_parallel(parallel_costs);
+        const ParallelTimeline parallel_timeline = evaluate_parallel_timeline(parallel_costs, planned.plan);
+        for (const auto& g : parallel_timeline.groups) timeline.groups.push_back(g.timing);
+        timeline.total = parallel_timeline.total;
+        pm.groups = std::move(planned.plan.groups);
+        pm.splits = std::move(planned.plan.splits);
+        pm.parallel_bound = parallel_pipeline_bound(parallel_costs);
+        pm.single_gpu_total = planned.single_gpu_total;
+      } else {
+        pm.groups = make_plan(strategy, planning_costs).groups;
+        timeline = evaluate_timeline(costs, pm.groups);
+      }
       pm.num_layers = model.num_layers();
       pm.bytes = costs.total_bytes();
       pm.forward = costs.total_compute();
@@ -148,6 +166,23 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
   const Duration startup = max(prep + pm.first_arrival, gpu_free) + effective_sync_;
   const Duration finish = max(gpu_free + pm.compute_and_sync, prep + pm.pipelined_total) + tail;
   return {startup, finish, true};
+}
+
+MechanismModel::ParallelSwitch MechanismModel::parallel_switch(std::uint32_t model, Task task) const {
+  PSW_CHECK(traits(mechanism_).peer_paths, "parallel_switch of mechanism ", to_string(mechanism_));
+  const PerModel& pm = per_model_.at(model * 2 + (task == Task::Training ? 1 : 0));
+  ParallelSwitch out;
+  out.gpus = parallel_.gpus;
+  out.helpers_training = parallel_.helpers_training;
+  out.groups = pm.groups.size();
+  out.bytes = pm.bytes;
+  for (const PathSplit& split : pm.splits) {
+    for (std::size_t p = 1; p < split.size(); ++p) out.via_helpers += split[p];
+  }
+  out.total = pm.pipelined_total;
+  out.bound = pm.parallel_bound;
+  out.single_gpu_total = pm.single_gpu_total;
+  return out;
 }
 
 // Note [MPS slowdown]

@@ -159,6 +159,8 @@ psw_cli_test(sim.switch 0 "latency \\(ms\\) +mean" sim --config ${PROJECT_SOURCE
 psw_cli_test(sim.replay_azure2019 0 "requests +2687$" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/replay-azure2019.yaml)
 psw_cli_test(sim.replay_azure_llm2023 0 "requests +2146$" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/replay-azure-llm2023.yaml)
 psw_cli_test(sim.set 0 "mechanism +stop-and-start" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism=stop-and-start)
+# pipeswitch-parallel (Note [Parallel paths]): the switch through helper GPUs, set from the command line.
+psw_cli_test(sim.parallel 0 "mechanism +pipeswitch-parallel" sim --config ${PSW_SIM_DATA}/parallel.yaml --set parallel.gpus=4)
 psw_cli_test(sim.bad_set 2 "--set 'mechanism': expected KEY=VALUE" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism)
 psw_cli_test(sim.missing_config 2 "nope\\.yaml: no such file" sim --config nope.yaml)
 psw_cli_test(sim.negative_seed 2 "--seed" sim --config ${PSW_SIM_DATA}/small.yaml --seed -3)
@@ -293,7 +295,7 @@ if(PSW_HAVE_EXEC)
 endif()
 
 # Golden outputs (scripts/update-golden.sh): small simulations of pipeswitch, stop-and-start,
-# mps and a project trace, compared byte for byte with tests/data/golden/.
+# mps, a project trace and pipeswitch-parallel, compared byte for byte with tests/data/golden/.
 psw_cli_script_test(golden 120 "bash scripts/update-golden.sh --check $<TARGET_FILE:psw>")
 # A project trace row at a batch its model's profile lacks: exit 2, the file and line named.
 psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim

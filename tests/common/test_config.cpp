@@ -18,7 +18,8 @@ namespace psw {
 namespace {
 
 const std::vector<std::string> kShippedModels = {"resnet152", "inception_v3", "bert_base"};
-const std::vector<std::string> kShippedHardware = {"h200-pcie5", "t4-pcie3-x8", "v100-pcie3-x16"};
+const std::vector<std::string> kShippedHardware = {"h200-pcie5", "h200-pcie5-nvlink", "t4-pcie3-x8",
+                                                   "v100-pcie3-x16"};
 
 std::filesystem::path model_path(const std::string& name) {
   return std::filesystem::path(PSW_SOURCE_DIR) / "configs" / "models" / (name + ".yaml");
@@ -91,6 +92,18 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   if (a.time_slicing) {
     EXPECT_EQ(a.time_slicing->slice, b.time_slicing->slice);
     EXPECT_EQ(a.time_slicing->context_switch, b.time_slicing->context_switch);
+  }
+  ASSERT_EQ(a.multi_gpu.has_value(), b.multi_gpu.has_value());
+  if (a.multi_gpu) {
+    EXPECT_EQ(a.multi_gpu->gpus, b.multi_gpu->gpus);
+    expect_same_link(a.multi_gpu->peer_link, b.multi_gpu->peer_link);
+    EXPECT_EQ(a.multi_gpu->peer_ingress, b.multi_gpu->peer_ingress);
+    EXPECT_EQ(a.multi_gpu->chunk_bytes, b.multi_gpu->chunk_bytes);
+    EXPECT_EQ(a.multi_gpu->helper_busy_share_percent, b.multi_gpu->helper_busy_share_percent);
+    ASSERT_EQ(a.multi_gpu->helper_links.size(), b.multi_gpu->helper_links.size());
+    for (std::size_t h = 0; h < a.multi_gpu->helper_links.size(); ++h) {
+      expect_same_link(a.multi_gpu->helper_links[h], b.multi_gpu->helper_links[h]);
+    }
   }
 }
 
@@ -254,6 +267,53 @@ TEST(ConfigShippedHardware, NamesAreTheFileStems) {
     if (entry.path().extension() != ".yaml") continue;
     EXPECT_EQ(load_hardware_profile(entry.path()).name, entry.path().stem().string()) << entry.path();
   }
+}
+
+// Note [Parallel paths]: the several-H200 profile is the measured single-H200 one plus its
+// multi_gpu section (scripts/adopt-profiles.sh composes it), so that the two cannot drift
+// apart when the single one is re-measured.
+TEST(ConfigShippedHardware, NvlinkProfileIsTheH200PlusPeers) {
+  const HardwareProfile one = load_hardware_profile(hardware_path("h200-pcie5"));
+  HardwareProfile several = load_hardware_profile(hardware_path("h200-pcie5-nvlink"));
+  EXPECT_FALSE(one.multi_gpu.has_value());
+  ASSERT_TRUE(several.multi_gpu.has_value());
+  EXPECT_EQ(several.multi_gpu->gpus, 8);
+  ASSERT_EQ(several.multi_gpu->helper_links.size(), 7u);
+  for (const LinkCost& link : several.multi_gpu->helper_links) expect_same_link(link, one.pinned);
+  // DESIGN.md §6: NVLink NV18 peer copies at 360-378 GB/s.
+  EXPECT_GE(several.multi_gpu->peer_link.bandwidth.gb_per_second(), 360.0);
+  EXPECT_LE(several.multi_gpu->peer_link.bandwidth.gb_per_second(), 378.0);
+  several.multi_gpu.reset();
+  several.name = one.name;
+  expect_same_hardware(one, several);
+}
+
+TEST(ConfigErrors, MultiGpuSection) {
+  const std::string base = to_yaml(load_hardware_profile(hardware_path("h200-pcie5")));
+  const auto error = [&base](const std::string& section) {
+    return input_error_of([&] { parse_hardware_profile(base + section, "bad.yaml"); });
+  };
+  const std::string peer = "  peer_link: {copy_fixed_ns: 5000, bandwidth_bytes_per_s: 360000000000}\n";
+  const std::string valid = "multi_gpu:\n  gpus: 2\n" + peer + "  chunk_bytes: 4194304\n  helper_busy_share_percent: 50\n";
+  const HardwareProfile parsed = parse_hardware_profile(base + valid, "good.yaml");
+  ASSERT_TRUE(parsed.multi_gpu.has_value());
+  ASSERT_EQ(parsed.multi_gpu->helper_links.size(), 1u);
+  expect_same_link(parsed.multi_gpu->helper_links[0], parsed.pinned);  // the default helper link
+  EXPECT_FALSE(parsed.multi_gpu->peer_ingress.has_value());            // absent: not shared
+  expect_contains(error(valid + "  peer_ingress_bandwidth_bytes_per_s: 0\n"),
+                  {"key 'multi_gpu.peer_ingress_bandwidth_bytes_per_s'", "got 0"});
+  expect_contains(error(valid + "  helpers: 1\n"), {"bad.yaml:", "unknown key 'multi_gpu.helpers'"});
+  expect_contains(error("multi_gpu:\n  gpus: 0\n" + peer + "  chunk_bytes: 4194304\n  helper_busy_share_percent: 50\n"),
+                  {"key 'multi_gpu.gpus'", "must be between 1 and 64, got 0"});
+  expect_contains(error("multi_gpu:\n  gpus: 2\n" + peer + "  chunk_bytes: 4194304\n  helper_busy_share_percent: 150\n"),
+                  {"key 'multi_gpu.helper_busy_share_percent'", "must be between 1 and 100, got 150"});
+  expect_contains(error("multi_gpu:\n  gpus: 2\n  chunk_bytes: 4194304\n  helper_busy_share_percent: 50\n"),
+                  {"key 'multi_gpu.peer_link' is missing"});
+  expect_contains(error(valid + "  helper_links: [{copy_fixed_ns: 1, bandwidth_bytes_per_s: 1}, "
+                                "{copy_fixed_ns: 1, bandwidth_bytes_per_s: 1}]\n"),
+                  {"key 'multi_gpu.helper_links'", "one host link per helper (gpus - 1 = 1), got 2"});
+  expect_contains(error(valid + "  helper_links: [{copy_fixed_ns: 1, bandwidth_bytes_per_s: 0}]\n"),
+                  {"key 'multi_gpu.helper_links[0].bandwidth_bytes_per_s'", "got 0"});
 }
 
 TEST(ConfigShippedHardware, H200Measurements) {

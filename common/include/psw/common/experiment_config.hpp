@@ -10,6 +10,7 @@
 //   mechanism: pipeswitch          # see sim/include/psw/sim/mechanism.hpp for the list
 //   planner: optimal               # grouping for the pipelined mechanisms
 //   standby_workers: 1
+//   parallel: {gpus: 2, helpers: idle}  # optional: pipeswitch-parallel's GPUs (ParallelSpec)
 //   seed: 1
 //   training: {model: resnet152}   # optional background training job
 //   serving: ../serving/h200.yaml  # optional: a live server's request path (Note [Request path])
@@ -70,6 +71,16 @@ struct WorkloadSpec {
   double sample = 1.0;     // each request kept with this probability (seeded), in (0, 1]
 };
 
+// pipeswitch-parallel (Note [Parallel paths]): how many of the host's GPUs take part in a
+// switch (the target and gpus - 1 helpers), and whether the helpers are training (their host
+// links then shared: helper_busy_share_percent). Config key `parallel: {gpus: 4, helpers:
+// idle|training}`; absent: every GPU of the hardware's multi_gpu section (one without it),
+// helpers idle. Other mechanisms ignore it.
+struct ParallelSpec {
+  int gpus = 1;
+  bool helpers_training = false;
+};
+
 struct ExperimentConfig {
   std::string name;
   std::filesystem::path source;  // the config file
@@ -80,6 +91,7 @@ struct ExperimentConfig {
   // PipeSwitch's placement of layers (Note [Placement]): copy all (the paper) or auto.
   Placement placement = Placement::Copy;
   int standby_workers = 1;
+  ParallelSpec parallel;
   std::uint64_t seed = 1;
   std::optional<std::uint32_t> training_model;
   // What a live server adds around the engine (Note [Request path]); absent: the engine's

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "psw/common/model_profile.hpp"
 #include "psw/common/units.hpp"
@@ -63,6 +64,51 @@ struct UnifiedMemoryModel {
   Bandwidth migration_bandwidth;
 };
 
+// Note [Parallel paths]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A host with several GPUs has one PCIe link per GPU and NVLink between them. A switch onto
+// one GPU (the target) may bring part of a group's bytes through a helper GPU: host to
+// helper over the helper's own host link, then helper to target over the peer link
+// (DeepPlan's parallel transmission; issue 10). A group's bytes split over paths:
+//   path 0, direct:  host -> target, one copy of b bytes on the target's pinned link,
+//                    copy_fixed + ceil(b / bandwidth), copies serialised on the path;
+//   path h, helper:  stage A, host -> helper h: one copy on the helper's host link,
+//                    streamed in chunks of chunk_bytes; stage B, helper h -> target: one
+//                    peer copy per chunk (peer copy_fixed each), a chunk starting once it
+//                    is on the helper and the previous chunk's peer copy is done. Both
+//                    stages are serialised per helper (each helper has its own queues).
+// Stage B of the b bytes of one group on helper h ends at the two-machine flow shop's
+// makespan over its k = ceil(b / chunk_bytes) chunks: the largest, over the chunk u that
+// starts the last unbroken run of hops, of u's arrival on the helper plus the hops of
+// chunks u..k (u = 1 also waits for the helper's previous peer copy):
+//   A_start + A_fixed + tA(bytes of chunks 1..u) + (k - u + 1) * B_fixed + tB(bytes of chunks u..k)
+// with tX(x) = ceil(x / bandwidth_X) and A_start when the helper's host link is free. Only
+// u = 1, k - 1 and k can be largest (chunks 1..k-1 are equal). Stage A ends at
+// A_start + A_fixed + tA(b), when the helper's host link is free for the next group.
+// A group arrives when its last path has delivered; it then computes as on one GPU
+// (timeline.hpp). With no helpers, or every byte on path 0, this is the single-GPU
+// timeline exactly (tests/common/test_parallel.cpp checks it on every shipped model).
+//
+// The helpers' peer copies all enter the target: with `peer_ingress_bandwidth_bytes_per_s`
+// set, that ingress is shared evenly, each of the switch's h helpers getting at most
+// ingress / h of it (a static share: a balanced split keeps every helper busy at once). Not
+// modelled: a host-side limit on the sum of the host links (measured: 108-109 GB/s on two
+// H200s at once, twice one link). A helper that is training keeps running; its host
+// link is shared with the training job's own input copies, modelled as the forward getting
+// `helper_busy_share_percent` of the link's bandwidth (the fixed cost unchanged). The
+// training job's slowdown from forwarding is not modelled (issue 10 measures it).
+struct MultiGpuModel {
+  int gpus = 1;  // GPUs on the host, the switch's target included
+  // Per helper (gpus - 1 of them, helper h at index h - 1): its host-to-device pinned link.
+  std::vector<LinkCost> helper_links;
+  LinkCost peer_link;        // helper to target over NVLink, per copy
+  // The target's NVLink ingress, shared evenly by the helpers; absent: each helper has its
+  // whole peer link.
+  std::optional<Bandwidth> peer_ingress;
+  Bytes chunk_bytes = 0;     // the unit of the helper path's second stage
+  int helper_busy_share_percent = 100;  // of a training helper's host link, for forwarding
+};
+
 struct HardwareProfile {
   std::string name;
   std::string gpu_name;
@@ -90,6 +136,9 @@ struct HardwareProfile {
   UnifiedMemoryModel unified_memory;
   // Note [Time slicing]; optional: only the time-sliced mechanism needs it.
   std::optional<TimeSlicingModel> time_slicing;
+  // Note [Parallel paths]; optional: absent, the host has one GPU (only pipeswitch-parallel
+  // reads it).
+  std::optional<MultiGpuModel> multi_gpu;
 };
 
 }  // namespace psw

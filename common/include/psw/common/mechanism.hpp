@@ -27,6 +27,7 @@ enum class Mechanism {
   NoPinnedMemory,       // ablation: pageable host memory
   UnifiedMemory,        // ablation: cudaMallocManaged, pages migrate on first touch
   TwoProcesses,         // the paper's Figure 9 name for stop-and-start
+  PipeSwitchParallel,   // PipeSwitch whose groups also travel through helper GPUs and NVLink (Note [Parallel paths])
 };
 
 // Note [Mechanism table]: what each mechanism is made of, in one table that the simulator
@@ -56,6 +57,9 @@ struct MechanismTraits {
   // A PipeSwitch variant: the switch is the pipelined transfer with some part changed.
   bool pipeswitch_family;
   bool ipc_handle_per_group;  // no IPC optimisation: one handle opened per group
+  // Groups split over the direct link and helper GPUs' links (Note [Parallel paths]); only
+  // the simulator has it so far: the executor's switch through peer GPUs is not built.
+  bool peer_paths;
 };
 
 const MechanismTraits& traits(Mechanism mechanism);

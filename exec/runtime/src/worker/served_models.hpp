@@ -55,6 +55,8 @@ inline void check_served_mechanism(Mechanism mechanism) {
     case Mechanism::UnifiedMemory:
     case Mechanism::TwoProcesses:
       return;
+    case Mechanism::PipeSwitchParallel:  // simulated only (Note [Parallel paths])
+      break;
   }
   throw InputError("mechanism '" + to_string(mechanism) + "' is not served yet");
 }

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "psw/common/experiment_config.hpp"
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/model_profile.hpp"
+#include "psw/common/parallel.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/units.hpp"
@@ -38,10 +40,12 @@ struct SwitchInCost {
 class MechanismModel {
  public:
   // `placement` applies to PipeSwitch itself (Note [Placement]); every other mechanism,
-  // the ablations included, copies every layer.
+  // the ablations included, copies every layer. `parallel` applies to pipeswitch-parallel
+  // alone (Note [Parallel paths]): its switch is planned by plan_parallel over
+  // parallel.gpus - 1 helpers, and with one GPU it is PipeSwitch's exactly.
   MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
                  const std::vector<ModelProfile>& models, Strategy planner,
-                 Placement placement = Placement::Copy);
+                 Placement placement = Placement::Copy, ParallelSpec parallel = {});
 
   Mechanism mechanism() const { return mechanism_; }
 
@@ -86,10 +90,31 @@ class MechanismModel {
   const Grouping& grouping(std::uint32_t model, Task task) const {
     return costs_of(model, task).groups;
   }
+  // pipeswitch-parallel's switch of `model` for `task` alone, with the GPU free at once
+  // (Note [Parallel paths]), for reports: beside its bound and the single-GPU plan.
+  struct ParallelSwitch {
+    int gpus = 1;
+    bool helpers_training = false;
+    std::size_t groups = 0;
+    Bytes bytes = 0;
+    Bytes via_helpers = 0;     // of `bytes`, through helper GPUs
+    Duration total;            // the plan's timeline total
+    Duration bound;            // parallel_pipeline_bound
+    Duration single_gpu_total; // the single-GPU planner's total on the direct link alone
+  };
+  ParallelSwitch parallel_switch(std::uint32_t model, Task task) const;
+
+  // pipeswitch-parallel: per group, the bytes over each path (empty for other mechanisms).
+  const std::vector<PathSplit>& splits(std::uint32_t model, Task task) const {
+    return per_model_.at(model * 2 + (task == Task::Training ? 1 : 0)).splits;
+  }
 
  private:
   struct PerModel {
     Grouping groups;
+    std::vector<PathSplit> splits;  // pipeswitch-parallel only
+    Duration parallel_bound;        // pipeswitch-parallel only: parallel_pipeline_bound
+    Duration single_gpu_total;      // pipeswitch-parallel only: the plan on the direct link alone
     std::size_t num_layers = 0;
     Bytes bytes = 0;
     Duration forward;          // inference compute, resident, never slowed down
@@ -111,6 +136,7 @@ class MechanismModel {
   Mechanism mechanism_;
   const HardwareProfile& hardware_;
   Duration effective_sync_;  // per-group sync, plus an IPC handle open without the IPC optimisation
+  ParallelSpec parallel_;
   std::vector<PerModel> per_model_;
 };
 
