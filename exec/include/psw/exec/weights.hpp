@@ -42,6 +42,8 @@ struct WeightsReport {
 // not the model's and not one the name map ignores; two file tensors for one model tensor
 // (e.g. "bert.pooler.dense.bias" and "pooler.dense.bias"); a shape or a dtype other than the
 // model tensor's (no conversion).
+// Load before the model is packed (ParameterStore::pack, make_private_pipeline): a store
+// holds a copy of the values it was packed from, and a switch copies the store's bytes.
 WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file);
 
 // The model's tensors by the exporter's names (Note [Weight names]), in layer order: what a
