@@ -195,8 +195,12 @@ TEST_P(WeightsRoundTrip, OwnStateLoadsIntoADifferentlySeededModelExactly) {
   SafetensorsTensor* changed = find(tensors, perturbed_tensor(name));
   ASSERT_NE(changed, nullptr);
   perturb(*changed);
-  load_weights(*target, write_tensors(name + "-perturbed.safetensors", tensors));
+  const fs::path perturbed = write_tensors(name + "-perturbed.safetensors", tensors);
+  load_weights(*target, perturbed);
   EXPECT_GT(relative_error(target->forward(input), expected), 1e-3) << name << " " << perturbed_tensor(name);
+  // Hundreds of MB each: gone before the next test writes its own.
+  fs::remove(file);
+  fs::remove(perturbed);
 }
 
 TEST_P(WeightsRoundTrip, SaveWeightsWritesWhatLoadWeightsReads) {
@@ -212,6 +216,7 @@ TEST_P(WeightsRoundTrip, SaveWeightsWritesWhatLoadWeightsReads) {
   load_weights(*target, file);
   EXPECT_TRUE(same_state(*target, snapshot(*source)));
   EXPECT_THROW(save_weights(*source, scratch() / "no-such-dir" / "x.safetensors"), InputError);
+  fs::remove(file);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, WeightsRoundTrip, ::testing::Values("resnet152", "inception_v3", "bert_base"),
@@ -265,6 +270,8 @@ TEST(WeightsBert, HuggingFaceCheckpointSpellingsLoadAndTheExtrasAreListed) {
     EXPECT_NE(what.find("\"bert.pooler.dense.bias\""), std::string::npos) << what;
     EXPECT_NE(what.find("\"pooler.dense.bias\""), std::string::npos) << what;
   }
+  fs::remove(file);
+  fs::remove(twice);
 }
 
 // --- bad files ------------------------------------------------------------------------------
@@ -296,6 +303,8 @@ class WeightsBadFiles : public ::testing::Test {
       for (const std::string& part : parts) EXPECT_NE(what.find(part), std::string::npos) << part << " in: " << what;
     }
     EXPECT_TRUE(same_state(*model_, state_)) << "a refused file changed the model";
+    std::error_code ec;
+    if (file.parent_path() == scratch()) fs::remove(file, ec);  // about 100 MB each
   }
 
   static std::vector<SafetensorsTensor> without(const std::string& prefix) {
@@ -391,7 +400,9 @@ TEST(WeightsOptional, BatchNormCountsMayBeAbsentAndAreZeroed) {
       if (layer.tensor_names[i] == "num_batches_tracked") layer.tensors[i].fill_(9);
     }
   }
-  const WeightsReport report = load_weights(*target, write_tensors("no-counts.safetensors", tensors));
+  const fs::path file = write_tensors("no-counts.safetensors", tensors);
+  const WeightsReport report = load_weights(*target, file);
+  fs::remove(file);
   EXPECT_EQ(report.defaulted.size(), counts);
   EXPECT_EQ(report.loaded, tensors.size());
   for (ZooLayer& layer : target->layers()) {
@@ -489,6 +500,7 @@ TEST_P(TorchvisionReference, ZooOutputEqualsTorchvisionForTheSameWeights) {
   const double wrong_diff = (wrong->forward(input) - reference).abs().max().item<double>();
   std::cout << c.model << " with " << c.swap_a << " and " << c.swap_b << " swapped: max |diff| " << wrong_diff << "\n";
   EXPECT_GT(wrong_diff, 1e-2 * scale) << "swapping two tensors' names must change the output";
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
