@@ -430,6 +430,9 @@ struct ReferenceCase {
   std::string swap_a, swap_b;  // same shape, different role
 };
 
+// For test names and messages (gtest would print the struct's bytes).
+void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.model; }
+
 class TorchvisionReference : public ::testing::TestWithParam<ReferenceCase> {};
 
 torch::Tensor read_tensor(const fs::path& file, const std::string& name) {
