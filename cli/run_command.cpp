@@ -3,9 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +20,7 @@
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
+#include "psw/common/units.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/switch_benchmark.hpp"
@@ -40,12 +44,22 @@ struct RunOptions {
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
   bool graph = false;
   std::string placement = "copy";
+  std::string weights_path;  // empty: the zoo's random, seeded weights
 };
+
+// "a, b, c and 12 more": a report's names, short enough for one line of the table.
+std::string some_names(const std::vector<std::string>& names, std::size_t shown = 3) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) out += (i == 0 ? "" : ", ") + names[i];
+  if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
+}
 
 void run(const RunOptions& o) {
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
   exec::SwitchBenchmarkSpec spec;
   spec.model = o.model;
+  spec.weights = o.weights_path;
   spec.mechanism = parse_mechanism(o.mode);
   // The default hardware is the H200, so the default profile is the one measured there.
   spec.profile_origin = o.profile_path.empty() ? "configs/models/h200/" + o.model + ".yaml" : o.profile_path;
@@ -99,12 +113,31 @@ void run(const RunOptions& o) {
         {"profile_compute_ms", r.profile_compute.ms()},
         {"predicted_startup_ms", r.predicted.startup.ms()}};
     if (r.measured) out["traced_switch_ms"] = {{"total", r.measured->total.ms()}, {"startup", r.measured->startup.ms()}};
+    if (r.weights) {
+      out["weights"] = {{"file", r.weights->file}, {"tensors", r.weights->loaded}, {"bytes", r.weights->bytes},
+                        {"ignored", r.weights->ignored}, {"defaulted", r.weights->defaulted}};
+    }
     std::cout << out.dump(2) << "\n";
     return;
   }
   std::printf("%-18s %s, mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
               o.model.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", r.backend.c_str(), strategy.c_str(),
               plan.groups.size(), o.batch, o.repeat);
+  if (r.weights) {
+    std::printf("%-18s %s: %zu tensors, %s read\n", "weights", r.weights->file.c_str(), r.weights->loaded,
+                format_bytes(r.weights->bytes).c_str());
+    // Note [Weight names] (exec/src/weights.cpp): nothing is dropped or defaulted unsaid.
+    if (!r.weights->ignored.empty()) {
+      std::printf("%-18s %zu tensors the model does not have: %s\n", "  ignored", r.weights->ignored.size(),
+                  some_names(r.weights->ignored).c_str());
+    }
+    if (!r.weights->defaulted.empty()) {
+      std::printf("%-18s %zu tensors absent from the file, set to 0: %s\n", "  defaulted",
+                  r.weights->defaulted.size(), some_names(r.weights->defaulted).c_str());
+    }
+  } else {
+    std::printf("%-18s random, seeded (the zoo's; --weights FILE for your own)\n", "weights");
+  }
   if (!r.host_mapped_layers.empty()) {
     std::printf("%-18s %s (read from pinned host memory, not copied)\n", "in place",
                 describe_placement(spec.profile, plan.host_mapped).c_str());
@@ -146,6 +179,18 @@ Action add_run_command(CLI::App& app) {
                   "Model profile for planning and prediction (default: configs/models/h200/MODEL.yaml, measured)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
   cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
+  cmd->add_option("--weights", options->weights_path,
+                  "The model's parameters and buffers from a safetensors file, by torchvision's (resnet152, "
+                  "inception_v3) or Hugging Face BertModel's (bert_base) state_dict names; default: random, seeded")
+      ->check([](const std::string& path) -> std::string {
+        // Here, before the model is built; the rest (the format, names, shapes, dtypes) is
+        // load_weights', with the file and tensor named.
+        std::error_code ec;
+        const auto status = std::filesystem::status(path, ec);
+        if (!std::filesystem::exists(status)) return path + ": no such file";
+        if (!std::filesystem::is_regular_file(status)) return path + ": not a regular file";
+        return {};
+      });
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
       ->capture_default_str();

@@ -83,9 +83,15 @@ void ZooBase::attach(const std::string& path, const std::shared_ptr<torch::nn::M
   const auto dot = path.rfind('.');
   auto parent = container(dot == std::string::npos ? std::string() : path.substr(0, dot));
   parent->register_module(dot == std::string::npos ? path : path.substr(dot + 1), module);
-  ZooLayer layer{path, std::move(kind), {}};
-  for (const torch::Tensor& p : module->parameters(/*recurse=*/false)) layer.tensors.push_back(p);
-  for (const torch::Tensor& b : module->buffers(/*recurse=*/false)) layer.tensors.push_back(b);
+  ZooLayer layer{path, std::move(kind), {}, {}};
+  for (const auto& p : module->named_parameters(/*recurse=*/false)) {
+    layer.tensors.push_back(p.value());
+    layer.tensor_names.push_back(p.key());
+  }
+  for (const auto& b : module->named_buffers(/*recurse=*/false)) {
+    layer.tensors.push_back(b.value());
+    layer.tensor_names.push_back(b.key());
+  }
   layers_.push_back(std::move(layer));
   modules_.push_back(module.get());
   training_only_.push_back(training_only);

@@ -10,6 +10,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/pipeline.hpp"
+#include "psw/exec/weights.hpp"
 
 namespace psw::exec {
 
@@ -74,8 +75,11 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
                      spec.model + "'");
   }
-  model->to(backend->device());
   SwitchBenchmarkReport report;
+  // The user's weights go into the model on the host, before anything packs it into the
+  // parameter store (make_private_pipeline below).
+  if (!spec.weights.empty()) report.weights = load_weights(*model, spec.weights);
+  model->to(backend->device());
   report.backend = backend->name();
   report.device = backend->device_description();
   if (spec.plan) {

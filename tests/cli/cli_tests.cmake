@@ -279,6 +279,15 @@ if(PSW_HAVE_EXEC)
     "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && grep -q 'fingerprint: 0x' $out/p.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"strategy\": \"optimal\"' && { $<TARGET_FILE:psw> run --model bert_base --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q \"is for model 'inception_v3'\" && sed -i 's/^fingerprint: .*/fingerprint: 0x1/' $out/p.yaml && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'fingerprint'")
   psw_cli_test(run.unknown_model 2 "unknown model 'gpt2'" run --model gpt2 --backend host --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_test(run.graph_on_host 2 "cannot capture graphs" run --model inception_v3 --backend host --graph --repeat 1 --warmup 0 --batch 1)
+  # --weights (Note [Weight names] in exec/src/weights.cpp): refused before the model is built
+  # when there is no file; a file that is not safetensors is named; torchvision's state_dict
+  # (tests/exec/torchvision_reference.py) loads, every tensor of it.
+  psw_cli_test(run.weights_no_file 2 "--weights: no-such\\.safetensors: no such file" run --model inception_v3
+               --backend host --weights no-such.safetensors)
+  psw_cli_test(run.weights_not_safetensors 2 "h200-pcie5\\.yaml: the header length" run --model inception_v3
+               --backend host --weights ${PSW_HW}/h200-pcie5.yaml --repeat 1 --warmup 0 --batch 1)
+  psw_cli_script_test(run.weights_torchvision 600
+    "/usr/bin/python3 tests/exec/torchvision_reference.py --model inception_v3 --out $out >/dev/null && $<TARGET_FILE:psw> run --model inception_v3 --backend host --weights $out/inception_v3.safetensors --repeat 1 --warmup 0 --batch 1 | grep -q \"^weights .*inception_v3.safetensors: 580 tensors\"")
   if(NOT PSW_WITH_CUDA)
     psw_cli_test(run.no_cuda 2 "built without CUDA" run --model resnet152 --backend cuda)
   endif()

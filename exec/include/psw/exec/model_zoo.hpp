@@ -36,6 +36,9 @@ struct ZooLayer {
   std::string name;  // as in configs/models/<model>.yaml, e.g. "layer1.0.conv1"
   std::string kind;  // conv, bn, linear, embedding, layernorm
   std::vector<torch::Tensor> tensors;
+  // Parallel to tensors: each one's name in its module ("weight", "running_mean", ...), so
+  // that name + "." + tensor_names[i] is its key in the original's state_dict.
+  std::vector<std::string> tensor_names = {};
   Bytes bytes() const;  // sum of nbytes over tensors
 };
 

@@ -13,11 +13,13 @@
 #include "psw/common/placement.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/timeline.hpp"
+#include "psw/exec/weights.hpp"
 
 namespace psw::exec {
 
 struct SwitchBenchmarkSpec {
   std::string model;                // a zoo model
+  std::string weights;              // a safetensors file (load_weights); empty: random, seeded
   Mechanism mechanism = Mechanism::PipeSwitch;
   std::optional<SwitchPlan> plan;   // a plan file's; empty: planned here from the profiles
   std::string plan_origin;          // where `plan` came from, for messages
@@ -56,12 +58,13 @@ struct SwitchBenchmarkReport {
   Duration transfer;         // all parameters in one copy at the profile's link
   Duration profile_compute;  // the profile's forward
   std::optional<Timeline> measured;  // the traced switch, when asked and the mode has groups
+  std::optional<WeightsReport> weights;  // when spec.weights named a file
   double overhead_ms() const { return latency.median_ms - ready.median_ms; }
 };
 
 // Throws InputError for a mechanism psw run cannot measure in one process (the ones that
-// need the server: stop-and-start, MPS, unified memory, IPC), a plan of another model, or a
-// placement the mechanism does not allow.
+// need the server: stop-and-start, MPS, unified memory, IPC), a plan of another model, a
+// placement the mechanism does not allow, or a weights file load_weights refuses.
 SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec);
 
 // The mechanisms run_switch_benchmark measures, by name.
