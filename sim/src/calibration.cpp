@@ -11,16 +11,27 @@ namespace {
 
 std::int64_t rounded(double value) { return static_cast<std::int64_t>(std::llround(value)); }
 
-CalibratableCost duration_cost(std::string name, Mechanism paid_by, FitMeasure measure, double lower, double upper,
-                               Duration HardwareProfile::*field) {
+// A cost's value as the YAML writes it, and back (rounded to the field's integer unit).
+double number(Duration d) { return static_cast<double>(d.ns()); }
+double number(Bandwidth b) { return static_cast<double>(b.bytes_per_second()); }
+double number(int percent) { return percent; }
+void assign(Duration& d, double v) { d = nanoseconds(rounded(v)); }
+void assign(Bandwidth& b, double v) { b = Bandwidth::bytes_per_second(rounded(v)); }
+void assign(int& percent, double v) { percent = static_cast<int>(rounded(v)); }
+
+// `field` is a generic lambda from a (const or not) HardwareProfile to the cost's field.
+template <typename Field>
+CalibratableCost make_cost(std::string name, Mechanism paid_by, FitMeasure measure, double lower, double upper,
+                           Field field, bool is_bandwidth = false) {
   CalibratableCost c;
   c.name = std::move(name);
   c.paid_by = paid_by;
   c.measure = measure;
   c.lower = lower;
   c.upper = upper;
-  c.get = [field](const HardwareProfile& hw) { return static_cast<double>((hw.*field).ns()); };
-  c.set = [field](HardwareProfile& hw, double v) { hw.*field = nanoseconds(rounded(v)); };
+  c.is_bandwidth = is_bandwidth;
+  c.get = [field](const HardwareProfile& hw) { return number(field(hw)); };
+  c.set = [field](HardwareProfile& hw, double v) { assign(field(hw), v); };
   return c;
 }
 
@@ -38,64 +49,25 @@ const std::vector<CalibratableCost>& calibratable_costs() {
   static const std::vector<CalibratableCost> costs = [] {
     std::vector<CalibratableCost> c;
     // Ranges: from far below any estimate to far above any measurement of the H200's runs.
-    c.push_back(duration_cost("memory.cuda_malloc_ns", Mechanism::NoMemoryManagement, FitMeasure::Engine, 100, 1e8,
-                              &HardwareProfile::cuda_malloc));
-    c.push_back(duration_cost("memory.ipc_handle_open_ns", Mechanism::NoIpcOptimization, FitMeasure::Engine, 100, 1e8,
-                              &HardwareProfile::ipc_handle_open));
-    c.push_back(duration_cost("startup.framework_start_ns", Mechanism::StopAndStart, FitMeasure::Latency, 1e6, 1e11,
-                              &HardwareProfile::framework_start));
-    {
-      CalibratableCost b;
-      b.name = "link.pageable.bandwidth_bytes_per_s";
-      b.paid_by = Mechanism::NoPinnedMemory;
-      b.measure = FitMeasure::Engine;
-      b.lower = 1e8;
-      b.upper = 1e12;
-      b.is_bandwidth = true;
-      b.get = [](const HardwareProfile& hw) { return static_cast<double>(hw.pageable.bandwidth.bytes_per_second()); };
-      b.set = [](HardwareProfile& hw, double v) { hw.pageable.bandwidth = Bandwidth::bytes_per_second(rounded(v)); };
-      c.push_back(std::move(b));
-    }
-    {
-      CalibratableCost f;
-      f.name = "unified_memory.page_fault_ns";
-      f.paid_by = Mechanism::UnifiedMemory;
-      f.measure = FitMeasure::Engine;
-      f.lower = 10;
-      f.upper = 1e8;
-      f.get = [](const HardwareProfile& hw) { return static_cast<double>(hw.unified_memory.page_fault.ns()); };
-      f.set = [](HardwareProfile& hw, double v) { hw.unified_memory.page_fault = nanoseconds(rounded(v)); };
-      c.push_back(std::move(f));
-    }
-    {
-      CalibratableCost m;
-      m.name = "mps.inference_slowdown_percent";
-      m.paid_by = Mechanism::Mps;
-      m.measure = FitMeasure::Engine;
-      m.lower = 100;  // no slowdown
-      m.upper = 100000;
-      m.get = [](const HardwareProfile& hw) { return static_cast<double>(hw.mps.inference_slowdown_percent); };
-      m.set = [](HardwareProfile& hw, double v) { hw.mps.inference_slowdown_percent = static_cast<int>(rounded(v)); };
-      c.push_back(std::move(m));
-    }
-    {
-      // Not the slice: the latency is not monotone in it (short slices pay context switches,
-      // long ones the wait for the training's turn to end), so bisection cannot fit it.
-      CalibratableCost s;
-      s.name = "time_slicing.context_switch_ns";
-      s.paid_by = Mechanism::TimeSliced;
-      s.measure = FitMeasure::Engine;
-      s.lower = 1;
-      s.upper = 1e8;
-      s.get = [](const HardwareProfile& hw) {
-        return hw.time_slicing ? static_cast<double>(hw.time_slicing->context_switch.ns()) : 0.0;
-      };
-      s.set = [](HardwareProfile& hw, double v) {
-        PSW_CHECK(hw.time_slicing.has_value(), "time_slicing.context_switch_ns set on a profile without time_slicing");
-        hw.time_slicing->context_switch = nanoseconds(rounded(v));
-      };
-      c.push_back(std::move(s));
-    }
+    c.push_back(make_cost("memory.cuda_malloc_ns", Mechanism::NoMemoryManagement, FitMeasure::Engine, 100, 1e8,
+                          [](auto& hw) -> auto& { return hw.cuda_malloc; }));
+    c.push_back(make_cost("memory.ipc_handle_open_ns", Mechanism::NoIpcOptimization, FitMeasure::Engine, 100, 1e8,
+                          [](auto& hw) -> auto& { return hw.ipc_handle_open; }));
+    c.push_back(make_cost("link.pageable.bandwidth_bytes_per_s", Mechanism::NoPinnedMemory, FitMeasure::Engine, 1e8,
+                          1e12, [](auto& hw) -> auto& { return hw.pageable.bandwidth; }, /*is_bandwidth=*/true));
+    c.push_back(make_cost("unified_memory.page_fault_ns", Mechanism::UnifiedMemory, FitMeasure::Engine, 10, 1e8,
+                          [](auto& hw) -> auto& { return hw.unified_memory.page_fault; }));
+    c.push_back(make_cost("mps.inference_slowdown_percent", Mechanism::Mps, FitMeasure::Engine, 100 /* none */, 1e5,
+                          [](auto& hw) -> auto& { return hw.mps.inference_slowdown_percent; }));
+    // Not the slice: the latency is not monotone in it (short slices pay context switches, long
+    // ones the wait for the training's turn to end), so bisection cannot fit it. fit_cost checks
+    // that the profile has time_slicing before it reads or sets this.
+    c.push_back(make_cost("time_slicing.context_switch_ns", Mechanism::TimeSliced, FitMeasure::Engine, 1, 1e8,
+                          [](auto& hw) -> auto& { return hw.time_slicing.value().context_switch; }));
+    // A new process's start is paid before the engine's clock starts (the server times the
+    // engine from the input on the device): fitted on the client's latency.
+    c.push_back(make_cost("startup.framework_start_ns", Mechanism::StopAndStart, FitMeasure::Latency, 1e6, 1e11,
+                          [](auto& hw) -> auto& { return hw.framework_start; }));
     return c;
   }();
   return costs;
