@@ -31,7 +31,8 @@
 #               hardware profile models it, time-sliced
 #   figures     the paper's Figures 5, 7, 8 and 9 through the server: psw validate of
 #               configs/experiments/h200-figures.yaml under each of their mechanisms
-#               (PSW_FIGURE_MECHANISMS, default all thirteen), with this call's calibration;
+#               (PSW_FIGURE_MECHANISMS; default their thirteen and time-sliced where the hardware
+#               profile has time_slicing), with this call's calibration;
 #               scripts/reproduce-gpu.sh runs it and draws the figures (scripts/gpu_figures.py)
 #   replay-azure2019, replay-llm
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training

@@ -12,7 +12,7 @@
 # its closed-loop cycles are not a workload psw load sends). The raw runs are archived in
 # OUT_DIR/raw-serve.tar.gz, the run's report in OUT_DIR/<date>-h200-serve.md.
 #
-# All thirteen mechanisms take about 8 minutes on the H200 after the build. Where a call is
+# The fourteen mechanisms take about 7 minutes on the H200 after the build. Where a call is
 # limited (the lent device: 10 minutes), split them: PSW_FIGURE_MECHANISMS="ready pipeswitch ..."
 # and, in the later calls, PSW_SERVING_PROFILE and PSW_HARDWARE_PROFILE = the first call's
 # OUT_DIR/profiles/serving-h200.yaml and h200-pcie5.yaml, with PSW_SKIP_CALIBRATION=1, so that
