@@ -13,6 +13,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "psw/common/error.hpp"
+#include "input_error.hpp"
 
 namespace psw {
 namespace {
@@ -107,21 +108,7 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   }
 }
 
-// The message of the InputError that `parse` throws, or "" (and a test failure) when it
-// throws nothing or something else.
-template <typename Parse>
-std::string input_error_of(Parse parse) {
-  try {
-    parse();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected an InputError, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected an InputError, nothing was thrown";
-  return "";
-}
+using test_support::input_error_of;
 
 std::string model_error(const std::string& text) {
   return input_error_of([&] { parse_model_profile(text, "bad.yaml"); });

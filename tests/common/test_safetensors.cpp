@@ -15,26 +15,14 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/safetensors.hpp"
+#include "input_error.hpp"
 
 namespace psw {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the InputError that `work` throws, or "" (and a test failure) otherwise.
-template <typename Work>
-std::string input_error_of(Work work) {
-  try {
-    work();
-  } catch (const InputError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected an InputError, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected an InputError, nothing was thrown";
-  return "";
-}
+using test_support::input_error_of;
 
 void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
   for (const auto& part : parts) {

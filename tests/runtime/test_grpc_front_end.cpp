@@ -23,6 +23,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/grpc_server.hpp"
+#include "../common/input_error.hpp"
 
 namespace psw::runtime {
 namespace {
@@ -45,16 +46,7 @@ InferRequest double_request(std::int64_t batch, const std::string& model = "doub
   return InferRequest{model, "", "request-7", {TensorData{"x", "FP32", {batch, 4}, floats_to_bytes(values)}}};
 }
 
-template <typename Call>
-std::string input_error_of(Call&& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError";
-  return "";
-}
+using test_support::input_error_of;
 
 class GrpcFrontEndTest : public ::testing::Test {
  protected:
