@@ -14,6 +14,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/link_fit.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/profiler.hpp"
 
@@ -34,6 +35,7 @@ struct ProfileOptions {
   std::string link_max = "1GiB";
   std::string out_dir = "results/profiles";
   std::string hardware_name;  // name of the written hardware profile (default: the base's)
+  std::int64_t prompt_tokens = 0;  // decoders: the prompt's length (0: the example's 128)
 };
 
 std::string today() {
@@ -65,18 +67,27 @@ Bytes parse_size(const std::string& text) {
 
 void run_profile(const ProfileOptions& o) {
   if (o.train_eager && !o.train) throw InputError("--train-eager needs --train");
+  // A decoder has no shipped analytic profile: its layers and bytes come from the live model.
+  const bool decoder_config = exec::names_decoder_config(o.model) && o.base_profile.empty();
   const std::string base_path = o.base_profile.empty() ? "configs/models/" + o.model + ".yaml" : o.base_profile;
-  ModelProfile profile = load_model_profile(base_path);
   auto backend = exec::make_backend(o.backend);
   auto model = exec::make_model(o.model, 0);
+  exec::Decoder* decoder = exec::as_decoder(*model);
+  if (o.prompt_tokens != 0 && decoder == nullptr) {
+    throw InputError("--prompt-tokens is for decoders (configs/zoo/*.yaml); " + model->name() + " is not one");
+  }
+  const torch::Tensor input = decoder != nullptr && o.prompt_tokens > 0
+                                  ? decoder->example_tokens(o.batch, o.prompt_tokens, 1)
+                                  : model->example_input(o.batch, 1);
+  ModelProfile profile = decoder_config ? exec::profile_skeleton(*model, input) : load_model_profile(base_path);
   if (profile.name != model->name() || profile.num_layers() != model->layers().size()) {
     throw InputError(base_path + ": not a profile of the zoo's '" + o.model + "' (names or layer count differ)");
   }
   model->to(backend->device());
-  const torch::Tensor input = model->example_input(o.batch, 1).to(backend->device());
-  const exec::PhaseTimes forward = exec::profile_forward(*backend, *model, input, o.repeat);
+  const torch::Tensor device_input = input.to(backend->device());
+  const exec::PhaseTimes forward = exec::profile_forward(*backend, *model, device_input, o.repeat);
   std::optional<exec::TrainingTimes> training;
-  if (o.train) training = exec::profile_training(*backend, *model, input, o.repeat, !o.train_eager);
+  if (o.train) training = exec::profile_training(*backend, *model, device_input, o.repeat, !o.train_eager);
   const std::string device = backend->device_description();
   const std::string versions = std::string("LibTorch ") + TORCH_VERSION;
   auto phase_note = [](const char* what, const exec::PhaseTimes& p) {
@@ -94,7 +105,8 @@ void run_profile(const ProfileOptions& o) {
             "; backward per layer: the time until its gradients are ready since the previous layer's" +
             (o.train_eager && backend->supports_graphs() ? "; training iteration timed eagerly (--train-eager)" : "");
   }
-  model_note += "; layer list and bytes from " + base_path;
+  model_note += "; layer list and bytes from " + (decoder_config ? "the live model (" + o.model + ")" : base_path);
+  if (decoder != nullptr) model_note += "; prompt of " + std::to_string(input.size(1)) + " tokens";
   profile.batch = o.batch;
   profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today(), versions};
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
@@ -104,7 +116,7 @@ void run_profile(const ProfileOptions& o) {
     layer.backward_time.reset();
     if (training) layer.backward_time = training->backward.per_layer[i];
   }
-  const std::string model_path = o.out_dir + "/" + o.model + ".yaml";
+  const std::string model_path = o.out_dir + "/" + profile.name + ".yaml";
   save_text(model_path, "# Measured by `psw profile --model " + o.model + (o.train ? " --train" : "") + "` on " +
                             device + "; do not edit by hand.\n" + to_yaml(profile));
   std::printf("%-12s %s: %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), profile.layers.size(),
@@ -150,7 +162,12 @@ void run_profile(const ProfileOptions& o) {
 Action add_profile_command(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* cmd = app.add_subcommand("profile", "Measure per-layer forward (and backward) times and the link and write measured profiles");
-  cmd->add_option("--model", options->model, "resnet152 | inception_v3 | bert_base")->required();
+  cmd->add_option("--model", options->model,
+                  "resnet152 | inception_v3 | bert_base | a decoder's config file (configs/zoo/llama-8b.yaml)")
+      ->required();
+  cmd->add_option("--prompt-tokens", options->prompt_tokens,
+                  "Decoders: the prompt's length the prefill is profiled at (default: 128)")
+      ->check(CLI::Range(1, 1 << 22));
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--repeat", options->repeat, "Timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();

@@ -21,7 +21,9 @@
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
 #include "psw/common/units.hpp"
+#include "psw/common/decoder_config.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/switch_benchmark.hpp"
 
@@ -45,6 +47,8 @@ struct RunOptions {
   bool graph = false;
   std::string placement = "copy";
   std::string weights_path;  // empty: the zoo's random, seeded weights
+  std::int64_t prompt_tokens = 0;  // decoders: 0 is the example's 128
+  int decode_tokens = 0;
 };
 
 // "a, b, c and 12 more": a report's names, short enough for one line of the table.
@@ -62,7 +66,9 @@ void run(const RunOptions& o) {
   spec.weights = o.weights_path;
   spec.mechanism = parse_mechanism(o.mode);
   // The default hardware is the H200, so the default profile is the one measured there.
-  spec.profile_origin = o.profile_path.empty() ? "configs/models/h200/" + o.model + ".yaml" : o.profile_path;
+  // A decoder's profile is named after its config's `name`, not the file.
+  const std::string name = exec::names_decoder_config(o.model) ? load_decoder_config(o.model).name : o.model;
+  spec.profile_origin = o.profile_path.empty() ? "configs/models/h200/" + name + ".yaml" : o.profile_path;
   spec.profile = load_model_profile(spec.profile_origin);
   spec.hardware = load_hardware_profile(o.hardware_path);
   if (!o.plan_path.empty()) {
@@ -79,6 +85,8 @@ void run(const RunOptions& o) {
   spec.batch = o.batch;
   spec.graph = o.graph;
   spec.traced_switch = !o.timeline_path.empty();
+  spec.prompt_tokens = o.prompt_tokens;
+  spec.decode_tokens = o.decode_tokens;
   const exec::SwitchBenchmarkReport r = exec::run_switch_benchmark(spec);
   const SwitchPlan& plan = r.plan;
   const std::string strategy = to_string(plan.strategy);
@@ -111,8 +119,23 @@ void run(const RunOptions& o) {
         {"param_bytes", r.param_bytes},
         {"transfer_ms", r.transfer.ms()},
         {"profile_compute_ms", r.profile_compute.ms()},
-        {"predicted_startup_ms", r.predicted.startup.ms()}};
+        {"predicted_startup_ms", r.predicted.startup.ms()},
+        {"prediction_error", r.prediction_error()}};
     if (r.measured) out["traced_switch_ms"] = {{"total", r.measured->total.ms()}, {"startup", r.measured->startup.ms()}};
+    if (r.decoder) {
+      const exec::DecoderReport& d = *r.decoder;
+      out["decoder"] = {
+          {"prompt_tokens", d.prompt_tokens},
+          {"time_to_first_token_ms", r.latency.median_ms},
+          {"resident_prefill_ms", r.resident_ms()},
+          {"copy_then_prefill_ms", {{"median", d.copy_then_prefill.median_ms}, {"p99", d.copy_then_prefill.p99_ms}}},
+          {"first_token_bound_ms", r.first_token_bound_ms()},
+          {"first_token_over_bound", r.first_token_over_bound()},
+          {"first_token_saving_ms", r.first_token_saving_ms()},
+          {"decode_tokens", d.decode_tokens},
+          {"per_token_ms", {{"median", d.per_token.median_ms}, {"p99", d.per_token.p99_ms}}},
+          {"tokens", d.tokens}};
+    }
     if (r.weights) {
       out["weights"] = {{"file", r.weights->file}, {"tensors", r.weights->loaded}, {"bytes", r.weights->bytes},
                         {"ignored", r.weights->ignored}, {"defaulted", r.weights->defaulted}};
@@ -154,6 +177,20 @@ void run(const RunOptions& o) {
               r.startup.median_ms, r.startup.p99_ms);
   std::printf("%-18s %.3f ms predicted by the timeline from %s on %s; pipeline bound %.3f ms\n", "prediction",
               r.predicted.total.ms(), spec.profile_origin.c_str(), spec.hardware.name.c_str(), r.bound.ms());
+  if (r.decoder) {
+    // Note [Time to first token] (exec/switch_benchmark.hpp).
+    const exec::DecoderReport& d = *r.decoder;
+    std::printf("%-18s %.3f ms for a %lld-token prompt, cold (the latency above)\n", "first token",
+                r.latency.median_ms, static_cast<long long>(d.prompt_tokens));
+    std::printf("%-18s %.3f ms = transfer %.3f ms + resident prefill %.3f ms; TTFT / bound %.3f\n", "  bound",
+                r.first_token_bound_ms(), r.transfer.ms(), r.resident_ms(), r.first_token_over_bound());
+    std::printf("%-18s median %.3f ms  p99 %.3f ms (every group copied, then the prefill%s)\n", "  copy, prefill",
+                d.copy_then_prefill.median_ms, d.copy_then_prefill.p99_ms, o.graph ? ", graph" : "");
+    if (d.decode_tokens > 0) {
+      std::printf("%-18s median %.3f ms  p99 %.3f ms per token (%d tokens, resident, eager)\n", "decode",
+                  d.per_token.median_ms, d.per_token.p99_ms, d.decode_tokens);
+    }
+  }
 }
 
 }  // namespace
@@ -161,7 +198,9 @@ void run(const RunOptions& o) {
 Action add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Switch a cold model into the device and run it; measure latency and overheads");
-  cmd->add_option("--model", options->model, "resnet152 | inception_v3 | bert_base")->required();
+  cmd->add_option("--model", options->model,
+                  "resnet152 | inception_v3 | bert_base | a decoder's config file (configs/zoo/llama-8b.yaml)")
+      ->required();
   std::string modes;
   for (Mechanism m : exec::benchmark_mechanisms()) modes += (modes.empty() ? "" : " | ") + to_string(m);
   cmd->add_option("--mode", options->mode, "The mechanism (the simulator's names): " + modes)->capture_default_str();
@@ -191,6 +230,13 @@ Action add_run_command(CLI::App& app) {
         if (!std::filesystem::is_regular_file(status)) return path + ": not a regular file";
         return {};
       });
+  cmd->add_option("--prompt-tokens", options->prompt_tokens,
+                  "Decoders: the prompt's length; the cold switch's latency is then the time to first token "
+                  "(default: 128)")
+      ->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--decode", options->decode_tokens,
+                  "Decoders: tokens to decode after the first, for the per-token latency")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
       ->capture_default_str();

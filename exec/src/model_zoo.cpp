@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "models/zoo_base.hpp"
+#include "psw/common/decoder_config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/exec/decoder.hpp"
 
 namespace psw::exec {
 
@@ -39,6 +41,8 @@ std::vector<std::string> zoo_model_names() {
 }
 
 std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed) {
+  // A decoder is sized by its config file and seeds its own weights (no global generator).
+  if (names_decoder_config(name)) return make_decoder(load_decoder_config(name), seed, torch::kFloat32);
   for (const Entry& e : kModels) {
     if (name != e.name) continue;
     // The global generator is seeded and then consumed by the construction: one at a time.
@@ -49,7 +53,8 @@ std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed
   }
   std::string known;
   for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
-  throw InputError("unknown model '" + name + "' in the model zoo (known: " + known + ")");
+  throw InputError("unknown model '" + name + "' in the model zoo (known: " + known +
+                   "; or a decoder's config file, configs/zoo/*.yaml)");
 }
 
 // ------------------------------------------------------------------------------------------

@@ -258,4 +258,37 @@ std::vector<CopySample> profile_mapped_reads(Backend& backend, Bytes max_bytes, 
   return samples;
 }
 
+ModelProfile profile_skeleton(ZooModel& model, const torch::Tensor& input) {
+  ModelProfile profile;
+  profile.name = model.name();
+  profile.batch = static_cast<int>(input.size(0));
+  torch::ScalarType dtype = torch::kFloat32;
+  for (const ZooLayer& layer : model.layers()) {
+    if (!layer.tensors.empty() && layer.tensors[0].is_floating_point()) {
+      dtype = layer.tensors[0].scalar_type();
+      break;
+    }
+  }
+  if (dtype == torch::kBFloat16) {
+    profile.dtype = "bf16";
+  } else if (dtype == torch::kFloat16) {
+    profile.dtype = "fp16";
+  } else {
+    profile.dtype = "fp32";
+  }
+  for (const ZooLayer& layer : model.layers()) {
+    LayerProfile l;
+    l.name = layer.name;
+    l.kind = layer.kind;
+    l.param_bytes = layer.bytes();
+    if (layer.kind == "embedding" && !layer.tensors.empty() && layer.tensors[0].dim() == 2 &&
+        input.scalar_type() == torch::kInt64) {
+      const torch::Tensor& table = layer.tensors[0];
+      l.host_read_bytes = std::min(l.param_bytes, static_cast<Bytes>(input.numel() * table.size(1) * table.element_size()));
+    }
+    profile.layers.push_back(std::move(l));
+  }
+  return profile;
+}
+
 }  // namespace psw::exec

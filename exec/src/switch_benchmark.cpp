@@ -8,6 +8,7 @@
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/weights.hpp"
@@ -29,6 +30,53 @@ std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
   return TransferMode::Pipelined;
+}
+
+// Note [Time to first token]: copy-then-prefill with the same groups, then the resident
+// model's decode steps. `wall` times one call between two device synchronisations.
+template <typename Wall>
+DecoderReport measure_decoder(const SwitchBenchmarkSpec& spec, Backend& backend, ZooModel& model, Decoder& decoder,
+                              const SwitchPlan& plan, const torch::Tensor& input, Wall&& wall) {
+  DecoderReport d;
+  d.prompt_tokens = input.size(1);
+  d.decode_tokens = spec.decode_tokens;
+  SwitchPlan copied = plan;
+  copied.host_mapped.clear();  // every layer is copied before the prefill
+  auto baseline = make_private_pipeline(backend, model, copied, TransferMode::Unpipelined);
+  PipelineEngine& engine = *baseline->engine;
+  if (spec.graph) engine.capture_graphs(input, /*traced=*/false);
+  std::vector<Duration> samples;
+  for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+    engine.poison_device_parameters(static_cast<std::uint8_t>(i));
+    const Duration w = wall([&] {
+      if (spec.graph) {
+        engine.switch_in_and_run_graph(input);
+      } else {
+        engine.switch_in_and_run(input);
+      }
+    });
+    if (i >= spec.warmup) samples.push_back(w);
+  }
+  d.copy_then_prefill = latency_stats(samples);
+  // The parameters are resident now: prefill into a cache sized for the decode, then one
+  // token per step. One untimed generation first (the allocator's and kernels' warm-up).
+  engine.switch_in_and_run(input);
+  if (spec.decode_tokens > 0) {
+    torch::NoGradGuard no_grad;
+    KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 1);
+    greedy_decode(decoder, decoder.prefill(input, cache), cache, spec.decode_tokens + 1);
+    torch::Tensor next = decoder.prefill(input, cache).argmax(-1, /*keepdim=*/true);
+    std::vector<torch::Tensor> tokens{next};
+    samples.clear();
+    for (int i = 0; i < spec.decode_tokens; ++i) {
+      samples.push_back(wall([&] { next = decoder.decode(next, cache).argmax(-1, /*keepdim=*/true); }));
+      tokens.push_back(next);
+    }
+    d.per_token = latency_stats(samples);
+    const torch::Tensor first = torch::cat(tokens, 1)[0].to(torch::kCPU);
+    for (std::int64_t i = 0; i < first.size(0); ++i) d.tokens.push_back(first[i].item<std::int64_t>());
+  }
+  return d;
 }
 
 }  // namespace
@@ -75,6 +123,12 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
                      spec.model + "'");
   }
+  Decoder* decoder = as_decoder(*model);
+  if (decoder == nullptr && (spec.prompt_tokens != 0 || spec.decode_tokens != 0)) {
+    throw InputError("--prompt-tokens and --decode are for decoders (configs/zoo/*.yaml); " + model->name() +
+                     " is not one");
+  }
+  if (spec.decode_tokens < 0) throw InputError(detail::concat("--decode must not be negative, not ", spec.decode_tokens));
   SwitchBenchmarkReport report;
   // The user's weights go into the model on the host, before anything packs it into the
   // parameter store (make_private_pipeline below).
@@ -97,7 +151,10 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   report.host_mapped_layers = host_mapped_names(spec.profile, plan.host_mapped);
   auto pipeline = make_private_pipeline(*backend, *model, plan, *mode);
   PipelineEngine& engine = *pipeline->engine;
-  const torch::Tensor input = model->example_input(spec.batch, 1).to(backend->device());
+  const torch::Tensor input =
+      (decoder != nullptr && spec.prompt_tokens > 0 ? decoder->example_tokens(spec.batch, spec.prompt_tokens, 1)
+                                                     : model->example_input(spec.batch, 1))
+          .to(backend->device());
 
   std::vector<Duration> ready_wall;
   std::vector<Duration> switch_wall;
@@ -169,6 +226,11 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     measured.ready = milliseconds_to_duration(spec.graph ? report.ready_graph.median_ms : report.ready.median_ms);
     measured.overhead = measured.total - measured.ready;
     report.measured = measured;
+  }
+  if (decoder != nullptr) {
+    // The switch engine goes first: the baseline's store and region replace its own.
+    pipeline.reset();
+    report.decoder = measure_decoder(spec, *backend, *model, *decoder, plan, input, wall);
   }
   return report;
 }

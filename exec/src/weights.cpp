@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "psw/common/error.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 
 namespace psw::exec {
@@ -103,11 +104,22 @@ const std::vector<NameMap>& name_maps() {
   return kNameMaps;
 }
 
-const NameMap& name_map_of(const std::string& model) {
+const NameMap& name_map_of(ZooModel& model) {
+  // The decoders' names are Hugging Face LlamaForCausalLM's own (whatever the config's name).
+  // A tied checkpoint has no lm_head.weight; loaded into an untied config it is missing.
+  static const NameMap kDecoder{"(decoder)",
+                                "Hugging Face LlamaForCausalLM's state_dict",
+                                {},
+                                {},
+                                {},
+                                {},
+                                {{"lm_head.", "the file's head is tied to the embedding: set tie_embeddings: true in "
+                                              "the decoder's config"}}};
+  if (as_decoder(model) != nullptr) return kDecoder;
   for (const NameMap& map : name_maps()) {
-    if (map.model == model) return map;
+    if (map.model == model.name()) return map;
   }
-  throw Error("internal error: no weight name map for zoo model '" + model + "' (weights.cpp)");
+  throw Error("internal error: no weight name map for zoo model '" + model.name() + "' (weights.cpp)");
 }
 
 bool starts_with(const std::string& text, const std::string& prefix) {
@@ -165,7 +177,7 @@ struct Target {
 };
 
 std::vector<Target> targets_of(ZooModel& model) {
-  const NameMap& map = name_map_of(model.name());
+  const NameMap& map = name_map_of(model);
   std::vector<Target> targets;
   for (const ZooLayer& layer : model.layers()) {
     PSW_CHECK(layer.tensor_names.size() == layer.tensors.size(), "layer ", layer.name, " has ",
@@ -215,7 +227,7 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
   static_assert(std::endian::native == std::endian::little, "safetensors needs a little-endian host");
   const std::string origin = file.string();
   const SafetensorsHeader header = read_safetensors_header(file);
-  const NameMap& map = name_map_of(model.name());
+  const NameMap& map = name_map_of(model);
   std::vector<Target> targets = targets_of(model);
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < targets.size(); ++i) {

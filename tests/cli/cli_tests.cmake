@@ -288,6 +288,14 @@ if(PSW_HAVE_EXEC)
                --backend host --weights ${PSW_HW}/h200-pcie5.yaml --repeat 1 --warmup 0 --batch 1)
   psw_cli_script_test(run.weights_torchvision 600
     "/usr/bin/python3 tests/exec/torchvision_reference.py --model inception_v3 --out $out >/dev/null && $<TARGET_FILE:psw> run --model inception_v3 --backend host --weights $out/inception_v3.safetensors --repeat 1 --warmup 0 --batch 1 | grep -q \"^weights .*inception_v3.safetensors: 580 tensors\"")
+  # A decoder (Note [Time to first token]): profiled from the live model at a prompt length,
+  # then a cold prefill measured beside copy-then-prefill and the resident model, and decoded.
+  psw_cli_script_test(run.decoder_first_token 300
+    "$<TARGET_FILE:psw> profile --model configs/zoo/llama-tiny.yaml --backend host --batch 1 --prompt-tokens 16 --repeat 2 --out $out >/dev/null && grep -q 'kind: measured' $out/llama-tiny.yaml && $<TARGET_FILE:psw> run --model configs/zoo/llama-tiny.yaml --backend host --profile $out/llama-tiny.yaml --batch 1 --prompt-tokens 16 --decode 4 --repeat 2 --warmup 1 --format json > $out/run.json && grep -q '\"time_to_first_token_ms\"' $out/run.json && grep -q '\"decode_tokens\": 4' $out/run.json && grep -q '\"prompt_tokens\": 16' $out/run.json && $<TARGET_FILE:psw> run --model configs/zoo/llama-tiny.yaml --backend host --profile $out/llama-tiny.yaml --batch 1 --prompt-tokens 16 --decode 2 --repeat 1 --warmup 0 | grep -q '^  copy, prefill'")
+  psw_cli_test(run.prompt_tokens_not_decoder 2 "are for decoders" run --model bert_base --backend host
+               --profile ${PSW_MODELS}/bert_base.yaml --prompt-tokens 16 --repeat 1 --warmup 0 --batch 1)
+  psw_cli_test(run.decoder_config_missing 2 "configs/zoo/llama-70b\.yaml: no such file" run
+               --model configs/zoo/llama-70b.yaml --backend host)
   if(NOT PSW_WITH_CUDA)
     psw_cli_test(run.no_cuda 2 "built without CUDA" run --model resnet152 --backend cuda)
   endif()

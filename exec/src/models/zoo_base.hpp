@@ -78,6 +78,12 @@ class ZooBase : public ZooModel {
   torch::nn::Embedding embedding(const std::string& path, std::int64_t rows, std::int64_t dim,
                                  bool padding_idx0 = false);
   torch::nn::LayerNorm layernorm(const std::string& path, std::int64_t dim, double eps);
+  // Any module as a layer (the decoder's own RMSNorm, projections and embedding).
+  template <typename Holder>
+  Holder add_layer(const std::string& path, Holder holder, std::string kind) {
+    attach(path, holder.ptr(), std::move(kind), false);
+    return holder;
+  }
 
   // Seeded initialisation, to be called at the end of construction. LibTorch's default init
   // (from the global generator) is kept where it suits and rescaled where it does not, so that
@@ -115,5 +121,6 @@ class ZooBase : public ZooModel {
 std::unique_ptr<ZooModel> build_resnet152();
 std::unique_ptr<ZooModel> build_inception_v3();
 std::unique_ptr<ZooModel> build_bert_base();
+// The decoder family (llama.cpp) is built by make_decoder (decoder.hpp), from its config.
 
 }  // namespace psw::exec::detail

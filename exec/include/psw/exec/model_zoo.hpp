@@ -83,7 +83,8 @@ class ZooModel {
 // (torch::manual_seed before construction, and BatchNorm running stats set to non-trivial
 // seeded values so that outputs are not degenerate); InputError (psw/common/error.hpp) for an
 // unknown name, listing the known ones. Seeds the global LibTorch generator; calls from
-// several threads are serialised.
+// several threads are serialised. Or the path of a decoder's config file (configs/zoo/*.yaml,
+// any name ending in .yaml): make_decoder (decoder.hpp), seeded by its own hash, in fp32.
 std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed = 0);
 std::vector<std::string> zoo_model_names();
 

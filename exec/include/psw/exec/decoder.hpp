@@ -1,0 +1,90 @@
+#pragma once
+// The zoo's decoder-only transformers (Llama architecture, sized by configs/zoo/*.yaml) as a
+// ZooModel that also prefills a prompt and decodes token by token with a KV cache.
+//
+// Note [Decoder in the pipeline]: as a ZooModel, a decoder's forward() is the prefill of a
+// prompt (token ids N x T, int64) without a cache, returning the logits of the prompt's last
+// position (N x vocabulary): the first generated token is their argmax. So a cold switch of a
+// decoder through the pipeline engine ends at the first token, and its latency is the time to
+// first token (TTFT); every layer is gated as in the other models (the token embedding, per
+// decoder layer its two RMSNorms, q/k/v/o projections and gate/up/down projections, the final
+// norm and, untied, the head). Decoding after the prefill uses the Decoder interface below:
+// the parameters are resident by then, so it is the resident model's decode.
+//
+// The KV cache is allocated once per (batch, capacity) and reused: prefill resets and fills
+// it, decode appends. Attention is written out (matmul, causal mask, softmax in fp32 as
+// Hugging Face's eager LlamaAttention does), so that LibTorch 1.13 runs it too.
+
+#include <cstdint>
+#include <memory>
+
+#include <torch/types.h>
+
+#include "psw/common/decoder_config.hpp"
+#include "psw/exec/model_zoo.hpp"
+
+namespace psw::exec {
+
+// Keys and values of every layer for `batch` sequences of up to `capacity` positions, in one
+// tensor of layers x 2 x batch x kv_heads x capacity x head_dim on the model's device.
+class KvCache {
+ public:
+  explicit KvCache(torch::Tensor storage);
+
+  std::int64_t length() const { return length_; }  // positions filled
+  std::int64_t capacity() const { return storage_.size(4); }
+  std::int64_t batch() const { return storage_.size(2); }
+  const torch::Tensor& storage() const { return storage_; }
+
+  void reset() { length_ = 0; }
+  // Writes the keys and values (N x kv_heads x T x head_dim) of positions [length, length + T)
+  // of `layer`; advance(T) after every layer has written.
+  void write(std::int64_t layer, const torch::Tensor& keys, const torch::Tensor& values);
+  void advance(std::int64_t positions);
+  // Positions [0, upto) of `layer`.
+  torch::Tensor keys(std::int64_t layer, std::int64_t upto) const;
+  torch::Tensor values(std::int64_t layer, std::int64_t upto) const;
+
+ private:
+  torch::Tensor storage_;
+  std::int64_t length_ = 0;
+};
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual const DecoderConfig& config() const = 0;
+  // A zeroed cache on the model's device in the model's dtype. InputError for a batch below 1
+  // or a capacity outside [1, max_positions].
+  virtual KvCache make_cache(int batch, std::int64_t capacity) const = 0;
+  // A seeded prompt of token ids N x length in [0, vocabulary), on the CPU.
+  virtual torch::Tensor example_tokens(int batch, std::int64_t length, std::uint64_t seed) const = 0;
+  // Resets `cache`, runs the prompt (N x T int64 on the model's device), fills positions
+  // [0, T) of the cache; returns the last position's logits (N x vocabulary). Gated as forward().
+  virtual torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate) = 0;
+  torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache) {
+    return prefill(tokens, cache, [](std::size_t) {});
+  }
+  // Appends `tokens` (N x T, usually T = 1) after the cache's positions; the last position's
+  // logits. InputError when the cache is full or of another batch.
+  virtual torch::Tensor decode(const torch::Tensor& tokens, KvCache& cache) = 0;
+};
+
+// The model as a Decoder, or nullptr for the zoo's other models.
+Decoder* as_decoder(ZooModel& model);
+
+// Greedy decoding after a prefill: the token after the prompt is argmax(first_logits); then
+// `steps` - 1 decode steps. The generated ids, N x steps (int64, on the model's device).
+torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps);
+
+// A Llama decoder of `config`, weights seeded from `seed` (a counter-based hash, so the 8 B
+// model is filled in parallel in seconds: linear and embedding weights uniform with standard
+// deviation 0.02, Hugging Face's initializer_range; RMSNorm weights uniform in [0.9, 1.1]),
+// built directly in `dtype` (fp32, bf16 or fp16) on the CPU.
+std::unique_ptr<ZooModel> make_decoder(const DecoderConfig& config, std::uint64_t seed, torch::ScalarType dtype);
+
+// Whether a --model argument names a decoder config file (it ends in .yaml) rather than a
+// built-in zoo model.
+bool names_decoder_config(const std::string& model);
+
+}  // namespace psw::exec

@@ -1,0 +1,325 @@
+// The Llama decoder family (decoder.hpp, Note [Decoder in the pipeline]), sized by a
+// DecoderConfig: token embedding; per layer RMSNorm, grouped-query attention with rotary
+// position embeddings, RMSNorm, SwiGLU MLP, each with a residual; final RMSNorm; the head
+// (tied to the embedding or its own). The arithmetic follows Hugging Face's LlamaForCausalLM
+// (eager attention, no rope scaling): RMSNorm in fp32 and cast back before the weight;
+// cos/sin computed in fp32 and cast to the model's dtype; softmax in fp32.
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "models/zoo_base.hpp"
+#include "psw/common/error.hpp"
+#include "psw/exec/decoder.hpp"
+
+namespace psw::exec {
+
+KvCache::KvCache(torch::Tensor storage) : storage_(std::move(storage)) {
+  PSW_CHECK(storage_.dim() == 6 && storage_.size(1) == 2, "a KV cache is layers x 2 x N x kv_heads x capacity x head_dim, not ",
+            storage_.sizes());
+}
+
+void KvCache::write(std::int64_t layer, const torch::Tensor& keys, const torch::Tensor& values) {
+  const std::int64_t t = keys.size(2);
+  PSW_CHECK(length_ + t <= capacity(), "KV cache overflow");
+  storage_[layer][0].narrow(2, length_, t).copy_(keys);
+  storage_[layer][1].narrow(2, length_, t).copy_(values);
+}
+
+void KvCache::advance(std::int64_t positions) {
+  PSW_CHECK(positions >= 0 && length_ + positions <= capacity(), "KV cache overflow");
+  length_ += positions;
+}
+
+torch::Tensor KvCache::keys(std::int64_t layer, std::int64_t upto) const { return storage_[layer][0].narrow(2, 0, upto); }
+torch::Tensor KvCache::values(std::int64_t layer, std::int64_t upto) const { return storage_[layer][1].narrow(2, 0, upto); }
+
+Decoder* as_decoder(ZooModel& model) { return dynamic_cast<Decoder*>(&model); }
+
+torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps) {
+  if (steps < 1) throw InputError(::psw::detail::concat("decode steps must be at least 1, not ", steps));
+  std::vector<torch::Tensor> tokens;
+  torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
+  tokens.push_back(next);
+  for (int i = 1; i < steps; ++i) {
+    next = decoder.decode(next, cache).argmax(-1, /*keepdim=*/true);
+    tokens.push_back(next);
+  }
+  return torch::cat(tokens, 1);
+}
+
+bool names_decoder_config(const std::string& model) {
+  return model.size() > 5 && model.compare(model.size() - 5, 5, ".yaml") == 0;
+}
+
+namespace detail {
+namespace {
+
+// splitmix64 of one counter: the seeded "random" values of the weights, element by element,
+// so that any thread fills any part and the values do not depend on the thread count.
+double unit_hash(std::uint64_t stream, std::uint64_t index) {
+  std::uint64_t z = stream * 0xD1B54A32D192ED03ULL + index * 0x9E3779B97F4A7C15ULL + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
+}
+
+// Fills `t` (any dtype, contiguous, on the CPU) uniformly in [low, high), through fp32 chunks.
+void fill_uniform(torch::Tensor& t, double low, double high, std::uint64_t stream) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor flat = t.view({-1});
+  const std::int64_t n = flat.numel();
+  constexpr std::int64_t kChunk = 1 << 20;
+  at::parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](std::int64_t begin, std::int64_t end) {
+    torch::Tensor buffer = torch::empty({kChunk}, torch::kFloat32);
+    float* data = buffer.data_ptr<float>();
+    for (std::int64_t chunk = begin; chunk < end; ++chunk) {
+      const std::int64_t start = chunk * kChunk;
+      const std::int64_t len = std::min(kChunk, n - start);
+      for (std::int64_t i = 0; i < len; ++i) {
+        data[i] = static_cast<float>(low + (high - low) * unit_hash(stream, static_cast<std::uint64_t>(start + i)));
+      }
+      flat.narrow(0, start, len).copy_(buffer.narrow(0, 0, len));
+    }
+  });
+}
+
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(std::int64_t dim, double eps, torch::ScalarType dtype) : eps_(eps) {
+    weight = register_parameter("weight", torch::ones({dim}, torch::dtype(dtype)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const torch::Tensor x32 = x.to(torch::kFloat32);
+    const torch::Tensor normed = x32 * torch::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+    return weight * normed.to(x.scalar_type());
+  }
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RmsNorm);
+
+// A linear layer without bias (every projection of Llama).
+class ProjectionImpl : public torch::nn::Module {
+ public:
+  ProjectionImpl(std::int64_t in, std::int64_t out, torch::ScalarType dtype) {
+    weight = register_parameter("weight", torch::empty({out, in}, torch::dtype(dtype)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(Projection);
+
+class TokenEmbeddingImpl : public torch::nn::Module {
+ public:
+  TokenEmbeddingImpl(std::int64_t vocabulary, std::int64_t dim, torch::ScalarType dtype) {
+    weight = register_parameter("weight", torch::empty({vocabulary, dim}, torch::dtype(dtype)));
+  }
+  torch::Tensor forward(const torch::Tensor& ids) { return torch::embedding(weight, ids); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(TokenEmbedding);
+
+constexpr std::int64_t kExamplePrompt = 128;  // example_input's prompt length (as BERT's 128)
+constexpr double kInitStd = 0.02;             // Hugging Face's initializer_range
+
+class Llama final : public ZooBase, public Decoder {
+ public:
+  Llama(DecoderConfig config, std::uint64_t seed, torch::ScalarType dtype)
+      : ZooBase(config.name), config_(std::move(config)), dtype_(dtype) {
+    const DecoderConfig& c = config_;
+    const std::int64_t kv = c.kv_heads * c.head_dim();
+    embed_ = add_layer("model.embed_tokens", TokenEmbedding(c.vocabulary, c.hidden, dtype), "embedding");
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l);
+      Block b;
+      b.input_norm = add_layer(p + ".input_layernorm", RmsNorm(c.hidden, c.rms_norm_eps, dtype), "rmsnorm");
+      b.q = add_layer(p + ".self_attn.q_proj", Projection(c.hidden, c.hidden, dtype), "linear");
+      b.k = add_layer(p + ".self_attn.k_proj", Projection(c.hidden, kv, dtype), "linear");
+      b.v = add_layer(p + ".self_attn.v_proj", Projection(c.hidden, kv, dtype), "linear");
+      b.o = add_layer(p + ".self_attn.o_proj", Projection(c.hidden, c.hidden, dtype), "linear");
+      b.post_norm = add_layer(p + ".post_attention_layernorm", RmsNorm(c.hidden, c.rms_norm_eps, dtype), "rmsnorm");
+      b.gate = add_layer(p + ".mlp.gate_proj", Projection(c.hidden, c.intermediate, dtype), "linear");
+      b.up = add_layer(p + ".mlp.up_proj", Projection(c.hidden, c.intermediate, dtype), "linear");
+      b.down = add_layer(p + ".mlp.down_proj", Projection(c.intermediate, c.hidden, dtype), "linear");
+      blocks_.push_back(std::move(b));
+    }
+    norm_ = add_layer("model.norm", RmsNorm(c.hidden, c.rms_norm_eps, dtype), "rmsnorm");
+    if (!c.tie_embeddings) head_ = add_layer("lm_head", Projection(c.hidden, c.vocabulary, dtype), "linear");
+    // Every tensor from its own stream of the hash, in layer order.
+    const double half = kInitStd * std::sqrt(3.0);
+    std::uint64_t stream = seed * 0x100000000ULL;
+    for (ZooLayer& layer : layers()) {
+      for (torch::Tensor& t : layer.tensors) {
+        if (layer.kind == "rmsnorm") {
+          fill_uniform(t, 0.9, 1.1, ++stream);
+        } else {
+          fill_uniform(t, -half, half, ++stream);
+        }
+      }
+    }
+  }
+
+  // ZooModel
+  torch::Tensor example_input(int batch, std::uint64_t seed) const override {
+    return example_tokens(batch, std::min(kExamplePrompt, config_.max_positions), seed);
+  }
+
+  // Decoder
+  const DecoderConfig& config() const override { return config_; }
+
+  KvCache make_cache(int batch, std::int64_t capacity) const override {
+    if (batch < 1 || capacity < 1 || capacity > config_.max_positions) {
+      throw InputError(::psw::detail::concat(name(), ": a KV cache needs a batch of at least 1 and a capacity in [1, ",
+                                             config_.max_positions, "] (max_positions), not batch ", batch,
+                                             " and capacity ", capacity));
+    }
+    return KvCache(torch::zeros({config_.layers, 2, batch, config_.kv_heads, capacity, config_.head_dim()},
+                                embed_->weight.options()));
+  }
+
+  torch::Tensor example_tokens(int batch, std::int64_t length, std::uint64_t seed) const override {
+    if (batch < 1 || length < 1 || length > config_.max_positions) {
+      throw InputError(::psw::detail::concat(name(), ": a prompt needs a batch of at least 1 and a length in [1, ",
+                                             config_.max_positions, "], not batch ", batch, " and length ", length));
+    }
+    torch::Tensor ids = torch::empty({batch, length}, torch::kInt64);
+    std::int64_t* data = ids.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < ids.numel(); ++i) {
+      data[i] = static_cast<std::int64_t>(unit_hash(~seed, static_cast<std::uint64_t>(i)) *
+                                          static_cast<double>(config_.vocabulary));
+    }
+    return ids;
+  }
+
+  torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate) override {
+    torch::NoGradGuard no_grad;
+    cache.reset();
+    Cursor cursor(*this, gate);
+    return run(tokens, cursor, &cache);
+  }
+
+  torch::Tensor decode(const torch::Tensor& tokens, KvCache& cache) override {
+    torch::NoGradGuard no_grad;
+    const LayerGate none = [](std::size_t) {};
+    Cursor cursor(*this, none);
+    return run(tokens, cursor, &cache);
+  }
+
+ protected:
+  std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& cursor) override {
+    return {run(input, cursor, nullptr)};
+  }
+
+ private:
+  struct Block {
+    RmsNorm input_norm{nullptr}, post_norm{nullptr};
+    Projection q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+    Projection gate{nullptr}, up{nullptr}, down{nullptr};
+  };
+
+  static torch::Tensor rotate_half(const torch::Tensor& x) {
+    const std::int64_t half = x.size(-1) / 2;
+    return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  }
+
+  // The prompt or the next tokens at positions [past, past + T): the last position's logits.
+  torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache) {
+    const DecoderConfig& cfg = config_;
+    const std::int64_t past = cache != nullptr ? cache->length() : 0;
+    if (tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 || tokens.size(0) < 1 || tokens.size(1) < 1 ||
+        past + tokens.size(1) > cfg.max_positions) {
+      throw InputError(::psw::detail::concat(name(), ": the input must be token ids N x T (int64, 1 <= T <= ",
+                                             cfg.max_positions - past, "), not ", tokens.sizes(), " ", tokens.dtype()));
+    }
+    const std::int64_t n = tokens.size(0);
+    const std::int64_t t = tokens.size(1);
+    if (cache != nullptr && (cache->batch() != n || past + t > cache->capacity())) {
+      throw InputError(::psw::detail::concat(name(), ": the KV cache holds ", cache->batch(), " sequences of up to ",
+                                             cache->capacity(), " positions, ", past, " filled; ", n, " x ", t,
+                                             " more tokens do not fit"));
+    }
+    const std::int64_t heads = cfg.heads;
+    const std::int64_t kv_heads = cfg.kv_heads;
+    const std::int64_t group = heads / kv_heads;
+    const std::int64_t d = cfg.head_dim();
+    const std::int64_t seen = past + t;  // keys each query may attend to, at most
+
+    // Rotary embeddings for positions [past, past + T), in fp32, then in the model's dtype.
+    const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(tokens.device());
+    const torch::Tensor inv_freq =
+        torch::reciprocal(torch::pow(cfg.rope_theta, torch::arange(0, d, 2, i64).to(torch::kFloat32) / d));
+    const torch::Tensor positions = torch::arange(past, seen, i64).to(torch::kFloat32);
+    const torch::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // T x d/2
+    const torch::Tensor angles = torch::cat({freqs, freqs}, -1);                   // T x d
+    const torch::Tensor cos = angles.cos().to(dtype_);
+    const torch::Tensor sin = angles.sin().to(dtype_);
+    // Causal: the query at position past + i sees the keys at positions <= past + i.
+    const torch::Tensor masked =
+        torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+
+    torch::Tensor h = step(c, embed_, tokens);
+    for (std::size_t l = 0; l < blocks_.size(); ++l) {
+      Block& b = blocks_[l];
+      const torch::Tensor x = step(c, b.input_norm, h);
+      torch::Tensor q = step(c, b.q, x).view({n, t, heads, d}).transpose(1, 2);    // N x H x T x d
+      torch::Tensor k = step(c, b.k, x).view({n, t, kv_heads, d}).transpose(1, 2);  // N x KV x T x d
+      torch::Tensor v = step(c, b.v, x).view({n, t, kv_heads, d}).transpose(1, 2);
+      q = q * cos + rotate_half(q) * sin;
+      k = k * cos + rotate_half(k) * sin;
+      if (cache != nullptr) {
+        cache->write(static_cast<std::int64_t>(l), k, v);
+        k = cache->keys(static_cast<std::int64_t>(l), seen);
+        v = cache->values(static_cast<std::int64_t>(l), seen);
+      }
+      // Grouped-query attention: query heads [j * group, (j + 1) * group) share key/value head
+      // j (Hugging Face's repeat_kv), without materialising the repeated keys.
+      const torch::Tensor qg = q.reshape({n, kv_heads, group, t, d});
+      torch::Tensor scores = torch::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;  // N x KV x G x T x seen
+      scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
+      const torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(dtype_);
+      const torch::Tensor context =
+          torch::matmul(probs, v.unsqueeze(2)).reshape({n, heads, t, d}).transpose(1, 2).reshape({n, t, cfg.hidden});
+      h = h + step(c, b.o, context);
+      const torch::Tensor y = step(c, b.post_norm, h);
+      // Two statements: the gate runs before up (the layer order), which an expression's
+      // operands would not guarantee.
+      const torch::Tensor gate = torch::silu(step(c, b.gate, y));
+      const torch::Tensor gated = gate * step(c, b.up, y);
+      h = h + step(c, b.down, gated);
+    }
+    if (cache != nullptr) cache->advance(t);
+    const torch::Tensor last = step(c, norm_, h).select(1, t - 1);  // N x hidden
+    torch::Tensor logits = head_.is_empty() ? torch::linear(last, embed_->weight) : step(c, head_, last);
+    c.finish();
+    return logits;
+  }
+
+  DecoderConfig config_;
+  torch::ScalarType dtype_;
+  TokenEmbedding embed_{nullptr};
+  std::vector<Block> blocks_;
+  RmsNorm norm_{nullptr};
+  Projection head_{nullptr};
+};
+
+}  // namespace
+}  // namespace detail
+
+std::unique_ptr<ZooModel> make_decoder(const DecoderConfig& config, std::uint64_t seed, torch::ScalarType dtype) {
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
+    throw InputError(::psw::detail::concat(config.name, ": a decoder is built in fp32, bf16 or fp16, not ", dtype));
+  }
+  return std::make_unique<detail::Llama>(config, seed, dtype);
+}
+
+}  // namespace psw::exec

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On a GPU host (issue 11): cold starts of LLM decoders and of the zoo in bf16. Builds, runs
+# the decoder and dtype tests of the `gpu` label, profiles the link and each model
+# (`psw profile`, decoders at a 512-token prompt), then measures with `psw run --graph`:
+#  - llama-1b and llama-8b (configs/zoo/) in bf16: time to first token of a cold switch beside
+#    copy-then-prefill and the resident prefill, and per-token decode (Note [Time to first
+#    token]); once copying every layer, once with --placement auto (the embedding read in place);
+#  - resnet152 and bert_base in fp32 and bf16: the same switch with half the bytes.
+# Writes OUT_DIR/<date>-llm.md (scripts/llm_report.py) and OUT_DIR/raw-llm.tar.gz.
+#
+#   scripts/gpu-llm.sh [OUT_DIR]          # OUT_DIR defaults to results/gpu
+#   PSW_LLM_MODELS="llama-1b" PSW_LLM_REPEAT=20 PSW_LLM_PROMPT=512 PSW_LLM_DECODE=32
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/results/gpu}
+source "$root/scripts/gpu-build.sh" "$out" psw psw_gpu_tests
+raw="$out/raw-llm"
+profiles="$raw/profiles"
+mkdir -p "$raw" "$profiles"
+psw="$build/cli/psw"
+repeat=${PSW_LLM_REPEAT:-20}
+prompt=${PSW_LLM_PROMPT:-512}
+decode=${PSW_LLM_DECODE:-32}
+echo "== gpu tests: decoders and dtypes ($(date -u +%T))"
+ctest --test-dir "$build" -L gpu -R "Decoder|Dtype" --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -8
+echo "== link ($(date -u +%T))"
+(cd "$root" && "$psw" profile --model bert_base --batch 1 --repeat 5 --link --hardware-name h200-pcie5 --out "$profiles/link") \
+  | grep link
+hardware="$profiles/link/h200-pcie5.yaml"
+for model in ${PSW_LLM_MODELS:-llama-1b llama-8b}; do
+  echo "== $model bf16, prompt $prompt ($(date -u +%T))"
+  config="configs/zoo/$model.yaml"
+  (cd "$root" && "$psw" profile --model "$config" --dtype bf16 --batch 1 --prompt-tokens "$prompt" --repeat "$repeat" \
+     --out "$profiles/bf16") | tail -2
+  for placement in copy auto; do
+    (cd "$root" && "$psw" run --model "$config" --dtype bf16 --batch 1 --prompt-tokens "$prompt" --decode "$decode" \
+       --graph --placement "$placement" --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/$model.yaml" \
+       --hardware "$hardware" --format json) > "$raw/$model-bf16-$placement.json"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["decoder"]; print("%s: TTFT %.1f ms, bound %.1f ms (%.3f), copy-then-prefill %.1f ms, resident %.1f ms, decode %.2f ms/token" % (sys.argv[2], d["latency_ms"]["median"], c["first_token_bound_ms"], c["first_token_over_bound"], c["copy_then_prefill_ms"]["median"], c["resident_prefill_ms"], c["per_token_ms"]["median"]))' \
+      "$raw/$model-bf16-$placement.json" "$model $placement"
+  done
+done
+for model in resnet152 bert_base; do
+  for dtype in fp32 bf16; do
+    echo "== $model $dtype ($(date -u +%T))"
+    (cd "$root" && "$psw" profile --model "$model" --dtype "$dtype" --batch 8 --repeat "$repeat" --out "$profiles/$dtype") | tail -1
+    (cd "$root" && "$psw" run --model "$model" --dtype "$dtype" --batch 8 --graph --repeat "$repeat" --warmup 3 \
+       --profile "$profiles/$dtype/$model.yaml" --hardware "$hardware" --format json) > "$raw/$model-$dtype.json"
+  done
+done
+report="$out/$(date -u +%F)-llm.md"
+python3 "$root/scripts/llm_report.py" "$raw" "$root/scripts/environment.sh" > "$report"
+tar -C "$raw" -czf "$out/raw-llm.tar.gz" . && rm -rf "$raw"
+echo "== written $report ($(date -u +%T))"
