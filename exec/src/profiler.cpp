@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "psw/common/error.hpp"
+#include "psw/exec/decoder.hpp"
 
 namespace psw::exec {
 
@@ -281,7 +282,11 @@ ModelProfile profile_skeleton(ZooModel& model, const torch::Tensor& input) {
     l.name = layer.name;
     l.kind = layer.kind;
     l.param_bytes = layer.bytes();
-    if (layer.kind == "embedding" && !layer.tensors.empty() && layer.tensors[0].dim() == 2 &&
+    // A tied decoder's head multiplies by the whole table: read in place, every forward would
+    // read all of it over the link, so it is never a candidate (0).
+    const Decoder* decoder = as_decoder(model);
+    const bool tied = decoder != nullptr && decoder->config().tie_embeddings;
+    if (layer.kind == "embedding" && !tied && !layer.tensors.empty() && layer.tensors[0].dim() == 2 &&
         input.scalar_type() == torch::kInt64) {
       const torch::Tensor& table = layer.tensors[0];
       l.host_read_bytes = std::min(l.param_bytes, static_cast<Bytes>(input.numel() * table.size(1) * table.element_size()));

@@ -12,6 +12,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/pipeline.hpp"
+#include "psw/exec/profiler.hpp"
 #include "psw/exec/weights.hpp"
 #include "../common/input_error.hpp"
 
@@ -203,6 +204,26 @@ TEST(Decoder, WeightsUseHuggingFaceNames) {
   load_weights(*target, file);
   EXPECT_TRUE(torch::equal(target->forward(prompt), source->forward(prompt)));
   std::filesystem::remove(file);
+}
+
+TEST(Decoder, ProfileSkeletonIsTheLiveModel) {
+  auto model = make_decoder(tiny(), 1, torch::kBFloat16);
+  const torch::Tensor prompt = decoder_of(*model).example_tokens(2, 24, 1);
+  const ModelProfile profile = profile_skeleton(*model, prompt);
+  EXPECT_EQ(profile.name, "llama-tiny");
+  EXPECT_EQ(profile.batch, 2);
+  EXPECT_EQ(profile.dtype, "bf16");
+  ASSERT_EQ(profile.layers.size(), model->layers().size());
+  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+    EXPECT_EQ(profile.layers[i].name, model->layers()[i].name);
+    EXPECT_EQ(profile.layers[i].param_bytes, model->layers()[i].bytes());
+  }
+  // The embedding, read in place, fetches one row (64 bf16 values) per token.
+  EXPECT_EQ(profile.layers[0].host_read_bytes, 2 * 24 * 64 * 2);
+  EXPECT_EQ(profile.layers[1].host_read_bytes, 0);
+  // Tied, the head reads the whole table: never in place.
+  auto tied = make_decoder(tiny(true), 1, torch::kBFloat16);
+  EXPECT_EQ(profile_skeleton(*tied, prompt).layers[0].host_read_bytes, 0);
 }
 
 TEST(Decoder, MakeModelTakesAConfigFile) {

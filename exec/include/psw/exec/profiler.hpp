@@ -22,7 +22,8 @@ namespace psw::exec {
 // The layers of the live model as a profile to fill with measured times: names, kinds and
 // bytes of its layers (no FLOPs), the batch of `input`, the dtype of its parameters; a token
 // embedding's host_read_bytes is one row per input token (what a forward reads when the table
-// stays in pinned host memory). For models without a shipped analytic profile (the decoders).
+// stays in pinned host memory; none for a tied decoder, whose head reads the whole table).
+// For models without a shipped analytic profile (the decoders).
 ModelProfile profile_skeleton(ZooModel& model, const torch::Tensor& input);
 
 // Per-layer times of one phase (forward or backward) of a profiled model.
