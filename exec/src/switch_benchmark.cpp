@@ -9,6 +9,7 @@
 #include "psw/common/switch_costs.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/weights.hpp"
 
@@ -29,6 +30,35 @@ std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
   return TransferMode::Pipelined;
+}
+
+// The layer fingerprint the model would have in `dtype` (Note [Layer fingerprint]): its
+// floating-point tensors at that dtype's element size, integer ones as they are. A plan's
+// fingerprint equal to it was made for this model in that dtype.
+std::uint64_t fingerprint_in(ZooModel& model, torch::ScalarType dtype) {
+  LayerSignature signature;
+  for (const ZooLayer& layer : model.layers()) {
+    Bytes bytes = 0;
+    for (const torch::Tensor& t : layer.tensors) {
+      const auto element = t.is_floating_point() ? c10::elementSize(dtype) : t.element_size();
+      bytes += static_cast<Bytes>(t.numel()) * static_cast<Bytes>(element);
+    }
+    signature.emplace_back(layer.name, bytes);
+  }
+  return psw::layer_fingerprint(signature);
+}
+
+// InputError when `plan` fits the model in another of the zoo's dtypes than its own: a clearer
+// message than check_plan_matches' fingerprint mismatch.
+void check_plan_dtype(const SwitchPlan& plan, ZooModel& model, const std::string& origin) {
+  if (plan.model != model.name()) return;  // check_plan_matches says so
+  for (const std::string& name : zoo_dtype_names()) {
+    const torch::ScalarType dtype = parse_zoo_dtype(name);
+    if (dtype == model.dtype() || plan.fingerprint != fingerprint_in(model, dtype)) continue;
+    throw InputError(origin + ": the plan was made for " + model.name() + " in " + name + ", not in " +
+                     zoo_dtype_name(model.dtype()) + " (--dtype): make it from the " +
+                     zoo_dtype_name(model.dtype()) + " profile");
+  }
 }
 
 }  // namespace
@@ -69,8 +99,15 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     throw InputError("--placement auto plans the groups it places, from pinned memory: not with --plan, "
                      "no-pinned-memory, no-memory-management or no-optimization");
   }
+  const torch::ScalarType dtype = parse_zoo_dtype(spec.dtype);
+  // Before the model is built: the profile's bytes and times are of one dtype, and planning
+  // from another's would group and predict the wrong sizes.
+  if (spec.profile.dtype != spec.dtype) {
+    throw InputError(spec.profile_origin + ": the profile is for dtype '" + spec.profile.dtype + "', not '" +
+                     spec.dtype + "' (--dtype): give the profile of " + spec.model + " in " + spec.dtype);
+  }
   auto backend = make_backend(spec.backend);
-  auto model = make_model(spec.model, 0);
+  auto model = make_model(spec.model, 0, dtype);
   if (spec.profile.name != model->name()) {
     throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
                      spec.model + "'");
@@ -84,6 +121,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   report.device = backend->device_description();
   if (spec.plan) {
     report.plan = *spec.plan;
+    check_plan_dtype(report.plan, *model, spec.plan_origin);
     check_plan_matches(report.plan, model->name(), layer_fingerprint(*model), model->layers().size(),
                        spec.plan_origin);
   } else {
