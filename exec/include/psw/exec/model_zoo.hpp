@@ -66,7 +66,7 @@ class ZooModel {
   // CNNs; for BERT the pooled output (N x 768). The input must be on the model's device. Like
   // the originals, the CNNs run on any image size from their minimum up (ResNet 32 x 32,
   // Inception 75 x 75) and BERT on any sequence length from 1 to 512; InputError for an input
-  // of the wrong rank, dtype or a smaller size.
+  // of the wrong rank, dtype (images in the model's dtype(), token ids int64) or a smaller size.
   virtual torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) = 0;
   torch::Tensor forward(const torch::Tensor& input) {
     return forward(input, [](std::size_t) {});
