@@ -98,7 +98,11 @@ std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed
     }
     // Built in fp32 whatever the dtype, so that every dtype holds the same seeded values
     // (rounded): the tests compare a bf16 model's output against the fp32 one's.
-    if (dtype != torch::kFloat32) static_cast<detail::ZooBase&>(*model).convert(dtype);
+    if (dtype != torch::kFloat32) {
+      auto* base = dynamic_cast<detail::ZooBase*>(model.get());
+      PSW_CHECK(base != nullptr, name, ": the zoo converts models built on ZooBase only");
+      base->convert(dtype);
+    }
     return model;
   }
   std::string known;

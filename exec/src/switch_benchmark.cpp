@@ -49,16 +49,19 @@ std::uint64_t fingerprint_in(ZooModel& model, torch::ScalarType dtype) {
 }
 
 // InputError when `plan` fits the model in another of the zoo's dtypes than its own: a clearer
-// message than check_plan_matches' fingerprint mismatch.
+// message than check_plan_matches' fingerprint mismatch. bf16 and fp16 have the same sizes, so
+// their plans are interchangeable and the message names both.
 void check_plan_dtype(const SwitchPlan& plan, ZooModel& model, const std::string& origin) {
   if (plan.model != model.name()) return;  // check_plan_matches says so
+  if (plan.fingerprint == fingerprint_in(model, model.dtype())) return;
+  std::string fits;
   for (const std::string& name : zoo_dtype_names()) {
-    const torch::ScalarType dtype = parse_zoo_dtype(name);
-    if (dtype == model.dtype() || plan.fingerprint != fingerprint_in(model, dtype)) continue;
-    throw InputError(origin + ": the plan was made for " + model.name() + " in " + name + ", not in " +
-                     zoo_dtype_name(model.dtype()) + " (--dtype): make it from the " +
-                     zoo_dtype_name(model.dtype()) + " profile");
+    if (plan.fingerprint == fingerprint_in(model, parse_zoo_dtype(name))) fits += (fits.empty() ? "" : " or ") + name;
   }
+  if (fits.empty()) return;  // other layers altogether: check_plan_matches says so
+  const std::string own = zoo_dtype_name(model.dtype());
+  throw InputError(origin + ": the plan was made for " + model.name() + " in " + fits + ", not in " + own +
+                   " (--dtype): make it from the " + own + " profile");
 }
 
 }  // namespace

@@ -287,7 +287,7 @@ if(PSW_HAVE_EXEC)
   psw_cli_test(run.profile_of_another_dtype 2 "resnet152\\.yaml: the profile is for dtype 'fp32', not 'bf16'" run
                --model resnet152 --backend host --dtype bf16 --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_script_test(run.plan_of_another_dtype 300
-    "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/bf16/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'made for inception_v3 in bf16, not in fp32'")
+    "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/bf16/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'made for inception_v3 in bf16 or fp16, not in fp32'")
   psw_cli_test(profile.bad_dtype 2 "--dtype: unknown dtype 'half'" profile --model bert_base --backend host --dtype half)
   psw_cli_test(run.unknown_model 2 "unknown model 'gpt2'" run --model gpt2 --backend host --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_test(run.graph_on_host 2 "cannot capture graphs" run --model inception_v3 --backend host --graph --repeat 1 --warmup 0 --batch 1)

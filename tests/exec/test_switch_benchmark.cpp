@@ -62,7 +62,25 @@ TEST(SwitchBenchmarkDtype, APlanMadeForAnotherDtypeIsRefusedNamingIt) {
                                Strategy::Optimal, Placement::Copy);
   spec.plan_origin = "p.yaml";
   const std::string what = refusal(spec);
-  EXPECT_NE(what.find("p.yaml: the plan was made for bert_base in bf16, not in fp32"), std::string::npos) << what;
+  EXPECT_NE(what.find("p.yaml: the plan was made for bert_base in bf16 or fp16, not in fp32"), std::string::npos)
+      << what;
+}
+
+// The other way round, and the plan of the model's own dtype runs: a bf16 plan on the bf16
+// model (Inception-v3 at batch 1, its cheapest run on the host).
+TEST(SwitchBenchmarkDtype, APlanOfTheModelsOwnDtypeRunsAndAnFp32OneIsRefused) {
+  SwitchBenchmarkSpec spec = spec_for("inception_v3", "bf16", "bf16");
+  spec.plan = make_switch_plan(analytic_profile("inception_v3"), spec.hardware, Task::Inference, Strategy::Optimal,
+                               Placement::Copy);
+  spec.plan_origin = "fp32.yaml";
+  const std::string what = refusal(spec);
+  EXPECT_NE(what.find("fp32.yaml: the plan was made for inception_v3 in fp32, not in bf16"), std::string::npos)
+      << what;
+  spec.plan = make_switch_plan(spec.profile, spec.hardware, Task::Inference, Strategy::Optimal, Placement::Copy);
+  const SwitchBenchmarkReport report = run_switch_benchmark(spec);
+  EXPECT_EQ(report.plan.fingerprint, spec.plan->fingerprint);
+  EXPECT_EQ(report.param_bytes, spec.profile.total_param_bytes());
+  EXPECT_GT(report.latency.median_ms, 0.0);
 }
 
 }  // namespace
