@@ -27,7 +27,8 @@ struct ProfileOptions {
   int batch = 8;
   int repeat = 50;
   std::string backend = "cuda";
-  std::string base_profile;  // default configs/models/NAME.yaml: names, kinds, bytes
+  std::string dtype = "fp32";
+  std::string base_profile;  // default configs/models/NAME.yaml (fp32) or DTYPE/NAME.yaml: names, kinds, bytes
   std::string hardware_base = "configs/hardware/h200-pcie5-base.yaml";
   bool link = false;
   bool train = false;
@@ -67,11 +68,29 @@ Bytes parse_size(const std::string& text) {
 
 void run_profile(const ProfileOptions& o) {
   if (o.train_eager && !o.train) throw InputError("--train-eager needs --train");
-  // A decoder has no shipped analytic profile: its layers and bytes come from the live model.
+  torch::ScalarType dtype;
+  try {
+    dtype = exec::parse_zoo_dtype(o.dtype);
+  } catch (const InputError& e) {
+    throw InputError(std::string("--dtype: ") + e.what());
+  }
+  // The analytic profile of the dtype (scripts/gen_model_profiles.py): fp32 at the top of
+  // configs/models/, the others in a folder of their dtype's name. A decoder has no shipped
+  // analytic profile: its layers and bytes come from the live model, in its dtype.
   const bool decoder_config = exec::names_decoder_config(o.model) && o.base_profile.empty();
-  const std::string base_path = o.base_profile.empty() ? "configs/models/" + o.model + ".yaml" : o.base_profile;
+  const std::string in_dtype = o.dtype == "fp32" ? "" : o.dtype + "/";
+  const std::string base_path =
+      o.base_profile.empty() ? "configs/models/" + in_dtype + o.model + ".yaml" : o.base_profile;
+  std::optional<ModelProfile> base;
+  if (!decoder_config) {
+    base = load_model_profile(base_path);
+    if (base->dtype != o.dtype) {
+      throw InputError(base_path + ": the base profile is for dtype '" + base->dtype + "', not '" + o.dtype +
+                       "' (--dtype): its bytes would not be the model's");
+    }
+  }
   auto backend = exec::make_backend(o.backend);
-  auto model = exec::make_model(o.model, 0);
+  auto model = exec::make_model(o.model, 0, dtype);
   exec::Decoder* decoder = exec::as_decoder(*model);
   if (o.prompt_tokens != 0 && decoder == nullptr) {
     throw InputError("--prompt-tokens is for decoders (configs/zoo/*.yaml); " + model->name() + " is not one");
@@ -79,7 +98,7 @@ void run_profile(const ProfileOptions& o) {
   const torch::Tensor input = decoder != nullptr && o.prompt_tokens > 0
                                   ? decoder->example_tokens(o.batch, o.prompt_tokens, 1)
                                   : model->example_input(o.batch, 1);
-  ModelProfile profile = decoder_config ? exec::profile_skeleton(*model, input) : load_model_profile(base_path);
+  ModelProfile profile = base ? *base : exec::profile_skeleton(*model, input);
   if (profile.name != model->name() || profile.num_layers() != model->layers().size()) {
     throw InputError(base_path + ": not a profile of the zoo's '" + o.model + "' (names or layer count differ)");
   }
@@ -116,11 +135,15 @@ void run_profile(const ProfileOptions& o) {
     layer.backward_time.reset();
     if (training) layer.backward_time = training->backward.per_layer[i];
   }
-  const std::string model_path = o.out_dir + "/" + profile.name + ".yaml";
-  save_text(model_path, "# Measured by `psw profile --model " + o.model + (o.train ? " --train" : "") + "` on " +
+  // The profile records its dtype (the base's, checked equal to --dtype above, or the live
+  // decoder's); fp32 ones where they always were, the others in a folder of their dtype, as in
+  // configs/models/.
+  const std::string model_path = o.out_dir + "/" + in_dtype + profile.name + ".yaml";
+  save_text(model_path, "# Measured by `psw profile --model " + o.model +
+                            (o.dtype == "fp32" ? "" : " --dtype " + o.dtype) + (o.train ? " --train" : "") + "` on " +
                             device + "; do not edit by hand.\n" + to_yaml(profile));
-  std::printf("%-12s %s: %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), profile.layers.size(),
-              o.batch, device.c_str(), model_path.c_str());
+  std::printf("%-12s %s (%s): %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), o.dtype.c_str(),
+              profile.layers.size(), o.batch, device.c_str(), model_path.c_str());
   std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
   if (training) {
     std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
@@ -171,7 +194,10 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--repeat", options->repeat, "Timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
-  cmd->add_option("--base-profile", options->base_profile, "Model profile giving layer names and bytes");
+  cmd->add_option("--dtype", options->dtype, "The model's dtype: fp32 | bf16 | fp16")->capture_default_str();
+  cmd->add_option("--base-profile", options->base_profile,
+                  "Model profile giving layer names and bytes, in --dtype (default: configs/models/MODEL.yaml for "
+                  "fp32, configs/models/DTYPE/MODEL.yaml otherwise)");
   cmd->add_option("--hardware-base", options->hardware_base, "Hardware profile whose other costs are kept")->capture_default_str();
   cmd->add_flag("--train", options->train,
                 "Also profile a training iteration: per-layer backward times (and training-only layers' forward)");

@@ -42,7 +42,8 @@ struct RunOptions {
   std::string format = "table";
   std::string timeline_path;
   std::string backend = "cuda";
-  std::string profile_path;   // model profile for planning and prediction (default: configs/models/h200/NAME.yaml)
+  std::string dtype = "fp32";
+  std::string profile_path;   // model profile for planning and prediction (default: default_profile_path)
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
   bool graph = false;
   std::string placement = "copy";
@@ -59,16 +60,30 @@ std::string some_names(const std::vector<std::string>& names, std::size_t shown 
   return out;
 }
 
+// The profile psw run plans from without --profile. fp32: the one measured on the H200 (the
+// default hardware); bf16 / fp16: the analytic one of that dtype (scripts/gen_model_profiles.py),
+// until profiles measured in those dtypes are adopted.
+std::string default_profile_path(const std::string& model, const std::string& dtype) {
+  if (dtype == "fp32") return "configs/models/h200/" + model + ".yaml";
+  return "configs/models/" + dtype + "/" + model + ".yaml";
+}
+
 void run(const RunOptions& o) {
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
   exec::SwitchBenchmarkSpec spec;
   spec.model = o.model;
+  spec.dtype = o.dtype;
+  try {
+    exec::parse_zoo_dtype(o.dtype);  // before a default profile path is made from it
+  } catch (const InputError& e) {
+    throw InputError(std::string("--dtype: ") + e.what());
+  }
   spec.weights = o.weights_path;
   spec.mechanism = parse_mechanism(o.mode);
-  // The default hardware is the H200, so the default profile is the one measured there.
+  // The default hardware is the H200, so the default fp32 profile is the one measured there.
   // A decoder's profile is named after its config's `name`, not the file.
   const std::string name = exec::names_decoder_config(o.model) ? load_decoder_config(o.model).name : o.model;
-  spec.profile_origin = o.profile_path.empty() ? "configs/models/h200/" + name + ".yaml" : o.profile_path;
+  spec.profile_origin = o.profile_path.empty() ? default_profile_path(name, o.dtype) : o.profile_path;
   spec.profile = load_model_profile(spec.profile_origin);
   spec.hardware = load_hardware_profile(o.hardware_path);
   if (!o.plan_path.empty()) {
@@ -102,7 +117,7 @@ void run(const RunOptions& o) {
   }
   if (o.format == "json") {
     nlohmann::json out = {
-        {"model", o.model}, {"mode", o.mode}, {"backend", r.backend}, {"strategy", strategy},
+        {"model", o.model}, {"dtype", o.dtype}, {"mode", o.mode}, {"backend", r.backend}, {"strategy", strategy},
         {"groups", plan.groups.size()}, {"repeat", o.repeat}, {"batch", o.batch},
         {"fingerprint", fingerprint_hex(plan.fingerprint)},
         {"latency_ms", {{"median", r.latency.median_ms}, {"p99", r.latency.p99_ms}, {"min", r.latency.min_ms}}},
@@ -143,8 +158,8 @@ void run(const RunOptions& o) {
     std::cout << out.dump(2) << "\n";
     return;
   }
-  std::printf("%-18s %s, mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
-              o.model.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", r.backend.c_str(), strategy.c_str(),
+  std::printf("%-18s %s (%s), mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
+              o.model.c_str(), o.dtype.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", r.backend.c_str(), strategy.c_str(),
               plan.groups.size(), o.batch, o.repeat);
   if (r.weights) {
     std::printf("%-18s %s: %zu tensors, %s read\n", "weights", r.weights->file.c_str(), r.weights->loaded,
@@ -214,8 +229,13 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--timeline", options->timeline_path,
                   "Write one traced switch, measured, beside the predicted timeline as a Chrome trace");
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
+  cmd->add_option("--dtype", options->dtype,
+                  "The model's dtype: fp32 | bf16 | fp16 (the zoo's seeded fp32 weights converted; --weights and "
+                  "--profile must be in this dtype)")
+      ->capture_default_str();
   cmd->add_option("--profile", options->profile_path,
-                  "Model profile for planning and prediction (default: configs/models/h200/MODEL.yaml, measured)");
+                  "Model profile for planning and prediction, in --dtype (default: configs/models/h200/MODEL.yaml, "
+                  "measured, for fp32; configs/models/DTYPE/MODEL.yaml, analytic, for bf16 and fp16)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
   cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
   cmd->add_option("--weights", options->weights_path,

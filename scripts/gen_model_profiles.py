@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Generate the analytic model profiles in configs/models/ from the architecture definitions.
 
-    python3 scripts/gen_model_profiles.py            # (re)write configs/models/*.yaml
+    python3 scripts/gen_model_profiles.py            # (re)write configs/models/*.yaml,
+                                                     # bf16/*.yaml and fp16/*.yaml
     python3 scripts/gen_model_profiles.py --check    # exit 1 if the files on disk are stale
     python3 scripts/gen_model_profiles.py --out DIR  # write somewhere else
 
-Standard library only. Each profile is one model at batch 8, fp32: its layers in execution
-order, where a layer is a module owning parameters or buffers (the unit of transfer and of
+Standard library only. Each profile is one model at batch 8 in one dtype: its layers in
+execution order, where a layer is a module owning parameters or buffers (the unit of transfer and of
 gating). Parameterless operations (ReLU, pooling, residual add, concat, softmax, GELU,
 attention score matmuls, ...) are folded into the preceding layer in execution order, or
 into the following one when no layer precedes them.
@@ -46,12 +47,17 @@ Cost conventions
   - concat backward is views (0, 0).
 * host_read_bytes (embeddings only) = what one forward reads from the table when it stays in
   pinned host memory and the GPU reads it in place (DESIGN.md §3 placement): one row per
-  token, T x hidden x 4 bytes; absent for layers that are never read in place.
+  token, T x hidden x 4 bytes (2 in bf16 / fp16); absent for layers that are never read in place.
 * activation_bytes = the layer's own output plus the new tensors its folded ops create
   that autograd keeps for backward (ReLU in torchvision is in place and ResNet's residual
   add is in place, so they add nothing; max pooling also keeps its int64 indices; the
   raw / scaled / masked attention scores are transient, the softmax output and the
   contiguous context are kept).
+
+Data types: configs/models/<model>.yaml is fp32; configs/models/bf16/ and fp16/ hold the same
+models in 16-bit floats (2 bytes per element where fp32 has 4: parameters, floating buffers,
+activations and memory traffic; int64 tensors unchanged; FLOPs unchanged), as the zoo makes
+them (make_model's dtype: every floating-point tensor converted, num_batches_tracked kept).
 
 BERT buffers: no buffers are counted for BERT (position_ids / token_type_ids are
 non-persistent index buffers in current HuggingFace; counting position_ids would add
@@ -69,7 +75,11 @@ import sys
 from dataclasses import dataclass, field
 
 BATCH = 8
-F32 = 4  # bytes per fp32 element
+# Bytes per element of the model's floating-point tensors (parameters, floating buffers,
+# activations), by dtype; integer tensors (num_batches_tracked, token ids, max-pooling
+# indices) stay int64 in every dtype. FLOPs do not depend on the dtype.
+DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
+ELT = 4  # bytes per element of the dtype being generated (set by generate())
 I64 = 8  # bytes per int64 element
 
 # FLOPs per output element of the parameterless / normalisation ops.
@@ -167,38 +177,38 @@ def conv(net, name, x, cout, k, stride=1, pad=0, first=False, training_only=Fals
     ph, pw = pair(pad)
     y = (cout, conv_out(h, kh, sh, ph), conv_out(w, kw, sw, pw))
     params = cout * cin * kh * kw  # bias=False everywhere in these models
-    wbytes = params * F32
+    wbytes = params * ELT
     flops = 2 * numel(y) * cin * kh * kw
-    traffic = numel(x) * F32 + numel(y) * F32 + wbytes
+    traffic = numel(x) * ELT + numel(y) * ELT + wbytes
     mult = 1 if first else 2
     net.layer(name, "conv", params, wbytes,
-              Op(flops, traffic, mult * flops, mult * traffic, numel(y) * F32), training_only)
+              Op(flops, traffic, mult * flops, mult * traffic, numel(y) * ELT), training_only)
     return y
 
 
 def bn(net, name, x, training_only=False):
     c = x[0]
     params = 2 * c                         # weight, bias
-    param_bytes = 4 * c * F32 + I64        # + running_mean, running_var, num_batches_tracked
+    param_bytes = 4 * c * ELT + I64        # + running_mean, running_var, num_batches_tracked
     e = numel(x)
     flops = BN_FLOPS * e
     net.layer(name, "bn", params, param_bytes,
-              Op(flops, 2 * e * F32 + param_bytes, flops,
-                 3 * e * F32 + param_bytes + params * F32, e * F32), training_only)
+              Op(flops, 2 * e * ELT + param_bytes, flops,
+                 3 * e * ELT + param_bytes + params * ELT, e * ELT), training_only)
     return x
 
 
 def relu(net, x, inplace=True, into="prev"):
     e = numel(x)
-    net.free(Op(RELU_FLOPS * e, 2 * e * F32, RELU_FLOPS * e, 3 * e * F32,
-                0 if inplace else e * F32), into)
+    net.free(Op(RELU_FLOPS * e, 2 * e * ELT, RELU_FLOPS * e, 3 * e * ELT,
+                0 if inplace else e * ELT), into)
     return x
 
 
 def add(net, x, inplace, into="prev"):
     e = numel(x)
-    net.free(Op(ADD_FLOPS * e, 3 * e * F32, ADD_FLOPS * e, 3 * e * F32,
-                0 if inplace else e * F32), into)
+    net.free(Op(ADD_FLOPS * e, 3 * e * ELT, ADD_FLOPS * e, 3 * e * ELT,
+                0 if inplace else e * ELT), into)
     return x
 
 
@@ -208,8 +218,8 @@ def pool(net, x, k, stride, pad=0, kind="max", into="prev", ceil_mode=False):
     y = (c, conv_out(h, k, stride, pad), conv_out(w, k, stride, pad))
     flops = k * k * numel(y)
     idx = numel(y) * I64 if kind == "max" else 0
-    traffic = numel(x) * F32 + numel(y) * F32
-    net.free(Op(flops, traffic, flops, traffic + idx, numel(y) * F32 + idx), into)
+    traffic = numel(x) * ELT + numel(y) * ELT
+    net.free(Op(flops, traffic, flops, traffic + idx, numel(y) * ELT + idx), into)
     return y
 
 
@@ -217,8 +227,8 @@ def global_avgpool(net, x, into="prev"):
     c, h, w = x
     y = (c, 1, 1)
     flops = h * w * numel(y)
-    traffic = numel(x) * F32 + numel(y) * F32
-    net.free(Op(flops, traffic, flops, traffic, numel(y) * F32), into)
+    traffic = numel(x) * ELT + numel(y) * ELT
+    net.free(Op(flops, traffic, flops, traffic, numel(y) * ELT), into)
     return y
 
 
@@ -227,18 +237,18 @@ def concat(net, shapes):
     h, w = shapes[0][1:]
     assert all(s[1:] == (h, w) for s in shapes)
     y = (c, h, w)
-    net.free(Op(0, 2 * numel(y) * F32, 0, 0, numel(y) * F32))
+    net.free(Op(0, 2 * numel(y) * ELT, 0, 0, numel(y) * ELT))
     return y
 
 
 def linear(net, name, fin, fout, tokens, first=False, training_only=False):
     params = fin * fout + fout
-    pbytes = params * F32
+    pbytes = params * ELT
     flops = 2 * fin * fout * tokens
-    traffic = tokens * fin * F32 + tokens * fout * F32 + pbytes
+    traffic = tokens * fin * ELT + tokens * fout * ELT + pbytes
     mult = 1 if first else 2
     net.layer(name, "linear", params, pbytes,
-              Op(flops, traffic, mult * flops, mult * traffic, tokens * fout * F32),
+              Op(flops, traffic, mult * flops, mult * traffic, tokens * fout * ELT),
               training_only)
 
 
@@ -412,13 +422,13 @@ SEQ = 128
 def build_bert_base() -> Net:
     net = Net("bert_base")
     T = BATCH * SEQ                 # tokens
-    act = T * HIDDEN * F32          # one hidden-state tensor, bytes
+    act = T * HIDDEN * ELT          # one hidden-state tensor, bytes
     e_h = T * HIDDEN                # hidden-state elements
 
     def embedding(name, rows):
         params = rows * HIDDEN
-        pbytes = params * F32
-        gathered = T * HIDDEN * F32
+        pbytes = params * ELT
+        gathered = T * HIDDEN * ELT
         lyr = net.layer(name, "embedding", params, pbytes,
                         Op(0, T * I64 + 2 * gathered, T * HIDDEN,
                            T * I64 + gathered + 2 * gathered + pbytes, act))
@@ -427,7 +437,7 @@ def build_bert_base() -> Net:
 
     def layernorm(name):
         params = 2 * HIDDEN
-        pbytes = params * F32
+        pbytes = params * ELT
         flops = LN_FLOPS * e_h
         net.layer(name, "layernorm", params, pbytes,
                   Op(flops, 2 * act + pbytes, flops, 3 * act + 2 * pbytes, act))
@@ -445,7 +455,7 @@ def build_bert_base() -> Net:
     head_dim = HIDDEN // HEADS
     assert head_dim * HEADS == HIDDEN
     e_s = BATCH * HEADS * SEQ * SEQ  # attention-score elements
-    s_bytes = e_s * F32
+    s_bytes = e_s * ELT
     for i in range(N_LAYERS):
         p = f"encoder.layer.{i}"
         linear(net, f"{p}.attention.self.query", HIDDEN, HIDDEN, T)
@@ -457,7 +467,7 @@ def build_bert_base() -> Net:
         qk_bytes = 2 * act + s_bytes
         net.free(Op(mm, qk_bytes, 2 * mm, 2 * qk_bytes, 0))
         net.free(Op(SCALE_FLOPS * e_s, 2 * s_bytes, SCALE_FLOPS * e_s, 2 * s_bytes, 0))
-        mask_bytes = BATCH * SEQ * F32
+        mask_bytes = BATCH * SEQ * ELT
         net.free(Op(MASK_FLOPS * e_s, 2 * s_bytes + mask_bytes,
                     MASK_FLOPS * e_s, 2 * s_bytes, 0))
         net.free(Op(SOFTMAX_FLOPS * e_s, 2 * s_bytes, SOFTMAX_FLOPS * e_s, 3 * s_bytes, s_bytes))
@@ -469,8 +479,8 @@ def build_bert_base() -> Net:
         layernorm(f"{p}.attention.output.LayerNorm")
         linear(net, f"{p}.intermediate.dense", HIDDEN, INTER, T)
         e_i = T * INTER
-        net.free(Op(GELU_FLOPS * e_i, 2 * e_i * F32, GELU_FLOPS * e_i, 3 * e_i * F32,
-                    e_i * F32))  # GELU output, output.dense's input
+        net.free(Op(GELU_FLOPS * e_i, 2 * e_i * ELT, GELU_FLOPS * e_i, 3 * e_i * ELT,
+                    e_i * ELT))  # GELU output, output.dense's input
         linear(net, f"{p}.output.dense", INTER, HIDDEN, T)
         residual_add()
         layernorm(f"{p}.output.LayerNorm")
@@ -478,7 +488,7 @@ def build_bert_base() -> Net:
     # Pooler: first token of each sequence (a view), dense, tanh.
     linear(net, "pooler.dense", HIDDEN, HIDDEN, BATCH)
     e_p = BATCH * HIDDEN
-    net.free(Op(TANH_FLOPS * e_p, 2 * e_p * F32, TANH_FLOPS * e_p, 3 * e_p * F32, e_p * F32))
+    net.free(Op(TANH_FLOPS * e_p, 2 * e_p * ELT, TANH_FLOPS * e_p, 3 * e_p * ELT, e_p * ELT))
     net.finish()
     return net
 
@@ -489,13 +499,15 @@ def build_bert_base() -> Net:
 
 MODELS = [
     # builder, expected params, expected MB (params + buffers), description
-    (build_resnet152, 60_192_808, "241.4", 311,
-     "torchvision resnet152 (Bottleneck, layers [3, 8, 36, 3]), input 8x3x224x224, fp32"),
-    (build_inception_v3, 27_161_264, "108.8", None,
-     "torchvision inception_v3(aux_logits=True), input 8x3x299x299, fp32; "
+    # builder, expected params, expected MB (params + buffers) per dtype, layers, description
+    # (the dtype is appended after "{dtype}")
+    (build_resnet152, 60_192_808, {"fp32": "241.4", "bf16": "120.7", "fp16": "120.7"}, 311,
+     "torchvision resnet152 (Bottleneck, layers [3, 8, 36, 3]), input 8x3x224x224, {dtype}"),
+    (build_inception_v3, 27_161_264, {"fp32": "108.8", "bf16": "54.4", "fp16": "54.4"}, None,
+     "torchvision inception_v3(aux_logits=True), input 8x3x299x299, {dtype}; "
      "AuxLogits placed after Mixed_6e, training_only"),
-    (build_bert_base, 109_482_240, "437.9", 101,
-     "HuggingFace BertModel (bert-base-uncased config) with pooler, input 8x128 tokens, fp32"),
+    (build_bert_base, 109_482_240, {"fp32": "437.9", "bf16": "219.0", "fp16": "219.0"}, 101,
+     "HuggingFace BertModel (bert-base-uncased config) with pooler, input 8x128 tokens, {dtype}"),
 ]
 
 KINDS = {"conv", "bn", "linear", "embedding", "layernorm"}
@@ -517,7 +529,7 @@ def check_model(net: Net, params: int, mb: str, n_layers) -> tuple[int, int]:
     return total_params, total_bytes
 
 
-def render(net: Net, desc: str, total_params: int, total_bytes: int) -> str:
+def render(net: Net, desc: str, dtype: str, total_params: int, total_bytes: int) -> str:
     out = [
         HEADER,
         f"# {desc}.",
@@ -525,7 +537,7 @@ def render(net: Net, desc: str, total_params: int, total_bytes: int) -> str:
         f"parameters+buffers ({total_bytes / 1e6:.1f} MB).",
         f"name: {net.name}",
         f"batch: {BATCH}",
-        "dtype: fp32",
+        f"dtype: {dtype}",
         "source:",
         "  kind: analytic",
         f'  note: "{NOTE}"',
@@ -551,21 +563,30 @@ def render(net: Net, desc: str, total_params: int, total_bytes: int) -> str:
 
 
 def generate() -> list[tuple[str, str, str]]:
-    """Returns (file name, text, summary line) per model."""
+    """Returns (file name relative to the output folder, text, summary line) per model and dtype:
+    fp32 as <model>.yaml, the others as <dtype>/<model>.yaml."""
+    global ELT
     results = []
-    for build, params, mb, n_layers, desc in MODELS:
-        net = build()
-        total_params, total_bytes = check_model(net, params, mb, n_layers)
-        text = render(net, desc, total_params, total_bytes)
-        fwd = sum(l.total("fwd_flops") for l in net.layers)
-        bwd = sum(l.total("bwd_flops") for l in net.layers)
-        aux = sum(1 for l in net.layers if l.training_only)
-        summary = (f"{net.name}: {len(net.layers)} layers"
-                   + (f" ({aux} training_only)" if aux else "")
-                   + f", {total_params:,} params, {total_bytes / 1e6:.1f} MB, "
-                   f"forward {fwd / 1e9:.2f} GFLOP, backward {bwd / 1e9:.2f} GFLOP")
-        results.append((f"{net.name}.yaml", text, summary))
+    for dtype, elt in DTYPES.items():
+        ELT = elt
+        for build, params, mb, n_layers, desc in MODELS:
+            net = build()
+            total_params, total_bytes = check_model(net, params, mb[dtype], n_layers)
+            text = render(net, desc.format(dtype=dtype), dtype, total_params, total_bytes)
+            fname = f"{net.name}.yaml" if dtype == "fp32" else os.path.join(dtype, f"{net.name}.yaml")
+            results.append((fname, text, summarise(net, dtype, total_params, total_bytes)))
+    ELT = DTYPES["fp32"]
     return results
+
+
+def summarise(net: Net, dtype: str, total_params: int, total_bytes: int) -> str:
+    fwd = sum(l.total("fwd_flops") for l in net.layers)
+    bwd = sum(l.total("bwd_flops") for l in net.layers)
+    aux = sum(1 for l in net.layers if l.training_only)
+    return (f"{net.name} ({dtype}): {len(net.layers)} layers"
+            + (f" ({aux} training_only)" if aux else "")
+            + f", {total_params:,} params, {total_bytes / 1e6:.1f} MB, "
+            f"forward {fwd / 1e9:.2f} GFLOP, backward {bwd / 1e9:.2f} GFLOP")
 
 
 def main() -> int:
@@ -598,9 +619,9 @@ def main() -> int:
         print(f"model profiles in {args.out} are current")
         return 0
 
-    os.makedirs(args.out, exist_ok=True)
     for fname, text, summary in results:
         path = os.path.join(args.out, fname)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         print(f"wrote {path}")

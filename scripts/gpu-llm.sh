@@ -31,7 +31,7 @@ for model in ${PSW_LLM_MODELS:-llama-1b llama-8b}; do
   echo "== $model bf16, prompt $prompt ($(date -u +%T))"
   config="configs/zoo/$model.yaml"
   (cd "$root" && "$psw" profile --model "$config" --dtype bf16 --batch 1 --prompt-tokens "$prompt" --repeat "$repeat" \
-     --out "$profiles/bf16") | tail -2
+     --out "$profiles") | tail -2
   for placement in copy auto; do
     (cd "$root" && "$psw" run --model "$config" --dtype bf16 --batch 1 --prompt-tokens "$prompt" --decode "$decode" \
        --graph --placement "$placement" --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/$model.yaml" \
@@ -43,9 +43,11 @@ done
 for model in resnet152 bert_base; do
   for dtype in fp32 bf16; do
     echo "== $model $dtype ($(date -u +%T))"
-    (cd "$root" && "$psw" profile --model "$model" --dtype "$dtype" --batch 8 --repeat "$repeat" --out "$profiles/$dtype") | tail -1
+    # psw profile writes fp32 profiles at the top of --out, the others under a folder of their dtype.
+    in_dtype=$([[ $dtype == fp32 ]] && echo "" || echo "$dtype/")
+    (cd "$root" && "$psw" profile --model "$model" --dtype "$dtype" --batch 8 --repeat "$repeat" --out "$profiles") | tail -1
     (cd "$root" && "$psw" run --model "$model" --dtype "$dtype" --batch 8 --graph --repeat "$repeat" --warmup 3 \
-       --profile "$profiles/$dtype/$model.yaml" --hardware "$hardware" --format json) > "$raw/$model-$dtype.json"
+       --profile "$profiles/$in_dtype$model.yaml" --hardware "$hardware" --format json) > "$raw/$model-$dtype.json"
   done
 done
 report="$out/$(date -u +%F)-llm.md"

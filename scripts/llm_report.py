@@ -47,7 +47,7 @@ def main():
     for name, r in runs.items():
         if "decoder" in r:
             continue
-        print(f"| {r['model']} | {name.split('-')[-1]} | {r['param_bytes'] / 1e6:.1f} MB | {r['transfer_ms']:.2f} "
+        print(f"| {r['model']} | {r['dtype']} | {r['param_bytes'] / 1e6:.1f} MB | {r['transfer_ms']:.2f} "
               f"| {r['ready_graph_ms']['median']:.2f} | {r['latency_ms']['median']:.2f} | {r['predicted_ms']:.2f} "
               f"| {100 * r['prediction_error']:+.1f}% |")
     tests = os.path.join(raw, "gpu-tests.log")

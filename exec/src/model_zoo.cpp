@@ -2,7 +2,9 @@
 
 #include "psw/exec/model_zoo.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <mutex>
 #include <utility>
 
@@ -40,16 +42,73 @@ std::vector<std::string> zoo_model_names() {
   return names;
 }
 
-std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed) {
-  // A decoder is sized by its config file and seeds its own weights (no global generator).
-  if (names_decoder_config(name)) return make_decoder(load_decoder_config(name), seed, torch::kFloat32);
+namespace {
+
+struct DtypeEntry {
+  const char* name;
+  torch::ScalarType type;
+};
+
+constexpr DtypeEntry kDtypes[] = {
+    {"fp32", torch::kFloat32},
+    {"bf16", torch::kBFloat16},
+    {"fp16", torch::kFloat16},
+};
+
+std::string dtype_choices() {
+  std::string out;
+  for (const DtypeEntry& d : kDtypes) out += std::string(out.empty() ? "" : ", ") + d.name;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> zoo_dtype_names() {
+  std::vector<std::string> names;
+  for (const DtypeEntry& d : kDtypes) names.emplace_back(d.name);
+  return names;
+}
+
+torch::ScalarType parse_zoo_dtype(const std::string& name) {
+  for (const DtypeEntry& d : kDtypes) {
+    if (name == d.name) return d.type;
+  }
+  throw InputError("unknown dtype '" + name + "' (the zoo's dtypes: " + dtype_choices() + ")");
+}
+
+std::string zoo_dtype_name(torch::ScalarType dtype) {
+  for (const DtypeEntry& d : kDtypes) {
+    if (dtype == d.type) return d.name;
+  }
+  throw Error(::psw::detail::concat("dtype ", dtype, " is not one of the zoo's (", dtype_choices(), ")"));
+}
+
+std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed, torch::ScalarType dtype) {
+  // A decoder is sized by its config file, built in its dtype and seeds its own weights (no
+  // global generator).
+  if (names_decoder_config(name)) return make_decoder(load_decoder_config(name), seed, dtype);
   for (const Entry& e : kModels) {
     if (name != e.name) continue;
-    // The global generator is seeded and then consumed by the construction: one at a time.
-    static std::mutex mutex;
-    std::lock_guard<std::mutex> lock(mutex);
-    torch::manual_seed(seed);
-    return e.build();
+    if (std::none_of(std::begin(kDtypes), std::end(kDtypes), [&](const DtypeEntry& d) { return d.type == dtype; })) {
+      throw InputError(::psw::detail::concat("make_model: dtype ", dtype, " is not one of the zoo's (",
+                                             dtype_choices(), ")"));
+    }
+    std::unique_ptr<ZooModel> model;
+    {
+      // The global generator is seeded and then consumed by the construction: one at a time.
+      static std::mutex mutex;
+      std::lock_guard<std::mutex> lock(mutex);
+      torch::manual_seed(seed);
+      model = e.build();
+    }
+    // Built in fp32 whatever the dtype, so that every dtype holds the same seeded values
+    // (rounded): the tests compare a bf16 model's output against the fp32 one's.
+    if (dtype != torch::kFloat32) {
+      auto* base = dynamic_cast<detail::ZooBase*>(model.get());
+      PSW_CHECK(base != nullptr, name, ": the zoo converts models built on ZooBase only");
+      base->convert(dtype);
+    }
+    return model;
   }
   std::string known;
   for (const Entry& e : kModels) known += std::string(known.empty() ? "" : ", ") + e.name;
@@ -70,6 +129,21 @@ void ZooBase::to(torch::Device device) {
   // Module::to rebinds each parameter and buffer with set_data, so the layers' tensors, which
   // share their TensorImpl, follow.
   root_->to(device);
+}
+
+void ZooBase::convert(torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  // Not Module::to(dtype): LibTorch's converts every buffer, integer ones included, where
+  // PyTorch's converts floating-point tensors only (num_batches_tracked stays int64, as in a
+  // state_dict saved from a bf16 torchvision model). set_data keeps each TensorImpl, so the
+  // layers' tensors, which share it, follow.
+  for (torch::Tensor& t : root_->parameters(/*recurse=*/true)) {
+    if (t.is_floating_point()) t.set_data(t.to(dtype));
+  }
+  for (torch::Tensor& t : root_->buffers(/*recurse=*/true)) {
+    if (t.is_floating_point()) t.set_data(t.to(dtype));
+  }
+  dtype_ = dtype;
 }
 
 std::shared_ptr<torch::nn::Module> ZooBase::container(const std::string& path) {
@@ -173,14 +247,15 @@ void ZooBase::scale_bn_weight(torch::nn::BatchNorm2d& bn, double factor) {
 
 void ZooBase::check_image(const torch::Tensor& input, std::int64_t min_size) const {
   if (input.dim() != 4 || input.size(1) != 3 || input.size(2) < min_size ||
-      input.size(3) < min_size || !input.is_floating_point()) {
+      input.size(3) < min_size || input.scalar_type() != dtype_) {
     throw InputError(::psw::detail::concat(name_, ": the input must be images N x 3 x H x W, ",
-                                           "floating point, H and W at least ", min_size,
+                                           "in the model's dtype ", zoo_dtype_name(dtype_),
+                                           ", H and W at least ", min_size,
                                            ", not ", input.sizes(), " ", input.dtype()));
   }
 }
 
-torch::Tensor ZooBase::random_images(int batch, std::int64_t size, std::uint64_t seed) {
+torch::Tensor ZooBase::random_images(int batch, std::int64_t size, std::uint64_t seed) const {
   if (batch < 1) throw InputError(::psw::detail::concat("batch must be at least 1, not ", batch));
   torch::Tensor images = torch::empty({batch, 3, size, size}, torch::kFloat32);
   float* data = images.data_ptr<float>();
@@ -194,7 +269,7 @@ torch::Tensor ZooBase::random_images(int batch, std::int64_t size, std::uint64_t
     z ^= z >> 31;
     data[i] = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   }
-  return images;
+  return dtype_ == torch::kFloat32 ? images : images.to(dtype_);
 }
 
 torch::Tensor ZooBase::forward(const torch::Tensor& input, const LayerGate& gate) {

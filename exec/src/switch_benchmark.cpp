@@ -10,6 +10,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/parameter_store.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/weights.hpp"
 
@@ -30,6 +31,38 @@ std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   if (t.allocation == Allocation::PerTensorMalloc) return TransferMode::AllocatePerTensor;
   if (t.host_memory == HostMemory::Pageable) return TransferMode::Pageable;
   return TransferMode::Pipelined;
+}
+
+// The layer fingerprint the model would have in `dtype` (Note [Layer fingerprint]): its
+// floating-point tensors at that dtype's element size, integer ones as they are. A plan's
+// fingerprint equal to it was made for this model in that dtype.
+std::uint64_t fingerprint_in(ZooModel& model, torch::ScalarType dtype) {
+  LayerSignature signature;
+  for (const ZooLayer& layer : model.layers()) {
+    Bytes bytes = 0;
+    for (const torch::Tensor& t : layer.tensors) {
+      const auto element = t.is_floating_point() ? c10::elementSize(dtype) : t.element_size();
+      bytes += static_cast<Bytes>(t.numel()) * static_cast<Bytes>(element);
+    }
+    signature.emplace_back(layer.name, bytes);
+  }
+  return psw::layer_fingerprint(signature);
+}
+
+// InputError when `plan` fits the model in another of the zoo's dtypes than its own: a clearer
+// message than check_plan_matches' fingerprint mismatch. bf16 and fp16 have the same sizes, so
+// their plans are interchangeable and the message names both.
+void check_plan_dtype(const SwitchPlan& plan, ZooModel& model, const std::string& origin) {
+  if (plan.model != model.name()) return;  // check_plan_matches says so
+  if (plan.fingerprint == fingerprint_in(model, model.dtype())) return;
+  std::string fits;
+  for (const std::string& name : zoo_dtype_names()) {
+    if (plan.fingerprint == fingerprint_in(model, parse_zoo_dtype(name))) fits += (fits.empty() ? "" : " or ") + name;
+  }
+  if (fits.empty()) return;  // other layers altogether: check_plan_matches says so
+  const std::string own = zoo_dtype_name(model.dtype());
+  throw InputError(origin + ": the plan was made for " + model.name() + " in " + fits + ", not in " + own +
+                   " (--dtype): make it from the " + own + " profile");
 }
 
 // Note [Time to first token]: copy-then-prefill with the same groups, then the resident
@@ -117,8 +150,15 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     throw InputError("--placement auto plans the groups it places, from pinned memory: not with --plan, "
                      "no-pinned-memory, no-memory-management or no-optimization");
   }
+  const torch::ScalarType dtype = parse_zoo_dtype(spec.dtype);
+  // Before the model is built: the profile's bytes and times are of one dtype, and planning
+  // from another's would group and predict the wrong sizes.
+  if (spec.profile.dtype != spec.dtype) {
+    throw InputError(spec.profile_origin + ": the profile is for dtype '" + spec.profile.dtype + "', not '" +
+                     spec.dtype + "' (--dtype): give the profile of " + spec.model + " in " + spec.dtype);
+  }
   auto backend = make_backend(spec.backend);
-  auto model = make_model(spec.model, 0);
+  auto model = make_model(spec.model, 0, dtype);
   if (spec.profile.name != model->name()) {
     throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
                      spec.model + "'");
@@ -138,6 +178,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   report.device = backend->device_description();
   if (spec.plan) {
     report.plan = *spec.plan;
+    check_plan_dtype(report.plan, *model, spec.plan_origin);
     check_plan_matches(report.plan, model->name(), layer_fingerprint(*model), model->layers().size(),
                        spec.plan_origin);
   } else {

@@ -53,8 +53,8 @@ namespace {
 // tensor that the file lacks (torchvision's inception_v3 exported with aux_logits=False lacks
 // AuxLogits.*: the zoo's model has that head, which training runs, so the file must have it
 // too); a shape other than the model's (e.g. a classifier for another number of classes); a
-// dtype other than the model's (no conversion: bf16 or fp16 files need the zoo in that dtype,
-// issue 11 item 1, not done).
+// dtype other than the model's (no conversion: a bf16 or fp16 file loads into the zoo's model
+// made in that dtype, make_model(name, seed, torch::kBFloat16), psw run --dtype bf16).
 struct IgnoreRule {
   std::string name;
   bool prefix;  // every name that starts with `name`; else only `name` itself

@@ -277,6 +277,18 @@ if(PSW_HAVE_EXEC)
   # and one of the same model with other layer sizes by its fingerprint (Note [Layer fingerprint]).
   psw_cli_script_test(run.plan_file 300
     "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && grep -q 'fingerprint: 0x' $out/p.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"strategy\": \"optimal\"' && { $<TARGET_FILE:psw> run --model bert_base --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q \"is for model 'inception_v3'\" && sed -i 's/^fingerprint: .*/fingerprint: 0x1/' $out/p.yaml && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'fingerprint'")
+  # --dtype (issue 11 item 1): bf16 runs on the host with the analytic bf16 profile by default;
+  # a bad name, a profile of another dtype and a plan made for another dtype are refused, each
+  # by name.
+  psw_cli_test(run.host_bf16 0 "\"dtype\": \"bf16\"" run --model inception_v3 --backend host --dtype bf16
+               --repeat 1 --warmup 0 --batch 1 --format json)
+  psw_cli_test(run.bad_dtype 2 "--dtype: unknown dtype 'fp8'.*fp32, bf16, fp16" run --model resnet152 --backend host
+               --dtype fp8)
+  psw_cli_test(run.profile_of_another_dtype 2 "resnet152\\.yaml: the profile is for dtype 'fp32', not 'bf16'" run
+               --model resnet152 --backend host --dtype bf16 --profile ${PSW_MODELS}/resnet152.yaml)
+  psw_cli_script_test(run.plan_of_another_dtype 300
+    "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/bf16/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'made for inception_v3 in bf16 or fp16, not in fp32'")
+  psw_cli_test(profile.bad_dtype 2 "--dtype: unknown dtype 'half'" profile --model bert_base --backend host --dtype half)
   psw_cli_test(run.unknown_model 2 "unknown model 'gpt2'" run --model gpt2 --backend host --profile ${PSW_MODELS}/resnet152.yaml)
   psw_cli_test(run.graph_on_host 2 "cannot capture graphs" run --model inception_v3 --backend host --graph --repeat 1 --warmup 0 --batch 1)
   # --weights (Note [Weight names] in exec/src/weights.cpp): refused before the model is built
@@ -303,6 +315,10 @@ endif()
 if(PSW_HAVE_EXEC)
   psw_cli_script_test(profile.host 300
     "$<TARGET_FILE:psw> profile --model inception_v3 --backend host --batch 1 --repeat 1 --link --link-max 16MiB --hardware-name cpu-test --out $out >/dev/null && grep -q 'kind: measured' $out/inception_v3.yaml && $<TARGET_FILE:psw> plan --model $out/inception_v3.yaml --hardware $out/cpu-test.yaml --format json | grep -q total_ns")
+  # --dtype: the measured profile records its dtype, lands in a folder of its dtype, and psw run
+  # plans from it in that dtype.
+  psw_cli_script_test(profile.host_bf16 300
+    "$<TARGET_FILE:psw> profile --model inception_v3 --backend host --dtype bf16 --batch 1 --repeat 1 --out $out >/dev/null && grep -q '^dtype: bf16$' $out/bf16/inception_v3.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --dtype bf16 --profile $out/bf16/inception_v3.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"dtype\": \"bf16\"'")
   # --train: every layer gets a backward time, and a measured profile with them plans training.
   psw_cli_script_test(profile.host_train 300
     "$<TARGET_FILE:psw> profile --model bert_base --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_base.yaml) -eq 101 && $<TARGET_FILE:psw> plan --model $out/bert_base.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns")

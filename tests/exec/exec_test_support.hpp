@@ -14,10 +14,18 @@
 
 namespace psw::exec::testing_support {
 
-// The grouping `strategy` gives `model` on the H200 profile (Fixed: the artifact's groups).
-inline Grouping plan_for(const std::string& model, Strategy strategy) {
+// The analytic profile of `model` in `dtype` (fp32, bf16, fp16): configs/models/MODEL.yaml
+// for fp32, configs/models/DTYPE/MODEL.yaml for the others (scripts/gen_model_profiles.py).
+inline ModelProfile analytic_profile(const std::string& model, const std::string& dtype = "fp32") {
   const std::string root = PSW_SOURCE_DIR;
-  const ModelProfile profile = load_model_profile(root + "/configs/models/" + model + ".yaml");
+  return load_model_profile(root + "/configs/models/" + (dtype == "fp32" ? "" : dtype + "/") + model + ".yaml");
+}
+
+// The grouping `strategy` gives `model` in `dtype` on the H200 profile (Fixed: the artifact's
+// groups).
+inline Grouping plan_for(const std::string& model, Strategy strategy, const std::string& dtype = "fp32") {
+  const std::string root = PSW_SOURCE_DIR;
+  const ModelProfile profile = analytic_profile(model, dtype);
   if (strategy == Strategy::Fixed) {
     return load_fixed_groups(root + "/configs/plans/" + model + "-artifact.yaml", profile);
   }
@@ -32,6 +40,30 @@ inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   const double diff = (a64 - b64).abs().max().item<double>();
   const double scale = b64.abs().max().item<double>();
   return diff / std::max(scale, 1e-30);
+}
+
+// The relative L2 error ||y - reference|| / ||reference|| (in float64 on the CPU): how far a
+// model's output in bf16 or fp16 is from the fp32 model's (the zoo's dtype tests).
+inline double relative_l2(const torch::Tensor& y, const torch::Tensor& reference) {
+  const auto y64 = y.to(torch::kCPU, torch::kFloat64);
+  const auto r64 = reference.to(torch::kCPU, torch::kFloat64);
+  return (y64 - r64).norm().item<double>() / std::max(r64.norm().item<double>(), 1e-30);
+}
+
+// The bound on relative_l2 between a zoo model's output in `dtype` ("bf16", "fp16") and the
+// fp32 model's of the same seed on the same input (README, "Data types"). bf16 keeps 8
+// significant bits, so every layer's output is off by up to 2^-9 relative and the errors
+// accumulate over the depth; measured on the CPU (LibTorch 1.13, tests/exec/test_zoo_dtype.cpp,
+// small inputs): ResNet-152 0.0071, Inception-v3 0.0098, BERT-base 0.016: the bound is 3x the
+// largest. fp16 keeps 11 bits, 8x finer; its bound, 0.02, is for the GPU (LibTorch 1.13's CPU
+// kernels lack Half), where the fp32 reference itself runs cuDNN's convolutions in TF32 (11
+// bits). A broken conversion (bits reinterpreted, a tensor left unconverted or zeroed) gives
+// errors of order 1, or fails the dtype checks before.
+inline double dtype_tolerance(const std::string& dtype) {
+  if (dtype == "bf16") return 0.05;
+  if (dtype == "fp16") return 0.02;
+  ADD_FAILURE() << "no tolerance for dtype '" << dtype << "'";
+  return 0.0;
 }
 
 // Note [Measured trace]: every group's compute starts after its copies end, copies run back

@@ -18,6 +18,7 @@
 namespace psw::exec {
 namespace {
 
+using testing_support::analytic_profile;
 using testing_support::plan_for;
 using testing_support::expect_causal_trace;
 using testing_support::relative_error;
@@ -63,6 +64,36 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("resnet152", "inception_v3", "bert_base"),
                        ::testing::Values(Strategy::Optimal, Strategy::Single, Strategy::PerLayer, Strategy::Fixed)),
     [](const auto& p) { return std::get<0>(p.param) + "_" + strategy_label(std::get<1>(p.param)); });
+
+// The pipeline moves a bf16 model's bytes as they are: after poisoning, the switched output
+// equals a plain bf16 run of the same seed bit for bit (the same kernels on the same values;
+// relative_error would hide a dtype slip, torch::equal does not). ResNet-152 mixes bf16
+// tensors with BatchNorm's int64 counts in one layout; BERT is all bf16.
+TEST(Pipeline, Bf16SwitchedOutputEqualsAPlainBf16Run) {
+  for (const std::string name : {"resnet152", "bert_base"}) {
+    auto model = make_model(name, 11, torch::kBFloat16);
+    const torch::Tensor input = small_input(*model, 5);
+    torch::Tensor reference;
+    {
+      auto plain = make_model(name, 11, torch::kBFloat16);
+      reference = plain->forward(input);
+    }
+    ASSERT_EQ(reference.scalar_type(), torch::kBFloat16);
+    auto backend = make_host_backend();
+    auto engine_owned = make_private_pipeline(*backend, *model, plan_for(name, Strategy::Optimal, "bf16"));
+    PipelineEngine& engine = *engine_owned->engine;
+    for (int repetition = 0; repetition < 2; ++repetition) {
+      engine.poison_device_parameters(static_cast<std::uint8_t>(0xA5 + repetition));
+      const torch::Tensor out = engine.switch_in_and_run(input);
+      EXPECT_EQ(out.scalar_type(), torch::kBFloat16) << name;
+      EXPECT_TRUE(torch::equal(out, reference)) << name << " repetition " << repetition;
+    }
+    // The region holds the bf16 bytes: those of the bf16 profile, half the fp32 ones but for
+    // the int64 counts and the alignment.
+    EXPECT_GE(engine.layout().total_bytes, analytic_profile(name, "bf16").total_param_bytes());
+    EXPECT_LT(engine.layout().total_bytes, analytic_profile(name).total_param_bytes());
+  }
+}
 
 TEST(Pipeline, PoisonedParametersChangeAResidentRun) {
   // Proves the model reads the bound region: poisoning without a switch breaks the output.

@@ -222,6 +222,46 @@ TEST_P(WeightsRoundTrip, SaveWeightsWritesWhatLoadWeightsReads) {
 INSTANTIATE_TEST_SUITE_P(Zoo, WeightsRoundTrip, ::testing::Values("resnet152", "inception_v3", "bert_base"),
                          [](const auto& p) { return p.param; });
 
+// A bf16 model's state saved is a BF16 file (int64 BatchNorm counts stay I64) that loads
+// into a bf16 model of another seed exactly, and that fp32 and fp16 models refuse by dtype:
+// weights load in the model's dtype, without conversion. ResNet-152: BatchNorm's int64 counts
+// sit among the bf16 tensors (inception_v3 is the same kinds, bert_base has no integer buffer).
+TEST(WeightsDtype, Bf16FileRoundTripsIntoABf16ModelAndOtherDtypesRefuseIt) {
+  auto source = make_model("resnet152", 1, torch::kBFloat16);
+  auto target = make_model("resnet152", 2, torch::kBFloat16);
+  const fs::path file = scratch() / "resnet152-bf16.safetensors";
+  save_weights(*source, file);
+  const SafetensorsHeader header = read_safetensors_header(file);
+  ASSERT_NE(header.find("fc.weight"), nullptr);
+  EXPECT_EQ(header.find("fc.weight")->dtype, TensorDtype::BF16);
+  ASSERT_NE(header.find("bn1.num_batches_tracked"), nullptr);
+  EXPECT_EQ(header.find("bn1.num_batches_tracked")->dtype, TensorDtype::I64);
+
+  const torch::Tensor input = small_input(*source, 3);
+  const torch::Tensor expected = source->forward(input);
+  ASSERT_FALSE(torch::equal(target->forward(input), expected)) << "the two seeds must differ";
+  const WeightsReport report = load_weights(*target, file);
+  EXPECT_EQ(static_cast<std::int64_t>(report.loaded), tensor_count(*source));
+  EXPECT_TRUE(same_state(*target, snapshot(*source)));
+  EXPECT_EQ(target->layers()[0].tensors[0].scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(target->forward(input), expected));
+
+  for (const torch::ScalarType other : {torch::kFloat32, torch::kFloat16}) {
+    auto refusing = make_model("resnet152", 2, other);
+    const std::vector<torch::Tensor> before = snapshot(*refusing);
+    try {
+      load_weights(*refusing, file);
+      ADD_FAILURE() << "a " << zoo_dtype_name(other) << " model loaded a bf16 file";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("is BF16"), std::string::npos) << what;
+      EXPECT_NE(what.find(other == torch::kFloat32 ? "is F32" : "is F16"), std::string::npos) << what;
+    }
+    EXPECT_TRUE(same_state(*refusing, before));  // left as it was
+  }
+  fs::remove(file);
+}
+
 // --- Hugging Face's spellings of BERT -------------------------------------------------------
 
 TEST(WeightsBert, HuggingFaceCheckpointSpellingsLoadAndTheExtrasAreListed) {

@@ -38,6 +38,7 @@ class TinyModel final : public exec::ZooModel {
     add("fc2", "linear", *fc2_);
     add("fc3", "linear", *fc3_);
   }
+  torch::ScalarType dtype() const override { return torch::kFloat32; }
   const std::string& name() const override { return name_; }
   std::vector<exec::ZooLayer>& layers() override { return layers_; }
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {

@@ -134,7 +134,7 @@ constexpr double kInitStd = 0.02;             // Hugging Face's initializer_rang
 class Llama final : public ZooBase, public Decoder {
  public:
   Llama(DecoderConfig config, std::uint64_t seed, torch::ScalarType dtype)
-      : ZooBase(config.name), config_(std::move(config)), dtype_(dtype) {
+      : ZooBase(config.name), config_(std::move(config)) {
     const DecoderConfig& c = config_;
     const std::int64_t kv = c.kv_heads * c.head_dim();
     embed_ = add_layer("model.embed_tokens", TokenEmbedding(c.vocabulary, c.hidden, dtype), "embedding");
@@ -166,6 +166,8 @@ class Llama final : public ZooBase, public Decoder {
         }
       }
     }
+    // Built in `dtype` already: this only records it as the model's dtype().
+    convert(dtype);
   }
 
   // ZooModel
@@ -260,8 +262,8 @@ class Llama final : public ZooBase, public Decoder {
     const torch::Tensor positions = torch::arange(past, seen, i64).to(torch::kFloat32);
     const torch::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // T x d/2
     const torch::Tensor angles = torch::cat({freqs, freqs}, -1);                   // T x d
-    const torch::Tensor cos = angles.cos().to(dtype_);
-    const torch::Tensor sin = angles.sin().to(dtype_);
+    const torch::Tensor cos = angles.cos().to(dtype());
+    const torch::Tensor sin = angles.sin().to(dtype());
     // Causal: the query at position past + i sees the keys at positions <= past + i.
     const torch::Tensor masked =
         torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
@@ -286,7 +288,7 @@ class Llama final : public ZooBase, public Decoder {
       const torch::Tensor qg = q.reshape({n, kv_heads, group, t, d});
       torch::Tensor scores = torch::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;  // N x KV x G x T x seen
       scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
-      const torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(dtype_);
+      const torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(dtype());
       const torch::Tensor context =
           torch::matmul(probs, v.unsqueeze(2)).reshape({n, heads, t, d}).transpose(1, 2).reshape({n, t, cfg.hidden});
       h = h + step(c, b.o, context);
@@ -305,7 +307,6 @@ class Llama final : public ZooBase, public Decoder {
   }
 
   DecoderConfig config_;
-  torch::ScalarType dtype_;
   TokenEmbedding embed_{nullptr};
   std::vector<Block> blocks_;
   RmsNorm norm_{nullptr};

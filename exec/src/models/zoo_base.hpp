@@ -32,6 +32,10 @@ class ZooBase : public ZooModel {
   torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate) final;
   std::vector<ZooLayer>& layers() override { return layers_; }
   void to(torch::Device device) override;
+  torch::ScalarType dtype() const override { return dtype_; }
+  // Converts every floating-point parameter and buffer to `dtype` with set_data (integer
+  // buffers stay as they are); make_model calls it once, after construction in fp32.
+  void convert(torch::ScalarType dtype);
 
   // Walks the running layers in order during one forward.
   class Cursor {
@@ -100,8 +104,9 @@ class ZooBase : public ZooModel {
   // InputError unless `input` is N x 3 x H x W floating point with H, W >= min_size (the CNNs,
   // like torchvision's, run on any image size from their minimum up).
   void check_image(const torch::Tensor& input, std::int64_t min_size) const;
-  // A seeded N x 3 x size x size image batch, uniform in [-1, 1).
-  static torch::Tensor random_images(int batch, std::int64_t size, std::uint64_t seed);
+  // A seeded N x 3 x size x size image batch, uniform in [-1, 1), drawn in fp32 (the same
+  // values in every dtype) and then converted to the model's dtype.
+  torch::Tensor random_images(int batch, std::int64_t size, std::uint64_t seed) const;
 
  private:
   void attach(const std::string& path, const std::shared_ptr<torch::nn::Module>& module,
@@ -115,6 +120,7 @@ class ZooBase : public ZooModel {
   std::vector<const torch::nn::Module*> modules_;  // parallel to layers_
   std::vector<bool> training_only_;                // parallel to layers_
   bool training_ = false;                          // inside training_loss()
+  torch::ScalarType dtype_ = torch::kFloat32;
 };
 
 // The three models (resnet.cpp, inception.cpp, bert.cpp); construct after seeding.

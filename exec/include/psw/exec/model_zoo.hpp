@@ -12,6 +12,9 @@
 //                  training, so inference does not gate them;
 //  - bert_base:    HuggingFace BertModel (bert-base-uncased config) with pooler, token ids
 //                  N x 128 (int64), no padding (attention mask all ones), token types 0.
+// Data types: fp32, bf16 or fp16 (make_model's dtype). A model is always built in fp32, so the
+// seeded values are the same in every dtype, and then converted: a bf16 model holds the fp32
+// model's values rounded to bf16, and its forward runs in bf16 throughout.
 // forward() runs with eval semantics (BatchNorm on running statistics, dropout the identity) and
 // without autograd; training_loss() runs the training forward (BatchNorm on batch statistics,
 // Inception's auxiliary head) with autograd, for the profiler's backward times.
@@ -54,8 +57,8 @@ class ZooModel {
   // same order, and each layer's bytes() equal to its param_bytes there).
   virtual std::vector<ZooLayer>& layers() = 0;
   // A deterministic example input for `batch` (images N x 3 x 224 x 224 for ResNet,
-  // 299 x 299 for Inception-v3; token ids N x 128 (int64) for BERT), seeded. On the CPU,
-  // independent of the global random generator.
+  // 299 x 299 for Inception-v3, in the model's dtype: the fp32 images rounded; token ids
+  // N x 128 (int64) for BERT), seeded. On the CPU, independent of the global random generator.
   virtual torch::Tensor example_input(int batch, std::uint64_t seed) const = 0;
   // Inference forward (eval mode, no grad): calls gate(i) before layer i computes, for every
   // layer that runs, in execution order (Inception's training_only AuxLogits layers do not
@@ -63,7 +66,7 @@ class ZooModel {
   // CNNs; for BERT the pooled output (N x 768). The input must be on the model's device. Like
   // the originals, the CNNs run on any image size from their minimum up (ResNet 32 x 32,
   // Inception 75 x 75) and BERT on any sequence length from 1 to 512; InputError for an input
-  // of the wrong rank, dtype or a smaller size.
+  // of the wrong rank, dtype (images in the model's dtype(), token ids int64) or a smaller size.
   virtual torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) = 0;
   torch::Tensor forward(const torch::Tensor& input) {
     return forward(input, [](std::size_t) {});
@@ -77,15 +80,30 @@ class ZooModel {
   // Moves every parameter and buffer to `device` (the model is built on the CPU). The layers'
   // tensors keep sharing their TensorImpl with the modules.
   virtual void to(torch::Device device) = 0;
+  // The dtype of the model's floating-point parameters and buffers (make_model's dtype).
+  // Integer buffers (BatchNorm's num_batches_tracked) stay int64 in every dtype.
+  virtual torch::ScalarType dtype() const = 0;
 };
 
 // "resnet152", "inception_v3", "bert_base"; weights random, deterministic from `seed`
 // (torch::manual_seed before construction, and BatchNorm running stats set to non-trivial
 // seeded values so that outputs are not degenerate); InputError (psw/common/error.hpp) for an
 // unknown name, listing the known ones. Seeds the global LibTorch generator; calls from
-// several threads are serialised. Or the path of a decoder's config file (configs/zoo/*.yaml,
-// any name ending in .yaml): make_decoder (decoder.hpp), seeded by its own hash, in fp32.
-std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed = 0);
+// several threads are serialised. `dtype` (kFloat32, kBFloat16 or kFloat16; InputError
+// otherwise): the model is built in fp32 with the same values whatever the dtype, then every
+// floating-point parameter and buffer is converted in place (set_data: the layers' tensors
+// keep sharing their TensorImpl with the modules). Or the path of a decoder's config file
+// (configs/zoo/*.yaml, any name ending in .yaml): make_decoder (decoder.hpp), built directly in
+// `dtype` and seeded by its own hash.
+std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed = 0,
+                                     torch::ScalarType dtype = torch::kFloat32);
 std::vector<std::string> zoo_model_names();
+
+// The zoo's dtypes by the names ModelProfile::dtype and --dtype use: "fp32", "bf16", "fp16".
+// InputError naming the value and the choices for anything else.
+torch::ScalarType parse_zoo_dtype(const std::string& name);
+// The inverse: "fp32", "bf16" or "fp16"; psw::Error for another ScalarType.
+std::string zoo_dtype_name(torch::ScalarType dtype);
+std::vector<std::string> zoo_dtype_names();  // fp32, bf16, fp16
 
 }  // namespace psw::exec

@@ -19,6 +19,7 @@ namespace psw::exec {
 
 struct SwitchBenchmarkSpec {
   std::string model;                // a zoo model
+  std::string dtype = "fp32";       // the model's dtype: fp32 | bf16 | fp16 (parse_zoo_dtype)
   std::string weights;              // a safetensors file (load_weights); empty: random, seeded
   Mechanism mechanism = Mechanism::PipeSwitch;
   std::optional<SwitchPlan> plan;   // a plan file's; empty: planned here from the profiles
@@ -103,7 +104,9 @@ struct SwitchBenchmarkReport {
 // Throws InputError for a mechanism psw run cannot measure in one process (the ones that
 // need the server: stop-and-start, MPS, unified memory, IPC), a plan of another model, a
 // placement the mechanism does not allow, a weights file load_weights refuses, or
-// prompt_tokens / decode_tokens for a model that is not a decoder.
+// prompt_tokens / decode_tokens for a model that is not a decoder; for an unknown dtype, a
+// profile of another dtype than spec.dtype, and a plan made for the model in another dtype
+// (told apart from other mismatches by its layer fingerprint).
 SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec);
 
 // The mechanisms run_switch_benchmark measures, by name.
