@@ -3,6 +3,7 @@
 # through scripts/gpu-test.sh) the project's h200 configs:
 #   results/profiles/h200-pcie5.yaml  -> configs/hardware/h200-pcie5.yaml
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
+#   results/profiles/bf16/<model>.yaml -> configs/models/h200/bf16/<model>.yaml (scripts/gpu-llm.sh)
 #   results/profiles/serving-h200.yaml -> configs/serving/h200.yaml (psw profile-serving, through
 #                                         scripts/gpu-serve.sh's part calibrate)
 # Each copy gets one header line naming its source; nothing else changes. Then the several-H200
@@ -42,6 +43,11 @@ adopt() {
 adopt results/profiles/h200-pcie5.yaml configs/hardware/h200-pcie5.yaml
 for model in resnet152 inception_v3 bert_base; do
   adopt "results/profiles/$model.yaml" "configs/models/h200/$model.yaml"
+done
+# bf16 (scripts/gpu-llm.sh): two of the zoo's models and the decoders, measured at their batch
+# (8; the decoders 1 at a 512-token prompt).
+for model in resnet152 bert_base llama-1b llama-8b; do
+  adopt "results/profiles/bf16/$model.yaml" "configs/models/h200/bf16/$model.yaml"
 done
 adopt results/profiles/serving-h200.yaml configs/serving/h200.yaml
 compose_peers() {
