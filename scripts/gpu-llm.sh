@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU host (issue 11): cold starts of LLM decoders and of the zoo in bf16. Builds, runs
-# the decoder and dtype tests of the `gpu` label, profiles the link and each model
+# the decoder, dtype and Hugging Face reference tests of the `gpu` label, profiles the link and each model
 # (`psw profile`, decoders at a 512-token prompt), then measures with `psw run --graph`:
 #  - llama-1b and llama-8b (configs/zoo/) in bf16: time to first token of a cold switch beside
 #    copy-then-prefill and the resident prefill, and per-token decode (Note [Time to first
@@ -22,7 +22,7 @@ repeat=${PSW_LLM_REPEAT:-20}
 prompt=${PSW_LLM_PROMPT:-512}
 decode=${PSW_LLM_DECODE:-32}
 echo "== gpu tests: decoders and dtypes ($(date -u +%T))"
-ctest --test-dir "$build" -L gpu -R "Decoder|Dtype" --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -8
+ctest --test-dir "$build" -L gpu -R "Decoder|Dtype|HuggingFace" --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -8
 echo "== link ($(date -u +%T))"
 (cd "$root" && "$psw" profile --model bert_base --batch 1 --repeat 5 --link --hardware-name h200-pcie5 --out "$profiles/link") \
   | grep link
