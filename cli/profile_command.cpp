@@ -186,7 +186,7 @@ Action add_profile_command(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* cmd = app.add_subcommand("profile", "Measure per-layer forward (and backward) times and the link and write measured profiles");
   cmd->add_option("--model", options->model,
-                  "resnet152 | inception_v3 | bert_base | a decoder's config file (configs/zoo/llama-8b.yaml)")
+                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config file")
       ->required();
   cmd->add_option("--prompt-tokens", options->prompt_tokens,
                   "Decoders: the prompt's length the prefill is profiled at (default: 128)")
@@ -207,7 +207,12 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--link-max", options->link_max, "Largest copy: 16MiB, 64MiB, 256MiB or 1GiB")->capture_default_str();
   cmd->add_option("--hardware-name", options->hardware_name, "Name of the written hardware profile");
   cmd->add_option("--out", options->out_dir, "Output folder")->capture_default_str();
-  return [options] { run_profile(*options); };
+  return [options] {
+    // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
+    auto resolved = *options;
+    resolved.model = exec::zoo_model_argument(options->model, "configs/zoo");
+    run_profile(resolved);
+  };
 }
 
 }  // namespace psw::cli

@@ -214,7 +214,7 @@ Action add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Switch a cold model into the device and run it; measure latency and overheads");
   cmd->add_option("--model", options->model,
-                  "resnet152 | inception_v3 | bert_base | a decoder's config file (configs/zoo/llama-8b.yaml)")
+                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config file")
       ->required();
   std::string modes;
   for (Mechanism m : exec::benchmark_mechanisms()) modes += (modes.empty() ? "" : " | ") + to_string(m);
@@ -260,7 +260,12 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
       ->capture_default_str();
-  return [options] { run(*options); };
+  return [options] {
+    // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
+    auto resolved = *options;
+    resolved.model = exec::zoo_model_argument(options->model, "configs/zoo");
+    run(resolved);
+  };
 }
 
 }  // namespace psw::cli

@@ -235,6 +235,28 @@ TEST(Decoder, MakeModelTakesAConfigFile) {
   EXPECT_NE(missing.find("no-such-model.yaml"), std::string::npos) << missing;
 }
 
+TEST(Decoder, ShippedDecodersGoByName) {
+  const std::filesystem::path zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo";
+  EXPECT_EQ(zoo_model_argument("llama-8b", zoo), (zoo / "llama-8b.yaml").string());
+  EXPECT_EQ(zoo_model_argument("bert_base", zoo), "bert_base");
+  EXPECT_EQ(zoo_model_argument("my/llama.yaml", zoo), "my/llama.yaml");
+  EXPECT_EQ(zoo_model_argument("gpt2", zoo), "gpt2");  // make_model then names it unknown
+}
+
+TEST(Decoder, ATiedCheckpointIntoAnUntiedConfigIsRefusedWithAHint) {
+  auto tied = make_decoder(tiny(true), 1, torch::kFloat32);
+  const auto file = std::filesystem::temp_directory_path() / "psw-test-decoder-tied.safetensors";
+  save_weights(*tied, file);
+  auto untied = make_decoder(tiny(false), 2, torch::kFloat32);
+  const std::string message = input_error_of([&] { load_weights(*untied, file); });
+  EXPECT_NE(message.find("lm_head.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find("tie_embeddings: true"), std::string::npos) << message;
+  // And the other way: an untied file has a head the tied model lacks.
+  save_weights(*untied, file);
+  EXPECT_NE(input_error_of([&] { load_weights(*tied, file); }).find("lm_head.weight"), std::string::npos);
+  std::filesystem::remove(file);
+}
+
 TEST(Decoder, BadInputsAreInputErrors) {
   auto model = make_decoder(tiny(), 1, torch::kFloat32);
   Decoder& decoder = decoder_of(*model);

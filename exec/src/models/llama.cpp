@@ -57,6 +57,16 @@ bool names_decoder_config(const std::string& model) {
   return model.size() > 5 && model.compare(model.size() - 5, 5, ".yaml") == 0;
 }
 
+std::string zoo_model_argument(const std::string& model, const std::filesystem::path& zoo_dir) {
+  if (names_decoder_config(model)) return model;
+  for (const std::string& name : zoo_model_names()) {
+    if (name == model) return model;
+  }
+  const std::filesystem::path shipped = zoo_dir / (model + ".yaml");
+  std::error_code ec;
+  return std::filesystem::is_regular_file(shipped, ec) ? shipped.string() : model;
+}
+
 namespace detail {
 namespace {
 

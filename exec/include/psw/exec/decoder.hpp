@@ -16,7 +16,9 @@
 // Hugging Face's eager LlamaAttention does), so that LibTorch 1.13 runs it too.
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
 
 #include <torch/types.h>
 
@@ -86,5 +88,9 @@ std::unique_ptr<ZooModel> make_decoder(const DecoderConfig& config, std::uint64_
 // Whether a --model argument names a decoder config file (it ends in .yaml) rather than a
 // built-in zoo model.
 bool names_decoder_config(const std::string& model);
+// A --model argument as make_model takes it: a decoder's name shipped in `zoo_dir` (llama-8b ->
+// zoo_dir/llama-8b.yaml, when that file exists and the name is not a built-in model's), else
+// the argument unchanged (a built-in name, a config file, or an unknown name make_model names).
+std::string zoo_model_argument(const std::string& model, const std::filesystem::path& zoo_dir);
 
 }  // namespace psw::exec
