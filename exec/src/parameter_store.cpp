@@ -1,5 +1,7 @@
 #include "psw/exec/parameter_store.hpp"
 
+#include <optional>
+
 #include "psw/common/error.hpp"
 
 namespace psw::exec {
@@ -46,15 +48,28 @@ PackedLayout pack_layout(ZooModel& model, const Grouping& groups, Bytes alignmen
 
 namespace {
 
-LayerSignature layer_signature(ZooModel& model) {
+// Each layer's name and bytes; with `floating`, the bytes its floating-point tensors would take
+// in that dtype (integer tensors as they are).
+LayerSignature layer_signature(ZooModel& model, std::optional<torch::ScalarType> floating = std::nullopt) {
   LayerSignature signature;
-  for (const auto& layer : model.layers()) signature.emplace_back(layer.name, layer.bytes());
+  for (const auto& layer : model.layers()) {
+    Bytes bytes = 0;
+    for (const torch::Tensor& t : layer.tensors) {
+      const auto element = floating && t.is_floating_point() ? c10::elementSize(*floating) : t.element_size();
+      bytes += static_cast<Bytes>(t.numel()) * static_cast<Bytes>(element);
+    }
+    signature.emplace_back(layer.name, bytes);
+  }
   return signature;
 }
 
 }  // namespace
 
 std::uint64_t layer_fingerprint(ZooModel& model) { return psw::layer_fingerprint(layer_signature(model)); }
+
+std::uint64_t layer_fingerprint(ZooModel& model, torch::ScalarType dtype) {
+  return psw::layer_fingerprint(layer_signature(model, dtype));
+}
 
 SwitchPlan plan_for_model(ZooModel& model, Strategy strategy, Grouping groups, std::vector<bool> host_mapped) {
   return assemble_switch_plan(model.name(), layer_signature(model), strategy, std::move(groups), std::move(host_mapped));

@@ -263,29 +263,16 @@ ModelProfile profile_skeleton(ZooModel& model, const torch::Tensor& input) {
   ModelProfile profile;
   profile.name = model.name();
   profile.batch = static_cast<int>(input.size(0));
-  torch::ScalarType dtype = torch::kFloat32;
-  for (const ZooLayer& layer : model.layers()) {
-    if (!layer.tensors.empty() && layer.tensors[0].is_floating_point()) {
-      dtype = layer.tensors[0].scalar_type();
-      break;
-    }
-  }
-  if (dtype == torch::kBFloat16) {
-    profile.dtype = "bf16";
-  } else if (dtype == torch::kFloat16) {
-    profile.dtype = "fp16";
-  } else {
-    profile.dtype = "fp32";
-  }
+  profile.dtype = zoo_dtype_name(model.dtype());
+  // A tied decoder's head multiplies by the whole table: read in place, every forward would
+  // read all of it over the link, so it is never a candidate (0).
+  const Decoder* decoder = as_decoder(model);
+  const bool tied = decoder != nullptr && decoder->config().tie_embeddings;
   for (const ZooLayer& layer : model.layers()) {
     LayerProfile l;
     l.name = layer.name;
     l.kind = layer.kind;
     l.param_bytes = layer.bytes();
-    // A tied decoder's head multiplies by the whole table: read in place, every forward would
-    // read all of it over the link, so it is never a candidate (0).
-    const Decoder* decoder = as_decoder(model);
-    const bool tied = decoder != nullptr && decoder->config().tie_embeddings;
     if (layer.kind == "embedding" && !tied && !layer.tensors.empty() && layer.tensors[0].dim() == 2 &&
         input.scalar_type() == torch::kInt64) {
       const torch::Tensor& table = layer.tensors[0];

@@ -33,31 +33,15 @@ std::optional<TransferMode> transfer_mode(Mechanism mechanism) {
   return TransferMode::Pipelined;
 }
 
-// The layer fingerprint the model would have in `dtype` (Note [Layer fingerprint]): its
-// floating-point tensors at that dtype's element size, integer ones as they are. A plan's
-// fingerprint equal to it was made for this model in that dtype.
-std::uint64_t fingerprint_in(ZooModel& model, torch::ScalarType dtype) {
-  LayerSignature signature;
-  for (const ZooLayer& layer : model.layers()) {
-    Bytes bytes = 0;
-    for (const torch::Tensor& t : layer.tensors) {
-      const auto element = t.is_floating_point() ? c10::elementSize(dtype) : t.element_size();
-      bytes += static_cast<Bytes>(t.numel()) * static_cast<Bytes>(element);
-    }
-    signature.emplace_back(layer.name, bytes);
-  }
-  return psw::layer_fingerprint(signature);
-}
-
 // InputError when `plan` fits the model in another of the zoo's dtypes than its own: a clearer
 // message than check_plan_matches' fingerprint mismatch. bf16 and fp16 have the same sizes, so
 // their plans are interchangeable and the message names both.
 void check_plan_dtype(const SwitchPlan& plan, ZooModel& model, const std::string& origin) {
   if (plan.model != model.name()) return;  // check_plan_matches says so
-  if (plan.fingerprint == fingerprint_in(model, model.dtype())) return;
+  if (plan.fingerprint == layer_fingerprint(model, model.dtype())) return;
   std::string fits;
   for (const std::string& name : zoo_dtype_names()) {
-    if (plan.fingerprint == fingerprint_in(model, parse_zoo_dtype(name))) fits += (fits.empty() ? "" : " or ") + name;
+    if (plan.fingerprint == layer_fingerprint(model, parse_zoo_dtype(name))) fits += (fits.empty() ? "" : " or ") + name;
   }
   if (fits.empty()) return;  // other layers altogether: check_plan_matches says so
   const std::string own = zoo_dtype_name(model.dtype());

@@ -2,6 +2,8 @@
 // Helpers shared by the executor's host tests (tests/exec) and GPU tests (tests/exec_cuda).
 
 #include <algorithm>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 
 #include "psw/common/config.hpp"
 #include "psw/common/planner.hpp"
+#include "psw/common/safetensors.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
 
@@ -31,6 +34,18 @@ inline Grouping plan_for(const std::string& model, Strategy strategy, const std:
   }
   const HardwareProfile hw = load_hardware_profile(root + "/configs/hardware/h200-pcie5.yaml");
   return make_plan(strategy, make_switch_costs(profile, hw, Task::Inference)).groups;
+}
+
+// Tensor `name` of a reference file (an F32 output or an I64 input), on the CPU.
+inline torch::Tensor read_tensor(const std::filesystem::path& file, const std::string& name) {
+  const SafetensorsHeader header = read_safetensors_header(file);
+  const SafetensorsEntry* entry = header.find(name);
+  if (entry == nullptr || (entry->dtype != TensorDtype::F32 && entry->dtype != TensorDtype::I64)) {
+    throw std::runtime_error(file.string() + " has no F32 or I64 tensor " + name);
+  }
+  torch::Tensor t = torch::empty(entry->shape, entry->dtype == TensorDtype::F32 ? torch::kFloat32 : torch::kInt64);
+  read_safetensors_tensor(file, header, *entry, t.data_ptr());
+  return t;
 }
 
 // max |a - b| / max |b|, in float64 on the CPU.

@@ -34,6 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_support::plan_for;
+using testing_support::read_tensor;
 using testing_support::relative_error;
 
 // A directory of this test program's files, removed when the program ends.
@@ -474,17 +475,6 @@ struct ReferenceCase {
 void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.model; }
 
 class TorchvisionReference : public ::testing::TestWithParam<ReferenceCase> {};
-
-torch::Tensor read_tensor(const fs::path& file, const std::string& name) {
-  const SafetensorsHeader header = read_safetensors_header(file);
-  const SafetensorsEntry* entry = header.find(name);
-  if (entry == nullptr || entry->dtype != TensorDtype::F32) {
-    throw std::runtime_error(file.string() + " has no F32 tensor " + name);
-  }
-  torch::Tensor t = torch::empty(entry->shape, torch::kFloat32);
-  read_safetensors_tensor(file, header, *entry, t.data_ptr());
-  return t;
-}
 
 // `from` with the names of tensors a and b exchanged (the data stays where it is).
 void write_swapped(const fs::path& from, const fs::path& to, const std::string& a, const std::string& b) {

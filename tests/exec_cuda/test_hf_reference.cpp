@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../exec/exec_test_support.hpp"
 #include "psw/common/decoder_config.hpp"
-#include "psw/common/safetensors.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/pipeline.hpp"
@@ -22,17 +22,7 @@ namespace psw::exec {
 namespace {
 
 namespace fs = std::filesystem;
-
-torch::Tensor read_tensor(const fs::path& file, const std::string& name) {
-  const SafetensorsHeader header = read_safetensors_header(file);
-  const SafetensorsEntry* entry = header.find(name);
-  if (entry == nullptr || (entry->dtype != TensorDtype::F32 && entry->dtype != TensorDtype::I64)) {
-    throw std::runtime_error(file.string() + " has no F32 or I64 tensor " + name);
-  }
-  torch::Tensor t = torch::empty(entry->shape, entry->dtype == TensorDtype::F32 ? torch::kFloat32 : torch::kInt64);
-  read_safetensors_tensor(file, header, *entry, t.data_ptr());
-  return t;
-}
+using testing_support::read_tensor;
 
 struct HfCase {
   std::string name;

@@ -40,6 +40,9 @@ PackedLayout pack_layout(ZooModel& model, const Grouping& groups, Bytes alignmen
 
 // Note [Layer fingerprint] (plan.hpp) of the live model: the same hash as its profile's.
 std::uint64_t layer_fingerprint(ZooModel& model);
+// The fingerprint the model would have in `dtype`: its floating-point tensors at that dtype's
+// element size (a plan made for the model in another dtype is told apart by it).
+std::uint64_t layer_fingerprint(ZooModel& model, torch::ScalarType dtype);
 // A SwitchPlan for `model` with the given groups (common's assemble_switch_plan, from the
 // live model's layers); for tests and for callers that hold a grouping.
 SwitchPlan plan_for_model(ZooModel& model, Strategy strategy, Grouping groups, std::vector<bool> host_mapped = {});
