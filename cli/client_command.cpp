@@ -321,7 +321,7 @@ Action add_client_command(CLI::App& app) {
   auto* input = cmd->add_option("--input", options->input_path,
                                 "Raw little-endian bytes of the model's first input; the batch is inferred "
                                 "from the file's size (other inputs: random at that batch)");
-  cmd->add_flag("--random", options->random, "Random inputs: floats in [-1, 1), integers in [0, 1000)")
+  cmd->add_flag("--random", options->random, "Random inputs: floats in [-1, 1), integers in [0, 512) (token ids every zoo model takes)")
       ->excludes(input);
   cmd->add_flag("--shared-memory", options->shared_memory,
                 "Pass the tensors in POSIX shared memory (the protocol's system shared memory extension) instead "

@@ -39,7 +39,7 @@ DecoderConfig parse_decoder_config(const std::string& text, const std::string& o
   c.tie_embeddings = r.boolean("tie_embeddings", false);
   c.rope_theta = r.real("rope_theta", 1.0, 1e12);
   c.rms_norm_eps = r.real("rms_norm_eps", 1e-12, 1.0);
-  c.max_positions = r.integer("max_positions", 1, 1 << 22);
+  c.max_positions = r.integer("max_positions", 2, 1 << 22);  // a prompt and one generated token
   if (c.hidden % c.heads != 0) {
     r.fail_key("heads", r.get("heads"), detail::concat("hidden (", c.hidden, ") must be a multiple of heads (", c.heads, ")"));
   }

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,11 @@ T optional_choice(MapReader& r, const std::string& key, const std::vector<std::p
 }
 
 }  // namespace
+
+std::filesystem::path ServeConfig::profile_path(const ServedModelConfig& model) const {
+  const std::filesystem::path folder = model.dtype == "fp32" ? profiles : profiles / model.dtype;
+  return folder / (model.name + ".yaml");
+}
 
 int ServeConfig::model_index(const std::string& name) const {
   for (std::size_t i = 0; i < models.size(); ++i) {
@@ -112,6 +118,28 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
       }
     }
     m.mark_seen("plan");
+    model.dtype = optional_choice<std::string>(m, "dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}}, "fp32");
+    if (m.has("decoder")) {
+      model.decoder_file = resolve_against(config.path, m.string("decoder"));
+      try {
+        model.decoder = load_decoder_config(model.decoder_file);
+      } catch (const InputError& e) {
+        m.fail_key("decoder", m.get("decoder"), e.what());
+      }
+      if (model.decoder->name != model.name) {
+        m.fail_key("decoder", m.get("decoder"),
+                   "the decoder in " + model.decoder_file.string() + " is named '" + model.decoder->name +
+                       "', not '" + model.name + "' (the name its profile and plans go by)");
+      }
+      // A prompt and its first generated token fit the decoder's positions.
+      model.prompt_tokens = m.optional_integer("prompt_tokens", 1, model.decoder->max_positions - 1).value_or(std::min<std::int64_t>(128, model.decoder->max_positions - 1));
+    } else if (m.has("prompt_tokens")) {
+      m.fail_key("prompt_tokens", m.get("prompt_tokens"),
+                 "prompt_tokens is for decoders (give decoder: its config file); '" + model.name +
+                     "' takes inputs of a fixed size");
+    }
+    m.mark_seen("decoder");
+    m.mark_seen("prompt_tokens");
     m.finish();
     config.models.push_back(std::move(model));
   }

@@ -25,13 +25,15 @@
 
 namespace psw::runtime::test_support {
 
-// A serve config in a fresh folder; `extra` is appended (models:, training:).
-inline ServeConfig write_config(const std::string& name, const std::string& body) {
+// A serve config in a fresh folder; `body` is appended (models:, training:). Profiles from
+// `profiles` (default: the shipped H200 ones).
+inline ServeConfig write_config(const std::string& name, const std::string& body, std::filesystem::path profiles = {}) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string root = PSW_SOURCE_DIR;
+  if (profiles.empty()) profiles = root + "/configs/models/h200";
   std::ofstream(dir / "serve.yaml") << "hardware: " << root << "/configs/hardware/h200-pcie5.yaml\n"
-                                    << "profiles: " << root << "/configs/models/h200\n"
+                                    << "profiles: " << profiles.string() << "\n"
                                     << body;
   return load_serve_config(dir / "serve.yaml");
 }
@@ -44,30 +46,47 @@ inline std::unique_ptr<Controller> start(const ServeConfig& config, const std::s
   return std::make_unique<Controller>(options);
 }
 
+inline const char* datatype_of(torch::ScalarType type) {
+  switch (type) {
+    case torch::kInt64: return "INT64";
+    case torch::kBFloat16: return "BF16";
+    case torch::kFloat16: return "FP16";
+    default: return "FP32";
+  }
+}
+
 inline TensorData tensor_of(const std::string& name, const torch::Tensor& t) {
   TensorData d;
   d.name = name;
-  d.datatype = t.scalar_type() == torch::kInt64 ? "INT64" : "FP32";
+  d.datatype = datatype_of(t.scalar_type());
   d.shape.assign(t.sizes().begin(), t.sizes().end());
   d.bytes.assign(static_cast<const char*>(t.data_ptr()), t.nbytes());
   return d;
 }
 
-inline InferRequest request_for(const std::string& model, const torch::Tensor& input) {
+inline InferRequest request_for(const ServedModelConfig& model, const torch::Tensor& input) {
   InferRequest r;
-  r.model = model;
+  r.model = model.name;
   r.id = "test";
-  r.inputs.push_back(tensor_of(zoo_model_info(model).inputs.front().name, input));
+  r.inputs.push_back(tensor_of(served_model_info(model).inputs.front().name, input));
   return r;
 }
 
-inline torch::Tensor output_of(const InferResponse& r) {
+inline InferRequest request_for(const std::string& model, const torch::Tensor& input) {
+  ServedModelConfig built_in;
+  built_in.name = model;
+  return request_for(built_in, input);
+}
+
+// The response's first output as a tensor of `datatype` (FP32 unless said), in fp32.
+inline torch::Tensor output_of(const InferResponse& r, const std::string& datatype = "FP32") {
   const TensorData& out = r.outputs.at(0);
-  EXPECT_EQ(out.datatype, "FP32");
-  torch::Tensor t = torch::empty(out.shape, torch::kFloat32);
+  EXPECT_EQ(out.datatype, datatype);
+  const torch::ScalarType type = datatype == "BF16" ? torch::kBFloat16 : datatype == "FP16" ? torch::kFloat16 : torch::kFloat32;
+  torch::Tensor t = torch::empty(out.shape, type);
   EXPECT_EQ(out.bytes.size(), t.nbytes());
-  std::memcpy(t.data_ptr(), out.bytes.data(), t.nbytes());
-  return t;
+  if (out.bytes.size() == t.nbytes()) std::memcpy(t.data_ptr(), out.bytes.data(), t.nbytes());
+  return t.to(torch::kFloat32);
 }
 
 inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {

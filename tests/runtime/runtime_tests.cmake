@@ -43,6 +43,11 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/load_end_to_end.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300)
+  # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
+  add_test(NAME cli.serve.decoder
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_decoder.sh $<TARGET_FILE:psw>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.decoder PROPERTIES LABELS cli TIMEOUT 300)
   # The cross-validation on the host: profiles measured here predict a host server within a
   # tolerance, and a 3x profile does not. Alone (RUN_SERIAL): the CPU's times are its subject.
   add_test(NAME cli.serve.validate_host

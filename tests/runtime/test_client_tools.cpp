@@ -40,7 +40,7 @@ TEST(GrpcClientTools, RandomTensorsAreSeededAndInRange) {
   }
   for (const double v : leading_values(random_tensor({"ids", "INT64", {-1, 16}}, 2, 1), 32)) {
     EXPECT_GE(v, 0);
-    EXPECT_LT(v, 1000);
+    EXPECT_LT(v, 512);  // below llama-tiny's vocabulary, the zoo's smallest
     EXPECT_EQ(v, std::floor(v));
   }
   for (const char* type : {"FP16", "BF16"}) {

@@ -25,8 +25,10 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
+#include "psw/exec/profiler.hpp"
 #include "psw/runtime/controller.hpp"
 #include "psw/runtime/shared_memory.hpp"
 #include "psw/runtime/training.hpp"
@@ -376,9 +378,14 @@ TEST(Controller, BadRequestsAreRefusedAndTheServerGoesOn) {
               ServiceError::Code::InvalidArgument, "dimension 1");
   expect_code([&] { controller->infer(request_for("bert_base", torch::zeros({8192, 128}, torch::kInt64))); },
               ServiceError::Code::ResourceExhausted, "max_tensor_bytes");
-  // Token ids out of the vocabulary reach the worker, which refuses them; the worker lives on.
+  // Token ids outside the vocabulary are refused before a worker sees them (on a GPU the
+  // embedding's index would be a device-side assert).
   expect_code([&] { controller->infer(request_for("bert_base", torch::full({1, 128}, 1 << 30, torch::kInt64))); },
-              ServiceError::Code::InvalidArgument, "");
+              ServiceError::Code::InvalidArgument, "holds token id 1073741824 at element 0: ids must lie in [0, 30522)");
+  torch::Tensor negative = tokens.clone();
+  negative[0][7] = -1;
+  expect_code([&] { controller->infer(request_for("bert_base", negative)); }, ServiceError::Code::InvalidArgument,
+              "holds token id -1 at element 7");
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
   EXPECT_EQ(controller->stats().worker_restarts, 0);
@@ -653,21 +660,88 @@ training:
   controller->stop_training("resnet152");
 }
 
-// The controller's table of the models' tensors matches the zoo.
+// The controller's table of the models' tensors matches the zoo, in every dtype.
 TEST(Controller, ModelInfoMatchesTheZoo) {
   torch::NoGradGuard no_grad;
   for (const auto& name : exec::zoo_model_names()) {
-    const ModelInfo info = zoo_model_info(name);
+    ServedModelConfig served;
+    served.name = name;
+    const ModelInfo info = served_model_info(served);
     auto model = exec::make_model(name, 0);
     torch::Tensor x = model->example_input(1, 0);
     EXPECT_EQ(info.inputs.at(0).datatype, x.scalar_type() == torch::kInt64 ? "INT64" : "FP32") << name;
     ASSERT_EQ(info.inputs.at(0).shape.size(), static_cast<std::size_t>(x.dim())) << name;
     for (std::int64_t d = 1; d < x.dim(); ++d) EXPECT_EQ(info.inputs.at(0).shape[d], x.size(d)) << name;
+    served.dtype = "bf16";
+    const ModelInfo bf16 = served_model_info(served);
+    EXPECT_EQ(bf16.outputs.at(0).datatype, "BF16") << name;
+    EXPECT_EQ(bf16.inputs.at(0).datatype, x.scalar_type() == torch::kInt64 ? "INT64" : "BF16") << name;
+    EXPECT_EQ(token_id_bound(served), name == "bert_base" ? 30522 : 0) << name;
     if (name == "inception_v3") continue;  // 299 x 299 on the CPU is slow; its output is N x 1000 as ResNet's
     const torch::Tensor y = model->forward(x);
     EXPECT_EQ(info.outputs.at(0).shape.at(1), y.size(1)) << name;
   }
-  EXPECT_THROW(zoo_model_info("gpt2"), InputError);
+  ServedModelConfig unknown;
+  unknown.name = "gpt2";
+  EXPECT_THROW(served_model_info(unknown), InputError);
+}
+
+// A decoder's served profile: its layers from the live model, times made up (only the
+// grouping depends on them), in PROFILES/DTYPE/NAME.yaml as psw profile writes it.
+std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / exec::zoo_dtype_name(decoder.dtype()));
+  ModelProfile profile = exec::profile_skeleton(decoder, prompt);
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::ofstream(dir / exec::zoo_dtype_name(decoder.dtype()) / (decoder.name() + ".yaml")) << to_yaml(profile);
+  std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
+// Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-base in fp32. A prompt
+// is answered with its last position's logits, those of the model run alone, on every
+// switch; a prompt of another length and ids outside the vocabulary are refused before a
+// worker sees them, and the server goes on.
+TEST(Controller, ServesADecoderInBf16BesideAnotherModel) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto decoder = exec::make_model(zoo, 0, torch::kBFloat16);
+  auto bert = exec::make_model("bert_base", 0);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor prompt = exec::as_decoder(*decoder)->example_tokens(1, 16, 3);
+  const ServeConfig config = write_config("decoder", R"(workers: 2
+request_timeout_ms: 120000
+models:
+  - name: llama-tiny
+    decoder: )" + zoo + R"(
+    prompt_tokens: 16
+    dtype: bf16
+    batch: 1
+  - name: bert_base
+    batch: 1
+)", decoder_profiles("decoder", *decoder, prompt));
+  const ServedModelConfig& served = config.models.at(0);
+  const ModelInfo info = served_model_info(served);
+  EXPECT_EQ(info.inputs.at(0).shape, (std::vector<std::int64_t>{-1, 16}));
+  EXPECT_EQ(info.outputs.at(0).datatype, "BF16");
+  EXPECT_EQ(info.outputs.at(0).shape, (std::vector<std::int64_t>{-1, 512}));
+  auto controller = start(config);
+  const torch::Tensor expected = decoder->forward(prompt).to(torch::kFloat32);
+  const torch::Tensor tokens = bert->example_input(1, 4);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-6) << i;
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  }
+  EXPECT_EQ(controller->stats().transfers, 4);
+  expect_code([&] { controller->infer(request_for(served, exec::as_decoder(*decoder)->example_tokens(1, 17, 3))); },
+              ServiceError::Code::InvalidArgument, "llama-tiny's input dimension 1 must be 16, got 17");
+  torch::Tensor outside = prompt.clone();
+  outside[0][5] = 512;
+  expect_code([&] { controller->infer(request_for(served, outside)); }, ServiceError::Code::InvalidArgument,
+              "llama-tiny's input 'input_ids' holds token id 512 at element 5: ids must lie in [0, 512)");
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-6);
+  EXPECT_EQ(controller->stats().worker_restarts, 0);
 }
 
 }  // namespace

@@ -18,6 +18,11 @@
 //     - name: resnet152
 //       batch: 8                   # the batch its switch graph is captured for
 //       plan: optimal              # a strategy, or a plan file (psw plan --out)
+//       dtype: fp32                # fp32, bf16 or fp16 (the zoo's --dtype)
+//     - name: llama-1b
+//       decoder: ../zoo/llama-1b.yaml  # a decoder: the file that sizes it (its name is `name`)
+//       prompt_tokens: 512         # decoders: the prompt length requests carry
+//       dtype: bf16
 //   training:                      # optional
 //     model: resnet152
 //     batch: 8
@@ -33,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "psw/common/decoder_config.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/plan.hpp"
@@ -45,6 +51,20 @@ struct ServedModelConfig {
   int batch = 8;
   Strategy strategy = Strategy::Optimal;
   std::filesystem::path plan_file;  // set: the plan comes from this file (strategy ignored)
+  // The parameters' dtype, as the zoo and profiles name it (fp32, bf16, fp16). Requests'
+  // floating inputs and the outputs are of this dtype too.
+  std::string dtype = "fp32";
+  // Note [Decoder in the pipeline] (exec/decoder.hpp): a decoder of the zoo's Llama family,
+  // sized by this file (parsed, with its sizes, when the serve config is); empty for the zoo's
+  // built-in models. A request is a prompt of `prompt_tokens` token ids per sequence, answered
+  // with the logits of its last position (its first generated token): the served latency of a
+  // cold decoder is its time to first token. The switch graph is captured for that length.
+  std::filesystem::path decoder_file;
+  std::optional<DecoderConfig> decoder;
+  std::int64_t prompt_tokens = 0;  // decoders only
+
+  // What make_model builds: the decoder's file, or the built-in model's name.
+  std::string model_argument() const { return decoder ? decoder_file.string() : name; }
 };
 
 struct TrainingJobConfig {
@@ -85,6 +105,9 @@ struct ServeConfig {
 
   // The index of a served model by name; -1 when not served.
   int model_index(const std::string& name) const;
+  // Where a served model's profile is: profiles/NAME.yaml in fp32, profiles/DTYPE/NAME.yaml
+  // otherwise (as `psw profile --dtype` writes them and configs/models/h200/ holds them).
+  std::filesystem::path profile_path(const ServedModelConfig& model) const;
 };
 
 // Relative paths inside the file are resolved against the file's folder (as in experiment

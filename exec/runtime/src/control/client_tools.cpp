@@ -60,6 +60,10 @@ std::vector<std::int64_t> concrete_shape(const TensorSpec& spec, std::int64_t ba
   return shape;
 }
 
+// Integer inputs are token ids for the zoo's models: below the smallest vocabulary (llama-tiny's
+// 512), so that a generated request is one every served model accepts.
+constexpr std::uint64_t kRandomIdBound = 512;
+
 TensorData random_tensor(const TensorSpec& spec, std::int64_t batch, std::uint64_t seed) {
   const std::string what = "input '" + spec.name + "'";
   element_bytes_or_throw(what, spec.datatype);
@@ -82,13 +86,13 @@ TensorData random_tensor(const TensorSpec& spec, std::int64_t batch, std::uint64
     else if (type == "FP64") put(tensor.bytes, i, signed_unit());
     else if (type == "FP16") put(tensor.bytes, i, float_to_fp16(static_cast<float>(signed_unit())));
     else if (type == "BF16") put(tensor.bytes, i, float_to_bf16(static_cast<float>(signed_unit())));
-    else if (type == "INT64") put(tensor.bytes, i, static_cast<std::int64_t>(below(1000)));
-    else if (type == "INT32") put(tensor.bytes, i, static_cast<std::int32_t>(below(1000)));
-    else if (type == "INT16") put(tensor.bytes, i, static_cast<std::int16_t>(below(1000)));
+    else if (type == "INT64") put(tensor.bytes, i, static_cast<std::int64_t>(below(kRandomIdBound)));
+    else if (type == "INT32") put(tensor.bytes, i, static_cast<std::int32_t>(below(kRandomIdBound)));
+    else if (type == "INT16") put(tensor.bytes, i, static_cast<std::int16_t>(below(kRandomIdBound)));
     else if (type == "INT8") put(tensor.bytes, i, static_cast<std::int8_t>(below(128)));
-    else if (type == "UINT64") put(tensor.bytes, i, static_cast<std::uint64_t>(below(1000)));
-    else if (type == "UINT32") put(tensor.bytes, i, static_cast<std::uint32_t>(below(1000)));
-    else if (type == "UINT16") put(tensor.bytes, i, static_cast<std::uint16_t>(below(1000)));
+    else if (type == "UINT64") put(tensor.bytes, i, static_cast<std::uint64_t>(below(kRandomIdBound)));
+    else if (type == "UINT32") put(tensor.bytes, i, static_cast<std::uint32_t>(below(kRandomIdBound)));
+    else if (type == "UINT16") put(tensor.bytes, i, static_cast<std::uint16_t>(below(kRandomIdBound)));
     else if (type == "UINT8") put(tensor.bytes, i, static_cast<std::uint8_t>(below(256)));
     else if (type == "BOOL") put(tensor.bytes, i, static_cast<std::uint8_t>(below(2)));
   }

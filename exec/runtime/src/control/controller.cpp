@@ -36,24 +36,47 @@ extern char** environ;
 
 namespace psw::runtime {
 
-ModelInfo zoo_model_info(const std::string& name) {
+namespace {
+
+constexpr std::int64_t kBertVocabulary = 30522;  // exec/src/models/bert.cpp (bert-base-uncased)
+
+// The KServe datatype of a zoo dtype's floating-point tensors.
+const char* floating_datatype(const std::string& dtype) {
+  if (dtype == "bf16") return "BF16";
+  if (dtype == "fp16") return "FP16";
+  return "FP32";
+}
+
+}  // namespace
+
+ModelInfo served_model_info(const ServedModelConfig& model) {
   ModelInfo info;
-  info.name = name;
+  info.name = model.name;
   info.platform = "pytorch_libtorch";
   info.versions = {"1"};
+  const char* floating = floating_datatype(model.dtype);
   // The sizes the models are served at (their switch graphs are captured for them): the
-  // zoo's example inputs; only the batch may vary.
-  if (name == "resnet152" || name == "inception_v3") {
-    const std::int64_t side = name == "resnet152" ? 224 : 299;
-    info.inputs = {{"input", "FP32", {-1, 3, side, side}}};
-    info.outputs = {{"logits", "FP32", {-1, 1000}}};
-  } else if (name == "bert_base") {
+  // zoo's example inputs, a decoder's configured prompt; only the batch may vary.
+  if (model.decoder) {
+    info.inputs = {{"input_ids", "INT64", {-1, model.prompt_tokens}}};
+    info.outputs = {{"logits", floating, {-1, model.decoder->vocabulary}}};
+  } else if (model.name == "resnet152" || model.name == "inception_v3") {
+    const std::int64_t side = model.name == "resnet152" ? 224 : 299;
+    info.inputs = {{"input", floating, {-1, 3, side, side}}};
+    info.outputs = {{"logits", floating, {-1, 1000}}};
+  } else if (model.name == "bert_base") {
     info.inputs = {{"input_ids", "INT64", {-1, 128}}};
-    info.outputs = {{"pooled_output", "FP32", {-1, 768}}};
+    info.outputs = {{"pooled_output", floating, {-1, 768}}};
   } else {
-    throw InputError("model '" + name + "' is not in the zoo: expected resnet152, inception_v3 or bert_base");
+    throw InputError("model '" + model.name +
+                     "' is not in the zoo: expected resnet152, inception_v3, bert_base or a decoder (decoder: its config file)");
   }
   return info;
+}
+
+std::int64_t token_id_bound(const ServedModelConfig& model) {
+  if (model.decoder) return model.decoder->vocabulary;
+  return model.name == "bert_base" ? kBertVocabulary : 0;
 }
 
 namespace {
@@ -125,6 +148,7 @@ struct Controller::State {
   ControllerOptions options;
   InferenceFirstPolicy policy;
   std::vector<ModelInfo> infos;
+  std::vector<std::int64_t> token_id_bounds;  // per model: token_id_bound, 0 for other inputs
   std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
 
   // Processes and segments.
@@ -818,7 +842,10 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     throw InputError(config.path.string() + ": mechanism '" + to_string(config.mechanism) +
                      "' runs inference beside the training job, in another worker: it needs workers: 2 or more");
   }
-  for (const auto& m : config.models) s.infos.push_back(zoo_model_info(m.name));
+  for (const auto& m : config.models) {
+    s.infos.push_back(served_model_info(m));
+    s.token_id_bounds.push_back(token_id_bound(m));
+  }
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wakeup) throw Error("eventfd failed");
   s.log("starting the memory daemon");
@@ -916,6 +943,26 @@ std::vector<ModelInfo> Controller::models() {
   return infos;
 }
 
+namespace {
+
+// Every token id of a request in [0, bound) (token_id_bound). Read through copy_guarded: the
+// bytes may be a client's shared memory, which its owner can shrink under the read.
+void check_token_ids(const std::string& model, const std::string& input, std::string_view bytes, std::int64_t bound) {
+  std::vector<std::int64_t> ids(bytes.size() / sizeof(std::int64_t));
+  if (!copy_guarded(ids.data(), bytes.data(), ids.size() * sizeof(std::int64_t))) {
+    throw ServiceError(ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request was read");
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= bound) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(model, "'s input '", input, "' holds token id ", ids[i], " at element ", i,
+                                        ": ids must lie in [0, ", bound, ")"));
+    }
+  }
+}
+
+}  // namespace
+
 InferResponse Controller::infer(const InferRequest& request) {
   State& s = *state_;
   auto p = std::make_shared<Pending>();
@@ -959,6 +1006,9 @@ InferResponse Controller::infer(const InferRequest& request) {
     throw ServiceError(ServiceError::Code::ResourceExhausted,
                        detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
+  }
+  if (const std::int64_t bound = s.token_id_bounds[static_cast<std::size_t>(p->model)]; bound > 0) {
+    check_token_ids(request.model, spec.name, input.contents(), bound);
   }
   p->type = *element_type_of(input.datatype);
   p->model_name = request.model;

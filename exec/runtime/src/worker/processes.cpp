@@ -469,7 +469,7 @@ int run_worker(const ProcessOptions& options) {
       const bool graphs = mode == exec::TransferMode::Pipelined || mode == exec::TransferMode::Unpipelined ||
                           mode == exec::TransferMode::OnDemand;
       if (backend->supports_graphs() && graphs && !per_group) {
-        const torch::Tensor example = s.model->example_input(config.models[i].batch, 0).to(backend->device());
+        const torch::Tensor example = served_example_input(*s.model, config.models[i], 0).to(backend->device());
         engines.back()->capture_graphs(example, /*traced=*/false);
         graph_inputs.push_back(example);
       } else {

@@ -1,6 +1,6 @@
 #pragma once
 // What the daemon and every worker build from the serve config, identically: per served
-// model the zoo model, its SwitchPlan (planned from the config's profiles, or a plan file
+// model the zoo model (in its dtype; a decoder from its config file), its SwitchPlan (planned from the config's profiles, or a plan file
 // checked against the live model) and the packed layout the plan implies.
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/pipeline.hpp"
@@ -87,14 +88,26 @@ inline std::vector<Bytes> group_segment_offsets(const MemoryLayout& layout, Byte
   return offsets;
 }
 
+// An input of the size requests carry at the configured batch (the switch graph's): the zoo's
+// example input, or for a decoder a prompt of prompt_tokens ids.
+inline torch::Tensor served_example_input(exec::ZooModel& model, const ServedModelConfig& m, std::uint64_t seed) {
+  if (exec::Decoder* decoder = exec::as_decoder(model)) return decoder->example_tokens(m.batch, m.prompt_tokens, seed);
+  return model.example_input(m.batch, seed);
+}
+
 inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
   const HardwareProfile hardware = load_hardware_profile(config.hardware);
   std::vector<ServedModel> served;
   for (const auto& m : config.models) {
     ServedModel s;
-    s.model = exec::make_model(m.name, 0);
-    const std::filesystem::path profile_path = config.profiles / (m.name + ".yaml");
+    s.model = exec::make_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype));
+    const std::filesystem::path profile_path = config.profile_path(m);
     const ModelProfile profile = load_model_profile(profile_path);
+    // A profile of another dtype has other bytes: its plan would not fit the model.
+    if (profile.dtype != m.dtype) {
+      throw InputError(profile_path.string() + ": the profile is for dtype '" + profile.dtype + "', but '" + m.name +
+                       "' is served in " + m.dtype + " (psw profile --dtype " + m.dtype + " writes one)");
+    }
     if (!m.plan_file.empty()) {
       s.plan = load_switch_plan(m.plan_file);
     } else {

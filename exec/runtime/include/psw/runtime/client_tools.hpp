@@ -19,8 +19,9 @@ namespace psw::runtime {
 std::vector<std::int64_t> concrete_shape(const TensorSpec& spec, std::int64_t batch);
 
 // A tensor of `spec` at `batch` with seeded uniform values, the same on every platform:
-// FP32, FP64, FP16, BF16 in [-1, 1); INT64, INT32, INT16 in [0, 1000); INT8 in [0, 128); UINT8 in
-// [0, 256); UINT16, UINT32, UINT64 in [0, 1000); BOOL 0 or 1. Throws psw::InputError for a
+// FP32, FP64, FP16, BF16 in [-1, 1); INT64, INT32, INT16 in [0, 512) (token ids below every zoo
+// model's vocabulary); INT8 in [0, 128); UINT8 in [0, 256); UINT16, UINT32, UINT64 in [0, 512);
+// BOOL 0 or 1. Throws psw::InputError for a
 // datatype without a fixed element size.
 TensorData random_tensor(const TensorSpec& spec, std::int64_t batch, std::uint64_t seed);
 

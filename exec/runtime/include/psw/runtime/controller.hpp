@@ -138,8 +138,15 @@ class Controller final : public InferenceService {
   std::unique_ptr<State> state_;
 };
 
-// The tensors each zoo model takes and returns over the protocol (the controller does not
-// link the zoo; tests/runtime checks this table against it).
-ModelInfo zoo_model_info(const std::string& name);
+// The tensors a served model takes and returns over the protocol, in its dtype (the controller
+// does not link the zoo; tests/runtime checks this table against it): the built-in models at
+// their example sizes, a decoder a prompt of prompt_tokens ids returning the last position's
+// logits. InputError for a name the zoo lacks.
+ModelInfo served_model_info(const ServedModelConfig& model);
+// The bound of a served model's token ids (its vocabulary: every id must lie in [0, bound)),
+// or 0 when its input is not token ids. The controller checks every request's ids against it:
+// an id out of range would index past the embedding table (on a GPU a device-side assert that
+// ends the worker's CUDA context).
+std::int64_t token_id_bound(const ServedModelConfig& model);
 
 }  // namespace psw::runtime

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# psw serve with a decoder (Note [Decoder in the pipeline]): llama-tiny in bf16 beside BERT-base
+# in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
+# tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
+# prompts; psw load drives a periodic workload over both models, every request answered.
+#
+#   serve_decoder.sh PSW
+set -euo pipefail
+psw=$1
+work=$(mktemp -d)
+sock=$work/run/psw.sock
+cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+source "$(dirname "$0")/serve_lib.sh"
+root=$PWD
+"$psw" profile --model configs/zoo/llama-tiny.yaml --dtype bf16 --backend host --batch 1 --prompt-tokens 32 \
+  --repeat 2 --out "$work/profiles" > /dev/null
+test -f "$work/profiles/bf16/llama-tiny.yaml" || { ls -R "$work/profiles"; echo "FAIL: no bf16 profile"; exit 1; }
+cp configs/models/h200/bert_base.yaml "$work/profiles/"
+cat > "$work/serve.yaml" <<YAML
+mechanism: pipeswitch
+workers: 2
+hardware: $root/configs/hardware/h200-pcie5.yaml
+profiles: $work/profiles
+max_tensor_bytes: 4194304
+request_timeout_ms: 60000
+models:
+  - name: llama-tiny
+    decoder: $root/configs/zoo/llama-tiny.yaml
+    dtype: bf16
+    prompt_tokens: 32
+    batch: 1
+  - name: bert_base
+    batch: 1
+YAML
+serve_config=$work/serve.yaml
+start_ready_server
+"$psw" client --socket "$sock" --metadata --model llama-tiny --format json > "$work/metadata.json"
+"$psw" client --socket "$sock" --model llama-tiny --random --repeat 3 --format json > "$work/infer.json"
+"$psw" client --socket "$sock" --model bert_base --random --format json > "$work/bert.json"
+cat > "$work/load.yaml" <<YAML
+name: load-decoder
+hardware: $root/configs/hardware/h200-pcie5.yaml
+models:
+  - {name: llama-tiny, profile: $work/profiles/bf16/llama-tiny.yaml}
+mechanism: pipeswitch
+seed: 5
+workload: {kind: periodic, interval_ms: 200, count: 6, models: [llama-tiny]}
+YAML
+"$psw" load --config "$work/load.yaml" --socket "$sock" --out "$work/load" > "$work/load.txt" 2> "$work/load.err" \
+  || { cat "$work/load.txt" "$work/load.err"; echo "FAIL: psw load"; exit 1; }
+/usr/bin/python3 - "$work" <<'PY'
+import csv, json, sys
+work = sys.argv[1]
+meta = json.load(open(f"{work}/metadata.json"))
+assert meta["inputs"] == [{"datatype": "INT64", "name": "input_ids", "shape": [-1, 32]}], meta
+assert meta["outputs"] == [{"datatype": "BF16", "name": "logits", "shape": [-1, 512]}], meta
+infer = json.load(open(f"{work}/infer.json"))
+assert infer["latency_ms"]["count"] == 3, infer
+out = infer["outputs"][0]
+assert out["datatype"] == "BF16" and out["shape"] == [1, 512] and out["bytes"] == 1024, out
+assert any(v != 0 for v in out["first_values"]), out
+bert = json.load(open(f"{work}/bert.json"))
+assert bert["outputs"][0]["datatype"] == "FP32" and bert["outputs"][0]["shape"] == [1, 768], bert
+rows = list(csv.DictReader(open(f"{work}/load/requests.csv")))
+assert len(rows) == 6 and all(r["model"] == "llama-tiny" and r["status"] == "ok" for r in rows), rows
+summary = json.load(open(f"{work}/load/summary.json"))
+assert summary["requests"] == 6 and summary["errors"] == 0, summary
+PY
+echo "PASS: llama-tiny (bf16) served beside bert_base; psw client and psw load answered"
