@@ -5,7 +5,7 @@
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
 #     (parts: main placement lookahead mechanisms dispatch gputests link calibrate validate figures
-#      replay-azure2019 replay-llm; `all` is every part but link, figures and the two replays)
+#      replay-azure2019 replay-llm llm; `all` is every part but link, figures, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -34,6 +34,9 @@
 #               (PSW_FIGURE_MECHANISMS; default their thirteen and time-sliced where the hardware
 #               profile has time_slicing), with this call's calibration;
 #               scripts/reproduce-gpu.sh runs it and draws the figures (scripts/gpu_figures.py)
+#   llm         the Llama decoders in bf16 served (configs/serve/h200-llm.yaml): each cold request's
+#               time to first token through the server, the request path measured (psw
+#               profile-serving) and psw validate of configs/experiments/h200-validate-llm.yaml
 #   replay-azure2019, replay-llm
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
@@ -45,7 +48,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != link) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != link && $1 != llm) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}
@@ -305,6 +308,30 @@ if has_part figures; then
     fi
   done
   python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
+fi
+# Issue 11's decoders through the server: configs/serve/h200-llm.yaml (llama-1b and llama-8b in
+# bf16, 512-token prompts, ResNet-152 training). The request path per model is measured on that
+# server first (psw profile-serving, cold requests at batch 1), then psw validate of
+# configs/experiments/h200-validate-llm.yaml simulates with it: calibrated on one set of runs,
+# validated on another.
+if has_part llm; then
+  echo "== llm: the decoders served ($(date -u +%T))"
+  config="$sock_dir/h200-llm.yaml"
+  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200-llm.yaml" > "$config"
+  if start_server "$config" "$raw/serve-llm.log"; then
+    server_processes > "$raw/processes-llm.txt"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-llm.csv" || true
+    "$psw" profile-serving --socket "$sock" --name h200-serve-llm --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+      --requests 10 --gap-ms 150 --batch 1 --training-batch 8 --training-window 10 --out "$raw/serving-llm.yaml" \
+      || echo "!! psw profile-serving failed"
+    experiment="$sock_dir/h200-validate-llm.yaml"
+    sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"
+    if [[ -f $raw/serving-llm.yaml ]]; then echo "serving: $raw/serving-llm.yaml" >> "$experiment"; fi
+    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --out "$raw/validation/h200-validate-llm") \
+      > "$raw/validate-llm.txt" 2>&1 || { tail -5 "$raw/validate-llm.txt"; echo "!! psw validate llm failed"; }
+    tail -15 "$raw/validate-llm.txt"
+    stop_server
+  fi
 fi
 replay_s=${PSW_REPLAY_S:-540}
 for replay in azure2019 llm; do

@@ -19,8 +19,10 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
+#include "psw/exec/profiler.hpp"
 #include "psw/runtime/controller.hpp"
 
 namespace psw::runtime::test_support {
@@ -44,6 +46,20 @@ inline std::unique_ptr<Controller> start(const ServeConfig& config, const std::s
   options.backend = backend;
   options.exec_path = PSW_EXEC_PATH;
   return std::make_unique<Controller>(options);
+}
+
+// A decoder's served profile: its layers from the live model, times made up (only the
+// grouping depends on them), in PROFILES/DTYPE/NAME.yaml as psw profile writes it.
+inline std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / exec::zoo_dtype_name(decoder.dtype()));
+  ModelProfile profile = exec::profile_skeleton(decoder, prompt);
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::ofstream(dir / exec::zoo_dtype_name(decoder.dtype()) / (decoder.name() + ".yaml")) << to_yaml(profile);
+  std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  return dir;
 }
 
 inline const char* datatype_of(torch::ScalarType type) {

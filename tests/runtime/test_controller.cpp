@@ -686,20 +686,6 @@ TEST(Controller, ModelInfoMatchesTheZoo) {
   EXPECT_THROW(served_model_info(unknown), InputError);
 }
 
-// A decoder's served profile: its layers from the live model, times made up (only the
-// grouping depends on them), in PROFILES/DTYPE/NAME.yaml as psw profile writes it.
-std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir / exec::zoo_dtype_name(decoder.dtype()));
-  ModelProfile profile = exec::profile_skeleton(decoder, prompt);
-  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::ofstream(dir / exec::zoo_dtype_name(decoder.dtype()) / (decoder.name() + ".yaml")) << to_yaml(profile);
-  std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
-                             std::filesystem::copy_options::overwrite_existing);
-  return dir;
-}
-
 // Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-base in fp32. A prompt
 // is answered with its last position's logits, those of the model run alone, on every
 // switch; a prompt of another length and ids outside the vocabulary are refused before a

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "controller_test_support.hpp"
+#include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 
 namespace psw::runtime {
@@ -48,6 +49,47 @@ models:
   }
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.transfers, 6);  // cache off: every request switched its model in
+}
+
+// Note [Decoder in the pipeline] on the GPU: llama-tiny in bf16 served at its configured batch
+// and prompt length replays its captured switch graph; the logits are those of the same model
+// run on the device alone, and depend on the prompt (not a stale capture-time output).
+TEST(ServeCuda, ADecoderInBf16AnswersThroughItsGraphs) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto reference = exec::make_model(zoo, 0, torch::kBFloat16);
+  exec::Decoder& decoder = *exec::as_decoder(*reference);
+  torch::NoGradGuard no_grad;
+  const std::filesystem::path profiles = decoder_profiles("cuda-decoder", *reference, decoder.example_tokens(2, 32, 0));
+  const ServeConfig config = write_config("cuda-decoder", R"(
+workers: 2
+cache: off
+request_timeout_ms: 120000
+models:
+  - name: llama-tiny
+    decoder: )" + zoo + R"(
+    dtype: bf16
+    prompt_tokens: 32
+    batch: 2
+  - name: bert_base
+    batch: 2
+)", profiles);
+  const ServedModelConfig& served = config.models.at(0);
+  auto controller = start(config, "cuda");
+  ASSERT_TRUE(controller->ready());
+  reference->to(torch::kCUDA);
+  const torch::Tensor base = reference->forward(decoder.example_tokens(2, 32, 0).to(torch::kCUDA)).to(torch::kFloat32);
+  for (std::uint64_t seed = 11; seed < 13; ++seed) {
+    const torch::Tensor prompt = decoder.example_tokens(2, 32, seed);
+    const torch::Tensor expected = reference->forward(prompt.to(torch::kCUDA)).to(torch::kFloat32).cpu();
+    const torch::Tensor answer = output_of(controller->infer(request_for(served, prompt)), "BF16");
+    EXPECT_LT(relative_error(answer, expected), 0.02) << "seed " << seed;
+    EXPECT_LT(relative_error(answer - base.cpu(), expected - base.cpu()), 0.1) << "seed " << seed;
+    // Another model in between: the decoder is switched in cold again.
+    auto bert = exec::make_model("bert_base", 0);
+    controller->infer(request_for("bert_base", bert->example_input(2, seed)));
+  }
+  EXPECT_EQ(controller->stats().transfers, 4);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
 }
 
 }  // namespace

@@ -1,0 +1,85 @@
+// psw serve's config (serve_config.hpp): the shipped files, the models' dtypes and decoders, and
+// where their profiles are looked up. The errors of bad files are the cli tests' (bad_serve.*,
+// tests/data/bad-serve/).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "input_error.hpp"
+#include "psw/common/serve_config.hpp"
+
+namespace psw {
+namespace {
+
+using test_support::input_error_of;
+
+const std::filesystem::path kRoot = PSW_SOURCE_DIR;
+
+TEST(ServeConfig, EveryShippedConfigParsesAndNamesProfilesThatExist) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kRoot / "configs/serve")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++files;
+    const ServeConfig config = load_serve_config(entry.path());
+    EXPECT_TRUE(std::filesystem::is_regular_file(config.hardware)) << entry.path();
+    for (const auto& model : config.models) {
+      EXPECT_TRUE(std::filesystem::is_regular_file(config.profile_path(model)))
+          << entry.path() << ": " << config.profile_path(model);
+      if (model.decoder) {
+        EXPECT_TRUE(std::filesystem::is_regular_file(model.decoder_file)) << entry.path();
+      }
+    }
+  }
+  EXPECT_GE(files, 3);
+}
+
+TEST(ServeConfig, DecodersInBf16ServeAPromptOfTheirLength) {
+  const ServeConfig config = load_serve_config(kRoot / "configs/serve/h200-llm.yaml");
+  ASSERT_EQ(config.models.size(), 3u);
+  const ServedModelConfig& eight = config.models[1];
+  EXPECT_EQ(eight.name, "llama-8b");
+  EXPECT_EQ(eight.dtype, "bf16");
+  ASSERT_TRUE(eight.decoder.has_value());
+  EXPECT_EQ(eight.decoder->vocabulary, 128256);
+  EXPECT_EQ(eight.prompt_tokens, 512);
+  EXPECT_EQ(eight.model_argument(), (kRoot / "configs/zoo/llama-8b.yaml").lexically_normal().string());
+  EXPECT_EQ(config.profile_path(eight), (kRoot / "configs/models/h200/bf16/llama-8b.yaml").lexically_normal());
+  // A built-in model in fp32: its name, its profile at the folder's top.
+  const ServedModelConfig& resnet = config.models[2];
+  EXPECT_FALSE(resnet.decoder.has_value());
+  EXPECT_EQ(resnet.dtype, "fp32");
+  EXPECT_EQ(resnet.prompt_tokens, 0);
+  EXPECT_EQ(resnet.model_argument(), "resnet152");
+  EXPECT_EQ(config.profile_path(resnet), (kRoot / "configs/models/h200/resnet152.yaml").lexically_normal());
+}
+
+TEST(ServeConfig, ADecodersPromptDefaultsToTheExampleLengthWithinItsPositions) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const ServeConfig config = parse_serve_config(R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: llama-tiny
+    decoder: ../zoo/llama-tiny.yaml
+)",
+                                                origin);
+  EXPECT_EQ(config.models.at(0).prompt_tokens, 128);
+  EXPECT_EQ(config.models.at(0).dtype, "fp32");
+  // A prompt leaves one position for the first generated token: llama-tiny holds 256.
+  const std::string too_long = input_error_of([&] {
+    parse_serve_config(R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: llama-tiny
+    decoder: ../zoo/llama-tiny.yaml
+    prompt_tokens: 256
+)",
+                       origin);
+  });
+  EXPECT_NE(too_long.find("inline.yaml:6: key 'models[0].prompt_tokens': must be between 1 and 255, got 256"),
+            std::string::npos)
+      << too_long;
+}
+
+}  // namespace
+}  // namespace psw
