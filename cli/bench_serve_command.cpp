@@ -42,6 +42,8 @@ Action add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--gap-ms", o->spec.gap_ms, "Pause before each cold request (training resumes)")
       ->check(CLI::Range(0, 600000))->capture_default_str();
   cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--model", o->spec.models,
+                  "A model to request, repeatable (default: the zoo's built-in models the server serves; name decoders here)");
   cmd->add_option("--window", o->spec.throughput_window_s, "Seconds of training alone, then with requests (0: skip)")
       ->check(finite_range(0.0, 3600.0))->capture_default_str();
   cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the second window")

@@ -45,6 +45,8 @@ Action add_profile_serving_command(CLI::App& app) {
   cmd->add_option("--connections", o->spec.connections, "Connections the requests take in turn (as psw load's --senders)")
       ->check(CLI::Range(1, 1024))->capture_default_str();
   cmd->add_option("--batch", o->spec.batch, "Batch of every request")->check(CLI::Range(1, 4096))->capture_default_str();
+  auto* model = cmd->add_option("--model", o->spec.models,
+                  "A model to request, repeatable (default: the zoo's built-in models the server serves; name decoders here)");
   cmd->add_option("--training-batch", o->spec.training_batch, "The server's training batch (its config's training.batch)")
       ->check(CLI::Range(1, 4096))->capture_default_str();
   cmd->add_option("--training-window", o->spec.training_window_s, "Seconds of training alone for its step (0: skip)")
@@ -52,7 +54,7 @@ Action add_profile_serving_command(CLI::App& app) {
   auto* from_load = cmd->add_option("--from-load", o->from_load,
                                     "Fit the request path from a psw load run's requests.csv instead of a live server "
                                     "(the client the validation uses)")
-                         ->check(CLI::ExistingFile)->excludes("--socket")->excludes("--server");
+                         ->check(CLI::ExistingFile)->excludes("--socket")->excludes("--server")->excludes(model);
   cmd->add_option("--training-from", o->training_from, "With --from-load: keep the training steps of this serving profile")
       ->check(CLI::ExistingFile)->needs(from_load);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");

@@ -322,7 +322,8 @@ if has_part llm; then
     server_processes > "$raw/processes-llm.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-llm.csv" || true
     "$psw" profile-serving --socket "$sock" --name h200-serve-llm --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-      --requests 10 --gap-ms 150 --batch 1 --training-batch 8 --training-window 10 --out "$raw/serving-llm.yaml" \
+      --model llama-1b --model llama-8b --requests 10 --gap-ms 150 --batch 1 --training-batch 8 --training-window 10 \
+      --out "$raw/serving-llm.yaml" \
       || echo "!! psw profile-serving failed"
     experiment="$sock_dir/h200-validate-llm.yaml"
     sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"

@@ -2,7 +2,8 @@
 # psw serve with a decoder (Note [Decoder in the pipeline]): llama-tiny in bf16 beside BERT-base
 # in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
-# prompts; psw load drives a periodic workload over both models, every request answered.
+# prompts; psw load drives a periodic workload, every request answered; psw profile-serving
+# measures the decoder's request path and psw validate simulates the workload with it.
 #
 #   serve_decoder.sh PSW
 set -euo pipefail
@@ -49,6 +50,23 @@ workload: {kind: periodic, interval_ms: 200, count: 6, models: [llama-tiny]}
 YAML
 "$psw" load --config "$work/load.yaml" --socket "$sock" --out "$work/load" > "$work/load.txt" 2> "$work/load.err" \
   || { cat "$work/load.txt" "$work/load.err"; echo "FAIL: psw load"; exit 1; }
+# The request path of the decoder (psw profile-serving names it: the default is the zoo's
+# built-in models), then psw validate of the same workload with it.
+"$psw" profile-serving --socket "$sock" --name host-decoder --device "$(uname -n)" --model llama-tiny --requests 2 \
+  --gap-ms 20 --batch 1 --training-window 0 --out "$work/serving.yaml" > /dev/null 2> "$work/profile.err" \
+  || { cat "$work/profile.err"; echo "FAIL: psw profile-serving"; exit 1; }
+grep -q "model: llama-tiny" "$work/serving.yaml" && ! grep -q "model: bert_base" "$work/serving.yaml" \
+  || { cat "$work/serving.yaml"; echo "FAIL: the serving profile's models"; exit 1; }
+set +e
+"$psw" profile-serving --socket "$sock" --name x --device y --model gpt2 > /dev/null 2> "$work/unserved.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "does not serve model 'gpt2'" "$work/unserved.err" \
+  || { cat "$work/unserved.err"; echo "FAIL: an unserved --model: exit $rc"; exit 1; }
+echo "serving: $work/serving.yaml" >> "$work/load.yaml"
+"$psw" validate --config "$work/load.yaml" --socket "$sock" --out "$work/validation" > "$work/validate.txt" 2>&1 \
+  || { cat "$work/validate.txt"; echo "FAIL: psw validate"; exit 1; }
+grep -q "^llama-tiny *mean_ms" "$work/validate.txt" || { cat "$work/validate.txt"; echo "FAIL: validate's table"; exit 1; }
 /usr/bin/python3 - "$work" <<'PY'
 import csv, json, sys
 work = sys.argv[1]

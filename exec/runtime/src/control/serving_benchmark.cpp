@@ -38,8 +38,19 @@ void wait_for_training(Client& client, const std::string& model) {
   throw Error("the training job did not resume within 60 s");
 }
 
-std::vector<ModelInfo> served_zoo_models(Client& client) {
+// The models a benchmark requests: those named (each must be served), else the zoo's built-in
+// models the server serves.
+std::vector<ModelInfo> served_models(Client& client, const std::vector<std::string>& names) {
   std::vector<ModelInfo> models;
+  for (const auto& name : names) {
+    try {
+      models.push_back(client.model_metadata(name));
+    } catch (const ServiceError& e) {
+      if (e.code() != ServiceError::Code::NotFound) throw;
+      throw InputError("the server at " + client.target() + " does not serve model '" + name + "'");
+    }
+  }
+  if (!names.empty()) return models;
   for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
     try {
       models.push_back(client.model_metadata(name));
@@ -47,7 +58,7 @@ std::vector<ModelInfo> served_zoo_models(Client& client) {
       if (e.code() != ServiceError::Code::NotFound) throw;
     }
   }
-  if (models.empty()) throw Error("the server serves none of the zoo's models");
+  if (models.empty()) throw Error("the server serves none of the zoo's built-in models: name the models to request");
   return models;
 }
 
@@ -79,7 +90,7 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
   // started, stopped) is neither waited for nor measured.
   const TrainingStatus status = client.training_status("");
   const std::string trained = status.running ? status.model : std::string();
-  const std::vector<ModelInfo> models = served_zoo_models(client);
+  const std::vector<ModelInfo> models = served_models(client, spec.models);
   ServingProfileRun run;
   ServingProfile& profile = run.profile;
   profile.name = spec.name;
@@ -166,7 +177,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
   // The models: every one the metadata of the server's models lists; the server's training job.
   const TrainingStatus training = client.training_status("");
-  const std::vector<ModelInfo> models = served_zoo_models(client);
+  const std::vector<ModelInfo> models = served_models(client, spec.models);
   ServingBenchmarkReport report;
   std::uint64_t seed = spec.seed;
   // spec.shared_memory: each model's tensors in its own region, registered at its first request;

@@ -29,6 +29,9 @@ struct ServingBenchmarkSpec {
   // written there before its clock starts, as a producer on the host would write them) instead
   // of in the messages.
   bool shared_memory = false;
+  // The models to request, by name (empty: the zoo's built-in models the server serves; a
+  // decoder, or a model in another dtype, is named here).
+  std::vector<std::string> models;
 };
 
 struct ServingBenchmarkReport {
@@ -66,6 +69,7 @@ struct ServingProfileSpec {
   int training_batch = 8;  // the server's training job's (its config's training.batch)
   double training_window_s = 10;
   std::uint64_t seed = 1;
+  std::vector<std::string> models;  // as ServingBenchmarkSpec::models
 };
 
 struct ServingProfileRun {
