@@ -53,6 +53,37 @@ def print_mechanisms_vs_sim(path):
     print()
 
 
+def print_decoders_served(raw):
+    print("## Decoders served (configs/serve/h200-llm.yaml)\n")
+    print("llama-1b and llama-8b (configs/zoo/) in bf16 served with PipeSwitch while ResNet-152 trains (batch 8,")
+    print("224 x 224); ResNet-152 is served too but not requested. A request is a 512-token prompt (batch 1),")
+    print("answered with the logits of its last position (Note [Decoder in the pipeline]): its latency is the")
+    print("time to first token of a cold decoder switched in from pinned host memory, training preempted.")
+    print("The request path was measured first on this server (`psw profile-serving --model llama-1b --model")
+    print("llama-8b`, 10 cold requests each); then `psw validate` of `configs/experiments/h200-validate-llm.yaml`")
+    print("(the decoders in turn, one request a second for 40 s) on the same server, simulated with that")
+    print("serving profile and the decoders' measured bf16 profiles (configs/models/h200/bf16/): its table is")
+    print("`h200-validate-llm` below.\n")
+    serving = os.path.join(raw, "serving-llm.yaml")
+    if os.path.exists(serving):
+        print("```yaml")
+        with open(serving) as f:
+            print(f.read().rstrip())
+        print("```\n")
+    procs = processes(os.path.join(raw, "processes-llm.txt"))
+    memory = device_memory(os.path.join(raw, "device-memory-llm.csv"))
+    if procs:
+        print("Each process at start: host memory (RSS) and device memory (nvidia-smi; a worker's count is about")
+        print("the size of the daemon's regions it maps, which nvidia-smi appears to count in the worker too).")
+        print("RSS counts the shared segments a process maps (the packed parameters in pinned host memory are")
+        print("one, mapped by every process), so the rows do not add up to the host memory used.\n")
+        print("| process | pid | host RSS (GiB) | device memory |")
+        print("|---|---:|---:|---:|")
+        for pid, rss_kib, role in procs:
+            print(f"| {role} | {pid} | {rss_kib / 2**20:.1f} | {memory.get(pid, '-')} |")
+        print()
+
+
 def main():
     raw = sys.argv[1]
     print("# psw serve on the H200\n")
@@ -64,12 +95,18 @@ def main():
               "runs; the commit line above is not the tree's: the device host was given its copy's stale git "
               "metadata or a placeholder)")
     print()
-    print(f"Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `{os.path.basename(os.path.normpath(raw))}/` beside this file). The")
-    print("server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
-    print("batch 8, fp32, cache off (every request switches its model in from pinned host memory), while")
-    print("ResNet-152 trains (batch 8, 224 x 224, SGD with momentum). Client latency is measured by `psw")
-    print("bench-serve` around each gRPC call over the Unix socket, so it includes the protocol, copying the")
-    print("8-image input (4.8 MB for ResNet-152) in and the output out, and stopping the training job.\n")
+    print(f"Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `{os.path.basename(os.path.normpath(raw))}/` beside this file).")
+    logs = [os.path.basename(p) for p in glob.glob(os.path.join(raw, "serve*.log"))]
+    if logs != ["serve-llm.log"]:
+        print("The server runs `configs/serve/h200.yaml`: ResNet-152, Inception-v3 and BERT-base served with PipeSwitch,")
+        print("batch 8, fp32, cache off (every request switches its model in from pinned host memory), while")
+        print("ResNet-152 trains (batch 8, 224 x 224, SGD with momentum). Client latency is measured by `psw")
+        print("bench-serve` around each gRPC call over the Unix socket, so it includes the protocol, copying the")
+        print("8-image input (4.8 MB for ResNet-152) in and the output out, and stopping the training job.\n")
+    else:
+        print("This run is the part `llm` alone: see its section below.\n")
+    if os.path.exists(os.path.join(raw, "serve-llm.log")):
+        print_decoders_served(raw)
     bench_path = os.path.join(raw, "bench.json")
     if os.path.exists(bench_path):
         bench = load(bench_path)
