@@ -37,6 +37,7 @@ struct ProfileOptions {
   std::string out_dir = "results/profiles";
   std::string hardware_name;  // name of the written hardware profile (default: the base's)
   std::int64_t prompt_tokens = 0;  // decoders: the prompt's length (0: the example's 128)
+  std::vector<std::int64_t> prefill_tokens;  // decoders: the prefill curve's other lengths
 };
 
 std::string today() {
@@ -92,8 +93,9 @@ void run_profile(const ProfileOptions& o) {
   auto backend = exec::make_backend(o.backend);
   auto model = exec::make_model(o.model, 0, dtype);
   exec::Decoder* decoder = exec::as_decoder(*model);
-  if (o.prompt_tokens != 0 && decoder == nullptr) {
-    throw InputError("--prompt-tokens is for decoders (configs/zoo/*.yaml); " + model->name() + " is not one");
+  if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty()) && decoder == nullptr) {
+    throw InputError("--prompt-tokens and --prefill-tokens are for decoders (configs/zoo/*.yaml); " + model->name() +
+                     " is not one");
   }
   const torch::Tensor input = decoder != nullptr && o.prompt_tokens > 0
                                   ? decoder->example_tokens(o.batch, o.prompt_tokens, 1)
@@ -125,7 +127,16 @@ void run_profile(const ProfileOptions& o) {
             (o.train_eager && backend->supports_graphs() ? "; training iteration timed eagerly (--train-eager)" : "");
   }
   model_note += "; layer list and bytes from " + (decoder_config ? "the live model (" + o.model + ")" : base_path);
-  if (decoder != nullptr) model_note += "; prompt of " + std::to_string(input.size(1)) + " tokens";
+  if (decoder != nullptr) {
+    model_note += "; prompt of " + std::to_string(input.size(1)) + " tokens";
+    profile.prompt_tokens = input.size(1);
+    if (!o.prefill_tokens.empty()) {
+      std::vector<std::int64_t> lengths = o.prefill_tokens;
+      lengths.push_back(profile.prompt_tokens);
+      profile.prefill_curve = exec::profile_prefill_curve(*backend, *model, o.batch, lengths, o.repeat);
+      model_note += "; prefill curve: the whole forward at each prompt length, median of " + std::to_string(o.repeat);
+    }
+  }
   profile.batch = o.batch;
   profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today(), versions};
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
@@ -188,6 +199,11 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--model", options->model,
                   "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config file")
       ->required();
+  cmd->add_option("--prefill-tokens", options->prefill_tokens,
+                  "Decoders: also time the whole prefill at these prompt lengths (comma-separated), the profile's "
+                  "prefill curve, so that other prompts are predicted (Note [Prefill curve])")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 22));
   cmd->add_option("--prompt-tokens", options->prompt_tokens,
                   "Decoders: the prompt's length the prefill is profiled at (default: 128)")
       ->check(CLI::Range(1, 1 << 22));

@@ -73,6 +73,34 @@ ModelProfile parse_model_profile(const std::string& text, const std::string& ori
     l.finish();
     model.layers.push_back(std::move(layer));
   }
+  // Note [Prefill curve] (model_profile.hpp).
+  model.prompt_tokens = r.optional_integer("prompt_tokens", 1, kMaxPromptTokens).value_or(0);
+  if (r.has("prefill_curve")) {
+    if (model.prompt_tokens == 0) {
+      r.fail_key("prefill_curve", r.get("prefill_curve"),
+                 "a prefill curve needs prompt_tokens (the prompt length the layers' forward times are for)");
+    }
+    YAML::Node curve = r.sequence("prefill_curve");
+    bool has_own_prompt = false;
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+      MapReader c(curve[i], origin, detail::concat("prefill_curve[", i, "]"));
+      PrefillPoint point;
+      point.tokens = c.integer("tokens", 1, kMaxPromptTokens);
+      point.forward = nanoseconds(c.integer("forward_ns", 1, kMaxDurationNs));
+      if (!model.prefill_curve.empty() && point.tokens <= model.prefill_curve.back().tokens) {
+        c.fail_key("tokens", c.get("tokens"), "the curve's prompt lengths must increase");
+      }
+      c.finish();
+      has_own_prompt = has_own_prompt || point.tokens == model.prompt_tokens;
+      model.prefill_curve.push_back(point);
+    }
+    if (model.prefill_curve.size() < 2 || !has_own_prompt) {
+      r.fail_key("prefill_curve", r.get("prefill_curve"),
+                 detail::concat("a prefill curve needs at least two points, one of them at prompt_tokens (",
+                                model.prompt_tokens, ")"));
+    }
+  }
+  r.mark_seen("prefill_curve");
   r.finish();
   return model;
 }
@@ -321,7 +349,16 @@ std::string to_yaml(const ModelProfile& model) {
   out << YAML::Key << "name" << YAML::Value << model.name;
   out << YAML::Key << "batch" << YAML::Value << model.batch;
   out << YAML::Key << "dtype" << YAML::Value << model.dtype;
+  if (model.prompt_tokens > 0) out << YAML::Key << "prompt_tokens" << YAML::Value << model.prompt_tokens;
   emit_source(out, model.source);
+  if (!model.prefill_curve.empty()) {
+    out << YAML::Key << "prefill_curve" << YAML::Value << YAML::BeginSeq;
+    for (const auto& point : model.prefill_curve) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "tokens" << YAML::Value << point.tokens << YAML::Key
+          << "forward_ns" << YAML::Value << point.forward.ns() << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
   const bool measured = model.source.kind == ProfileSource::Measured;
   for (const auto& layer : model.layers) {

@@ -40,6 +40,16 @@ SwitchCosts::SwitchCosts(std::vector<Bytes> layer_bytes, std::vector<Duration> l
   }
 }
 
+SwitchCosts SwitchCosts::with_compute_scaled(double factor) const {
+  if (!(factor >= 0.0)) throw InputError(detail::concat("a compute scale must be non-negative, not ", factor));
+  std::vector<Duration> compute;
+  compute.reserve(layer_compute_.size());
+  for (const Duration c : layer_compute_) {
+    compute.push_back(Duration::from_ns_truncated(static_cast<double>(c.ns()) * factor + 0.5));
+  }
+  return SwitchCosts(layer_bytes_, std::move(compute), link_, group_sync_, tail_, gpu_free_at_);
+}
+
 namespace {
 
 Duration ceil_div_time(std::int64_t amount, std::int64_t per_second) {

@@ -718,6 +718,7 @@ class AzureLlm2023Source final : public RowSource {
     r.model = bucket->model;
     r.batch = batch_;
     r.slo = slo_;
+    r.prompt_tokens = context;  // Note [Prefill curve]: a decoder's prefill costs by its prompt
     return r;
   }
 

@@ -28,6 +28,7 @@ constexpr std::int64_t kMaxFlops = std::int64_t{1} << 62;
 constexpr std::int64_t kMaxDurationNs = std::int64_t{86'400} * 1'000'000'000;  // one day
 constexpr std::int64_t kMaxBandwidth = std::int64_t{100} * 1'000'000'000'000;  // 100 TB/s
 constexpr std::int64_t kMaxFlopsRate = std::int64_t{1} << 62;
+constexpr std::int64_t kMaxPromptTokens = std::int64_t{1} << 22;  // as a decoder's max_positions
 
 // The largest YAML file psw reads (profiles, hardware, plans, experiment, sweep and serve
 // configs). The largest shipped file is a few hundred KiB; a synthetic profile of the most

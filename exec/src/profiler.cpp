@@ -152,6 +152,21 @@ PhaseTimes profile_forward(Backend& backend, ZooModel& model, const torch::Tenso
   return phase_times(samples, records, plain_totals);
 }
 
+std::vector<PrefillPoint> profile_prefill_curve(Backend& backend, ZooModel& model, int batch,
+                                                std::vector<std::int64_t> tokens, int repeats) {
+  Decoder* decoder = as_decoder(model);
+  if (decoder == nullptr) throw InputError("a prefill curve is for decoders (configs/zoo/*.yaml); " + model.name() + " is not one");
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  std::vector<PrefillPoint> curve;
+  for (const std::int64_t length : tokens) {
+    // example_tokens refuses a length outside [1, max_positions] with the decoder's name.
+    const torch::Tensor prompt = decoder->example_tokens(batch, length, 1).to(backend.device());
+    curve.push_back({length, profile_forward(backend, model, prompt, repeats).total});
+  }
+  return curve;
+}
+
 TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats,
                                bool use_graphs) {
   const std::size_t n = model.layers().size();

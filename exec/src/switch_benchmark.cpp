@@ -172,14 +172,24 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
     report.plan = make_switch_plan(spec.profile, spec.hardware, Task::Inference, strategy, spec.placement, memory);
   }
   const SwitchPlan& plan = report.plan;
-  const SwitchCosts costs = make_switch_costs(spec.profile, spec.hardware, Task::Inference, memory, plan.host_mapped);
-  report.host_mapped_layers = host_mapped_names(spec.profile, plan.host_mapped);
-  auto pipeline = make_private_pipeline(*backend, *model, plan, *mode);
-  PipelineEngine& engine = *pipeline->engine;
   const torch::Tensor input =
       (decoder != nullptr && spec.prompt_tokens > 0 ? decoder->example_tokens(spec.batch, spec.prompt_tokens, 1)
                                                      : model->example_input(spec.batch, 1))
           .to(backend->device());
+  // Note [Prefill curve]: a decoder's profiled times are for the profile's prompt; another
+  // prompt's are scaled by its curve, and without one the prediction would be another prompt's.
+  const std::int64_t prompt = decoder != nullptr ? input.size(1) : 0;
+  if (prompt > 0 && spec.profile.prompt_tokens > 0 && prompt != spec.profile.prompt_tokens &&
+      spec.profile.prefill_curve.empty()) {
+    throw InputError(detail::concat(spec.profile_origin, ": the profile's times are for a prompt of ",
+                                    spec.profile.prompt_tokens, " tokens, not ", prompt,
+                                    ": profile at that prompt, or with a prefill curve (psw profile --prefill-tokens)"));
+  }
+  const SwitchCosts costs = make_switch_costs(spec.profile, spec.hardware, Task::Inference, memory, plan.host_mapped)
+                                .with_compute_scaled(prefill_scale(spec.profile, prompt));
+  report.host_mapped_layers = host_mapped_names(spec.profile, plan.host_mapped);
+  auto pipeline = make_private_pipeline(*backend, *model, plan, *mode);
+  PipelineEngine& engine = *pipeline->engine;
 
   std::vector<Duration> ready_wall;
   std::vector<Duration> switch_wall;

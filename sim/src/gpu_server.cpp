@@ -402,9 +402,10 @@ class GpuServer {
     Duration wait = Duration::zero();  // for a standby worker
     SwitchInCost cost;
     if (!fresh) {
-      cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training), false};
+      cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training, request.prompt_tokens),
+              false};
     } else {
-      cost = mechanism_.switch_in(request.model, task, stop, previous);
+      cost = mechanism_.switch_in(request.model, task, stop, previous, request.prompt_tokens);
     }
     if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, previous);
     const Duration startup = now + wait + cost.startup;
@@ -489,7 +490,7 @@ class GpuServer {
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
     const Duration now = sim_.now();
     const Duration latency = now - request.arrival + protocol_path(request);
-    const Duration ready = mechanism_.ready_run(request.model, request.task);
+    const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens);
     inference_busy_ += ready;
     if (request.task == Task::Inference) {
       latency_.add(latency);

@@ -89,6 +89,11 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
         pm.groups = make_plan(strategy, planning_costs).groups;
         timeline = evaluate_timeline(costs, pm.groups);
       }
+      if (task == Task::Inference && !model.prefill_curve.empty()) {
+        pm.costs = costs;
+        pm.prompt_tokens = model.prompt_tokens;
+        pm.prefill_curve = model.prefill_curve;
+      }
       pm.num_layers = model.num_layers();
       pm.bytes = costs.total_bytes();
       pm.forward = costs.total_compute();
@@ -114,29 +119,50 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
   }
 }
 
+MechanismModel::ComputeCosts MechanismModel::compute_costs(const PerModel& pm, Task task,
+                                                          std::int64_t prompt_tokens) const {
+  ComputeCosts out{pm.forward, pm.compute_and_sync, pm.pipelined_total};
+  if (task != Task::Inference || !pm.costs) return out;
+  const double factor = prefill_scale(pm.prompt_tokens, pm.prefill_curve, prompt_tokens);
+  if (factor == 1.0) return out;
+  // Note [Prefill curve]: every layer's compute scaled, the transfers as they were; the
+  // timeline evaluated again over the same groups (the plan is the profile's prompt's).
+  const SwitchCosts scaled = pm.costs->with_compute_scaled(factor);
+  out.forward = scaled.total_compute();
+  out.compute_and_sync = out.forward + effective_sync_ * static_cast<std::int64_t>(pm.groups.size());
+  if (traits(mechanism_).peer_paths) {
+    const ParallelCosts parallel = make_parallel_costs(scaled, hardware_, parallel_.gpus, parallel_.helpers_training);
+    out.pipelined_total = evaluate_parallel_timeline(parallel, ParallelPlan{pm.groups, pm.splits}).total;
+  } else {
+    out.pipelined_total = evaluate_timeline(scaled, pm.groups).total;
+  }
+  return out;
+}
+
 SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration stop,
-                                       std::optional<std::uint32_t> previous) const {
+                                       std::optional<std::uint32_t> previous, std::int64_t prompt_tokens) const {
   const PerModel& pm = costs_of(model, task);
+  const ComputeCosts work = compute_costs(pm, task, prompt_tokens);
   const Duration tail = task == Task::Training ? pm.backward : Duration::zero();
   const Duration sync = hardware_.group_sync;
   switch (mechanism_) {
     case Mechanism::Ready:
-      return {stop, stop + pm.forward + tail, false};
+      return {stop, stop + work.forward + tail, false};
     case Mechanism::Mps:  // nothing to switch; the server applies the slowdown beside training
     case Mechanism::TimeSliced:
-      return {Duration::zero(), pm.forward + tail, false};
+      return {Duration::zero(), work.forward + tail, false};
     case Mechanism::NoOptimization: {
       const Duration start = max(pm.sequential_copies, stop) + sync;
-      return {start, start + pm.forward + tail, true};
+      return {start, start + work.forward + tail, true};
     }
     case Mechanism::UnifiedMemory:
-      return {stop + pm.first_layer_fault, stop + pm.um_migration + pm.forward + tail, true};
+      return {stop + pm.first_layer_fault, stop + pm.um_migration + work.forward + tail, true};
     case Mechanism::StopAndStart:
     case Mechanism::TwoProcesses: {
       const Duration prep = hardware_.process_start + hardware_.framework_start +
                             hardware_.cuda_context_create + hardware_.cuda_malloc;
       const Duration start = max(stop, prep + pm.single_copy) + sync;
-      return {start, start + pm.forward + tail, true};
+      return {start, start + work.forward + tail, true};
     }
     case Mechanism::OneProcess: {
       Duration prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);
@@ -147,7 +173,7 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
                 hardware_.cuda_free * static_cast<std::int64_t>(old.num_layers);
       }
       const Duration start = max(stop, prep + pm.single_copy) + sync;
-      return {start, start + pm.forward + tail, true};
+      return {start, start + work.forward + tail, true};
     }
     default:
       break;
@@ -164,7 +190,7 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
   // at max(prep + first arrival, gpu_free) + sync. O(1) per switch.
   const Duration gpu_free = max(stop, prep);
   const Duration startup = max(prep + pm.first_arrival, gpu_free) + effective_sync_;
-  const Duration finish = max(gpu_free + pm.compute_and_sync, prep + pm.pipelined_total) + tail;
+  const Duration finish = max(gpu_free + work.compute_and_sync, prep + work.pipelined_total) + tail;
   return {startup, finish, true};
 }
 
@@ -194,9 +220,11 @@ MechanismModel::ParallelSwitch MechanismModel::parallel_switch(std::uint32_t mod
 // running (its background job under MPS is never stopped, so: configured and not idle), and
 // passes it as `beside_training`. The training job's own slowdown
 // (`training_slowdown_percent`) applies while inference runs beside it (advance_training).
-Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool beside_training) const {
+Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool beside_training,
+                                      std::int64_t prompt_tokens) const {
   const PerModel& pm = costs_of(model, task);
-  const Duration work = pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
+  const Duration work =
+      compute_costs(pm, task, prompt_tokens).forward + (task == Task::Training ? pm.backward : Duration::zero());
   if (task != Task::Inference || !beside_training) return work;
   if (mechanism_ == Mechanism::Mps) return scale(work, mps_inference_slowdown());
   if (mechanism_ == Mechanism::TimeSliced) return time_sliced_latency(work);
@@ -217,9 +245,9 @@ double MechanismModel::concurrent_training_rate() const {
   return 1.0 / mps_training_slowdown();
 }
 
-Duration MechanismModel::ready_run(std::uint32_t model, Task task) const {
+Duration MechanismModel::ready_run(std::uint32_t model, Task task, std::int64_t prompt_tokens) const {
   const PerModel& pm = costs_of(model, task);
-  return pm.forward + (task == Task::Training ? pm.backward : Duration::zero());
+  return compute_costs(pm, task, prompt_tokens).forward + (task == Task::Training ? pm.backward : Duration::zero());
 }
 
 bool MechanismModel::stops_at_layer_boundary() const {

@@ -304,6 +304,12 @@ if(PSW_HAVE_EXEC)
   # then a cold prefill measured beside copy-then-prefill and the resident model, and decoded.
   psw_cli_script_test(run.decoder_first_token 300
     "$<TARGET_FILE:psw> profile --model configs/zoo/llama-tiny.yaml --backend host --batch 1 --prompt-tokens 16 --repeat 2 --out $out >/dev/null && grep -q 'kind: measured' $out/llama-tiny.yaml && $<TARGET_FILE:psw> run --model configs/zoo/llama-tiny.yaml --backend host --profile $out/llama-tiny.yaml --batch 1 --prompt-tokens 16 --decode 4 --repeat 2 --warmup 1 --format json > $out/run.json && grep -q '\"time_to_first_token_ms\"' $out/run.json && grep -q '\"decode_tokens\": 4' $out/run.json && grep -q '\"prompt_tokens\": 16' $out/run.json && $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/llama-tiny.yaml --batch 1 --prompt-tokens 16 --decode 2 --repeat 1 --warmup 0 | grep -q '^  copy, prefill'")
+  # Note [Prefill curve]: psw profile --prefill-tokens writes the curve; psw run predicts another
+  # prompt from it, and refuses another prompt from a profile without one.
+  psw_cli_script_test(run.decoder_prefill_curve 300
+    "$<TARGET_FILE:psw> profile --model llama-tiny --backend host --batch 1 --prompt-tokens 16 --prefill-tokens 4,64 --repeat 2 --out $out/curve >/dev/null && grep -q '^prompt_tokens: 16$' $out/curve/llama-tiny.yaml && test $(grep -c '{tokens: ' $out/curve/llama-tiny.yaml) -eq 3 && $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/curve/llama-tiny.yaml --batch 1 --prompt-tokens 64 --repeat 1 --warmup 0 | grep -q '^prediction ' && $<TARGET_FILE:psw> profile --model llama-tiny --backend host --batch 1 --prompt-tokens 16 --repeat 2 --out $out/flat >/dev/null && ! $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/flat/llama-tiny.yaml --batch 1 --prompt-tokens 64 --repeat 1 --warmup 0 2> $out/err; grep -q 'are for a prompt of 16 tokens, not 64' $out/err")
+  psw_cli_test(profile.prefill_tokens_not_decoder 2 "--prompt-tokens and --prefill-tokens are for decoders" profile
+               --model bert_base --backend host --batch 1 --prefill-tokens 64 --out /tmp/psw-test-prefill-not-decoder)
   psw_cli_test(run.prompt_tokens_not_decoder 2 "are for decoders" run --model bert_base --backend host
                --profile ${PSW_MODELS}/bert_base.yaml --prompt-tokens 16 --repeat 1 --warmup 0 --batch 1)
   psw_cli_test(run.decoder_config_missing 2 "configs/zoo/llama-70b\.yaml: no such file" run

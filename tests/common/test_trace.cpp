@@ -486,6 +486,9 @@ TEST(TraceAzureLlm, ArrivalsRelativeToFirstRowAcrossDaysAndLeapYear) {
     EXPECT_EQ(r.batch, 2);
     EXPECT_EQ(r.slo, milliseconds(30));
   }
+  // Each request's prompt is its row's ContextTokens (Note [Prefill curve]).
+  const std::vector<std::int64_t> prompts = {100, 2000, 4000, 8000, 50};
+  for (std::size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(requests[i].prompt_tokens, prompts[i]) << i;
 }
 
 TEST(TraceAzureLlm, BucketBoundaryIsInclusive) {

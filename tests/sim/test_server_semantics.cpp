@@ -3,8 +3,10 @@
 // split by task, exact Chrome trace times, and the closed-form switch cost against the
 // timeline it stands for.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -284,6 +286,75 @@ TEST(SimMechanism, AMeasuredProfileWithoutBackwardTimesServesButDoesNotTrain) {
     EXPECT_NE(std::string(e.what()).find("model 'bert_base' cannot be simulated as a training task"), std::string::npos)
         << e.what();
   }
+}
+
+// Note [Prefill curve]: llama-8b's measured profile (512-token prompt) with a curve that makes
+// 2048 tokens cost 4x and 128 tokens 0.4x: a prompt scales every layer's compute and leaves the
+// transfers; the switch is the timeline of the scaled costs over the same groups.
+ModelProfile llama_with_curve() {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  ModelProfile model = load_model_profile(root / "configs/models/h200/bf16/llama-8b.yaml");
+  Duration forward = Duration::zero();
+  for (const auto& layer : model.layers) forward += *layer.forward_time;
+  model.prompt_tokens = 512;
+  model.prefill_curve = {{128, nanoseconds(forward.ns() * 2 / 5)}, {512, forward}, {2048, forward * 4}};
+  return model;
+}
+
+TEST(SimMechanism, ADecodersPromptScalesItsComputeNotItsTransfers) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  const HardwareProfile hw = load_hardware_profile(root / "configs/hardware/h200-pcie5.yaml");
+  const ModelProfile model = llama_with_curve();
+  const MechanismModel mechanism(Mechanism::PipeSwitch, hw, {model}, Strategy::Optimal);
+  const Duration ready = mechanism.ready_run(0, Task::Inference);
+  EXPECT_EQ(mechanism.ready_run(0, Task::Inference, 512), ready);
+  EXPECT_NEAR(static_cast<double>(mechanism.ready_run(0, Task::Inference, 2048).ns()), 4.0 * static_cast<double>(ready.ns()),
+              static_cast<double>(model.num_layers()));  // each layer rounded to the nanosecond
+  const SwitchCosts base = make_switch_costs(model, hw, Task::Inference, HostMemory::Pinned);
+  const Grouping groups = mechanism.grouping(0, Task::Inference);
+  for (const std::int64_t tokens : {std::int64_t{128}, std::int64_t{2048}, std::int64_t{8192}}) {
+    const SwitchCosts scaled = base.with_compute_scaled(prefill_scale(model, tokens));
+    const SwitchInCost cost = mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt, tokens);
+    EXPECT_EQ(cost.finish, evaluate_timeline(scaled, groups).total) << tokens;
+    // Never faster than its transfers, whatever the prompt.
+    EXPECT_GE(cost.finish, hw.pinned.copy_time(base.total_bytes())) << tokens;
+  }
+  EXPECT_LT(mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt, 128).finish,
+            mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt).finish);
+  EXPECT_EQ(mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt, 0).finish,
+            mechanism.switch_in(0, Task::Inference, Duration::zero(), std::nullopt, 512).finish);
+}
+
+// The same through a replay: each request of the Azure LLM 2023 trace is priced at its row's
+// ContextTokens (the resident model: its latency is the scaled forward).
+TEST(SimMechanism, ATraceReplayPricesEachPromptByItsContextTokens) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-prefill-replay-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const ModelProfile model = llama_with_curve();
+  std::ofstream(dir / "llama-8b.yaml") << to_yaml(model);
+  auto replay = [&](bool with_curve) {
+    ModelProfile written = model;
+    if (!with_curve) written.prefill_curve.clear();
+    std::ofstream(dir / "llama-8b.yaml") << to_yaml(written);
+    std::ofstream(dir / "replay.yaml") << "name: prefill-replay\nhardware: " << quoted((root / "configs/hardware/h200-pcie5.yaml").string())
+                                       << "\nmodels:\n  - {name: llama-8b, profile: " << quoted((dir / "llama-8b.yaml").string())
+                                       << "}\nmechanism: ready\nseed: 1\nworkload:\n  kind: trace\n  format: azure-llm-2023\n  path: "
+                                       << quoted(std::string(PSW_TEST_DATA_DIR) + "/traces/llm2023_small.csv")
+                                       << "\n  buckets:\n    - {max_context_tokens: 1000000, model: llama-8b}\n";
+    return run_simulation(load_experiment_config(dir / "replay.yaml", {}), SimulationOptions{}).summary;
+  };
+  const double flat = mean_ms(replay(false));
+  const double priced = mean_ms(replay(true));
+  // The fixture's prompts: 100, 2000, 4000, 8000 and 50 tokens; the 8000-token one arrives 1 ns
+  // after the 4000-token one and waits for it. Flat, the mean is (5 + 1) forwards / 5.
+  const double forward = flat / 1.2;
+  double expected = prefill_scale(model, 4000);
+  for (const std::int64_t tokens : {100, 2000, 4000, 8000, 50}) expected += prefill_scale(model, tokens);
+  EXPECT_NEAR(priced, forward * expected / 5.0, flat * 1e-3);
+  EXPECT_GT(priced, 5.0 * flat);
+  std::filesystem::remove_all(dir);
 }
 
 // The closed form of MechanismModel::switch_in (Note [Shifted timeline]) against the timeline

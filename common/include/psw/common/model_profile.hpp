@@ -10,6 +10,7 @@
 //    compute model (see cost_model.hpp);
 //  - measured: forward and backward times per layer, measured on `source.device`.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,16 +55,40 @@ struct LayerProfile {
   std::optional<Duration> backward_time;
 };
 
+// Note [Prefill curve]
+// ~~~~~~~~~~~~~~~~~~~~
+// A decoder's forward is the prefill of a prompt (Note [Decoder in the pipeline] in
+// exec/decoder.hpp), whose cost grows with the prompt's length while its bytes do not. Its
+// profile's per-layer times are for one prompt length (`prompt_tokens`); the prefill curve is
+// the whole resident forward measured at several lengths, that one among them (`psw profile
+// --prefill-tokens`). A prompt of T tokens then costs every layer its profiled time times
+// prefill_scale(T) = curve(T) / curve(prompt_tokens), the curve linear between its points,
+// flat below the first (a short prompt's prefill reads all the weights anyway) and extended
+// with the last segment's slope above the last. A switch's transfers do not change with T.
+struct PrefillPoint {
+  std::int64_t tokens = 0;
+  Duration forward;  // the whole resident forward at a prompt of `tokens`
+};
+
 struct ModelProfile {
   std::string name;
   int batch = 0;
   std::string dtype;
   SourceInfo source;
   std::vector<LayerProfile> layers;
+  // Decoders: the prompt length the layers' forward times are for (0 for other models), and
+  // Note [Prefill curve] (empty: every prompt costs what `prompt_tokens` does).
+  std::int64_t prompt_tokens = 0;
+  std::vector<PrefillPoint> prefill_curve;
 
   Bytes total_param_bytes() const;
   std::size_t num_layers() const { return layers.size(); }
 };
+
+// Note [Prefill curve]: the factor on the profile's forward times for a prompt of `tokens`; 1
+// for tokens 0 (the profile's own prompt) and for a profile without a curve.
+double prefill_scale(const ModelProfile& model, std::int64_t tokens);
+double prefill_scale(std::int64_t prompt_tokens, const std::vector<PrefillPoint>& curve, std::int64_t tokens);
 
 // What the switched-in task does with the model.
 enum class Task { Inference, Training };

@@ -53,6 +53,10 @@ class SwitchCosts {
   Duration total_compute() const { return compute_prefix_.back(); }
   // The ready model: the same work with every parameter already resident.
   Duration ready_time() const { return total_compute() + tail_; }
+  // The same switch with every layer's compute times `factor` (rounded to the nanosecond) and
+  // the bytes, link and sync as they are: a decoder's prefill of another prompt length (Note
+  // [Prefill curve] in model_profile.hpp). The tail and gpu_free_at are kept.
+  SwitchCosts with_compute_scaled(double factor) const;
 
  private:
   std::vector<Bytes> layer_bytes_;

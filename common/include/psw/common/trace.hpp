@@ -26,6 +26,9 @@ struct Request {
   Task task = Task::Inference;
   int batch = 8;
   Duration slo;  // zero: no SLO
+  // The prompt's length where the workload knows it (the Azure LLM 2023 trace's ContextTokens);
+  // 0: the profile's. Only a profile with a prefill curve prices it (Note [Prefill curve]).
+  std::int64_t prompt_tokens = 0;
 };
 
 class RequestSource {

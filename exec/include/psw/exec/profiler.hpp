@@ -51,6 +51,13 @@ std::vector<Duration> remove_mark_overhead(const std::vector<Duration>& raw, con
 // backend with graphs, the timed forward is a replayed graph, so host dispatch is not counted.
 PhaseTimes profile_forward(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats);
 
+// Note [Prefill curve] (model_profile.hpp): a decoder's whole resident forward at each prompt
+// length of `tokens` (seeded prompts of `batch` sequences, the model on the backend's device),
+// as profile_forward's uninstrumented total, in increasing length (duplicates once).
+// InputError for a model that is not a decoder and for a length outside its positions.
+std::vector<PrefillPoint> profile_prefill_curve(Backend& backend, ZooModel& model, int batch,
+                                                std::vector<std::int64_t> tokens, int repeats);
+
 // One training iteration's forward (training_loss) and backward (loss.backward()), per layer,
 // median over `repeats` (replayed graphs where the backend has them). Backward: a hook on
 // every parameter records when its gradient is ready; layers are ordered by that time and

@@ -52,14 +52,17 @@ class MechanismModel {
   // Running `model` for `task` when it is not the active model; the GPU is released by
   // the old task at `stop`, and `previous` (if any) is the model that was active. Under MPS
   // nothing is switched: the model alone on the GPU (see resident_run for the slowdown).
+  // `prompt_tokens` (inference of a decoder whose profile has a prefill curve; 0: the
+  // profile's prompt) scales the forward's compute, not its transfers (Note [Prefill curve]).
   SwitchInCost switch_in(std::uint32_t model, Task task, Duration stop,
-                         std::optional<std::uint32_t> previous) const;
+                         std::optional<std::uint32_t> previous, std::int64_t prompt_tokens = 0) const;
   // Running `model` when it is already active on the GPU. Under MPS an inference beside a
   // training job that is resident and running is slowed down by the profile's factor
   // (Note [MPS slowdown] in mechanism.cpp); alone on the GPU it runs at the ready speed.
-  Duration resident_run(std::uint32_t model, Task task, bool beside_training = false) const;
+  Duration resident_run(std::uint32_t model, Task task, bool beside_training = false,
+                        std::int64_t prompt_tokens = 0) const;
   // The ready model's time: the work alone on the GPU, every parameter resident.
-  Duration ready_run(std::uint32_t model, Task task) const;
+  Duration ready_run(std::uint32_t model, Task task, std::int64_t prompt_tokens = 0) const;
 
   // Whether stopping the running task waits for its current layer to finish (PipeSwitch
   // and the in-process mechanisms) or kills it at once (stop-and-start).
@@ -126,12 +129,25 @@ class MechanismModel {
     Duration single_copy;        // one copy of the whole model on the mechanism's link
     Duration um_migration;       // unified memory: page faults and migration of the model
     Duration first_layer_fault;  // unified memory: faults before the first layer can run
+    // Note [Prefill curve]: the per-layer costs the compute of another prompt scales (on the
+    // mechanism's link, the plain sync added per switch), and the curve.
+    std::optional<SwitchCosts> costs;
+    std::int64_t prompt_tokens = 0;
+    std::vector<PrefillPoint> prefill_curve;
     // False for the training entry of a model whose measured profile has no backward times
     // (psw profile without --train): it can be served, not trained (costs_of refuses).
     bool available = true;
     std::string name;  // the model's, for that message
   };
   const PerModel& costs_of(std::uint32_t model, Task task) const;
+  // What a prompt's length changes in a switch (Note [Prefill curve]): pm's own values for
+  // training, for tokens 0 and without a curve.
+  struct ComputeCosts {
+    Duration forward;
+    Duration compute_and_sync;
+    Duration pipelined_total;
+  };
+  ComputeCosts compute_costs(const PerModel& pm, Task task, std::int64_t prompt_tokens) const;
 
   Mechanism mechanism_;
   const HardwareProfile& hardware_;
