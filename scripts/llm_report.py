@@ -4,6 +4,7 @@
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -41,12 +42,22 @@ def main():
               f"| {r['latency_ms']['median']:.1f} | {d['first_token_bound_ms']:.1f} | {d['first_token_over_bound']:.3f} "
               f"| {d['copy_then_prefill_ms']['median']:.1f} | {d['first_token_saving_ms']:.1f} "
               f"| {r['predicted_ms']:.1f} | {100 * r['prediction_error']:+.1f}% | {d['per_token_ms']['median']:.2f} |")
-    print("\n## The zoo in bf16 against fp32 (batch 8, pipeswitch, graph)\n")
-    print("| model | dtype | parameters | transfer ms | resident ms | switch ms | predicted ms | error |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, r in runs.items():
-        if "decoder" in r:
-            continue
+    curves = sorted(glob.glob(os.path.join(raw, "profiles", "bf16", "*.yaml")))
+    if curves:
+        print("\nRows at another prompt than the profile's are predicted through its prefill curve (Note [Prefill "
+              "curve] in common/include/psw/common/model_profile.hpp: every layer's profiled time times "
+              "curve(prompt) / curve(profile's prompt)). The curves, measured in the same call (`psw profile "
+              "--prefill-tokens`), whole resident forward in ms:\n")
+        for path in curves:
+            points = re.findall(r"\{tokens: (\d+), forward_ns: (\d+)\}", open(path).read())
+            cells = ", ".join(f"{int(t)} tokens {int(ns) / 1e6:.2f}" for t, ns in points)
+            print(f"- {os.path.basename(path)[:-5]}: {cells}")
+    zoo = {name: r for name, r in runs.items() if "decoder" not in r}
+    if zoo:
+        print("\n## The zoo in bf16 against fp32 (batch 8, pipeswitch, graph)\n")
+        print("| model | dtype | parameters | transfer ms | resident ms | switch ms | predicted ms | error |")
+        print("|---|---|---|---|---|---|---|---|")
+    for name, r in zoo.items():
         print(f"| {r['model']} | {r['dtype']} | {r['param_bytes'] / 1e6:.1f} MB | {r['transfer_ms']:.2f} "
               f"| {r['ready_graph_ms']['median']:.2f} | {r['latency_ms']['median']:.2f} | {r['predicted_ms']:.2f} "
               f"| {100 * r['prediction_error']:+.1f}% |")
