@@ -25,6 +25,7 @@ source "$root/scripts/gpu-build.sh" "$out" "${targets[@]}"
 raw="$out/raw-llm"
 profiles="$raw/profiles"
 mkdir -p "$raw" "$profiles"
+bash "$root/scripts/environment.sh" > "$raw/environment.md"  # kept with the raw runs if the call is cut
 psw="$build/cli/psw"
 repeat=${PSW_LLM_REPEAT:-20}
 prompt=${PSW_LLM_PROMPT:-512}
@@ -71,6 +72,6 @@ for model in resnet152 bert_base; do
   done
 done
 report="$out/$(date -u +%F)-llm.md"
-python3 "$root/scripts/llm_report.py" "$raw" "$root/scripts/environment.sh" > "$report"
+python3 "$root/scripts/llm_report.py" "$raw" "$raw/environment.md" > "$report"
 tar -C "$raw" -czf "$out/raw-llm.tar.gz" . && rm -rf "$raw"
 echo "== written $report ($(date -u +%T))"

@@ -18,12 +18,19 @@ def load(raw):
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit("usage: llm_report.py RAW_DIR scripts/environment.sh")
+        sys.exit("usage: llm_report.py RAW_DIR scripts/environment.sh|ENVIRONMENT.md|-")
     raw, environment = sys.argv[1], sys.argv[2]
     runs = load(raw)
     print("# Cold starts of LLM decoders and of the zoo in bf16 on the H200 (issue 11)\n")
     print("Produced by `scripts/gpu-llm.sh` (`psw profile`, then `psw run --graph` per row); do not edit by hand.\n")
-    print(subprocess.run(["bash", environment], capture_output=True, text=True).stdout)
+    # The environment: the script's output where the runs are (the GPU host), or the file it
+    # wrote there beside them; '-' when neither was kept (PSW_RUN_NOTE then says what is known).
+    if environment.endswith(".sh"):
+        print(subprocess.run(["bash", environment], capture_output=True, text=True).stdout)
+    elif environment != "-":
+        print(open(environment).read())
+    if os.environ.get("PSW_RUN_NOTE"):
+        print(f"- note: {os.environ['PSW_RUN_NOTE']}\n")
     print("## Time to first token of a cold decoder (bf16, batch 1)\n")
     print("Note [Time to first token] (exec/switch_benchmark.hpp): the cold switch's latency is the TTFT; "
           "the bound is every byte over the link measured in the same call plus the resident prefill; "
@@ -46,7 +53,7 @@ def main():
     if curves:
         print("\nRows at another prompt than the profile's are predicted through its prefill curve (Note [Prefill "
               "curve] in common/include/psw/common/model_profile.hpp: every layer's profiled time times "
-              "curve(prompt) / curve(profile's prompt)). The curves, measured in the same call (`psw profile "
+              "curve(prompt) / curve(profile's prompt)). The curves of the profiles in the raw folder (`psw profile "
               "--prefill-tokens`), whole resident forward in ms:\n")
         for path in curves:
             points = re.findall(r"\{tokens: (\d+), forward_ns: (\d+)\}", open(path).read())

@@ -22,8 +22,10 @@ cp "$tmp/sweep/sweep.csv" "$out/sweep.csv"
   echo "Produced by \`scripts/run-llm-replay.sh\` from \`configs/experiments/$name.yaml\`; do not edit by hand."
   echo "Ten minutes of the coding trace (2,146 requests, 3.6 a second); contexts up to 2,048 tokens to"
   echo "llama-1b, longer ones to llama-8b, both bf16 with the per-layer times measured on the H200 at a"
-  echo "512-token prompt (so every request is simulated as a 512-token prefill: its latency is the time"
-  echo "to first token); ResNet-152 trains in the background."
+  echo "512-token prompt and each request's prefill priced at its own ContextTokens through the profiles'"
+  echo "prefill curves (Note [Prefill curve]: the whole prefill measured at 128 to 2,048 tokens, extended"
+  echo "past 2,048 with the last segment's slope); a request's latency is its time to first token."
+  echo "ResNet-152 trains in the background."
   echo
   bash "$root/scripts/environment.sh"
   echo

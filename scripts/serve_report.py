@@ -34,6 +34,17 @@ def device_memory(path):
     return used
 
 
+def print_processes(raw, processes_file, memory_file, with_rss):
+    """The server's processes (server_processes in gpu-serve.sh) with their device memory."""
+    memory = device_memory(os.path.join(raw, memory_file))
+    print("| process | pid |" + (" host RSS (GiB) |" if with_rss else "") + " device memory |")
+    print("|---|---:|" + ("---:|" if with_rss else "") + "---:|")
+    for pid, rss_kib, role in processes(os.path.join(raw, processes_file)):
+        rss = f" {rss_kib / 2**20:.1f} |" if with_rss else ""
+        print(f"| {role} | {pid} |{rss} {memory.get(pid, '-')} |")
+    print()
+
+
 def print_mechanisms_vs_sim(path):
     """The table `psw compare-serve` wrote (sim/compare.hpp computes every number)."""
     def ms(v):
@@ -70,18 +81,12 @@ def print_decoders_served(raw):
         with open(serving) as f:
             print(f.read().rstrip())
         print("```\n")
-    procs = processes(os.path.join(raw, "processes-llm.txt"))
-    memory = device_memory(os.path.join(raw, "device-memory-llm.csv"))
-    if procs:
+    if os.path.exists(os.path.join(raw, "processes-llm.txt")):
         print("Each process at start: host memory (RSS) and device memory (nvidia-smi; a worker's count is about")
         print("the size of the daemon's regions it maps, which nvidia-smi appears to count in the worker too).")
         print("RSS counts the shared segments a process maps (the packed parameters in pinned host memory are")
         print("one, mapped by every process), so the rows do not add up to the host memory used.\n")
-        print("| process | pid | host RSS (GiB) | device memory |")
-        print("|---|---:|---:|---:|")
-        for pid, rss_kib, role in procs:
-            print(f"| {role} | {pid} | {rss_kib / 2**20:.1f} | {memory.get(pid, '-')} |")
-        print()
+        print_processes(raw, "processes-llm.txt", "device-memory-llm.csv", with_rss=True)
 
 
 def main():
@@ -271,15 +276,9 @@ def main():
                 print(f"| {r['scope']} | {r['measure']} | {cell(r['simulated'])} | {cell(r['measured'])} | {error} | "
                       f"{r['tolerance'] * 100:.0f}% | {r['status']} |")
             print()
-    start = processes(os.path.join(raw, "processes-start.txt"))
-    memory = device_memory(os.path.join(raw, "device-memory.csv"))
-    if start:
+    if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")
-        print("| process | pid | device memory |")
-        print("|---|---:|---:|")
-        for pid, _, role in start:
-            print(f"| {role} | {pid} | {memory.get(pid, '-')} |")
-        print()
+        print_processes(raw, "processes-start.txt", "device-memory.csv", with_rss=False)
 
 
 if __name__ == "__main__":
