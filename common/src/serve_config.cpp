@@ -131,8 +131,11 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
                    "the decoder in " + model.decoder_file.string() + " is named '" + model.decoder->name +
                        "', not '" + model.name + "' (the name its profile and plans go by)");
       }
-      // A prompt and its first generated token fit the decoder's positions.
-      model.prompt_tokens = m.optional_integer("prompt_tokens", 1, model.decoder->max_positions - 1).value_or(std::min<std::int64_t>(128, model.decoder->max_positions - 1));
+      // A prompt and its first generated token fit the decoder's positions; by default the
+      // zoo's example prompt (128 tokens, as BERT's inputs).
+      const std::int64_t longest = model.decoder->max_positions - 1;
+      model.prompt_tokens =
+          m.optional_integer("prompt_tokens", 1, longest).value_or(std::min<std::int64_t>(128, longest));
     } else if (m.has("prompt_tokens")) {
       m.fail_key("prompt_tokens", m.get("prompt_tokens"),
                  "prompt_tokens is for decoders (give decoder: its config file); '" + model.name +
