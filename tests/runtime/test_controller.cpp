@@ -713,10 +713,12 @@ models:
   EXPECT_EQ(info.outputs.at(0).datatype, "BF16");
   EXPECT_EQ(info.outputs.at(0).shape, (std::vector<std::int64_t>{-1, 512}));
   auto controller = start(config);
+  // bf16 sums in another process may round in another order (its threads): a relative 1e-2
+  // allows that, where another model or stale weights would be off by about 1.
   const torch::Tensor expected = decoder->forward(prompt).to(torch::kFloat32);
   const torch::Tensor tokens = bert->example_input(1, 4);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-6) << i;
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-2) << i;
     EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
   }
   EXPECT_EQ(controller->stats().transfers, 4);
@@ -726,7 +728,7 @@ models:
   outside[0][5] = 512;
   expect_code([&] { controller->infer(request_for(served, outside)); }, ServiceError::Code::InvalidArgument,
               "llama-tiny's input 'input_ids' holds token id 512 at element 5: ids must lie in [0, 512)");
-  EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-6);
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-2);
   EXPECT_EQ(controller->stats().worker_restarts, 0);
 }
 
