@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/profile_paths.hpp"
 #include "psw/common/link_fit.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
@@ -79,9 +80,8 @@ void run_profile(const ProfileOptions& o) {
   // configs/models/, the others in a folder of their dtype's name. A decoder has no shipped
   // analytic profile: its layers and bytes come from the live model, in its dtype.
   const bool decoder_config = exec::names_decoder_config(o.model) && o.base_profile.empty();
-  const std::string in_dtype = o.dtype == "fp32" ? "" : o.dtype + "/";
   const std::string base_path =
-      o.base_profile.empty() ? "configs/models/" + in_dtype + o.model + ".yaml" : o.base_profile;
+      o.base_profile.empty() ? profile_path_in("configs/models", o.model, o.dtype).string() : o.base_profile;
   std::optional<ModelProfile> base;
   if (!decoder_config) {
     base = load_model_profile(base_path);
@@ -149,7 +149,7 @@ void run_profile(const ProfileOptions& o) {
   // The profile records its dtype (the base's, checked equal to --dtype above, or the live
   // decoder's); fp32 ones where they always were, the others in a folder of their dtype, as in
   // configs/models/.
-  const std::string model_path = o.out_dir + "/" + in_dtype + profile.name + ".yaml";
+  const std::string model_path = profile_path_in(o.out_dir, profile.name, o.dtype).string();
   save_text(model_path, "# Measured by `psw profile --model " + o.model +
                             (o.dtype == "fp32" ? "" : " --dtype " + o.dtype) + (o.train ? " --train" : "") + "` on " +
                             device + "; do not edit by hand.\n" + to_yaml(profile));

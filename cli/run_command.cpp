@@ -16,6 +16,7 @@
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/profile_paths.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/switch_costs.hpp"
@@ -64,8 +65,7 @@ std::string some_names(const std::vector<std::string>& names, std::size_t shown 
 // default hardware); bf16 / fp16: the analytic one of that dtype (scripts/gen_model_profiles.py),
 // until profiles measured in those dtypes are adopted.
 std::string default_profile_path(const std::string& model, const std::string& dtype) {
-  if (dtype == "fp32") return "configs/models/h200/" + model + ".yaml";
-  return "configs/models/" + dtype + "/" + model + ".yaml";
+  return profile_path_in(dtype == "fp32" ? "configs/models/h200" : "configs/models", model, dtype).string();
 }
 
 void run(const RunOptions& o) {

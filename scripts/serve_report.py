@@ -34,6 +34,15 @@ def device_memory(path):
     return used
 
 
+def print_yaml(path):
+    """A YAML file the run wrote (a serving profile), fenced; nothing when it is missing."""
+    if os.path.exists(path):
+        print("```yaml")
+        with open(path) as f:
+            print(f.read().rstrip())
+        print("```\n")
+
+
 def print_processes(raw, processes_file, memory_file, with_rss):
     """The server's processes (server_processes in gpu-serve.sh) with their device memory."""
     memory = device_memory(os.path.join(raw, memory_file))
@@ -75,12 +84,7 @@ def print_decoders_served(raw):
     print("(the decoders in turn, one request a second for 40 s) on the same server, simulated with that")
     print("serving profile and the decoders' measured bf16 profiles (configs/models/h200/bf16/): its table is")
     print("`h200-validate-llm` below.\n")
-    serving = os.path.join(raw, "serving-llm.yaml")
-    if os.path.exists(serving):
-        print("```yaml")
-        with open(serving) as f:
-            print(f.read().rstrip())
-        print("```\n")
+    print_yaml(os.path.join(raw, "serving-llm.yaml"))
     if os.path.exists(os.path.join(raw, "processes-llm.txt")):
         print("Each process at start: host memory (RSS) and device memory (nvidia-smi; a worker's count is about")
         print("the size of the daemon's regions it maps, which nvidia-smi appears to count in the worker too).")
@@ -253,10 +257,7 @@ def main():
         print("per model, medians over cold requests of the client's latency minus the server's time (protocol)")
         print("and of the server's time minus the engine's (server). The simulator of the validations below adds")
         print("them; those validations are later runs of other workloads.\n")
-        print("```yaml")
-        with open(serving_path) as f:
-            print(f.read().rstrip())
-        print("```\n")
+        print_yaml(serving_path)
     validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
     if validations:
         print("## The simulator beside the server on one workload (psw validate)\n")

@@ -8,6 +8,7 @@
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/profile_paths.hpp"
 #include "yaml_reader.hpp"
 
 namespace psw {
@@ -40,8 +41,7 @@ T optional_choice(MapReader& r, const std::string& key, const std::vector<std::p
 }  // namespace
 
 std::filesystem::path ServeConfig::profile_path(const ServedModelConfig& model) const {
-  const std::filesystem::path folder = model.dtype == "fp32" ? profiles : profiles / model.dtype;
-  return folder / (model.name + ".yaml");
+  return profile_path_in(profiles, model.name, model.dtype);
 }
 
 int ServeConfig::model_index(const std::string& name) const {

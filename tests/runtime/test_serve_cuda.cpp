@@ -78,6 +78,7 @@ models:
   ASSERT_TRUE(controller->ready());
   reference->to(torch::kCUDA);
   const torch::Tensor base = reference->forward(decoder.example_tokens(2, 32, 0).to(torch::kCUDA)).to(torch::kFloat32);
+  auto bert = exec::make_model("bert_base", 0);
   for (std::uint64_t seed = 11; seed < 13; ++seed) {
     const torch::Tensor prompt = decoder.example_tokens(2, 32, seed);
     const torch::Tensor expected = reference->forward(prompt.to(torch::kCUDA)).to(torch::kFloat32).cpu();
@@ -85,7 +86,6 @@ models:
     EXPECT_LT(relative_error(answer, expected), 0.02) << "seed " << seed;
     EXPECT_LT(relative_error(answer - base.cpu(), expected - base.cpu()), 0.1) << "seed " << seed;
     // Another model in between: the decoder is switched in cold again.
-    auto bert = exec::make_model("bert_base", 0);
     controller->infer(request_for("bert_base", bert->example_input(2, seed)));
   }
   EXPECT_EQ(controller->stats().transfers, 4);

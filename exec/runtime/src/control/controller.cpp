@@ -148,7 +148,6 @@ struct Controller::State {
   ControllerOptions options;
   InferenceFirstPolicy policy;
   std::vector<ModelInfo> infos;
-  std::vector<std::int64_t> token_id_bounds;  // per model: token_id_bound, 0 for other inputs
   std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
 
   // Processes and segments.
@@ -842,10 +841,7 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     throw InputError(config.path.string() + ": mechanism '" + to_string(config.mechanism) +
                      "' runs inference beside the training job, in another worker: it needs workers: 2 or more");
   }
-  for (const auto& m : config.models) {
-    s.infos.push_back(served_model_info(m));
-    s.token_id_bounds.push_back(token_id_bound(m));
-  }
+  for (const auto& m : config.models) s.infos.push_back(served_model_info(m));
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wakeup) throw Error("eventfd failed");
   s.log("starting the memory daemon");
@@ -1007,7 +1003,7 @@ InferResponse Controller::infer(const InferRequest& request) {
                        detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
   }
-  if (const std::int64_t bound = s.token_id_bounds[static_cast<std::size_t>(p->model)]; bound > 0) {
+  if (const std::int64_t bound = token_id_bound(s.options.config.models[static_cast<std::size_t>(p->model)]); bound > 0) {
     check_token_ids(request.model, spec.name, input.contents(), bound);
   }
   p->type = *element_type_of(input.datatype);
