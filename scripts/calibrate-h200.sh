@@ -7,7 +7,7 @@
 #       raw-figures-2026-12-01-b (the ablations),
 #     chaining the fits into one profile: results/profiles/h200-calibrated.yaml (the link and the
 #     request path as that call measured them: raw-figures-2026-12-01-a/link-profile/ and
-#     serving-h200.yaml);
+#     serving-h200.yaml; its time_slicing translated to the current model, below);
 #  2. validate it on raw-figures-2026-12-01-c, a later call on another machine of the same kind,
 #     with the profile before and after calibration:
 #     results/validation/calibrated/<mechanism>{,-uncalibrated}/, and a table in
@@ -21,7 +21,7 @@ runs=$root/results/gpu
 fit_a=$runs/raw-figures-2026-12-01-a
 fit_b=$runs/raw-figures-2026-12-01-b
 held_out=$runs/raw-figures-2026-12-01-c
-hardware=$fit_a/link-profile/h200-pcie5.yaml
+recorded_hardware=$fit_a/link-profile/h200-pcie5.yaml
 serving=$fit_a/serving-h200.yaml
 profile=$root/results/profiles/h200-calibrated.yaml
 out=$root/results/validation/calibrated
@@ -41,6 +41,12 @@ configure() {  # MECHANISM HARDWARE
 
 rm -rf "$out"
 mkdir -p "$out"
+# The run's profile was written before Note [Time slicing] became a share: its time_slicing has
+# the old slice_ns. Translate it to the current section with the estimate every shipped profile
+# starts from (equal turns, 50%); the fit below replaces that.
+hardware=$work/h200-pcie5.yaml
+sed '/^time_slicing:/,/^[^ ]/{/^  slice_ns:/d}; s/^\(  context_switch_ns: .*\)$/\1\n  inference_share_percent: 50/' \
+  "$recorded_hardware" > "$hardware"
 current=$hardware
 # A cost no value of which gives the measurement (psw calibrate exits 2 and says so: another
 # cost, or the mechanism's model, is wrong) stays as it was; its message goes into the table.
@@ -58,7 +64,7 @@ fit no-ipc-optimization memory.ipc_handle_open_ns "$fit_b"
 fit no-pinned-memory link.pageable.bandwidth_bytes_per_s "$fit_b"
 fit unified-memory unified_memory.page_fault_ns "$fit_b"
 fit mps mps.inference_slowdown_percent "$fit_a"
-fit time-sliced time_slicing.context_switch_ns "$fit_a"
+fit time-sliced time_slicing.inference_share_percent "$fit_a"
 fit stop-and-start startup.framework_start_ns "$fit_a"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project

@@ -15,7 +15,7 @@ MECHANISMS = {
     "no-pinned-memory": "link.pageable.bandwidth_bytes_per_s",
     "unified-memory": "unified_memory.page_fault_ns",
     "mps": "mps.inference_slowdown_percent",
-    "time-sliced": "time_slicing.context_switch_ns",
+    "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.framework_start_ns",
     "pipeswitch": "(none: the check that the fits leave PipeSwitch alone)",
 }

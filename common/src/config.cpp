@@ -163,9 +163,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   }
   if (r.has("time_slicing")) {  // Note [Time slicing]
     MapReader t = r.map("time_slicing");
+    if (t.has("slice_ns")) {
+      t.fail_key("slice_ns", t.get("slice_ns"), "the time-slicing model has no slice since the H200 measured a share (Note [Time slicing]): "
+                         "give inference_share_percent (1-100) instead");
+    }
     TimeSlicingModel ts;
-    ts.slice = nanoseconds(t.integer("slice_ns", 1, kMaxDurationNs));
     ts.context_switch = read_duration(t, "context_switch_ns");
+    ts.inference_share_percent = static_cast<int>(t.integer("inference_share_percent", 1, 100));
     t.finish();
     hw.time_slicing = ts;
   }
@@ -435,8 +439,8 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::EndMap;
   if (hw.time_slicing) {
     out << YAML::Key << "time_slicing" << YAML::Value << YAML::BeginMap;
-    out << YAML::Key << "slice_ns" << YAML::Value << hw.time_slicing->slice.ns();
     out << YAML::Key << "context_switch_ns" << YAML::Value << hw.time_slicing->context_switch.ns();
+    out << YAML::Key << "inference_share_percent" << YAML::Value << hw.time_slicing->inference_share_percent;
     out << YAML::EndMap;
   }
   if (hw.multi_gpu) {

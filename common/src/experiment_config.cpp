@@ -238,7 +238,7 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   }
   if (config.mechanism == Mechanism::TimeSliced && !config.hardware.time_slicing) {
     r.fail_key("mechanism", r.get("mechanism"),
-               "time-sliced needs the hardware's time_slicing (slice_ns, context_switch_ns: Note [Time slicing]), and '" +
+               "time-sliced needs the hardware's time_slicing (context_switch_ns, inference_share_percent: Note [Time slicing]), and '" +
                    config.hardware.name + "' has none");
   }
   if (r.has("planner")) {

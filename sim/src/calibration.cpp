@@ -22,14 +22,14 @@ void assign(int& percent, double v) { percent = static_cast<int>(rounded(v)); }
 // `field` is a generic lambda from a (const or not) HardwareProfile to the cost's field.
 template <typename Field>
 CalibratableCost make_cost(std::string name, Mechanism paid_by, FitMeasure measure, double lower, double upper,
-                           Field field, bool is_bandwidth = false) {
+                           Field field, bool falls_as_it_grows = false) {
   CalibratableCost c;
   c.name = std::move(name);
   c.paid_by = paid_by;
   c.measure = measure;
   c.lower = lower;
   c.upper = upper;
-  c.is_bandwidth = is_bandwidth;
+  c.falls_as_it_grows = falls_as_it_grows;
   c.get = [field](const HardwareProfile& hw) { return number(field(hw)); };
   c.set = [field](HardwareProfile& hw, double v) { assign(field(hw), v); };
   return c;
@@ -54,14 +54,17 @@ const std::vector<CalibratableCost>& calibratable_costs() {
     c.push_back(make_cost("memory.ipc_handle_open_ns", Mechanism::NoIpcOptimization, FitMeasure::Engine, 100, 1e8,
                           [](auto& hw) -> auto& { return hw.ipc_handle_open; }));
     c.push_back(make_cost("link.pageable.bandwidth_bytes_per_s", Mechanism::NoPinnedMemory, FitMeasure::Engine, 1e8,
-                          1e12, [](auto& hw) -> auto& { return hw.pageable.bandwidth; }, /*is_bandwidth=*/true));
+                          1e12, [](auto& hw) -> auto& { return hw.pageable.bandwidth; }, /*falls_as_it_grows=*/true));
     c.push_back(make_cost("unified_memory.page_fault_ns", Mechanism::UnifiedMemory, FitMeasure::Engine, 10, 1e8,
                           [](auto& hw) -> auto& { return hw.unified_memory.page_fault; }));
     c.push_back(make_cost("mps.inference_slowdown_percent", Mechanism::Mps, FitMeasure::Engine, 100 /* none */, 1e5,
                           [](auto& hw) -> auto& { return hw.mps.inference_slowdown_percent; }));
-    // Not the slice: the latency is not monotone in it (short slices pay context switches, long
-    // ones the wait for the training's turn to end), so bisection cannot fit it. fit_cost checks
-    // that the profile has time_slicing before it reads or sets this.
+    // fit_cost checks that the profile has time_slicing before it reads or sets these. The
+    // share is what the H200's runs fit (Note [Time slicing]: the latency is a ratio of the
+    // forward); the context switch is a fixed wait the same runs show to be small.
+    c.push_back(make_cost("time_slicing.inference_share_percent", Mechanism::TimeSliced, FitMeasure::Engine, 1, 100,
+                          [](auto& hw) -> auto& { return hw.time_slicing.value().inference_share_percent; },
+                          /*falls_as_it_grows=*/true));
     c.push_back(make_cost("time_slicing.context_switch_ns", Mechanism::TimeSliced, FitMeasure::Engine, 1, 1e8,
                           [](auto& hw) -> auto& { return hw.time_slicing.value().context_switch; }));
     // A new process's start is paid before the engine's clock starts (the server times the
@@ -129,14 +132,14 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   fit.measured_ms = summary_mean_ms(measured_summary, cost.measure, origin);
   fit.simulated_initial_ms = simulate_mean(config, cost, fit.initial);
   // Bisection on log(value): `low` simulates below the measurement, `high` above (for a
-  // bandwidth the other way round).
+  // bandwidth or a share the other way round).
   double low = cost.lower;
   double high = cost.upper;
   const double at_low = simulate_mean(config, cost, low);
   const double at_high = simulate_mean(config, cost, high);
   fit.simulations = 3;
-  const double below = cost.is_bandwidth ? at_high : at_low;
-  const double above = cost.is_bandwidth ? at_low : at_high;
+  const double below = cost.falls_as_it_grows ? at_high : at_low;
+  const double above = cost.falls_as_it_grows ? at_low : at_high;
   if (!(below <= fit.measured_ms && fit.measured_ms <= above)) {
     throw InputError(detail::concat(origin, ": no ", cost.name, " in [", cost.lower, ", ", cost.upper,
                                     "] gives the measured ", to_string(cost.measure), " mean of ", fit.measured_ms,
@@ -148,8 +151,8 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
     const double simulated = simulate_mean(config, cost, middle);
     ++fit.simulations;
     const bool simulates_less = simulated < fit.measured_ms;
-    // Less than measured: the cost must grow (a bandwidth must shrink).
-    if (simulates_less != cost.is_bandwidth) {
+    // Less than measured: the cost must grow (a bandwidth or a share must shrink).
+    if (simulates_less != cost.falls_as_it_grows) {
       low = middle;
     } else {
       high = middle;

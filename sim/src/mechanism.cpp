@@ -234,14 +234,15 @@ Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool besid
 // Note [Time slicing] in hardware_profile.hpp.
 Duration MechanismModel::time_sliced_latency(Duration work) const {
   PSW_CHECK(hardware_.time_slicing.has_value(), "time-sliced without the hardware's time_slicing");
-  const Duration slice = hardware_.time_slicing->slice;
-  const Duration context_switch = hardware_.time_slicing->context_switch;
-  const std::int64_t turns = std::max<std::int64_t>(1, (work.ns() + slice.ns() - 1) / slice.ns());
-  return nanoseconds(slice.ns() / 2) + context_switch + work + (slice + context_switch * 2) * (turns - 1);
+  const TimeSlicingModel& ts = *hardware_.time_slicing;
+  return ts.context_switch + nanoseconds(work.ns() * 100 / ts.inference_share_percent);
 }
 
 double MechanismModel::concurrent_training_rate() const {
-  if (mechanism_ == Mechanism::TimeSliced) return 0.5;  // Note [Time slicing]
+  if (mechanism_ == Mechanism::TimeSliced) {  // Note [Time slicing]
+    PSW_CHECK(hardware_.time_slicing.has_value(), "time-sliced without the hardware's time_slicing");
+    return static_cast<double>(100 - hardware_.time_slicing->inference_share_percent) / 100.0;
+  }
   return 1.0 / mps_training_slowdown();
 }
 

@@ -91,8 +91,8 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.unified_memory.migration_bandwidth, b.unified_memory.migration_bandwidth);
   ASSERT_EQ(a.time_slicing.has_value(), b.time_slicing.has_value());
   if (a.time_slicing) {
-    EXPECT_EQ(a.time_slicing->slice, b.time_slicing->slice);
     EXPECT_EQ(a.time_slicing->context_switch, b.time_slicing->context_switch);
+    EXPECT_EQ(a.time_slicing->inference_share_percent, b.time_slicing->inference_share_percent);
   }
   ASSERT_EQ(a.multi_gpu.has_value(), b.multi_gpu.has_value());
   if (a.multi_gpu) {

@@ -6,7 +6,7 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // Beyond the link and the layers, most of a hardware profile's costs are estimates: cudaMalloc,
 // an IPC handle's open, the pageable link, unified memory's page faults, MPS's slowdown, the
-// time slice, a new process's framework start. Each one shows in the measurement of the
+// time-sliced inference's share of the GPU, a new process's framework start. Each one shows in the measurement of the
 // mechanism that pays it: the ablation without the memory pool pays a cudaMalloc per layer,
 // the one without the IPC optimisation a handle per group, and so on (the mechanism table,
 // common/mechanism.hpp). fit_cost finds the value of one cost for which the simulator's mean
@@ -15,11 +15,11 @@
 //  - the measure is the engine's time (the input on the device to the forward's end, Note
 //    [Request path]) where the cost is paid inside it, and the client's latency where it is paid
 //    before the engine starts (a new process: stop-and-start);
-//  - the simulated mean never decreases as a cost grows (never increases as a bandwidth grows),
-//    so bisection on the value's logarithm within the cost's range finds it to 0.1%, or proves
-//    that no value in the range does (then another cost is wrong: an InputError says so, with
-//    the simulated means at both ends);
-//  - a step function (a whole number of time slices, of pages) may have no exact solution: the
+//  - the simulated mean never decreases as a cost grows (never increases as a bandwidth or a
+//    share grows), so bisection on the value's logarithm within the cost's range finds it to
+//    0.1%, or proves that no value in the range does (then another cost is wrong: an InputError
+//    says so, with the simulated means at both ends);
+//  - a step function (a whole number of pages, a whole percent) may have no exact solution: the
 //    fit is the value where the simulated mean crosses the measured one.
 // One run fits; psw validate --measured on another run of the same case validates the fitted
 // profile (calibrate on one set of runs, validate on another: scripts/calibrate-h200.sh).
@@ -45,7 +45,7 @@ struct CalibratableCost {
   FitMeasure measure;
   double lower = 0;     // the search range, in the YAML's unit
   double upper = 0;
-  bool is_bandwidth = false;  // the simulated mean falls as it grows
+  bool falls_as_it_grows = false;  // the simulated mean falls as it grows (a bandwidth, a share)
   std::function<double(const HardwareProfile&)> get;
   std::function<void(HardwareProfile&, double)> set;  // rounds to the field's integer unit
 };
