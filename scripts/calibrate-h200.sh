@@ -27,26 +27,15 @@ profile=$root/results/profiles/h200-calibrated.yaml
 out=$root/results/validation/calibrated
 experiments=$root/configs/experiments
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$experiments"/.calibrate-*.yaml' EXIT
+trap 'rm -rf "$work" "$experiments"/.figures-*.yaml' EXIT
 
-# The figures' case under MECHANISM with HARDWARE, beside the original (its relative paths).
-configure() {  # MECHANISM HARDWARE
-  local config=$experiments/.calibrate-$1.yaml
-  sed "s/^mechanism: .*/mechanism: $1/; /^serving:/d; s#^hardware: .*#hardware: $2#" "$experiments/h200-figures.yaml" > "$config"
-  # The three requests 12 s apart of the process-per-task mechanisms (gpu-serve.sh part figures).
-  if [[ $1 == stop-and-start ]]; then sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$config"; fi
-  echo "serving: $serving" >> "$config"
-  echo "$config"
-}
+source "$root/scripts/figures_lib.sh"
+configure() { configure_figures "$1" "$2" "$serving"; }  # MECHANISM HARDWARE
 
 rm -rf "$out"
 mkdir -p "$out"
-# The run's profile was written before Note [Time slicing] became a share: its time_slicing has
-# the old slice_ns. Translate it to the current section with the estimate every shipped profile
-# starts from (equal turns, 50%); the fit below replaces that.
 hardware=$work/h200-pcie5.yaml
-sed '/^time_slicing:/,/^[^ ]/{/^  slice_ns:/d}; s/^\(  context_switch_ns: .*\)$/\1\n  inference_share_percent: 50/' \
-  "$recorded_hardware" > "$hardware"
+translate_recorded_hardware "$recorded_hardware" "$hardware"  # the fit below replaces its share
 current=$hardware
 # A cost no value of which gives the measurement (psw calibrate exits 2 and says so: another
 # cost, or the mechanism's model, is wrong) stays as it was; its message goes into the table.

@@ -2,7 +2,7 @@
 """Draws the paper's Figures 5-9 measured on the H200 through the server, beside the simulator's
 prediction of the same runs and the authors' artifact on a V100, and writes the tables.
 
-Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] RAW_DIR...
+Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] [--resimulated DIR] RAW_DIR...
 
 Each RAW_DIR is a gpu-serve.sh raw folder whose `figures` part ran (validation/figures-<mechanism>/,
 one psw validate per mechanism: the measured and simulated summaries and validation.csv, whose
@@ -12,7 +12,9 @@ per call (a mechanism in two folders is an error). Writes OUT_DIR/fig5.png, fig7
 artifact's V100), fig6.png (simulated H200 from SIM_DIR/fig6/sweep.csv, default results/sim,
 beside the artifact: Figure 6's cycles are a closed loop that psw load does not drive, so it has
 no measured series) and OUT_DIR/README.md with the tables and the environment of the run.
-Only draws and tabulates: every number comes from the files.
+With --resimulated DIR (scripts/resimulate-figures.sh), a mechanism's rows come from
+DIR/<mechanism>/validation.csv where it exists: the same recorded measurement beside the
+simulation of a later checkout. Only draws and tabulates: every number comes from the files.
 """
 import argparse
 import csv
@@ -38,8 +40,14 @@ TITLE = {
 }
 
 
-def read_validation(raws, mechanism):
-    """{(scope, measure): row} of validation/figures-<mechanism>/validation.csv, or None."""
+def read_validation(raws, mechanism, resimulated=None):
+    """{(scope, measure): row} of validation/figures-<mechanism>/validation.csv, or None; the
+    resimulated folder's <mechanism>/validation.csv instead where there is one."""
+    if resimulated is not None:
+        path = os.path.join(resimulated, mechanism, "validation.csv")
+        if os.path.exists(path):
+            with open(path, newline="") as f:
+                return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
     paths = [p for p in (os.path.join(raw, "validation", f"figures-{mechanism}", "validation.csv") for raw in raws)
              if os.path.exists(p)]
     if len(paths) > 1:
@@ -58,11 +66,11 @@ def cell(value, digits=2):
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def collect(raws):
+def collect(raws, resimulated=None):
     """{mechanism: {model: {"measured", "simulated", "error", "tolerance", "status", engine...}}}"""
     data = {}
     for mechanism in {m for fig in BAR_FIGURES for m in FIGURE_MECHS[fig]}:
-        rows = read_validation(raws, mechanism)
+        rows = read_validation(raws, mechanism, resimulated)
         if rows is None:
             continue
         per_model = {}
@@ -146,10 +154,14 @@ def main(argv):
     parser.add_argument("--out", required=True, help="where the figures and README.md go")
     parser.add_argument("--sim", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "sim"),
                         help="psw sweep results with fig6/sweep.csv (default results/sim)")
+    parser.add_argument("--resimulated", help="scripts/resimulate-figures.sh's folder: the simulated side from there")
     parser.add_argument("raws", nargs="+", metavar="RAW_DIR")
     args = parser.parse_args(argv[1:])
     raws, out, sim_dir = args.raws, args.out, args.sim
-    data = collect(raws)
+    if args.resimulated is not None and not os.path.isdir(args.resimulated):
+        print(f"gpu_figures: --resimulated {args.resimulated}: no such folder", file=sys.stderr)
+        return 2
+    data = collect(raws, args.resimulated)
     if not data:
         print(f"gpu_figures: no validation/figures-*/validation.csv under {', '.join(raws)}", file=sys.stderr)
         return 2
@@ -170,9 +182,18 @@ def main(argv):
         "call (`psw profile-serving`). Latency is the client's (gRPC over the Unix socket, raw inputs).",
         "The artifact's numbers are the authors' V100 re-run (client-measured, PAPER.md §10), not this",
         "hardware. Error = (simulated - measured) / measured, as `psw validate` writes it; the tolerance is",
-        "issue 9's (5%, 15% for MPS and unified memory).",
+        "issue 9's (5%, 15% for MPS, time-sliced and unified memory).",
         "",
     ]
+    if args.resimulated is not None:
+        lines += [
+            f"The simulated side was computed again, after the runs, by `scripts/resimulate-figures.sh`",
+            f"(`psw validate --measured`: the recorded measurements beside this simulation; the runs' own",
+            f"simulated values stay in their raw folders). Where it ran:",
+            "",
+        ]
+        env = os.path.join(args.resimulated, "environment.md")
+        lines += (open(env).read().strip().splitlines() if os.path.exists(env) else ["(no environment.md)"]) + [""]
     for fig in BAR_FIGURES:
         path = os.path.join(out, f"{fig}.png")
         try:

@@ -1,0 +1,26 @@
+# Shared by scripts/calibrate-h200.sh and scripts/resimulate-figures.sh, which run the simulator
+# here against the H200's recorded runs of the figures (results/gpu/raw-figures-2026-12-01-*).
+# Needs `experiments` (configs/experiments) set by the caller.
+
+# The recorded runs' hardware profile (raw-figures-2026-12-01-a/link-profile/h200-pcie5.yaml) was
+# written before Note [Time slicing] became a share: its time_slicing has the old slice_ns.
+# Writes it to DST with the current section: the slice dropped and the estimate every shipped
+# profile starts from (equal turns, 50%). Nothing else changes.
+translate_recorded_hardware() {  # SRC DST
+  sed '/^time_slicing:/,/^[^ ]/{/^  slice_ns:/d}; s/^\(  context_switch_ns: .*\)$/\1\n  inference_share_percent: 50/' \
+    "$1" > "$2"
+}
+
+# The figures' case (configs/experiments/h200-figures.yaml) under MECHANISM with HARDWARE and the
+# serving profile SERVING, written beside the original (its relative paths) as
+# .figures-MECHANISM.yaml; prints its path. The caller removes "$experiments"/.figures-*.yaml.
+configure_figures() {  # MECHANISM HARDWARE SERVING
+  local config=$experiments/.figures-$1.yaml
+  sed "s/^mechanism: .*/mechanism: $1/; /^serving:/d; s#^hardware: .*#hardware: $2#" "$experiments/h200-figures.yaml" > "$config"
+  # The three requests 12 s apart of the process-per-task mechanisms (gpu-serve.sh part figures).
+  if [[ $1 == stop-and-start || $1 == two-processes ]]; then
+    sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$config"
+  fi
+  echo "serving: $3" >> "$config"
+  echo "$config"
+}
