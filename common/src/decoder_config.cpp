@@ -38,6 +38,23 @@ DecoderConfig parse_decoder_config(const std::string& text, const std::string& o
   c.vocabulary = r.integer("vocabulary", 2, 1 << 24);
   c.tie_embeddings = r.boolean("tie_embeddings", false);
   c.rope_theta = r.real("rope_theta", 1.0, 1e12);
+  if (r.has("rope_scaling")) {  // Note [Rope scaling]
+    MapReader s = r.map("rope_scaling");
+    const std::string type = s.string("type");
+    if (type != "llama3") s.fail_key("type", s.get("type"), "expected llama3 (the only rope scaling modelled), got '" + type + "'");
+    RopeScaling scaling;
+    scaling.factor = s.real("factor", 1.0, 1e6);
+    scaling.low_freq_factor = s.real("low_freq_factor", 1e-6, 1e6);
+    scaling.high_freq_factor = s.real("high_freq_factor", 1e-6, 1e6);
+    scaling.original_max_positions = s.integer("original_max_positions", 2, 1 << 22);
+    if (!(scaling.high_freq_factor > scaling.low_freq_factor)) {
+      s.fail_key("high_freq_factor", s.get("high_freq_factor"),
+                 detail::concat("must be above low_freq_factor (", scaling.low_freq_factor,
+                                "): the band between them is interpolated"));
+    }
+    s.finish();
+    c.rope_scaling = scaling;
+  }
   c.rms_norm_eps = r.real("rms_norm_eps", 1e-12, 1.0);
   c.max_positions = r.integer("max_positions", 2, 1 << 22);  // a prompt and one generated token
   if (c.hidden % c.heads != 0) {

@@ -49,6 +49,22 @@ TEST(DecoderConfig, ParsesEveryKey) {
   EXPECT_FALSE(parse_decoder_config(kTiny, "tiny.yaml").tie_embeddings);
 }
 
+TEST(DecoderConfig, ParsesALlama3RopeScaling) {
+  EXPECT_FALSE(parse_decoder_config(kTiny, "tiny.yaml").rope_scaling);
+  const DecoderConfig c = parse_decoder_config(kTiny + R"(rope_scaling:
+  type: llama3
+  factor: 32
+  low_freq_factor: 1
+  high_freq_factor: 4
+  original_max_positions: 8192
+)", "tiny.yaml");
+  ASSERT_TRUE(c.rope_scaling);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->factor, 32.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling->original_max_positions, 8192);
+}
+
 TEST(DecoderConfig, ShippedConfigsLoad) {
   for (const char* name : {"llama-tiny", "llama-1b", "llama-8b"}) {
     const DecoderConfig c = load_decoder_config(std::string(PSW_SOURCE_DIR) + "/configs/zoo/" + name + ".yaml");
@@ -70,6 +86,14 @@ TEST(DecoderConfig, MistakesAreNamed) {
       {replaced(kTiny, "vocabulary: 512\n", ""), "key 'vocabulary' is missing"},
       {kTiny + "num_layers: 2\n", "num_layers"},
       {replaced(kTiny, "rope_theta: 10000", "rope_theta: fast"), "key 'rope_theta': expected a number"},
+      {kTiny + "rope_scaling: {type: yarn, factor: 4, low_freq_factor: 1, high_freq_factor: 4, original_max_positions: 8}\n",
+       "key 'rope_scaling.type': expected llama3 (the only rope scaling modelled), got 'yarn'"},
+      {kTiny + "rope_scaling: {type: llama3, factor: 4, low_freq_factor: 4, high_freq_factor: 4, original_max_positions: 8}\n",
+       "key 'rope_scaling.high_freq_factor': must be above low_freq_factor (4)"},
+      {kTiny + "rope_scaling: {type: llama3, factor: 0.5, low_freq_factor: 1, high_freq_factor: 4, original_max_positions: 8}\n",
+       "key 'rope_scaling.factor': must be between 1"},
+      {kTiny + "rope_scaling: {type: llama3, factor: 4, low_freq_factor: 1, high_freq_factor: 4}\n",
+       "key 'rope_scaling.original_max_positions' is missing"},
   };
   for (const Case& c : cases) {
     const std::string message = input_error_of([&] { parse_decoder_config(c.text, "bad.yaml"); });

@@ -14,6 +14,7 @@ Norm weights are drawn around 1 and biases around 0 (fresh ones are exactly 1 an
 which a loader that mixed two norms up would go unnoticed).
 """
 import argparse
+import math
 import os
 import sys
 
@@ -41,20 +42,37 @@ def llama(args):
                   num_key_value_heads=args.kv_heads, head_dim=head_dim, rms_norm_eps=args.eps,
                   max_position_embeddings=args.max_positions, tie_word_embeddings=bool(args.tied),
                   attention_bias=False, mlp_bias=False, hidden_act="silu")
-    # transformers 5 takes the rotary base in rope_parameters; 4.x as rope_theta.
+    # transformers 5 takes the rotary base (and a scaling) in rope_parameters; 4.x as rope_theta
+    # and rope_scaling.
+    scaling = {}
+    if args.rope_scaling:
+        factor, low, high, original = (float(x) for x in args.rope_scaling.split(","))
+        scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
+                   "original_max_position_embeddings": int(original)}
     try:
-        config = transformers.LlamaConfig(rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
-                                          **common)
+        config = transformers.LlamaConfig(
+            rope_parameters=dict(scaling or {"rope_type": "default"}, rope_theta=args.rope_theta), **common)
     except TypeError:
-        config = transformers.LlamaConfig(rope_theta=args.rope_theta, **common)
+        config = transformers.LlamaConfig(rope_theta=args.rope_theta, rope_scaling=scaling or None, **common)
     config._attn_implementation = "eager"
     model = transformers.LlamaForCausalLM(config).eval()
     randomise_norms(model)
-    # The base must be the one asked for: a silently ignored keyword would leave 10000.
+    # The frequencies must be the ones asked for: a silently ignored keyword would leave the base
+    # 10000 or no scaling. Llama 3's scaling as Hugging Face's _compute_llama3_parameters has it.
     expected = 1.0 / (args.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if scaling:
+        context = scaling["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / expected
+        low_wavelength, high_wavelength = context / scaling["low_freq_factor"], context / scaling["high_freq_factor"]
+        scaled = torch.where(wavelength > low_wavelength, expected / scaling["factor"], expected)
+        smooth = (context / wavelength - scaling["low_freq_factor"]) / (scaling["high_freq_factor"] - scaling["low_freq_factor"])
+        smoothed = (1 - smooth) * scaled / scaling["factor"] + smooth * scaled
+        medium = ~(wavelength < high_wavelength) * ~(wavelength > low_wavelength)
+        expected = torch.where(medium, smoothed, scaled)
     inv_freq = model.model.rotary_emb.inv_freq.float()
     if not torch.allclose(inv_freq, expected, rtol=1e-6):
-        sys.exit(f"hf_reference.py: transformers' rotary base is not {args.rope_theta}")
+        sys.exit(f"hf_reference.py: transformers' rotary frequencies are not those of base {args.rope_theta}"
+                 f" and scaling {scaling or 'none'}")
     ids = torch.randint(0, args.vocab, (args.batch, args.tokens), generator=torch.Generator().manual_seed(args.seed))
     with torch.no_grad():
         output = model(input_ids=ids).logits[:, -1, :].contiguous()
@@ -90,6 +108,7 @@ def main():
     for key in ("layers", "hidden", "heads", "kv-heads", "intermediate", "vocab", "max-positions", "tied"):
         parser.add_argument(f"--{key}", type=int, default=0)
     parser.add_argument("--rope-theta", type=float, default=10000.0)
+    parser.add_argument("--rope-scaling", default="", help="llama3 scaling: FACTOR,LOW,HIGH,ORIGINAL_MAX_POSITIONS")
     parser.add_argument("--eps", type=float, default=1e-5)
     args = parser.parse_args()
     torch.manual_seed(args.seed)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <numbers>
 #include <set>
 
 #include "exec_test_support.hpp"
@@ -105,6 +106,61 @@ TEST(Decoder, CachedDecodeEqualsRecomputingTheWholeSequence) {
     }
     EXPECT_EQ(cache.length(), 13);
   }
+}
+
+// Note [Rope scaling]: Llama 3.1's frequencies, band by band, against the formula evaluated here
+// in double; a factor of 1 changes nothing, a factor of 8 changes the long-range attention.
+TEST(Decoder, Llama3RopeScalingRescalesTheLowFrequenciesAndJoinsTheBands) {
+  DecoderConfig c = tiny();
+  c.hidden = 256;  // head_dim 64: 32 frequencies, wavelengths from 6 to 2 pi x 500000^(62/64)
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.rope_theta = 500000;
+  const torch::Tensor plain = rope_inverse_frequencies(c, torch::kCPU);
+  ASSERT_EQ(plain.numel(), 32);
+  c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 8192};
+  const torch::Tensor scaled = rope_inverse_frequencies(c, torch::kCPU);
+  ASSERT_EQ(scaled.scalar_type(), torch::kFloat32);
+  int bands[3] = {0, 0, 0};
+  for (std::int64_t i = 0; i < 32; ++i) {
+    const double f = plain[i].item<double>();
+    const double wavelength = 2 * std::numbers::pi / f;
+    double expected = f;  // high frequencies: wavelength below 8192 / 4
+    int band = 0;
+    if (wavelength > 8192.0) {
+      expected = f / 8;
+      band = 2;
+    } else if (wavelength >= 2048.0) {
+      const double s = (8192.0 / wavelength - 1.0) / (4.0 - 1.0);
+      expected = ((1 - s) / 8 + s) * f;
+      band = 1;
+      EXPECT_LT(expected, f) << i;
+      EXPECT_GT(expected, f / 8) << i;
+    }
+    ++bands[band];
+    EXPECT_NEAR(scaled[i].item<double>(), expected, 1e-6 * f) << "frequency " << i << ", wavelength " << wavelength;
+  }
+  for (int band : bands) EXPECT_GT(band, 0) << "the case must cover all three bands";
+
+  // The model: equal to the plain one at factor 1, different (and still causal-consistent) at 8.
+  c.max_positions = 256;
+  DecoderConfig unscaled = c;
+  unscaled.rope_scaling.reset();
+  DecoderConfig identity = c;
+  identity.rope_scaling = RopeScaling{1.0, 1.0, 4.0, 64};
+  auto plain_model = make_decoder(unscaled, 5, torch::kFloat32);
+  auto identity_model = make_decoder(identity, 5, torch::kFloat32);
+  auto scaled_model = make_decoder(c, 5, torch::kFloat32);
+  const torch::Tensor prompt = decoder_of(*plain_model).example_tokens(1, 200, 6);
+  const torch::Tensor reference = plain_model->forward(prompt);
+  EXPECT_TRUE(torch::equal(identity_model->forward(prompt), reference));
+  EXPECT_GT(relative_error(scaled_model->forward(prompt), reference), 1e-4);
+  // Cached decoding uses the same frequencies as the full recomputation.
+  Decoder& decoder = decoder_of(*scaled_model);
+  KvCache cache = decoder.make_cache(1, 256);
+  decoder.prefill(prompt, cache);
+  const torch::Tensor next = torch::full({1, 1}, 7, torch::kInt64);
+  EXPECT_LT(relative_error(decoder.decode(next, cache), scaled_model->forward(torch::cat({prompt, next}, 1))), 1e-5);
 }
 
 TEST(Decoder, GreedyDecodeReusesOneCacheAcrossPrompts) {

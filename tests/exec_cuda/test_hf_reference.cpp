@@ -31,6 +31,13 @@ struct HfCase {
 };
 void PrintTo(const HfCase& c, std::ostream* os) { *os << c.name; }
 
+// With Llama 3.1's rope scaling (Note [Rope scaling]) over a pretraining context of 32
+// positions, so that the 16 tokens' attention sees all three bands of frequencies.
+DecoderConfig llama3_scaled(DecoderConfig c) {
+  c.rope_scaling = RopeScaling{8.0, 1.0, 4.0, 32};
+  return c;
+}
+
 DecoderConfig sized(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t kv_heads,
                     std::int64_t intermediate, std::int64_t vocabulary, bool tied, double rope_theta) {
   DecoderConfig c;
@@ -63,6 +70,11 @@ TEST_P(HuggingFaceReference, ZooOutputEqualsTransformersForTheSameWeights) {
                std::to_string(d.intermediate) + " --vocab " + std::to_string(d.vocabulary) + " --max-positions " +
                std::to_string(d.max_positions) + " --tied " + (d.tie_embeddings ? "1" : "0") + " --rope-theta " +
                std::to_string(d.rope_theta);
+    if (d.rope_scaling) {
+      const RopeScaling& r = *d.rope_scaling;
+      command += " --rope-scaling " + std::to_string(r.factor) + "," + std::to_string(r.low_freq_factor) + "," +
+                 std::to_string(r.high_freq_factor) + "," + std::to_string(r.original_max_positions);
+    }
   }
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const torch::Tensor input = read_tensor(dir / (c.name + "_io.safetensors"), "input");
@@ -102,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Llama 3's rotary base.
                       HfCase{"llama_untied", true, sized(2, 64, 4, 2, 224, 512, false, 10000.0)},
                       HfCase{"llama_tied", true, sized(2, 64, 4, 2, 224, 512, true, 10000.0)},
-                      HfCase{"llama_gqa4", true, sized(3, 128, 8, 2, 352, 1000, false, 500000.0)}),
+                      HfCase{"llama_gqa4", true, sized(3, 128, 8, 2, 352, 1000, false, 500000.0)},
+                      HfCase{"llama_rope_llama3", true, llama3_scaled(sized(2, 64, 4, 2, 224, 512, false, 10000.0))}),
     [](const auto& p) { return p.param.name; });
 
 }  // namespace

@@ -2,7 +2,7 @@
 // DecoderConfig: token embedding; per layer RMSNorm, grouped-query attention with rotary
 // position embeddings, RMSNorm, SwiGLU MLP, each with a residual; final RMSNorm; the head
 // (tied to the embedding or its own). The arithmetic follows Hugging Face's LlamaForCausalLM
-// (eager attention, no rope scaling): RMSNorm in fp32 and cast back before the weight;
+// (eager attention; llama3 rope scaling, Note [Rope scaling]): RMSNorm in fp32 and cast back before the weight;
 // cos/sin computed in fp32 and cast to the model's dtype; softmax in fp32.
 
 #include <ATen/Parallel.h>
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,28 @@ torch::Tensor KvCache::keys(std::int64_t layer, std::int64_t upto) const { retur
 torch::Tensor KvCache::values(std::int64_t layer, std::int64_t upto) const { return storage_[layer][1].narrow(2, 0, upto); }
 
 Decoder* as_decoder(ZooModel& model) { return dynamic_cast<Decoder*>(&model); }
+
+// Note [Rope scaling] in decoder_config.hpp, with Hugging Face's operations
+// (_compute_default_rope_parameters, then _compute_llama3_parameters), in fp32.
+torch::Tensor rope_inverse_frequencies(const DecoderConfig& config, const torch::Device& device) {
+  const std::int64_t d = config.head_dim();
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const torch::Tensor plain =
+      torch::reciprocal(torch::pow(config.rope_theta, torch::arange(0, d, 2, i64).to(torch::kFloat32) / d));
+  if (!config.rope_scaling) return plain;
+  const RopeScaling& s = *config.rope_scaling;
+  const auto context = static_cast<double>(s.original_max_positions);
+  const double low_freq_wavelength = context / s.low_freq_factor;
+  const double high_freq_wavelength = context / s.high_freq_factor;
+  // Scalar / tensor as Python's `2 * math.pi / inv_freq` computes it (one rounding).
+  const torch::Tensor wavelength = torch::full_like(plain, 2 * std::numbers::pi) / plain;
+  const torch::Tensor scaled = torch::where(wavelength > low_freq_wavelength, plain / s.factor, plain);
+  const torch::Tensor smooth =
+      (torch::full_like(wavelength, context) / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const torch::Tensor smoothed = (smooth.neg() + 1) * scaled / s.factor + smooth * scaled;
+  const torch::Tensor medium = (wavelength >= high_freq_wavelength).logical_and(wavelength <= low_freq_wavelength);
+  return torch::where(medium, smoothed, scaled);
+}
 
 torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps) {
   if (steps < 1) throw InputError(::psw::detail::concat("decode steps must be at least 1, not ", steps));
@@ -267,8 +290,7 @@ class Llama final : public ZooBase, public Decoder {
 
     // Rotary embeddings for positions [past, past + T), in fp32, then in the model's dtype.
     const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(tokens.device());
-    const torch::Tensor inv_freq =
-        torch::reciprocal(torch::pow(cfg.rope_theta, torch::arange(0, d, 2, i64).to(torch::kFloat32) / d));
+    const torch::Tensor inv_freq = rope_inverse_frequencies(cfg, tokens.device());
     const torch::Tensor positions = torch::arange(past, seen, i64).to(torch::kFloat32);
     const torch::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // T x d/2
     const torch::Tensor angles = torch::cat({freqs, freqs}, -1);                   // T x d

@@ -75,6 +75,10 @@ class Decoder {
 // The model as a Decoder, or nullptr for the zoo's other models.
 Decoder* as_decoder(ZooModel& model);
 
+// The rotary inverse frequencies of `config`'s heads (head_dim / 2, fp32, on `device`): the plain
+// rope_theta^(-2i/d), rescaled where the config has rope_scaling (Note [Rope scaling]).
+torch::Tensor rope_inverse_frequencies(const DecoderConfig& config, const torch::Device& device);
+
 // Greedy decoding after a prefill: the token after the prompt is argmax(first_logits); then
 // `steps` - 1 decode steps. The generated ids, N x steps (int64, on the model's device).
 torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps);
