@@ -164,8 +164,9 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   if (r.has("time_slicing")) {  // Note [Time slicing]
     MapReader t = r.map("time_slicing");
     if (t.has("slice_ns")) {
-      t.fail_key("slice_ns", t.get("slice_ns"), "the time-slicing model has no slice since the H200 measured a share (Note [Time slicing]): "
-                         "give inference_share_percent (1-100) instead");
+      t.fail_key("slice_ns", t.get("slice_ns"),
+                 "the time-slicing model has no slice since the H200 measured a share (Note [Time slicing]): "
+                 "give inference_share_percent (1-100) instead");
     }
     TimeSlicingModel ts;
     ts.context_switch = read_duration(t, "context_switch_ns");

@@ -41,7 +41,9 @@ DecoderConfig parse_decoder_config(const std::string& text, const std::string& o
   if (r.has("rope_scaling")) {  // Note [Rope scaling]
     MapReader s = r.map("rope_scaling");
     const std::string type = s.string("type");
-    if (type != "llama3") s.fail_key("type", s.get("type"), "expected llama3 (the only rope scaling modelled), got '" + type + "'");
+    if (type != "llama3") {
+      s.fail_key("type", s.get("type"), "expected llama3 (the only rope scaling modelled), got '" + type + "'");
+    }
     RopeScaling scaling;
     scaling.factor = s.real("factor", 1.0, 1e6);
     scaling.low_freq_factor = s.real("low_freq_factor", 1e-6, 1e6);

@@ -48,13 +48,13 @@ struct ComputeModel {
 // Why a share and not slices: the first model here was the textbook one (wait half a slice,
 // then alternate slices of ~2 ms), which predicts at least 2W for any W longer than a slice.
 // The H200 measured 1.25-1.31 W for three models whose W differs twofold, in two runs
-// (results/gpu/raw-figures-2026-12-01-a and -c): a ratio, and far from equal turns. The training
-// job's stream leaves the GPU idle between its kernels (it checks for a stop at every layer,
-// and its step has host work), and the inference's kernels fill those gaps, so the inference
-// gets most of the GPU. The share is fitted by psw calibrate on one run and validated on the
-// other (results/validation/calibrated/). The training's rate while an inference runs is the
-// model's consequence, not measured: the runs' training throughput over 7.5 s windows varied
-// too much (18.4 and 27.2 steps/s for the same case) to fit it.
+// (results/gpu/raw-figures-2026-12-01-a and -c): a ratio, and far from equal turns. Our reading,
+// not measured: the training job's stream leaves the GPU idle between its kernels (it checks for
+// a stop at every layer, and its step has host work), and the inference's kernels fill those
+// gaps, so the inference gets most of the GPU. The share is fitted by psw calibrate on one run
+// and validated on the other (results/validation/calibrated/). The training's rate while an
+// inference runs is the model's consequence, not measured: the runs' training throughput over
+// 7.5 s windows varied too much (18.4 and 27.2 steps/s for the same case) to fit it.
 struct TimeSlicingModel {
   Duration context_switch;
   int inference_share_percent = 50;

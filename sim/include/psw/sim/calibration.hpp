@@ -6,10 +6,10 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // Beyond the link and the layers, most of a hardware profile's costs are estimates: cudaMalloc,
 // an IPC handle's open, the pageable link, unified memory's page faults, MPS's slowdown, the
-// time-sliced inference's share of the GPU, a new process's framework start. Each one shows in the measurement of the
-// mechanism that pays it: the ablation without the memory pool pays a cudaMalloc per layer,
-// the one without the IPC optimisation a handle per group, and so on (the mechanism table,
-// common/mechanism.hpp). fit_cost finds the value of one cost for which the simulator's mean
+// time-sliced inference's share of the GPU, a new process's framework start. Each one shows in
+// the measurement of the mechanism that pays it: the ablation without the memory pool pays a
+// cudaMalloc per layer, the one without the IPC optimisation a handle per group, and so on (the
+// mechanism table, common/mechanism.hpp). fit_cost finds the value of one cost for which the simulator's mean
 // over a recorded `psw validate` run equals the measured mean, all requests of all models
 // together:
 //  - the measure is the engine's time (the input on the device to the forward's end, Note
