@@ -40,22 +40,24 @@ TITLE = {
 }
 
 
+def read_rows(path):
+    """{(scope, measure): row} of a psw validate validation.csv."""
+    with open(path, newline="") as f:
+        return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
+
+
 def read_validation(raws, mechanism, resimulated=None):
-    """{(scope, measure): row} of validation/figures-<mechanism>/validation.csv, or None; the
-    resimulated folder's <mechanism>/validation.csv instead where there is one."""
+    """The rows of validation/figures-<mechanism>/validation.csv, or None; the resimulated
+    folder's <mechanism>/validation.csv instead where there is one."""
     if resimulated is not None:
         path = os.path.join(resimulated, mechanism, "validation.csv")
         if os.path.exists(path):
-            with open(path, newline="") as f:
-                return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
+            return read_rows(path)
     paths = [p for p in (os.path.join(raw, "validation", f"figures-{mechanism}", "validation.csv") for raw in raws)
              if os.path.exists(p)]
     if len(paths) > 1:
         sys.exit(f"gpu_figures: {mechanism} was run in more than one folder: {', '.join(paths)}")
-    if not paths:
-        return None
-    with open(paths[0], newline="") as f:
-        return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
+    return read_rows(paths[0]) if paths else None
 
 
 def number(text):
