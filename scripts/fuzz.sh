@@ -7,6 +7,7 @@
 #   PSW_FUZZ_SECONDS   seconds per target (default 30)
 #   PSW_FUZZ_TARGETS   the targets to run (default: all), e.g. "fuzz_traces fuzz_cli"
 #   PSW_FUZZ_JOBS      build parallelism (default: nproc)
+#   PSW_FUZZ_PARALLEL  targets run side by side (default: nproc)
 #   PSW_FUZZ_UNIT_TESTS=1  also build the unit tests (psw_unit_tests, psw_sim_tests) in the
 #                      same build and run them first: they run under ASan+UBSan there, and the
 #                      libraries compile once for both (scripts/test.sh, CI). libFuzzer's
@@ -25,9 +26,10 @@ generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # -O1 and line tables only: the build is most of the time this takes, and a finding's stack
 # trace needs no more than file and line.
+# A unity build for the same reason (scripts/test.sh).
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
     -DPSW_FUZZ=ON -DPSW_BUILD_TESTS=ON -DPSW_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON >/dev/null
 fi
 unit_tests=()
@@ -36,9 +38,19 @@ if [[ -n ${PSW_FUZZ_UNIT_TESTS:-} ]]; then unit_tests=(psw_unit_tests psw_sim_te
 cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets "${unit_tests[@]}"
 if ((${#unit_tests[@]})); then
   # The two binaries themselves: ctest there would also list tests whose programs this build
-  # leaves out (the runtime's, the CLI's).
-  "$build/tests/psw_unit_tests" --gtest_brief=1
-  "$build/tests/psw_sim_tests" --gtest_brief=1
+  # leaves out (the runtime's, the CLI's). Side by side: each is one thread.
+  "$build/tests/psw_unit_tests" --gtest_brief=1 >"$build/unit_tests.log" 2>&1 &
+  unit_pid=$!
+  "$build/tests/psw_sim_tests" --gtest_brief=1 >"$build/sim_tests.log" 2>&1 &
+  sim_pid=$!
+  unit_status=0 sim_status=0
+  wait "$unit_pid" || unit_status=$?
+  wait "$sim_pid" || sim_status=$?
+  cat "$build/unit_tests.log" "$build/sim_tests.log"
+  if ((unit_status != 0 || sim_status != 0)); then
+    echo "fuzz: the unit tests failed under ASan+UBSan (psw_unit_tests $unit_status, psw_sim_tests $sim_status)"
+    exit 1
+  fi
 fi
 
 # Seed corpora: the shipped files of each kind (copied: libFuzzer adds to the first corpus
@@ -80,25 +92,34 @@ printf 'psw\nclient\n--model\nm\n--random\n--batch\n8\n--repeat\n3\n--timeout\n1
 printf 'psw\nbench-serve\n--window\n2.5\n--rate\n3\n--switches\n10' >"$corpus/fuzz_cli/bench"
 printf 'psw\nserve\n--config\nc.yaml\n--backend\nhost' >"$corpus/fuzz_cli/serve"
 
-status=0
-for target in $targets; do
-  findings=$build/findings/$target
+# One target: runs it and prints its result in one piece; exit status 1 on a finding.
+fuzz_target() {
+  local target=$1 findings=$build/findings/$1
   mkdir -p "$findings"
-  dict=()
+  local dict=()
   [[ -f $root/tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
   # Not YAML: the CLI's arguments, the traces' CSV, safetensors' binary and JSON.
   [[ $target != fuzz_cli && $target != fuzz_traces && $target != fuzz_safetensors && -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
-  echo "fuzz: $target for ${seconds}s"
   # -rss_limit_mb: a target that allocates more than 2 GiB for a small input is a finding.
   if ! (cd "$findings" && "$build/tests/fuzz/$target" "$corpus/$target" "${dict[@]}" \
         -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=8192 \
         -print_final_stats=1 -artifact_prefix="$findings/" >"$findings/log.txt" 2>&1); then
-    echo "fuzz: $target FOUND a problem; see $findings/log.txt:"
-    grep -E "ERROR|fuzz:|SUMMARY|Test unit written" "$findings/log.txt" | head -20 || true
-    status=1
-  else
-    grep -E "stat::number_of_executed_units|stat::new_units_added" "$findings/log.txt" | tr '\n' ' '
-    echo
+    { echo "fuzz: $target FOUND a problem; see $findings/log.txt:"
+      grep -E "ERROR|fuzz:|SUMMARY|Test unit written" "$findings/log.txt" | head -20 || true; }
+    return 1
   fi
+  echo "fuzz: $target ${seconds}s: $(grep -E "stat::number_of_executed_units|stat::new_units_added" "$findings/log.txt" | tr '\n' ' ')"
+}
+
+# The targets side by side, as many at a time as there are CPUs (PSW_FUZZ_PARALLEL): each
+# is one process of one thread. Every target runs; the status says whether any found a problem.
+parallel=${PSW_FUZZ_PARALLEL:-$(nproc)}
+pids=()
+for target in $targets; do
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+  fuzz_target "$target" &
+  pids+=($!)
 done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 exit $status

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
 #include "psw/common/error.hpp"
 
 namespace psw {
@@ -158,5 +160,17 @@ void StagedFile::commit() {
   }
   committed_ = true;
 }
+
+std::string csv_field(std::string_view value) {
+  if (value.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(value);
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string shortest_number(double value) { return nlohmann::json(value).dump(); }
 
 }  // namespace psw

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
 
 namespace psw::sim {
 
@@ -192,22 +193,10 @@ T csv_number(const std::string& text, const fs::path& path, std::size_t line, co
   return v;
 }
 
-std::string number(double v) { return nlohmann::json(v).dump(); }
-
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-std::string csv_escape(const std::string& v) {
-  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -484,10 +473,10 @@ std::string comparison_csv(const std::vector<ComparisonRow>& rows) {
       "mechanism,model,status,measured_median_ms,measured_p99_ms,measured_requests,predicted_mean_ms,"
       "predicted_p50_ms,predicted_p99_ms,predicted_requests,p50_relative_error\n";
   for (const auto& r : rows) {
-    std::vector<std::string> cells = row_cells(r, number);
-    for (auto& c : cells) c = csv_escape(c);
+    std::vector<std::string> cells = row_cells(r, shortest_number);
+    for (auto& c : cells) c = csv_field(c);
     const auto e = r.p50_relative_error();
-    cells.push_back(e ? number(*e) : std::string());
+    cells.push_back(e ? shortest_number(*e) : std::string());
     out += join(cells, ",");
     out += '\n';
   }

@@ -22,20 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string csv_escape(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// Doubles as the JSON library prints them (shortest text that reads back the same value):
-// the format sweep.csv has always had.
-std::string number(double v) { return nlohmann::json(v).dump(); }
-
 struct Fnv1a {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
   void add(std::string_view text) {
@@ -168,7 +154,7 @@ std::string sweep_csv_header(const SweepConfig& sweep) {
   std::string out = "point";
   for (const auto& k : sweep.keys) {
     out += ',';
-    out += csv_escape(k);
+    out += csv_field(k);
   }
   out +=
       ",seed,mechanism,hardware,requests,mean_ms,min_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,slo_attainment,"
@@ -180,16 +166,16 @@ std::string sweep_csv_row(const SweepRow& r) {
   std::string out = std::to_string(r.point);
   for (const auto& v : r.values) {
     out += ',';
-    out += csv_escape(v);
+    out += csv_field(v);
   }
   out += "," + std::to_string(r.seed) + "," + r.mechanism + "," + r.hardware + "," + std::to_string(r.requests);
   for (double v : {r.mean_ms, r.min_ms, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms, r.slo_attainment,
                    r.throughput_rps, r.gpu_busy_fraction, r.training_iterations_per_s}) {
     out += ',';
-    out += number(v);
+    out += shortest_number(v);
   }
   out += "," + std::to_string(r.switches) + "," + std::to_string(r.training_switch_ins) + "," +
-         number(r.startup_overhead_ms) + "," + number(r.total_overhead_ms) +
+         shortest_number(r.startup_overhead_ms) + "," + shortest_number(r.total_overhead_ms) +
          "\n";
   return out;
 }

@@ -14,6 +14,7 @@
 #include "psw/common/safetensors.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/common/timeline.hpp"
+#include "psw/exec/model_zoo.hpp"
 
 namespace psw::exec::testing_support {
 
@@ -100,6 +101,15 @@ inline void expect_causal_trace(const Timeline& t, const Grouping& groups) {
   }
   EXPECT_GT(t.total, Duration::zero());
   EXPECT_LE(t.startup, t.total);
+}
+
+// Full-size inputs make CPU forwards slow; the properties the host tests check hold at any
+// size the architectures accept, so they use the smallest (the layers and bytes are the same).
+inline torch::Tensor small_input(const ZooModel& model, std::uint64_t seed) {
+  const torch::Tensor x = model.example_input(1, seed);
+  if (model.name() == "bert_base") return x.narrow(1, 0, 8).contiguous();
+  const std::int64_t size = model.name() == "inception_v3" ? 75 : 64;
+  return x.narrow(2, 0, size).narrow(3, 0, size).contiguous();
 }
 
 }  // namespace psw::exec::testing_support

@@ -23,14 +23,7 @@ using testing_support::plan_for;
 using testing_support::expect_causal_trace;
 using testing_support::relative_error;
 
-// Full-size inputs make CPU forwards slow; every property checked here holds at any size the
-// architectures accept, so the tests use the smallest (the layers and bytes are the same).
-torch::Tensor small_input(const ZooModel& model, std::uint64_t seed) {
-  const torch::Tensor x = model.example_input(1, seed);
-  if (model.name() == "bert_base") return x.narrow(1, 0, 8).contiguous();
-  const std::int64_t size = model.name() == "inception_v3" ? 75 : 64;
-  return x.narrow(2, 0, size).narrow(3, 0, size).contiguous();
-}
+using testing_support::small_input;
 
 torch::Tensor plain_run(const std::string& name, std::uint64_t seed, const torch::Tensor& input) {
   auto model = make_model(name, seed);

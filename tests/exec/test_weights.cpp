@@ -72,13 +72,7 @@ fs::path write_tensors(const std::string& file, const std::vector<SafetensorsTen
   return path;
 }
 
-// As in test_pipeline.cpp: the smallest inputs the architectures take keep CPU forwards fast.
-torch::Tensor small_input(const ZooModel& model, std::uint64_t seed) {
-  const torch::Tensor x = model.example_input(1, seed);
-  if (model.name() == "bert_base") return x.narrow(1, 0, 8).contiguous();
-  const std::int64_t size = model.name() == "inception_v3" ? 75 : 64;
-  return x.narrow(2, 0, size).narrow(3, 0, size).contiguous();
-}
+using testing_support::small_input;
 
 std::vector<torch::Tensor> snapshot(ZooModel& model) {
   std::vector<torch::Tensor> out;

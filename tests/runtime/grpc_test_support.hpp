@@ -2,6 +2,7 @@
 // What the gRPC front end's tests share: float tensors as raw bytes, and the code a call fails with.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -9,6 +10,9 @@
 #include "psw/runtime/service.hpp"
 
 namespace psw::runtime::grpc_test_support {
+
+// The front ends under test take messages up to 1 MiB.
+inline constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
 
 inline std::string floats_to_bytes(const std::vector<float>& values) {
   std::string bytes(values.size() * sizeof(float), '\0');

@@ -10,7 +10,10 @@ if(PSW_HAVE_EXEC)
     PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     PSW_EXEC_PATH="$<TARGET_FILE:psw-exec>")
   add_dependencies(psw_runtime_tests psw-exec)
-  gtest_discover_tests(psw_runtime_tests TEST_PREFIX runtime. PROPERTIES LABELS unit TIMEOUT 900 DISCOVERY_TIMEOUT 60)
+# COST (seconds, about): ctest starts the costliest tests first, so that no long one is left
+# running alone at the end of a clean build's first run (one with no timings recorded yet).
+  gtest_discover_tests(psw_runtime_tests TEST_PREFIX runtime. PROPERTIES LABELS unit TIMEOUT 900 COST 20
+                       DISCOVERY_TIMEOUT 60)
   # On the GPU (label gpu; scripts/gpu-test.sh and gpu-serve.sh run it): training preempted
   # bit for bit, and the server's mechanisms on the cuda backend (test_modes_cuda.cpp).
   if(PSW_WITH_CUDA)
@@ -32,22 +35,22 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_end_to_end.sh $<TARGET_FILE:psw>
                    ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.end_to_end PROPERTIES LABELS cli TIMEOUT 600)
+  set_tests_properties(cli.serve.end_to_end PROPERTIES LABELS cli TIMEOUT 600 COST 26)
   add_test(NAME cli.serve.daemon_death
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_daemon_death.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300 COST 12)
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
   add_test(NAME cli.serve.load
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/load_end_to_end.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300 COST 50)
   # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
   add_test(NAME cli.serve.decoder
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_decoder.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.decoder PROPERTIES LABELS cli TIMEOUT 300)
+  set_tests_properties(cli.serve.decoder PROPERTIES LABELS cli TIMEOUT 300 COST 14)
   # The cross-validation on the host: profiles measured here predict a host server within a
   # tolerance, and a 3x profile does not. Alone (RUN_SERIAL): the CPU's times are its subject.
   add_test(NAME cli.serve.validate_host

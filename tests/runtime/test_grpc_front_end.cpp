@@ -32,8 +32,6 @@ namespace fs = std::filesystem;
 using Code = ServiceError::Code;
 using namespace grpc_test_support;
 
-constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
-
 std::vector<float> bytes_to_floats(const std::string& bytes) {
   std::vector<float> values(bytes.size() / sizeof(float));
   std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));

@@ -34,8 +34,6 @@ namespace fs = std::filesystem;
 using Code = ServiceError::Code;
 using namespace grpc_test_support;
 
-constexpr std::int64_t kMaxMessage = std::int64_t{1} << 20;
-
 std::vector<float> floats_at(const char* data, std::size_t count) {
   std::vector<float> values(count);
   std::memcpy(values.data(), data, count * sizeof(float));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/sim/gpu_server.hpp"
@@ -14,25 +15,11 @@
 namespace psw::sim {
 namespace {
 
-using Overrides = std::vector<std::pair<std::string, std::string>>;
-
-std::string data(const std::string& name) { return std::string(PSW_TEST_DATA_DIR) + "/sim/" + name; }
-
-nlohmann::json simulate(const std::string& config, const Overrides& overrides = {},
-                        const std::filesystem::path& out = {}) {
-  SimulationOptions options;
-  options.out_dir = out;
-  return run_simulation(load_experiment_config(data(config), overrides), options).summary;
-}
-
-double mean_ms(const nlohmann::json& s) { return s.at("latency").at("mean_ms").get<double>(); }
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_support::data;
+using testing_support::mean_ms;
+using testing_support::Overrides;
+using testing_support::simulate;
+using testing_support::slurp;
 
 TEST(SimServer, SameConfigAndSeedGiveByteIdenticalOutputs) {
   const auto dir = std::filesystem::temp_directory_path() / "psw_sim_determinism";

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "sim_test_support.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
@@ -15,21 +16,21 @@
 namespace psw::sim {
 namespace {
 
-using Overrides = std::vector<std::pair<std::string, std::string>>;
+using testing_support::data;
+using testing_support::Overrides;
 
-std::string data(const std::string& name) { return std::string(PSW_TEST_DATA_DIR) + "/sim/" + name; }
-
-nlohmann::json simulate(const Overrides& overrides) {
-  return run_simulation(load_experiment_config(data("parallel.yaml"), overrides), SimulationOptions{}).summary;
+// tests/data/sim/parallel.yaml with `overrides`.
+nlohmann::json simulate_parallel(const Overrides& overrides) {
+  return testing_support::simulate("parallel.yaml", overrides);
 }
 
-double mean_ms(const nlohmann::json& s, const std::string& model) {
+double model_mean_ms(const nlohmann::json& s, const std::string& model) {
   return s.at("models").at(model).at("latency").at("mean_ms").get<double>();
 }
 
 TEST(SimParallel, OneGpuIsPipeSwitchExactly) {
-  nlohmann::json parallel = simulate({{"parallel.gpus", "1"}});
-  nlohmann::json pipeswitch = simulate({{"mechanism", "pipeswitch"}});
+  nlohmann::json parallel = simulate_parallel({{"parallel.gpus", "1"}});
+  nlohmann::json pipeswitch = simulate_parallel({{"mechanism", "pipeswitch"}});
   ASSERT_EQ(parallel.at("mechanism"), "pipeswitch-parallel");
   for (const char* model : {"resnet152", "bert_base"}) {
     const auto& p = parallel.at("models").at(model).at("parallel");
@@ -47,13 +48,13 @@ TEST(SimParallel, MoreIdleHelpersSwitchFasterTrainingHelpersSlower) {
   double previous = 1e300;
   for (const char* gpus : {"1", "2", "4", "8"}) {
     SCOPED_TRACE(std::string(gpus) + " GPUs");
-    const nlohmann::json idle = simulate({{"parallel.gpus", gpus}});
-    const nlohmann::json busy = simulate({{"parallel.gpus", gpus}, {"parallel.helpers", "training"}});
+    const nlohmann::json idle = simulate_parallel({{"parallel.gpus", gpus}});
+    const nlohmann::json busy = simulate_parallel({{"parallel.gpus", gpus}, {"parallel.helpers", "training"}});
     EXPECT_EQ(idle.at("requests"), 6);
-    const double bert = mean_ms(idle, "bert_base");
+    const double bert = model_mean_ms(idle, "bert_base");
     EXPECT_LE(bert, previous);
     previous = bert;
-    EXPECT_GE(mean_ms(busy, "bert_base"), bert);
+    EXPECT_GE(model_mean_ms(busy, "bert_base"), bert);
     const auto& p = idle.at("models").at("bert_base").at("parallel");
     EXPECT_LE(p.at("bound_ms").get<double>(), p.at("switch_ms").get<double>());
     EXPECT_LE(p.at("switch_ms").get<double>(), p.at("single_gpu_ms").get<double>());
@@ -63,8 +64,8 @@ TEST(SimParallel, MoreIdleHelpersSwitchFasterTrainingHelpersSlower) {
   }
   // BERT-base's transfer (8.1 ms) exceeds its compute (7.1 ms) on one H200: a second GPU's
   // link takes the switch to its compute, about a millisecond off every request.
-  const double one = mean_ms(simulate({{"parallel.gpus", "1"}}), "bert_base");
-  const double two = mean_ms(simulate({{"parallel.gpus", "2"}}), "bert_base");
+  const double one = model_mean_ms(simulate_parallel({{"parallel.gpus", "1"}}), "bert_base");
+  const double two = model_mean_ms(simulate_parallel({{"parallel.gpus", "2"}}), "bert_base");
   EXPECT_LT(two, one - 0.8);
 }
 

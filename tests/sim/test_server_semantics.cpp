@@ -2,14 +2,14 @@
 // project trace's batch and task columns, killed training losing its iteration, switch counts
 // split by task, exact Chrome trace times, and the closed-form switch cost against the
 // timeline it stands for.
-#include <gtest/gtest.h>
-#include <unistd.h>
+#include <gtest/gtest.h>#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "sim_test_support.hpp"
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -23,28 +23,14 @@
 namespace psw::sim {
 namespace {
 
-using Overrides = std::vector<std::pair<std::string, std::string>>;
+using testing_support::data;
+using testing_support::mean_ms;
+using testing_support::Overrides;
+using testing_support::simulate;
+using testing_support::slurp;
 
-std::string data(const std::string& name) { return std::string(PSW_TEST_DATA_DIR) + "/sim/" + name; }
 std::string quoted(const std::string& path) { return "\"" + path + "\""; }
-
-nlohmann::json simulate(const std::string& config, const Overrides& overrides = {},
-                        const std::filesystem::path& out = {}, const std::filesystem::path& trace = {}) {
-  SimulationOptions options;
-  options.out_dir = out;
-  options.chrome_trace = trace;
-  return run_simulation(load_experiment_config(data(config), overrides), options).summary;
-}
-
-double mean_ms(const nlohmann::json& s) { return s.at("latency").at("mean_ms").get<double>(); }
 std::int64_t count(const nlohmann::json& s, const char* key) { return s.at(key).get<std::int64_t>(); }
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::vector<std::string>> csv_rows(const std::filesystem::path& p) {
   std::vector<std::vector<std::string>> rows;

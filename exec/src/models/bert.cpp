@@ -25,7 +25,7 @@ constexpr std::int64_t kIntermediate = 3072;
 constexpr std::int64_t kMaxPositions = 512;
 constexpr std::int64_t kTypes = 2;
 constexpr double kLnEps = 1e-12;
-constexpr double kInitStd = 0.02;  // HuggingFace's initializer_range (the embeddings)
+constexpr double kBertInitStd = 0.02;  // HuggingFace's initializer_range (the embeddings)
 constexpr std::int64_t kSequence = 128;
 
 class BertBase final : public ZooBase {
@@ -49,7 +49,7 @@ class BertBase final : public ZooBase {
       blocks_.push_back(std::move(l));
     }
     pooler_ = linear("pooler.dense", kHidden, kHidden);
-    initialise(kInitStd);
+    initialise(kBertInitStd);
   }
 
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {

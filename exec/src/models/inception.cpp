@@ -13,9 +13,9 @@ namespace {
 
 namespace nn = torch::nn;
 
-constexpr double kBnEps = 1e-3;
-constexpr std::int64_t kImage = 299;     // example_input
-constexpr std::int64_t kMinImage = 75;   // forward: H, W >= 75, as torchvision says
+constexpr double kInceptionBnEps = 1e-3;
+constexpr std::int64_t kInceptionImage = 299;     // example_input
+constexpr std::int64_t kInceptionMinImage = 75;   // forward: H, W >= 75, as torchvision says
 // Training runs AuxLogits, whose 5 x 5 convolution after a 5 x 5 / 3 pooling needs Mixed_6e
 // at least 17 x 17: images at least 291 x 291.
 constexpr std::int64_t kMinTrainingImage = 291;
@@ -72,11 +72,11 @@ class InceptionV3 final : public ZooBase {
   }
 
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
-    return random_images(batch, kImage, seed);
+    return random_images(batch, kInceptionImage, seed);
   }
 
   std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& c) override {
-    check_image(input, c.training() ? kMinTrainingImage : kMinImage);
+    check_image(input, c.training() ? kMinTrainingImage : kInceptionMinImage);
     if (c.training() && input.size(0) < 2) {
       // AuxLogits.conv1's BatchNorm sees 1 x 1 maps: batch statistics need two samples.
       throw InputError("inception_v3: training needs a batch of at least 2 (AuxLogits' BatchNorm on 1 x 1 maps)");
@@ -119,7 +119,7 @@ class InceptionV3 final : public ZooBase {
               Pair stride = {1, 1}, Pair padding = {0, 0}, bool training_only = false) {
     Basic b;
     b.conv = conv(path + ".conv", in, out, kernel, stride, padding, training_only);
-    b.bn = bn(path + ".bn", out, kBnEps, training_only);
+    b.bn = bn(path + ".bn", out, kInceptionBnEps, training_only);
     return b;
   }
 

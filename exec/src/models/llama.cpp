@@ -162,7 +162,7 @@ class TokenEmbeddingImpl : public torch::nn::Module {
 TORCH_MODULE(TokenEmbedding);
 
 constexpr std::int64_t kExamplePrompt = 128;  // example_input's prompt length (as BERT's 128)
-constexpr double kInitStd = 0.02;             // Hugging Face's initializer_range
+constexpr double kLlamaInitStd = 0.02;             // Hugging Face's initializer_range
 
 class Llama final : public ZooBase, public Decoder {
  public:
@@ -188,7 +188,7 @@ class Llama final : public ZooBase, public Decoder {
     norm_ = add_layer("model.norm", RmsNorm(c.hidden, c.rms_norm_eps, dtype), "rmsnorm");
     if (!c.tie_embeddings) head_ = add_layer("lm_head", Projection(c.hidden, c.vocabulary, dtype), "linear");
     // Every tensor from its own stream of the hash, in layer order.
-    const double half = kInitStd * std::sqrt(3.0);
+    const double half = kLlamaInitStd * std::sqrt(3.0);
     std::uint64_t stream = seed * 0x100000000ULL;
     for (ZooLayer& layer : layers()) {
       for (torch::Tensor& t : layer.tensors) {

@@ -11,15 +11,15 @@ namespace {
 
 namespace nn = torch::nn;
 
-constexpr double kBnEps = 1e-5;
-constexpr std::int64_t kImage = 224;  // example_input
-constexpr std::int64_t kMinImage = 32;  // forward: H, W >= 32 (1 x 1 before the pooling)
+constexpr double kResNetBnEps = 1e-5;
+constexpr std::int64_t kResNetImage = 224;  // example_input
+constexpr std::int64_t kResNetMinImage = 32;  // forward: H, W >= 32 (1 x 1 before the pooling)
 
 class ResNet152 final : public ZooBase {
  public:
   ResNet152() : ZooBase("resnet152") {
     conv1_ = conv("conv1", 3, 64, {7, 7}, {2, 2}, {3, 3});
-    bn1_ = bn("bn1", 64, kBnEps);
+    bn1_ = bn("bn1", 64, kResNetBnEps);
     std::int64_t inplanes = 64;
     const std::int64_t planes_of[] = {64, 128, 256, 512};
     const int blocks_of[] = {3, 8, 36, 3};
@@ -30,14 +30,14 @@ class ResNet152 final : public ZooBase {
         const std::string p = "layer" + std::to_string(li + 1) + "." + std::to_string(bi);
         Block b;
         b.conv1 = conv(p + ".conv1", inplanes, planes, {1, 1});
-        b.bn1 = bn(p + ".bn1", planes, kBnEps);
+        b.bn1 = bn(p + ".bn1", planes, kResNetBnEps);
         b.conv2 = conv(p + ".conv2", planes, planes, {3, 3}, {s, s}, {1, 1});
-        b.bn2 = bn(p + ".bn2", planes, kBnEps);
+        b.bn2 = bn(p + ".bn2", planes, kResNetBnEps);
         b.conv3 = conv(p + ".conv3", planes, planes * 4, {1, 1});
-        b.bn3 = bn(p + ".bn3", planes * 4, kBnEps);
+        b.bn3 = bn(p + ".bn3", planes * 4, kResNetBnEps);
         if (bi == 0 && (s != 1 || inplanes != planes * 4)) {
           b.down_conv = conv(p + ".downsample.0", inplanes, planes * 4, {1, 1}, {s, s});
-          b.down_bn = bn(p + ".downsample.1", planes * 4, kBnEps);
+          b.down_bn = bn(p + ".downsample.1", planes * 4, kResNetBnEps);
         }
         blocks_.push_back(std::move(b));
         inplanes = planes * 4;
@@ -51,11 +51,11 @@ class ResNet152 final : public ZooBase {
   }
 
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
-    return random_images(batch, kImage, seed);
+    return random_images(batch, kResNetImage, seed);
   }
 
   std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& c) override {
-    check_image(input, kMinImage);
+    check_image(input, kResNetMinImage);
     torch::Tensor x = torch::relu(step(c, bn1_, step(c, conv1_, input)));
     x = torch::max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
     for (Block& b : blocks_) {

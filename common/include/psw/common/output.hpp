@@ -88,4 +88,12 @@ class StagedFile {
 // `path` + ".tmp-<pid>" (the temporary names above).
 std::filesystem::path temporary_sibling(const std::filesystem::path& path, const char* what = "tmp");
 
+// A CSV field as RFC 4180 writes it: quoted (with inner quotes doubled) when it holds a comma,
+// a quote or a line break, as is otherwise.
+std::string csv_field(std::string_view value);
+
+// A double as the JSON library prints it: the shortest text that reads back the same value
+// (the number format of every CSV the project writes).
+std::string shortest_number(double value);
+
 }  // namespace psw
