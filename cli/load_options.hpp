@@ -23,8 +23,11 @@ inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
   auto* socket = cmd->add_option("--socket", o.socket_path, "The server's Unix socket (default: psw serve's)");
   cmd->add_option("--server", o.server, "A server on TCP, HOST:PORT")->excludes(socket);
   cmd->add_option("--senders", o.load.senders,
-                  "Sender threads (connections); a request due while all are busy is sent late, and recorded so")
+                  "Sender threads; a request due while all are busy is sent late, and recorded so")
       ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--connections", o.load.connections,
+                  "Connections the senders share, sender s taking s mod N (default: one per sender)")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--timeout-ms", o.load.timeout_ms, "Deadline of each request")
       ->check(CLI::Range(1, 3'600'000))->capture_default_str();
 }

@@ -26,6 +26,11 @@
 #               path per model and the training step (Note [Request path]), written to
 #               OUT_DIR/profiles/serving-h200.yaml; the validate and replay parts of the same call
 #               simulate with it (else with the experiment's own `serving:`, if any)
+#   protocol    Note [Client connections]: the request path's protocol part per model on the server
+#               of configs/serve/h200.yaml, by psw profile-serving (16 connections in turn, as
+#               calibrate; one connection; one connection 500 ms apart) and by psw load of
+#               h200-validate.yaml's workload (16 senders with a connection each, as validate; 16
+#               senders sharing one; one sender), into raw/protocol/
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
 #               hardware profile models it, time-sliced
@@ -241,6 +246,32 @@ if has_part calibrate; then
       --out "$raw/serving-h200.yaml" || echo "!! psw profile-serving failed"
     stop_server
     if [[ -f $raw/serving-h200.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200.yaml" "$out/profiles/"; fi
+  fi
+fi
+if has_part protocol; then
+  echo "== protocol: one server, six ways of sending ($(date -u +%T))"
+  config="$sock_dir/protocol.yaml"
+  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
+  training_batch=$(awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$config")
+  mkdir -p "$raw/protocol"
+  if start_server "$config" "$raw/serve-protocol.log"; then
+    device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    for way in "16 150" "1 150" "1 500"; do
+      set -- $way
+      "$psw" profile-serving --socket "$sock" --name "connections-$1-gap-$2" --device "$device_name" \
+        --requests 20 --gap-ms "$2" --connections "$1" --batch 8 --training-batch "${training_batch:-8}" \
+        --training-window 0 --out "$raw/protocol/profile-serving-$1-connections-$2-ms.yaml" \
+        || echo "!! psw profile-serving $way failed"
+    done
+    workload="$sock_dir/protocol-load.yaml"
+    sed "s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-validate.yaml" > "$workload"
+    for way in "16 16" "16 1" "1 1"; do
+      set -- $way
+      (cd "$root" && "$psw" load --config "$workload" --socket "$sock" --senders "$1" --connections "$2" \
+        --out "$raw/protocol/load-$1-senders-$2-connections") > /dev/null 2> "$raw/protocol/load-$1-$2.log" \
+        || { tail -3 "$raw/protocol/load-$1-$2.log"; echo "!! psw load $way failed"; }
+    done
+    stop_server
   fi
 fi
 # The serving profile the simulator of validate and the replays uses: this call's calibration

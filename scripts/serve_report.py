@@ -7,6 +7,7 @@ import csv
 import glob
 import json
 import os
+import re
 import sys
 
 
@@ -91,6 +92,40 @@ def print_decoders_served(raw):
         print("RSS counts the shared segments a process maps (the packed parameters in pinned host memory are")
         print("one, mapped by every process), so the rows do not add up to the host memory used.\n")
         print_processes(raw, "processes-llm.txt", "device-memory-llm.csv", with_rss=True)
+
+
+def print_protocol_ways(folder):
+    """gpu-serve.sh part `protocol` (Note [Client connections]): per model, the protocol part's
+    median under each way of sending, psw profile-serving's profiles and psw load's summaries."""
+    if not os.path.isdir(folder):
+        return
+    columns = []  # (title, {model: median ms})
+    for path in sorted(glob.glob(os.path.join(folder, "profile-serving-*.yaml"))):
+        medians = {}
+        for line in open(path):
+            m = re.match(r"\s*- \{model: (\w+), protocol_ns: (\d+)", line)
+            if m:
+                medians[m.group(1)] = int(m.group(2)) / 1e6
+        way = re.match(r"profile-serving-(\d+)-connections-(\d+)-ms", os.path.basename(path))
+        columns.append((f"profile-serving, {way.group(1)} conn., {way.group(2)} ms apart", medians))
+    for path in sorted(glob.glob(os.path.join(folder, "load-*", "summary.json"))):
+        summary = load(path)
+        medians = {model: entry["protocol_latency"]["p50_ms"]
+                   for model, entry in summary["models"].items() if "protocol_latency" in entry}
+        columns.append((f"load, {summary['senders']} senders, {summary['connections']} conn.", medians))
+    if not columns:
+        return
+    models = sorted({model for _, medians in columns for model in medians})
+    print("## The protocol part by way of sending (Note [Client connections])\n")
+    print("One server of `configs/serve/h200.yaml` (training in the background); per model the median of the")
+    print("client's time from send to answer less the server's time (Note [Request path]), in ms, as")
+    print("psw profile-serving measures it (one thread, connections in turn) and as psw load pays it")
+    print("(a request every 500 ms from a pool of sender threads).\n")
+    print("| way | " + " | ".join(models) + " |")
+    print("|---|" + "---:|" * len(models))
+    for title, medians in columns:
+        print(f"| {title} | " + " | ".join(f"{medians[m]:.3f}" if m in medians else "-" for m in models) + " |")
+    print()
 
 
 def main():
@@ -258,6 +293,7 @@ def main():
         print("and of the server's time minus the engine's (server). The simulator of the validations below adds")
         print("them; those validations are later runs of other workloads.\n")
         print_yaml(serving_path)
+    print_protocol_ways(os.path.join(raw, "protocol"))
     validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
     if validations:
         print("## The simulator beside the server on one workload (psw validate)\n")

@@ -37,6 +37,28 @@ assert summary["generated"] == 4 and summary["requests"] == 4 and summary["error
 assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["latency"]["count"] == 4, summary
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
 PY
+# Senders sharing one connection (Note [Client connections]): every request answered, and the
+# protocol part of each (send to answer, less the server's time) in the summary.
+"$psw" load --config "$config" --socket "$sock" --senders 3 --connections 1 --out "$work/shared" > /dev/null 2> "$work/shared.err" \
+  || { cat "$work/shared.err"; echo "FAIL: psw load --connections 1"; exit 1; }
+/usr/bin/python3 - "$work/shared" <<'PY'
+import csv, json, sys
+out = sys.argv[1]
+summary = json.load(open(f"{out}/summary.json"))
+rows = list(csv.DictReader(open(f"{out}/requests.csv")))
+assert summary["senders"] == 3 and summary["connections"] == 1, summary
+assert summary["requests"] == 4 and summary["errors"] == 0, summary
+protocol = summary["models"]["bert_base"]["protocol_latency"]
+assert protocol["count"] == 4, protocol
+paid = sorted((int(r["finish_ns"]) - int(r["send_start_ns"]) - int(r["server_ns"])) / 1e6 for r in rows)
+assert 0 < protocol["min_ms"] and abs(protocol["max_ms"] - paid[-1]) < 1e-3, (protocol, paid)
+PY
+set +e
+"$psw" load --config "$config" --socket "$sock" --senders 2 --connections 3 > /dev/null 2> "$work/conns.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q -- "--connections 3: must be between 1 and --senders (2)" "$work/conns.err" \
+  || { cat "$work/conns.err"; echo "FAIL: --connections above --senders: exit $rc"; exit 1; }
 # A model the server does not serve: exit 2, one message naming the config file and key.
 set +e
 "$psw" load --config tests/data/sim/load-unserved.yaml --socket "$sock" --out "$work/bad" > /dev/null 2> "$work/bad.err"

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -129,6 +130,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
   std::vector<sim::LatencyHistogram> per_model(config.models.size());
   std::vector<sim::LatencyHistogram> per_model_engine(config.models.size());
   std::vector<sim::LatencyHistogram> per_model_server(config.models.size());
+  std::vector<sim::LatencyHistogram> per_model_protocol(config.models.size());
   std::vector<std::int64_t> model_errors(config.models.size(), 0);
   std::vector<bool> model_used(config.models.size(), false);
   std::int64_t errors = 0;
@@ -161,6 +163,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
     if (r.engine > Duration::zero()) {
       per_model_engine[r.model].add(r.engine);
       per_model_server[r.model].add(r.server);
+      per_model_protocol[r.model].add(std::max(r.protocol(), Duration::zero()));
     }
   }
   nlohmann::json models = nlohmann::json::object();
@@ -172,6 +175,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
     if (per_model_engine[m].count() > 0 && per_model_engine[m].count() == per_model[m].count()) {
       entry["engine_latency"] = sim::latency_summary_json(per_model_engine[m]);
       entry["server_latency"] = sim::latency_summary_json(per_model_server[m]);
+      entry["protocol_latency"] = sim::latency_summary_json(per_model_protocol[m]);
     }
   }
   const double makespan_s = end.seconds();
@@ -181,6 +185,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"seed", config.seed},
       {"time_scale", options.time_scale},
       {"senders", options.senders},
+      {"connections", options.connections > 0 ? options.connections : options.senders},
       {"generated", static_cast<std::int64_t>(records.size())},
       // As psw sim's `requests`: the requests served (here: answered without error).
       {"requests", all.count()},
@@ -206,6 +211,10 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   }
   if (options.senders < 1) throw InputError("--senders " + std::to_string(options.senders) + ": must be at least 1");
   if (options.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(options.timeout_ms) + ": must be at least 1");
+  if (options.connections < 0 || options.connections > options.senders) {
+    throw InputError("--connections " + std::to_string(options.connections) + ": must be between 1 and --senders (" +
+                     std::to_string(options.senders) + ")");
+  }
   const std::vector<PlannedRequest> planned = plan_requests(config, options.time_scale);
   const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, planned);
 
@@ -233,14 +242,28 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   std::atomic<std::int64_t> failed{0};
   Clock::time_point start;
 
-  auto sender = [&] {
-    // Each sender has its own connection, made before the clock starts, so that no request's
-    // latency includes connecting.
-    std::optional<Client> client;
+  // Shared connections (Note [Client connections]), made here; a Client's calls may come from
+  // several threads at once.
+  std::vector<std::unique_ptr<Client>> shared;
+  for (int c = 0; c < options.connections; ++c) {
+    shared.push_back(std::make_unique<Client>(options.target));
+    shared.back()->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  }
+
+  auto sender = [&](int index) {
+    // Each sender's connection is made (or shared) before the clock starts, so that no
+    // request's latency includes connecting.
+    std::optional<Client> own;
+    Client* client = nullptr;
     std::string error;
     try {  // nothing may escape a thread
-      client.emplace(options.target);
-      client->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+      if (shared.empty()) {
+        own.emplace(options.target);
+        own->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+        client = &*own;
+      } else {
+        client = shared[static_cast<std::size_t>(index) % shared.size()].get();
+      }
       if (!client->server_live()) error = "the server at " + options.target + " is not live";
     } catch (const std::exception& e) {
       error = e.what();
@@ -277,7 +300,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
 
   std::vector<std::thread> senders;
   senders.reserve(static_cast<std::size_t>(options.senders));
-  for (int s = 0; s < options.senders; ++s) senders.emplace_back(sender);
+  for (int s = 0; s < options.senders; ++s) senders.emplace_back(sender, s);
   auto stop_senders = [&] {
     {
       std::lock_guard lock(mutex);

@@ -4,7 +4,8 @@
 // The arrivals come from the simulator's own source (psw/sim/workload_source.hpp), so a run
 // here and `psw sim` on the same config see the same request ids, models and arrival times.
 // The load is open loop: request i is sent at start + arrival_i * time_scale whatever the
-// server does, by a pool of sender threads, each with its own connection; a slow answer
+// server does, by a pool of sender threads (each with its own connection unless told to share:
+// Note [Client connections]); a slow answer
 // occupies one sender and never holds back the dispatcher. When every sender is busy a request
 // waits for one and starts late: its lateness is recorded (send_late_ns), never hidden, and its
 // latency is still counted from its scheduled time (as the simulator counts from the arrival),
@@ -14,7 +15,17 @@
 // where they apply, its columns and keys (summary.json's `latency` object is the simulator's
 // latency_summary_json). Beyond them, each request's server and engine times as the server
 // reports them (requests.csv's server_ns and engine_ns; per model `engine_latency`, as psw sim
-// writes it, and `server_latency`), so that the engine is compared apart from the protocol.
+// writes it, and `server_latency`), so that the engine is compared apart from the protocol,
+// and `protocol_latency`: from the send to the answer less the server's time.
+//
+// Note [Client connections]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// What a request pays in gRPC for megabytes of raw input depends on the client, not only on
+// the bytes (Note [Request path]): on the H200, psw profile-serving (one thread sending, 16
+// connections in turn, a request every ~170 ms) measured 5.1 ms for ResNet-152's 4.8 MB, and
+// psw load (16 sender threads, a connection each, a request every 500 ms) paid 9.5 ms for the
+// same requests. `--connections N` lets the senders share N connections, so that a run can say
+// which of the two, the connection or the sending thread, carries the difference.
 
 #include <cstdint>
 #include <filesystem>
@@ -33,7 +44,11 @@ namespace psw::runtime {
 struct LoadOptions {
   std::string target;       // the server: "unix:/path/psw.sock" or "host:port"
   double time_scale = 1.0;  // multiplies every arrival time (< 1 replays a long trace faster)
-  int senders = 16;         // sender threads (connections) sending concurrently
+  int senders = 16;         // sender threads sending concurrently
+  // Connections to the server (Note [Client connections]): 0 gives each sender its own; N > 0
+  // makes the senders share N, sender s taking connection s mod N (gRPC multiplexes the calls
+  // of one connection).
+  int connections = 0;
   std::int64_t timeout_ms = 60'000;  // deadline of each request
   std::uint64_t seed = 1;   // of the random input tensors
   // A line of progress now and then (every few seconds of a long run); may be empty.
@@ -60,6 +75,9 @@ struct LoadRequestRecord {
   std::string error;            // the server's or the transport's message when not ok
   Duration latency() const { return finish - scheduled; }
   Duration send_late() const { return send_start - scheduled; }
+  // Note [Request path]: what the client paid beyond the server's time (zero when the server
+  // does not report it).
+  Duration protocol() const { return server > Duration::zero() ? finish - send_start - server : Duration::zero(); }
 };
 
 struct LoadReport {
