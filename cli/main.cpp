@@ -10,6 +10,7 @@
 #include <string>
 
 #include "app.hpp"
+#include "psw/runtime/message_memory.hpp"
 
 namespace {
 
@@ -17,6 +18,13 @@ namespace {
 bool is_executor_command(const char* name) {
   const std::string n = name;
   return n == "run" || n == "profile";
+}
+
+// The commands that send or receive tensors over gRPC (Note [Message memory]).
+bool is_serving_command(const char* name) {
+  const std::string n = name;
+  return n == "serve" || n == "client" || n == "load" || n == "validate" || n == "bench-serve" ||
+         n == "profile-serving";
 }
 
 int exec_executor(char** argv) {
@@ -38,6 +46,8 @@ int exec_executor(char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && is_executor_command(argv[1])) return exec_executor(argv);
+  // Before any thread starts: the setting of the heap applies to the arenas made after it.
+  if (argc > 1 && is_serving_command(argv[1])) psw::runtime::keep_message_memory();
   using namespace psw::cli;
   CLI::App app{kPswDescription};
   std::map<CLI::App*, Action> actions = setup_app(

@@ -20,7 +20,7 @@ namespace psw::runtime {
 namespace {
 
 // (Appended piecewise: GCC 12 warns falsely, -Wrestrict, about "literal" + std::string(view).)
-std::string quoted(std::string_view text) {
+std::string in_quotes(std::string_view text) {
   std::string result(1, '\'');
   result.append(text);
   result += '\'';
@@ -69,17 +69,17 @@ BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, con
   static std::atomic<std::uint64_t> next_id{1};
   if (name.empty()) invalid("the shared memory region's name is empty");
   if (!is_shared_memory_key(key)) {
-    invalid("shared memory key " + quoted(key) +
+    invalid("shared memory key " + in_quotes(key) +
             " is not a POSIX shared memory name: expected '/name' with no other '/' (the server opens "
             "only shared memory objects, never other files)");
   }
-  if (byte_size == 0) invalid("shared memory region " + quoted(name) + ": byte_size is 0; a region holds at least one byte");
-  const std::string where = "shared memory region " + quoted(name) + " (key " + quoted(key) + ")";
+  if (byte_size == 0) invalid("shared memory region " + in_quotes(name) + ": byte_size is 0; a region holds at least one byte");
+  const std::string where = "shared memory region " + in_quotes(name) + " (key " + in_quotes(key) + ")";
   {
     std::lock_guard lock(mutex_);
     if (regions_.count(name) != 0) {
       throw ServiceError(ServiceError::Code::AlreadyExists,
-                         "shared memory region " + quoted(name) + " is already registered; unregister it first");
+                         "shared memory region " + in_quotes(name) + " is already registered; unregister it first");
     }
   }
   auto region = std::make_shared<Region>();
@@ -117,7 +117,7 @@ BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, con
   // Checked again: another call may have registered the name while this one mapped.
   if (!regions_.emplace(name, std::move(region)).second) {
     throw ServiceError(ServiceError::Code::AlreadyExists,
-                       "shared memory region " + quoted(name) + " is already registered; unregister it first");
+                       "shared memory region " + in_quotes(name) + " is already registered; unregister it first");
   }
   return whole;
 }
@@ -142,7 +142,7 @@ std::vector<SharedMemoryRegionInfo> SharedMemoryRegistry::status(const std::stri
   }
   const auto it = regions_.find(name);
   if (it == regions_.end()) {
-    throw ServiceError(ServiceError::Code::NotFound, "no shared memory region " + quoted(name) + " is registered");
+    throw ServiceError(ServiceError::Code::NotFound, "no shared memory region " + in_quotes(name) + " is registered");
   }
   list.push_back(it->second->info);
   return list;
@@ -156,7 +156,7 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
     const auto it = regions_.find(name);
     if (it == regions_.end()) {
       throw ServiceError(ServiceError::Code::NotFound,
-                         what + ": no shared memory region " + quoted(name) + " is registered");
+                         what + ": no shared memory region " + in_quotes(name) + " is registered");
     }
     region = it->second;
   }
@@ -164,7 +164,7 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
   if (offset < 0 || byte_size < 0 || static_cast<std::uint64_t>(offset) > size ||
       static_cast<std::uint64_t>(byte_size) > size - static_cast<std::uint64_t>(offset)) {
     invalid(what + ": shared_memory_offset " + std::to_string(offset) + " and shared_memory_byte_size " +
-            std::to_string(byte_size) + " are outside region " + quoted(name) + ", which has " +
+            std::to_string(byte_size) + " are outside region " + in_quotes(name) + ", which has " +
             std::to_string(size) + " bytes");
   }
   // The owner may have shrunk the object since; reading past its end would raise SIGBUS. A
@@ -172,7 +172,7 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
   struct stat info {};
   if (::fstat(region->fd.get(), &info) != 0 ||
       static_cast<std::uint64_t>(info.st_size) < region->info.offset + region->info.byte_size) {
-    invalid(what + ": the object " + quoted(region->info.key) + " of shared memory region " + quoted(name) +
+    invalid(what + ": the object " + in_quotes(region->info.key) + " of shared memory region " + in_quotes(name) +
             " has shrunk to " + std::to_string(info.st_size) + " bytes since it was registered; register it again");
   }
   char* data = region->data + offset;
@@ -184,23 +184,23 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
 
 SharedMemoryObject::SharedMemoryObject(const std::string& key, std::size_t byte_size) : key_(key) {
   if (!is_shared_memory_key(key)) {
-    throw InputError("shared memory key " + quoted(key) + " is not a POSIX shared memory name ('/name')");
+    throw InputError("shared memory key " + in_quotes(key) + " is not a POSIX shared memory name ('/name')");
   }
   if (byte_size == 0) throw InputError("a shared memory object of 0 bytes cannot be mapped");
   UniqueFd fd(::shm_open(key.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd) throw InputError("cannot create the shared memory object " + quoted(key) + ": " + errno_text(errno));
+  if (!fd) throw InputError("cannot create the shared memory object " + in_quotes(key) + ": " + errno_text(errno));
   linked_ = true;
   if (::ftruncate(fd.get(), static_cast<off_t>(byte_size)) != 0) {
     const int error = errno;
     unlink_name();
-    throw InputError("cannot size the shared memory object " + quoted(key) + " to " + std::to_string(byte_size) +
+    throw InputError("cannot size the shared memory object " + in_quotes(key) + " to " + std::to_string(byte_size) +
                      " bytes: " + errno_text(error));
   }
   void* base = ::mmap(nullptr, byte_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
     const int error = errno;
     unlink_name();
-    throw InputError("cannot map the shared memory object " + quoted(key) + ": " + errno_text(error));
+    throw InputError("cannot map the shared memory object " + in_quotes(key) + ": " + errno_text(error));
   }
   // The descriptor can go: the mapping keeps the object.
   data_ = static_cast<char*>(base);
