@@ -138,6 +138,9 @@ def main():
         print(f"- tree of the run: commit {os.environ['PSW_RUN_COMMIT']} (named when this report was made from the raw "
               "runs; the commit line above is not the tree's: the device host was given its copy's stale git "
               "metadata or a placeholder)")
+    # What the raw folder cannot say about how the run was made (a detached run, say).
+    if os.environ.get("PSW_RUN_NOTE"):
+        print(f"- note: {os.environ['PSW_RUN_NOTE']}")
     print()
     print(f"Produced by `scripts/gpu-serve.sh` (raw JSON and logs in `{os.path.basename(os.path.normpath(raw))}/` beside this file).")
     logs = [os.path.basename(p) for p in glob.glob(os.path.join(raw, "serve*.log"))]
