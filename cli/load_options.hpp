@@ -28,6 +28,9 @@ inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
   cmd->add_option("--connections", o.load.connections,
                   "Connections the senders share, sender s taking s mod N (default: one per sender)")
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--warmup", o.load.warmup,
+                  "Requests per model sent one at a time before the workload, not recorded (a new server's heap grows)")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
   cmd->add_option("--timeout-ms", o.load.timeout_ms, "Deadline of each request")
       ->check(CLI::Range(1, 3'600'000))->capture_default_str();
 }

@@ -58,6 +58,7 @@ Action add_validate_command(CLI::App& app) {
       ->excludes("--server")
       ->excludes("--senders")
       ->excludes("--connections")
+      ->excludes("--warmup")
       ->excludes("--timeout-ms");
   cmd->add_option("--out", o->out_dir,
                   "Write simulated/, measured/, validation.csv and validation.json here "

@@ -33,7 +33,7 @@
 #               senders sharing one; one sender), into raw/protocol/
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
-#               hardware profile models it, time-sliced
+#               hardware profile models it, time-sliced (or PSW_VALIDATE_MECHANISMS)
 #   figures     the paper's Figures 5, 7, 8 and 9 through the server: psw validate of
 #               configs/experiments/h200-figures.yaml under each of their mechanisms
 #               (PSW_FIGURE_MECHANISMS; default their thirteen and time-sliced where the hardware
@@ -55,6 +55,9 @@ out=${1:-$root/results/gpu}
 part=${2:-all}
 has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != link && $1 != llm) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
+# psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
+# workload: its first requests pay for growing its heap (Note [Message memory]).
+warmup=${PSW_WARMUP:-2}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}
 targets=(psw psw-exec)
@@ -292,13 +295,14 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
   sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$root/configs/serve/h200.yaml" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
-  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --out "$raw/validation/$name") \
+  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
   stop_server
 }
 if has_part validate; then
   mechanisms=(pipeswitch ready)
   grep -q '^time_slicing:' "$root/configs/hardware/h200-pcie5.yaml" && mechanisms+=(time-sliced)
+  if [[ -n ${PSW_VALIDATE_MECHANISMS:-} ]]; then read -ra mechanisms <<< "$PSW_VALIDATE_MECHANISMS"; fi
   for mechanism in "${mechanisms[@]}"; do
     echo "== validate $mechanism ($(date -u +%T))"
     experiment="$sock_dir/h200-validate-$mechanism.yaml"
@@ -359,7 +363,7 @@ if has_part llm; then
     experiment="$sock_dir/h200-validate-llm.yaml"
     sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"
     if [[ -f $raw/serving-llm.yaml ]]; then echo "serving: $raw/serving-llm.yaml" >> "$experiment"; fi
-    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --out "$raw/validation/h200-validate-llm") \
+    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --out "$raw/validation/h200-validate-llm") \
       > "$raw/validate-llm.txt" 2>&1 || { tail -5 "$raw/validate-llm.txt"; echo "!! psw validate llm failed"; }
     tail -15 "$raw/validate-llm.txt"
     stop_server

@@ -37,9 +37,10 @@ assert summary["generated"] == 4 and summary["requests"] == 4 and summary["error
 assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["latency"]["count"] == 4, summary
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
 PY
-# Senders sharing one connection (Note [Client connections]): every request answered, and the
-# protocol part of each (send to answer, less the server's time) in the summary.
-"$psw" load --config "$config" --socket "$sock" --senders 3 --connections 1 --out "$work/shared" > /dev/null 2> "$work/shared.err" \
+# Senders sharing one connection (Note [Client connections]), after a warm-up request: every
+# request answered, the warm-up not among them, and the protocol part of each (send to answer,
+# less the server's time) in the summary.
+"$psw" load --config "$config" --socket "$sock" --senders 3 --connections 1 --warmup 1 --out "$work/shared" > /dev/null 2> "$work/shared.err" \
   || { cat "$work/shared.err"; echo "FAIL: psw load --connections 1"; exit 1; }
 /usr/bin/python3 - "$work/shared" <<'PY'
 import csv, json, sys
@@ -47,6 +48,7 @@ out = sys.argv[1]
 summary = json.load(open(f"{out}/summary.json"))
 rows = list(csv.DictReader(open(f"{out}/requests.csv")))
 assert summary["senders"] == 3 and summary["connections"] == 1, summary
+assert summary["warmup_per_model"] == 1 and summary["generated"] == 4 and len(rows) == 4, summary  # not recorded
 assert summary["requests"] == 4 and summary["errors"] == 0, summary
 protocol = summary["models"]["bert_base"]["protocol_latency"]
 assert protocol["count"] == 4, protocol

@@ -186,6 +186,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"time_scale", options.time_scale},
       {"senders", options.senders},
       {"connections", options.connections > 0 ? options.connections : options.senders},
+      {"warmup_per_model", options.warmup},
       {"generated", static_cast<std::int64_t>(records.size())},
       // As psw sim's `requests`: the requests served (here: answered without error).
       {"requests", all.count()},
@@ -211,6 +212,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   }
   if (options.senders < 1) throw InputError("--senders " + std::to_string(options.senders) + ": must be at least 1");
   if (options.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(options.timeout_ms) + ": must be at least 1");
+  if (options.warmup < 0) throw InputError("--warmup " + std::to_string(options.warmup) + ": must be at least 0");
   if (options.connections < 0 || options.connections > options.senders) {
     throw InputError("--connections " + std::to_string(options.connections) + ": must be between 1 and --senders (" +
                      std::to_string(options.senders) + ")");
@@ -316,6 +318,21 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   if (!connect_error.empty()) {
     stop_senders();
     throw Error("cannot reach the server at " + options.target + ": " + connect_error);
+  }
+  // Warm-up (LoadOptions::warmup), through the senders' connections in turn; a failure here is
+  // the run's (the server cannot serve the workload), before anything is recorded.
+  if (options.warmup > 0) {
+    try {
+      std::optional<Client> own;
+      Client* warm = shared.empty() ? &own.emplace(options.target) : shared.front().get();
+      warm->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+      for (const auto& [model, body] : bodies) {
+        for (int w = 0; w < options.warmup; ++w) warm->infer(body);
+      }
+    } catch (const std::exception& e) {
+      stop_senders();
+      throw Error(std::string("a warm-up request failed: ") + e.what());
+    }
   }
 
   auto say_progress = [&](std::size_t sent) {

@@ -51,6 +51,10 @@ struct LoadOptions {
   // makes the senders share N, sender s taking connection s mod N (gRPC multiplexes the calls
   // of one connection).
   int connections = 0;
+  // Requests per model of the workload sent one at a time before the clock starts, and not
+  // recorded: the first requests of a freshly started server pay for growing its heap (Note
+  // [Message memory]), which the simulator's steady state does not model.
+  int warmup = 0;
   std::int64_t timeout_ms = 60'000;  // deadline of each request
   std::uint64_t seed = 1;   // of the random input tensors
   // A line of progress now and then (every few seconds of a long run); may be empty.
