@@ -319,7 +319,8 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
     stop_senders();
     throw Error("cannot reach the server at " + options.target + ": " + connect_error);
   }
-  // Warm-up (LoadOptions::warmup), through the senders' connections in turn; a failure here is
+  // Warm-up (LoadOptions::warmup) through one connection (the first shared one, else one of its
+  // own: which connection makes no difference, Note [Client connections]); a failure here is
   // the run's (the server cannot serve the workload), before anything is recorded.
   if (options.warmup > 0) {
     try {
