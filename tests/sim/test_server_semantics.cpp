@@ -2,7 +2,8 @@
 // project trace's batch and task columns, killed training losing its iteration, switch counts
 // split by task, exact Chrome trace times, and the closed-form switch cost against the
 // timeline it stands for.
-#include <gtest/gtest.h>#include <unistd.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -90,7 +91,9 @@ TEST(SimTimeSliced, InferenceRunsWithItsShareOfTheGpuBesideTraining) {
     // The training job never stops; while an inference runs it advances at the rest of the GPU,
     // so the larger the inference's share, the less far it gets.
     const double iterations = beside.at("training_iterations").get<double>();
-    if (previous_iterations >= 0) EXPECT_LE(iterations, previous_iterations) << share << "%";
+    if (previous_iterations >= 0) {
+      EXPECT_LE(iterations, previous_iterations) << share << "%";
+    }
     previous_iterations = iterations;
   }
 }
