@@ -93,7 +93,7 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& path, const
 std::string csv_field(std::string_view value);
 
 // A double as the JSON library prints it: the shortest text that reads back the same value
-// (the number format of every CSV the project writes).
+// (the number format of sweep.csv and comparison.csv).
 std::string shortest_number(double value);
 
 }  // namespace psw
