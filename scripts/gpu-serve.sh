@@ -238,11 +238,14 @@ hardware=$root/configs/hardware/h200-pcie5.yaml
 if [[ -f $raw/link-profile/h200-pcie5.yaml ]]; then hardware=$raw/link-profile/h200-pcie5.yaml
 elif [[ -n ${PSW_HARDWARE_PROFILE:-} ]]; then hardware=$(realpath "$PSW_HARDWARE_PROFILE"); fi
 use_hardware="s#^hardware: .*#hardware: $hardware#"
+training_batch_of() {  # SERVE_CONFIG: its training job's batch (empty without one)
+  awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$1"
+}
 if has_part calibrate; then
   echo "== calibrate: psw profile-serving ($(date -u +%T))"
   config="$sock_dir/calibrate.yaml"
   sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
-  training_batch=$(awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$config")
+  training_batch=$(training_batch_of "$config")
   if start_server "$config" "$raw/serve-calibrate.log"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
       --requests 20 --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
@@ -255,7 +258,7 @@ if has_part protocol; then
   echo "== protocol: one server, six ways of sending ($(date -u +%T))"
   config="$sock_dir/protocol.yaml"
   sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
-  training_batch=$(awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$config")
+  training_batch=$(training_batch_of "$config")
   mkdir -p "$raw/protocol"
   if start_server "$config" "$raw/serve-protocol.log"; then
     device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)

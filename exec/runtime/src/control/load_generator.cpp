@@ -246,23 +246,24 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
 
   // Shared connections (Note [Client connections]), made here; a Client's calls may come from
   // several threads at once.
+  auto connect = [&options] {
+    auto client = std::make_unique<Client>(options.target);
+    client->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+    return client;
+  };
   std::vector<std::unique_ptr<Client>> shared;
-  for (int c = 0; c < options.connections; ++c) {
-    shared.push_back(std::make_unique<Client>(options.target));
-    shared.back()->set_timeout(std::chrono::milliseconds(options.timeout_ms));
-  }
+  for (int c = 0; c < options.connections; ++c) shared.push_back(connect());
 
   auto sender = [&](int index) {
     // Each sender's connection is made (or shared) before the clock starts, so that no
     // request's latency includes connecting.
-    std::optional<Client> own;
+    std::unique_ptr<Client> own;
     Client* client = nullptr;
     std::string error;
     try {  // nothing may escape a thread
       if (shared.empty()) {
-        own.emplace(options.target);
-        own->set_timeout(std::chrono::milliseconds(options.timeout_ms));
-        client = &*own;
+        own = connect();
+        client = own.get();
       } else {
         client = shared[static_cast<std::size_t>(index) % shared.size()].get();
       }
@@ -324,9 +325,8 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   // the run's (the server cannot serve the workload), before anything is recorded.
   if (options.warmup > 0) {
     try {
-      std::optional<Client> own;
-      Client* warm = shared.empty() ? &own.emplace(options.target) : shared.front().get();
-      warm->set_timeout(std::chrono::milliseconds(options.timeout_ms));
+      const std::unique_ptr<Client> own = shared.empty() ? connect() : nullptr;
+      Client* warm = own ? own.get() : shared.front().get();
       for (const auto& [model, body] : bodies) {
         for (int w = 0; w < options.warmup; ++w) warm->infer(body);
       }
