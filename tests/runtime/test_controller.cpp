@@ -137,10 +137,12 @@ training:
 
 // Note [Fresh processes]: stop-and-start gives every task a new process; the training job is
 // stopped (not paused), resumes from its last completed step, and still loses nothing.
-// Its job is bounded (3 steps), not run until stopped as the tests above: stopping an unbounded
+// Its job is bounded (5 steps), not run until stopped as the tests above: stopping an unbounded
 // job under stop-and-start once left CI recomputing an uninterrupted run for over 7 minutes
-// (not understood yet; session 6's note). Each fresh process takes seconds to start, so three
-// steps at 64 x 64 outlast the wait for the first request.
+// (not understood yet; session 6's note). The first request must find the job still running,
+// so everything slow (building BERT, its expected output) happens before the job starts: in
+// session 12's CI the job's three steps finished while the test was still building BERT, and
+// no request preempted anything.
 TEST(Controller, StopAndStartGivesEveryTaskAFreshProcess) {
   const ServeConfig config = write_config("stop-and-start", R"(
 mechanism: stop-and-start
@@ -156,19 +158,21 @@ training:
   seed: 1
   autostart: false
 )");
+  constexpr int kSteps = 5;
   auto controller = start(config);
-  controller->start_training("resnet152", 3);
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  torch::NoGradGuard no_grad;
   auto bert = exec::make_model("bert_base", 0);
   const torch::Tensor tokens = bert->example_input(1, 5);
+  const torch::Tensor expected = bert->forward(tokens);
+  controller->start_training("resnet152", kSteps);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   std::vector<pid_t> seen = controller->worker_pids();
-  torch::NoGradGuard no_grad;
   for (int i = 0; i < 2; ++i) {
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), expected), 1e-5);
     std::this_thread::sleep_for(200ms);
   }
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  EXPECT_EQ(controller->training_status("resnet152").completed_steps, 3);
+  EXPECT_EQ(controller->training_status("resnet152").completed_steps, kSteps);
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults
@@ -177,8 +181,8 @@ training:
   // (a worker that ran one task and was not needed again may still be there).
   const std::vector<pid_t> now = controller->worker_pids();
   EXPECT_EQ(std::count(now.begin(), now.end(), seen[0]), 0) << "worker 0's first process is still there";
-  // The job's state equals three uninterrupted steps.
-  const torch::Tensor reference = uninterrupted_state(*config.training, 3);
+  // The job's state equals as many uninterrupted steps.
+  const torch::Tensor reference = uninterrupted_state(*config.training, kSteps);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
