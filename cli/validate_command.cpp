@@ -1,5 +1,7 @@
 // psw validate: the simulator and a live psw serve on one experiment config, compared
 // (exec/runtime/validation_run.hpp, sim/validation.hpp); options and printing only.
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -18,6 +20,7 @@ struct ValidateCommandOptions : LoadTargetOptions {
   std::string config_path;
   std::string out_dir;
   std::string recorded;  // Note [Validating again]
+  double training_alone_s = 5;  // Note [Training share]
 };
 
 std::string number(const std::optional<double>& v, const char* format) {
@@ -60,6 +63,12 @@ Action add_validate_command(CLI::App& app) {
       ->excludes("--connections")
       ->excludes("--warmup")
       ->excludes("--timeout-ms");
+  cmd->add_option("--training-alone", o->training_alone_s,
+                  "Seconds of the server's training job measured with no requests before the workload, for the "
+                  "training_share row (0: not measured)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str()
+      ->excludes("--measured");
   cmd->add_option("--out", o->out_dir,
                   "Write simulated/, measured/, validation.csv and validation.json here "
                   "(default: results/validation/<the config's name>)");
@@ -72,7 +81,9 @@ Action add_validate_command(CLI::App& app) {
     }
     runtime::ValidationOutput output(out_dir);
     const runtime::ValidationRun run = o->recorded.empty()
-                                           ? runtime::run_validation(config, o->load, output.simulated_dir())
+                                           ? runtime::run_validation(config, o->load, output.simulated_dir(),
+                                                                     std::chrono::milliseconds(std::llround(
+                                                                         o->training_alone_s * 1000.0)))
                                            : runtime::revalidate(config, o->recorded, output.simulated_dir());
     output.write(config, run);
     print_report(run.report, out_dir);

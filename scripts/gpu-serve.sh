@@ -58,6 +58,9 @@ cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
 warmup=${PSW_WARMUP:-2}
+# Seconds of the training job measured alone before each validated workload (--training-alone;
+# Note [Training share]: the training_share row).
+training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}
 targets=(psw psw-exec)
@@ -298,7 +301,7 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
   sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$root/configs/serve/h200.yaml" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
-  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --out "$raw/validation/$name") \
+  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --training-alone "$training_alone" --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
   stop_server
 }
@@ -366,7 +369,7 @@ if has_part llm; then
     experiment="$sock_dir/h200-validate-llm.yaml"
     sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"
     if [[ -f $raw/serving-llm.yaml ]]; then echo "serving: $raw/serving-llm.yaml" >> "$experiment"; fi
-    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --out "$raw/validation/h200-validate-llm") \
+    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --training-alone "$training_alone" --out "$raw/validation/h200-validate-llm") \
       > "$raw/validate-llm.txt" 2>&1 || { tail -5 "$raw/validate-llm.txt"; echo "!! psw validate llm failed"; }
     tail -15 "$raw/validate-llm.txt"
     stop_server

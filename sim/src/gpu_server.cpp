@@ -105,6 +105,13 @@ class TraceWriter {
   std::size_t dropped_ = 0;
 };
 
+// The serving profile's measured step of the config's training job, where it has one.
+std::optional<Duration> serving_training_step(const ExperimentConfig& config) {
+  const ModelProfile& trained = config.models[*config.training_model];
+  const TrainingStepCost* step = config.serving ? config.serving->training_of(trained.name) : nullptr;
+  return step ? std::optional<Duration>(step->step) : std::nullopt;
+}
+
 // The training job: iterations of forward then backward over its layers; it can stop at
 // any layer boundary and resume there without losing progress.
 class TrainingJob {
@@ -170,9 +177,7 @@ class GpuServer {
       for (std::size_t m = 0; m < config.models.size(); ++m) per_model_[m].path = config.serving->path_of(config.models[m].name);
     }
     if (config.training_model) {
-      const ModelProfile& trained = config.models[*config.training_model];
-      const TrainingStepCost* step = config.serving ? config.serving->training_of(trained.name) : nullptr;
-      training_.emplace(trained, config.hardware, step ? std::optional<Duration>(step->step) : std::nullopt);
+      training_.emplace(config.models[*config.training_model], config.hardware, serving_training_step(config));
       state_ = State::Training;
       training_since_ = Duration::zero();
     }
@@ -644,6 +649,12 @@ std::filesystem::path relative_inside(const std::filesystem::path& path, const s
 }
 
 }  // namespace
+
+std::optional<Duration> training_step(const ExperimentConfig& config) {
+  if (!config.training_model) return std::nullopt;
+  return TrainingJob(config.models[*config.training_model], config.hardware, serving_training_step(config))
+      .iteration_time();
+}
 
 SimulationResult run_simulation(const ExperimentConfig& config, const SimulationOptions& options) {
   // Note [Atomic output folders]: everything is written under temporary names and moved into

@@ -99,7 +99,8 @@ double latency_tolerance(Mechanism mechanism) {
 
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
-                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training) {
+                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
+                                   std::optional<Duration> simulated_step) {
   ValidationReport report;
   report.experiment = experiment;
   report.mechanism = mechanism;
@@ -144,6 +145,19 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
   }
   if (sim_training || measured_training) {
     report.rows.push_back({"all", "training_steps_per_s", sim_training, measured_training, kTrainingTolerance});
+  }
+  // Note [Training share]: where the server's job was also measured alone.
+  if (training && training->alone_steps > 0 && training->alone_seconds > 0) {
+    const double alone_rate = static_cast<double>(training->alone_steps) / training->alone_seconds;
+    std::optional<double> measured_share;
+    if (measured_training) measured_share = *measured_training / alone_rate;
+    std::optional<double> sim_share;
+    if (sim_training && simulated_step && *simulated_step > Duration::zero()) {
+      sim_share = *sim_training * simulated_step->seconds();
+    }
+    if (sim_share || measured_share) {
+      report.rows.push_back({"all", "training_share", sim_share, measured_share, kTrainingTolerance});
+    }
   }
   return report;
 }

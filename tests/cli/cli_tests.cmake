@@ -357,6 +357,14 @@ psw_cli_test(validate.measured_not_a_validation 2 "validation.json: no such file
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA} --out /tmp/psw-test-validate-measured)
 psw_cli_test(validate.measured_with_senders 2 "--senders excludes --measured" validate
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA} --senders 2)
+# Note [Training share]: the alone window is a live server's; a recorded one is both numbers.
+psw_cli_test(validate.measured_with_training_alone 2 "--measured excludes --training-alone" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA} --training-alone 3)
+psw_cli_test(validate.measured_half_alone 2 "recorded-half-alone/validation.json: 'training' needs both alone_steps" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --measured ${PSW_SIM_DATA}/recorded-half-alone
+  --out /tmp/psw-test-validate-half-alone)
+psw_cli_test(validate.training_alone_negative 2 "--training-alone: Value -1 not in range" validate
+  --config ${PSW_SIM_DATA}/validate-periodic.yaml --training-alone -1)
 # psw profile-serving --from-load: a file that is not psw load's requests.csv.
 psw_cli_test(profile_serving.from_load_not_a_load 2 "serving-small.yaml: no column 'model'. expected psw load's requests.csv" profile-serving
   --from-load ${PSW_SIM_DATA}/serving-small.yaml --name x --device y)

@@ -86,8 +86,9 @@ set -e
 test "$rc" = 2 && grep -q "load-periodic.yaml: the config has no training job, but the server's job of resnet152 is running" "$work/refused.err" \
   || { cat "$work/refused.err"; echo "FAIL: validate without training: exit $rc"; exit 1; }
 test ! -e "$work/refused" || { echo "FAIL: an output folder for a refused validation"; exit 1; }
-# ... and with training on both sides, every row of the comparison is written.
-"$psw" validate --config tests/data/sim/validate-periodic.yaml --socket "$sock" --out "$work/validation" \
+# ... and with training on both sides, every row of the comparison is written (here without the
+# training job's alone window: no training_share row; with it below).
+"$psw" validate --config tests/data/sim/validate-periodic.yaml --socket "$sock" --out "$work/validation" --training-alone 0 \
   > "$work/validate.txt" 2> "$work/validate.err" || { cat "$work/validate.txt" "$work/validate.err"; echo "FAIL: psw validate"; exit 1; }
 grep -q "within tolerance" "$work/validate.txt" || { cat "$work/validate.txt"; echo "FAIL: validate's table"; exit 1; }
 cat "$work/validate.txt"  # in the test's log: the host is not the H200 of the profile, so the errors are large
@@ -116,6 +117,7 @@ assert float(training["simulated"]) > 0, training
 # the run's 1.2 s may complete none, and then the row says so (one-sided) instead of a rate.
 assert (training["measured"] == "" and training["status"] == "one-sided") or float(training["measured"]) > 0, training
 assert report["mechanism"] == "pipeswitch" and len(report["rows"]) == len(rows), report
+assert set(report["training"]) == {"measured_steps", "measured_seconds"}, report["training"]
 assert report["within"] + report["outside"] + sum(r["status"] == "one-sided" for r in rows) == len(rows), report
 assert measured["requests"] == 3 and measured["errors"] == 0, measured
 PY
@@ -155,6 +157,23 @@ assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base
 sim = json.load(open(f"{with_serving}/simulated/summary.json"))
 makespan = sim["makespan_s"]
 assert sim["training_iterations"] <= makespan / (step / 1e9), (sim, step)
+# Note [Training share]: the job measured alone first (5 s by default, from one step's end to
+# another's), and the share row on each side: the simulator's rate times its step (the
+# profile's), the server's rate beside the requests over its rate alone.
+t = json.load(open(f"{with_serving}/validation.json"))["training"]
+assert t["alone_steps"] >= 1 and t["alone_seconds"] >= 5.0, t
+import csv
+rows = {r["measure"]: r for r in csv.DictReader(open(f"{with_serving}/validation.csv")) if r["scope"] == "all"}
+# A side with no step (a step longer than the run on a loaded host) has no value; a row neither
+# side has a value for is left out.
+sim_share = sim["training_iterations_per_s"] * step / 1e9
+measured_share = t["measured_steps"] / t["measured_seconds"] / (t["alone_steps"] / t["alone_seconds"])
+if sim_share == 0 and measured_share == 0:
+    assert "training_share" not in rows, rows
+else:
+    share = rows["training_share"]
+    for side, expected in (("simulated", sim_share), ("measured", measured_share)):
+        assert share[side] == "" if expected == 0 else abs(float(share[side]) - expected) <= 1e-8 * expected, (side, share, expected)
 PY
 # Note [Validating again]: the same measurement compared once more without the server, with a
 # profile fitted from that load run's own requests (psw profile-serving --from-load) ...
@@ -178,6 +197,13 @@ protocol = statistics.median(int(r["latency_ns"]) - int(r["server_ns"]) for r in
 fitted = int(re.search(r"model: bert_base, protocol_ns: (\d+)", open(profile).read()).group(1))
 assert abs(fitted - protocol) <= 1, (fitted, protocol)
 assert "training:" in open(profile).read()  # kept from --training-from
+# The training rows from the recorded steps, alone window included (Note [Training share]); a
+# row neither side has a value for is left out (a loaded host may complete no step).
+recorded = {(r["scope"], r["measure"]): r for r in csv.DictReader(open(f"{first}/validation.csv"))}
+for key in [("all", "training_steps_per_s"), ("all", "training_share")]:
+    value = lambda table: table[key]["measured"] if key in table else ""
+    assert value(rows) == value(recorded), (key, rows.get(key), recorded.get(key))
+assert json.load(open(f"{again}/validation.json"))["training"] == json.load(open(f"{first}/validation.json"))["training"]
 PY
 # ... and a config of another case is refused, naming the folder.
 sed "s/^mechanism: .*/mechanism: ready/" "$work/validate-from-load.yaml" > "$work/validate-ready.yaml"

@@ -124,6 +124,17 @@ TEST(SimRequestPath, AServingProfileAddsItsPathsPerModelAndSetsTheTrainingStep) 
   EXPECT_LE(iterations, makespan_s / 0.050);
   EXPECT_GE(iterations, (makespan_s - 6 * 0.1) / 0.050 - 1);
   EXPECT_GT(iterations, untrained.at("training_iterations").get<double>());
+  // training_step (Note [Training share]) says which step the simulator ran: the profile's,
+  // else its layers' (longer here), and none without a training job.
+  const ExperimentConfig with_step =
+      load_experiment_config(data("small.yaml"), {{"serving", quoted(data("serving-small-training.yaml"))}});
+  ASSERT_TRUE(training_step(with_step));
+  EXPECT_EQ(*training_step(with_step), milliseconds(50));
+  const auto layers_step = training_step(load_experiment_config(data("small.yaml")));
+  ASSERT_TRUE(layers_step);
+  EXPECT_GT(*layers_step, milliseconds(50));
+  EXPECT_LE(untrained.at("training_iterations").get<double>(), makespan_s / layers_step->seconds() + 1);
+  EXPECT_FALSE(training_step(load_experiment_config(data("load-periodic.yaml"))));
 }
 
 // A serving profile must cover every model the workload requests, and the training job's batch.

@@ -112,6 +112,44 @@ TEST(Validation, NoTrainingOnEitherSideIsNoRow) {
   EXPECT_EQ(row(one, "all", "training_steps_per_s").status(), ValidationStatus::OneSided);
 }
 
+// Note [Training share]: the rate beside the requests over the rate alone, each side its own.
+TEST(Validation, TrainingShareComparesEachSidesRateWithItsRateAlone) {
+  const nlohmann::json simulated = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0},
+                                    {"training_iterations_per_s", 18.0}};
+  const nlohmann::json measured = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
+  // The server: 540 steps in 30 s beside requests, 100 in 5 s alone: 18 / 20 = 0.9 of its rate.
+  // The simulator: 18 steps/s with a 50 ms step (20/s alone): 0.9 as well, although its
+  // absolute rate is the same 18 only by this choice of numbers.
+  const MeasuredTraining training{540, 30.0, 100, 5.0};
+  const ValidationReport report =
+      compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, training, milliseconds(50));
+  const ValidationRow& share = row(report, "all", "training_share");
+  EXPECT_DOUBLE_EQ(*share.simulated, 0.9);
+  EXPECT_DOUBLE_EQ(*share.measured, 0.9);
+  EXPECT_EQ(share.status(), ValidationStatus::Within);
+  // A machine whose step is 10% slower: the absolute rate is 10% off, the share is not.
+  const MeasuredTraining slower{486, 30.0, 90, 5.0};
+  const ValidationReport on_slower =
+      compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, slower, milliseconds(50));
+  EXPECT_EQ(row(on_slower, "all", "training_steps_per_s").status(), ValidationStatus::Outside);
+  EXPECT_NEAR(*row(on_slower, "all", "training_share").relative_error(), 0.0, 1e-12);
+  // The simulator's model of the slowdown off by 10 points: outside.
+  const ValidationReport off = compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured,
+                                                 MeasuredTraining{480, 30.0, 100, 5.0}, milliseconds(50));
+  EXPECT_NEAR(*row(off, "all", "training_share").relative_error(), 0.9 / 0.8 - 1.0, 1e-12);
+  EXPECT_EQ(row(off, "all", "training_share").status(), ValidationStatus::Outside);
+  // No alone window (a run recorded before it was measured): no row.
+  const ValidationReport without =
+      compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, MeasuredTraining{540, 30.0}, milliseconds(50));
+  for (const auto& r : without.rows) EXPECT_NE(r.measure, "training_share");
+  // The simulator without a training job: one-sided, as training_steps_per_s.
+  const nlohmann::json untrained = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
+  EXPECT_EQ(row(compare_summaries("x", Mechanism::PipeSwitch, {}, untrained, measured, training, std::nullopt), "all",
+                "training_share")
+                .status(),
+            ValidationStatus::OneSided);
+}
+
 TEST(Validation, SummariesWithoutTheSharedKeysAreRefused) {
   const nlohmann::json good = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
   try {

@@ -346,6 +346,14 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   };
   // Progress every few seconds of wall time, so a long trace shows it is moving.
   constexpr auto kProgressEvery = std::chrono::seconds(5);
+  if (options.at_clock_start) {
+    try {
+      options.at_clock_start();
+    } catch (...) {
+      stop_senders();
+      throw;
+    }
+  }
   start = Clock::now();
   auto next_progress = start + kProgressEvery;
   for (std::size_t i = 0; i < planned.size(); ++i) {
@@ -365,6 +373,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   }
   stop_senders();
   report.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (options.at_last_answer) options.at_last_answer();
   say_progress(planned.size());
   report.summary = summarize(config, options, report.requests, slos);
   return report;

@@ -1,7 +1,11 @@
 #include "psw/runtime/validation_run.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 #include "psw/common/error.hpp"
 #include "psw/runtime/client.hpp"
@@ -74,10 +78,44 @@ void check_same_case(const ExperimentConfig& config, Client& client) {
   }
 }
 
+// Note [Training share]: the job's steps over `window` with no requests, from one step's
+// completion to another's (polling its counter each millisecond), so that the count has no
+// rounding of a partial step.
+struct AloneWindow {
+  std::int64_t steps = 0;
+  double seconds = 0;
+};
+
+AloneWindow measure_training_alone(const std::function<std::int64_t()>& completed_steps,
+                                   std::chrono::milliseconds window, const std::function<void(const std::string&)>& progress) {
+  // A job that makes no step in this long is stuck or far too slow to measure.
+  const auto patience = std::max<std::chrono::milliseconds>(window, std::chrono::seconds(60));
+  auto next_step = [&](const char* which) {
+    const std::int64_t from = completed_steps();
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+      const std::int64_t now = completed_steps();
+      const auto at = std::chrono::steady_clock::now();
+      if (now != from) return std::pair{now, at};
+      if (at > deadline) {
+        throw Error(detail::concat("psw validate: the training job completed no step in ",
+                                   std::chrono::duration_cast<std::chrono::seconds>(patience).count(),
+                                   " s with no requests (", which, " of the alone window, --training-alone)"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  if (progress) progress(detail::concat("training alone for ", window.count(), " ms (no requests)"));
+  const auto [first_steps, first_at] = next_step("start");
+  std::this_thread::sleep_until(first_at + window);
+  const auto [last_steps, last_at] = next_step("end");
+  return {last_steps - first_steps, std::chrono::duration<double>(last_at - first_at).count()};
+}
+
 }  // namespace
 
 ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
-                             const std::filesystem::path& sim_out) {
+                             const std::filesystem::path& sim_out, std::chrono::milliseconds training_alone) {
   if (options.time_scale != 1.0) {
     throw InputError("psw validate sends the workload at its own times (time scale 1): the simulator predicts those");
   }
@@ -104,15 +142,29 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
       throw Error("psw validate: the training job's progress: " + std::string(e.what()));
     }
   };
-  const std::int64_t steps_before = training_model.empty() ? 0 : completed_steps();
-  run.measured = run_load(config, options);
-  if (!training_model.empty()) {
-    run.training = sim::MeasuredTraining{completed_steps() - steps_before, run.measured.wall_seconds};
+  if (training_model.empty()) {
+    run.measured = run_load(config, options);
+  } else {
+    sim::MeasuredTraining training;
+    if (training_alone.count() > 0) {
+      const AloneWindow alone = measure_training_alone(completed_steps, training_alone, options.progress);
+      training.alone_steps = alone.steps;
+      training.alone_seconds = alone.seconds;
+    }
+    // The workload's steps: from its clock's start (after the connections and the warm-up,
+    // whose requests are not the workload's) to its last answer, over the same wall time.
+    std::int64_t steps_at_start = 0;
+    LoadOptions counted = options;
+    counted.at_clock_start = [&] { steps_at_start = completed_steps(); };
+    counted.at_last_answer = [&] { training.steps = completed_steps() - steps_at_start; };
+    run.measured = run_load(config, counted);
+    training.seconds = run.measured.wall_seconds;
+    run.training = training;
   }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
   run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
-                                      run.training);
+                                      run.training, sim::training_step(config));
   return run;
 }
 
@@ -143,6 +195,18 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       throw InputError(folder + "/validation.json: 'training' needs integer measured_steps and number measured_seconds");
     }
     run.training = sim::MeasuredTraining{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
+    // Note [Training share]: recorded since the alone window was measured; both or neither.
+    const bool alone_steps = t.contains("alone_steps");
+    if (alone_steps != t.contains("alone_seconds") ||
+        (alone_steps && (!t["alone_steps"].is_number_integer() || !t["alone_seconds"].is_number() ||
+                         t["alone_steps"].get<std::int64_t>() <= 0 || t["alone_seconds"].get<double>() <= 0))) {
+      throw InputError(folder + "/validation.json: 'training' needs both alone_steps (a positive integer) and "
+                                "alone_seconds (a positive number), or neither");
+    }
+    if (alone_steps) {
+      run.training->alone_steps = t["alone_steps"].get<std::int64_t>();
+      run.training->alone_seconds = t["alone_seconds"].get<double>();
+    }
   }
   sim::SimulationOptions sim_options;
   sim_options.out_dir = sim_out;
@@ -159,7 +223,8 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   run.measured.summary = measured;
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, measured, run.training);
+  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, measured, run.training,
+                                      sim::training_step(config));
   return run;
 }
 
@@ -184,6 +249,10 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
   nlohmann::json json = sim::validation_json(run.report);
   if (run.training) {
     json["training"] = {{"measured_steps", run.training->steps}, {"measured_seconds", run.training->seconds}};
+    if (run.training->alone_steps > 0) {
+      json["training"]["alone_steps"] = run.training->alone_steps;
+      json["training"]["alone_seconds"] = run.training->alone_seconds;
+    }
   }
   save_text(folder_.path() / "validation.json", json.dump(2) + "\n");
   folder_.commit();

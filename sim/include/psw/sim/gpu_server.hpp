@@ -10,6 +10,7 @@
 // stream out (per-request CSV, histogram), so memory is flat in the number of requests.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,5 +32,10 @@ struct SimulationResult {
 };
 
 SimulationResult run_simulation(const ExperimentConfig& config, const SimulationOptions& options);
+
+// How long one step of the config's training job takes with nothing else on the GPU, as the
+// simulator runs it (the serving profile's measured step where it has one, else the model
+// profile's layers); nullopt when the config has no training job.
+std::optional<Duration> training_step(const ExperimentConfig& config);
 
 }  // namespace psw::sim

@@ -16,6 +16,20 @@
 // is a row of its own, `one-sided`, without an error. Per model, where a side reports it, the
 // engine's part alone (engine_mean_ms, engine_p50_ms; Note [Request path]) under the same
 // tolerance: the timeline's prediction beside the worker's measurement, without the protocol.
+//
+// Note [Training share]
+// ~~~~~~~~~~~~~~~~~~~~~
+// training_steps_per_s compares absolute rates: the simulator's comes from the serving
+// profile's step, measured on one machine, and the server's from whichever machine validation
+// runs on. Lent H200s of the same kind differ there: profile-serving measured ResNet-152's
+// step (batch 8) at 49.0 ms on one machine (2026-12-01) and 45.0 ms on another (2026-12-02),
+// so that row mixes the step's calibration with the simulator's model of how requests slow the
+// job. training_share separates the second: the rate the job keeps beside the requests as a
+// fraction of its rate alone, both measured on the same server minutes apart (psw validate
+// counts the steps of a window with no requests just before the workload, from one step's
+// completion to another's) and, on the simulator's side, its rate over 1 / its step. The row
+// appears only where the alone window was measured (not in runs recorded before it was) and,
+// as training_steps_per_s, where a side has a value (a job that completed no step has none).
 
 #include <cstdint>
 #include <optional>
@@ -25,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/mechanism.hpp"
+#include "psw/common/units.hpp"
 
 namespace psw::sim {
 
@@ -37,7 +52,9 @@ std::string to_string(ValidationStatus status);
 
 struct ValidationRow {
   std::string scope;    // "all" or a model's name
-  std::string measure;  // mean_ms, p50_ms, p99_ms, engine_mean_ms, engine_p50_ms, throughput_rps, training_steps_per_s
+  // mean_ms, p50_ms, p99_ms, engine_mean_ms, engine_p50_ms, throughput_rps, training_steps_per_s,
+  // training_share
+  std::string measure;
   std::optional<double> simulated;
   std::optional<double> measured;
   double tolerance = 0;  // Note [Validation tolerances]
@@ -46,10 +63,13 @@ struct ValidationRow {
   ValidationStatus status() const;
 };
 
-// Measured training progress: the server's completed steps over the load's wall time.
+// Measured training progress: the server's completed steps over the workload's wall time, and
+// over a window with no requests before it (Note [Training share]).
 struct MeasuredTraining {
   std::int64_t steps = 0;
   double seconds = 0;
+  std::int64_t alone_steps = 0;  // 0: the alone window was not measured
+  double alone_seconds = 0;
 };
 
 struct ValidationReport {
@@ -65,9 +85,12 @@ inline constexpr double kTrainingTolerance = 0.05;
 
 // Joins psw sim's summary with psw load's. `models` is the config's model list (the order of
 // the rows). InputError when a summary lacks a key both must have (latency, throughput_rps).
+// `simulated_step`: the simulator's step of the training job alone (training_step in
+// gpu_server.hpp), for training_share.
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
-                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training);
+                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
+                                   std::optional<Duration> simulated_step = std::nullopt);
 
 // validation.csv (scope,measure,simulated,measured,relative_error,tolerance,status; empty cells
 // for missing values) and validation.json (the same rows, with the experiment and totals).

@@ -59,6 +59,11 @@ struct LoadOptions {
   std::uint64_t seed = 1;   // of the random input tensors
   // A line of progress now and then (every few seconds of a long run); may be empty.
   std::function<void(const std::string&)> progress;
+  // Called just before the workload's clock starts (after connecting and the warm-up) and once
+  // the last answer is in; may be empty. psw validate counts the training job's steps between
+  // the two (Note [Training share]). An exception from either ends the run with it.
+  std::function<void()> at_clock_start;
+  std::function<void()> at_last_answer;
 };
 
 // A send that starts this much after its scheduled time counts as late in the summary

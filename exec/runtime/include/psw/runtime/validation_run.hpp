@@ -13,11 +13,12 @@
 //  - the models: psw load's own check (every model the workload sends is served);
 //  - the training job: a config with `training:` needs the server's job of that model running
 //    when the load starts (the simulator's job trains throughout); a config without one needs a
-//    server that is not training. The measured progress is the job's completed steps over the
-//    load's wall time.
+//    server that is not training. The measured progress is the job's completed steps from the
+//    workload clock's start to its last answer, over that wall time (the warm-up outside it).
 // Not checked (the server does not say): batch sizes, the hardware profile's numbers (that is
 // what validation measures), the planner's grouping.
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -46,15 +47,18 @@ struct ValidationRun {
 std::map<std::string, std::string> metric_labels(const std::string& metrics_text, const std::string& name);
 
 // Checks the server against the config (Note [Validating the same case]), runs the simulator,
-// then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none).
+// then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none). With a
+// training job and `training_alone` > 0, the job's rate alone is measured over that long first,
+// with no requests (Note [Training share] in sim/validation.hpp).
 ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
-                             const std::filesystem::path& sim_out);
+                             const std::filesystem::path& sim_out,
+                             std::chrono::milliseconds training_alone = std::chrono::milliseconds(0));
 
 // Note [Validating again]
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // A folder psw validate wrote holds a measurement (measured/: psw load's files; validation.json:
-// the mechanism and the training job's steps and seconds) that the simulator can be compared
-// with again, without the server: after a recalibration (another serving profile, Note [Request
+// the mechanism and the training job's steps and seconds, alone too where measured) that the
+// simulator can be compared with again, without the server: after a recalibration (another serving profile, Note [Request
 // path]), or to validate a profile fitted on one run against another run. The case must be the
 // one measured: the same mechanism, a training job on both sides or on neither, and the same
 // number of requests in the workload; otherwise InputError naming the folder.
