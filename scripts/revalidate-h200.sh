@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Calibrate on one run, validate on others (issue 9; Note [Validating again]), from the H200
-# runs of 2026-12-01 already in results/gpu/, on any machine (no GPU: the measurements are
+# runs of 2026-12-02 already in results/gpu/, on any machine (no GPU: the measurements are
 # recorded, the simulator runs here):
 #  1. the request path fitted from the psw load run of h200-validate under pipeswitch
-#     (psw profile-serving --from-load; the training step from results/profiles/serving-h200.yaml)
+#     (raw-serve-2026-12-02-validate: after Note [Message memory], with a warm-up; psw
+#     profile-serving --from-load; the training step from results/profiles/serving-h200.yaml,
+#     which another machine measured that day)
 #     -> results/profiles/serving-h200-from-load.yaml
 #  2. the simulator with that profile against the other recorded runs: h200-validate under
-#     ready (another run, another mechanism) and the 300 s Azure Functions 2019 replay
+#     ready (the same machine, another run, another mechanism) and the 600 s Azure Functions
+#     2019 replay (raw-serve-2026-12-02-replay: a third machine, measured before Note [Message
+#     memory], so its gRPC path is the slower one of then)
 #     -> results/validation/<run>-from-load/
 #  and, for the record, the pipeswitch run itself (the run the profile is fitted on).
 #
@@ -15,15 +19,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 psw=${1:-$root/build}/cli/psw
 runs=$root/results/gpu
-validate_run=$runs/raw-serve-2026-12-01-validate/validation
-replay_run=$runs/raw-serve-2026-12-01-replay/validation
+validate_run=$runs/raw-serve-2026-12-02-validate/validation
+replay_run=$runs/raw-serve-2026-12-02-replay/validation
 profile=$root/results/profiles/serving-h200-from-load.yaml
 work=$(mktemp -d)
 
 "$psw" profile-serving --from-load "$validate_run/h200-validate-pipeswitch/measured/requests.csv" \
   --training-from "$root/results/profiles/serving-h200.yaml" --name h200-from-load --device "NVIDIA H200" --out "$profile"
 
-# The configs as the GPU runs had them (scripts/gpu-serve.sh: the mechanism, the replay's five
+# The configs as the GPU runs had them (scripts/gpu-serve.sh: the mechanism, the replay's ten
 # minutes), with this profile as `serving:`.
 configure() {  # SOURCE MECHANISM OUT [sed expression]
   sed "s/^mechanism: .*/mechanism: $2/; /^serving:/d; ${4:-}" "$1" > "$3"
@@ -34,7 +38,7 @@ experiments=$root/configs/experiments
 trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml' EXIT
 configure "$experiments/h200-validate.yaml" pipeswitch "$experiments/.revalidate-pipeswitch.yaml"
 configure "$experiments/h200-validate.yaml" ready "$experiments/.revalidate-ready.yaml"
-configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 5/"
+configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 10/"
 out=$root/results/validation
 "$psw" validate --config "$experiments/.revalidate-pipeswitch.yaml" --measured "$validate_run/h200-validate-pipeswitch" \
   --out "$out/h200-validate-pipeswitch-from-load"
