@@ -340,15 +340,13 @@ psw_cli_script_test(golden 120 "bash scripts/update-golden.sh --check $<TARGET_F
 psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim
              --config tests/data/sim/project-trace.yaml --set workload.path=trace-batch64.csv)
 
-# psw load refuses what it cannot drive before it contacts any server (the rest of its tests,
-# against a live server, are cli.serve.load in tests/runtime/runtime_tests.cmake).
-psw_cli_test(load.cycles 2 "cycles.yaml: workload.kind: cycles is a closed loop" load
+# psw load without a server: exit 1 naming it (its tests against a live server, cycles' closed
+# loop included, are cli.serve.load in tests/runtime/runtime_tests.cmake).
+psw_cli_test(load.no_server 1 "the server at unix:/tmp/psw-test-load-no-server/psw.sock did not answer the metadata of 'resnet152'" load
   --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-load-no-server/psw.sock)
 psw_cli_test(load.time_scale_zero 2 "--time-scale: Value 0 not in range" load
   --config ${PSW_SIM_DATA}/small.yaml --time-scale 0)
-# psw validate: the same refusal before any server is contacted; no server is exit 1 naming it.
-psw_cli_test(validate.cycles 2 "cycles.yaml: workload.kind: cycles is a closed loop" validate
-  --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)
+# psw validate: no server is exit 1 naming it.
 psw_cli_test(validate.no_server 1 "psw validate: cannot reach the server at unix:/tmp/psw-test-validate-no-server/psw.sock" validate
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)
 # psw validate --measured (Note [Validating again]): a folder without psw validate's files, and

@@ -36,17 +36,13 @@ struct PlannedRequest {
 
 std::string where(const ExperimentConfig& config) { return config.source.string(); }
 
-// Every request of the workload, read before the first send: a workload that cannot be driven
-// (cycles, a training row, arrivals going backwards) is refused before the server sees anything,
-// and the dispatcher then only sleeps and hands out indices.
+// Every request of an open-loop workload, read before the first send: a workload that cannot be
+// driven (a training row, arrivals going backwards) is refused before the server sees anything,
+// and the dispatcher then only sleeps and hands out indices. (Cycles are a closed loop: Note
+// [Closed-loop cycles].)
 std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double time_scale) {
   std::unique_ptr<RequestSource> source = sim::open_workload_source(config);
-  if (!source) {
-    throw InputError(where(config) +
-                     ": workload.kind: cycles is a closed loop (each request is issued when the previous one "
-                     "completes), so it has no arrival times to send at; psw load drives periodic, poisson, "
-                     "bursty and trace workloads");
-  }
+  if (!source) throw Error(where(config) + ": a closed-loop workload has no arrivals to plan");
   std::vector<PlannedRequest> planned;
   Duration previous = Duration::zero();
   while (std::optional<Request> r = source->next()) {
@@ -71,9 +67,7 @@ std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double
 // model's profile batch (Note [Batch of a request] in sim/src/workload_source.cpp), built once
 // and shared read-only by the senders. A model the server does not serve is refused here.
 std::map<std::uint32_t, InferRequest> build_requests(const ExperimentConfig& config, const LoadOptions& options,
-                                                     const std::vector<PlannedRequest>& planned) {
-  std::set<std::uint32_t> used;
-  for (const auto& p : planned) used.insert(p.request.model);
+                                                     const std::set<std::uint32_t>& used) {
   Client client(options.target);
   client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
   std::map<std::uint32_t, InferRequest> bodies;
@@ -204,6 +198,102 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"models", models}};
 }
 
+// LoadOptions::warmup requests per model, one at a time, not recorded.
+void warm_up(Client& client, const std::map<std::uint32_t, InferRequest>& bodies, int per_model) {
+  for (const auto& [model, body] : bodies) {
+    for (int w = 0; w < per_model; ++w) client.infer(body);
+  }
+}
+
+// A closed loop whose server fails every request would spin through its phases; this many
+// failures in a row end the run instead.
+constexpr int kMaxFailuresInARow = 100;
+
+// Note [Closed-loop cycles]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// workload.kind: cycles (the paper's Figure 6) as the simulator runs it (start_cycles in
+// sim/src/gpu_server.cpp): in each round the training job has the GPU for one cycle, then
+// requests for the cycle's model go back to back for one cycle. The first is issued at the
+// inference phase's start, each next one when the previous answer comes, while the phase lasts;
+// an answer counts for throughput when it comes within its phase, and throughput is those
+// answers per second of inference phase (rounds x cycle), the simulator's definition. A
+// request's scheduled (and arrival) time is when it was issued, so that its latency is the
+// simulator's. One request is outstanding at a time, on one connection from the calling thread:
+// --senders and --connections do not apply (the summary says 1 of each). The time scale
+// multiplies the phases' times.
+LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options) {
+  const WorkloadSpec& workload = config.workload;
+  const std::uint32_t model = workload.cycle_model;
+  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, {model});
+  const InferRequest& body = bodies.at(model);
+  Client client(options.target);
+  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  try {
+    if (!client.server_live()) throw Error("the server at " + options.target + " is not live");
+    if (options.warmup > 0) warm_up(client, bodies, options.warmup);
+  } catch (const ServiceError& e) {
+    throw Error("cannot reach the server at " + options.target + ": " + e.what());
+  }
+  auto scaled = [&](Duration d) {
+    return nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) * options.time_scale));
+  };
+  auto unscaled = [&](Duration d) {
+    return nanoseconds(static_cast<std::int64_t>(static_cast<double>(d.ns()) / options.time_scale));
+  };
+  LoadReport report;
+  std::vector<Duration> slos;
+  std::int64_t in_phase = 0;
+  int failures_in_a_row = 0;
+  if (options.at_clock_start) options.at_clock_start();
+  const Clock::time_point start = Clock::now();
+  for (std::int64_t round = 0; round < workload.rounds; ++round) {
+    const Duration phase_start = scaled(workload.cycle * (2 * round + 1));
+    const Duration phase_end = scaled(workload.cycle * (2 * round + 2));
+    std::this_thread::sleep_until(start + std::chrono::nanoseconds(phase_start.ns()));
+    Duration issued = phase_start;
+    for (;;) {
+      LoadRequestRecord r;
+      r.id = static_cast<std::int64_t>(report.requests.size());
+      r.model = model;
+      r.scheduled = issued;
+      r.arrival = unscaled(issued);
+      r.send_start = since(start, Clock::now());
+      try {
+        const InferResponse response = client.infer(body);
+        r.server = nanoseconds(response.server_ns);
+        r.engine = nanoseconds(response.engine_ns);
+        r.ok = true;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      r.finish = since(start, Clock::now());
+      if (r.ok && r.finish <= phase_end) ++in_phase;
+      failures_in_a_row = r.ok ? 0 : failures_in_a_row + 1;
+      report.requests.push_back(r);
+      slos.push_back(workload.slo);
+      if (failures_in_a_row >= kMaxFailuresInARow) {
+        throw Error(detail::concat("the server at ", options.target, " failed ", kMaxFailuresInARow,
+                                   " requests of the cycles workload in a row; the last: ", r.error));
+      }
+      if (r.finish >= phase_end) break;
+      issued = r.finish;
+    }
+    if (options.progress) {
+      options.progress(detail::concat("round ", round + 1, "/", workload.rounds, ": ", report.requests.size(),
+                                      " requests, ", in_phase, " answered within their inference phase"));
+    }
+  }
+  report.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (options.at_last_answer) options.at_last_answer();
+  LoadOptions one_at_a_time = options;
+  one_at_a_time.senders = 1;
+  one_at_a_time.connections = 1;
+  report.summary = summarize(config, one_at_a_time, report.requests, slos);
+  const double inference_s = (scaled(workload.cycle) * workload.rounds).seconds();
+  report.summary["throughput_rps"] = inference_s > 0 ? static_cast<double>(in_phase) / inference_s : 0.0;
+  return report;
+}
+
 }  // namespace
 
 LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) {
@@ -217,8 +307,11 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
     throw InputError("--connections " + std::to_string(options.connections) + ": must be between 1 and --senders (" +
                      std::to_string(options.senders) + ")");
   }
+  if (config.workload.kind == WorkloadKind::Cycles) return run_cycles(config, options);
   const std::vector<PlannedRequest> planned = plan_requests(config, options.time_scale);
-  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, planned);
+  std::set<std::uint32_t> used;
+  for (const auto& p : planned) used.insert(p.request.model);
+  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, used);
 
   LoadReport report;
   report.requests.resize(planned.size());
@@ -326,10 +419,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   if (options.warmup > 0) {
     try {
       const std::unique_ptr<Client> own = shared.empty() ? connect() : nullptr;
-      Client* warm = own ? own.get() : shared.front().get();
-      for (const auto& [model, body] : bodies) {
-        for (int w = 0; w < options.warmup; ++w) warm->infer(body);
-      }
+      warm_up(own ? *own : *shared.front(), bodies, options.warmup);
     } catch (const std::exception& e) {
       stop_senders();
       throw Error(std::string("a warm-up request failed: ") + e.what());
@@ -379,7 +469,9 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   return report;
 }
 
-void check_load_workload(const ExperimentConfig& config) { plan_requests(config, 1.0); }
+void check_load_workload(const ExperimentConfig& config) {
+  if (config.workload.kind != WorkloadKind::Cycles) plan_requests(config, 1.0);
+}
 
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
                                          const std::string& name, const std::string& device) {

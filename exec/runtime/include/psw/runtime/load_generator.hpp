@@ -97,10 +97,12 @@ struct LoadReport {
   double wall_seconds = 0;
 };
 
-// Checks that the workload can be driven (not cycles, no training rows) and that the server
-// serves every model it asks for (model_metadata); throws psw::InputError naming the config
-// file and key otherwise. Then runs it and returns the report. Failed requests are recorded,
-// not thrown.
+// Checks that the workload can be driven (no training rows, arrivals in order) and that the
+// server serves every model it asks for (model_metadata); throws psw::InputError naming the
+// config file and key otherwise. Then runs it and returns the report. Failed requests are
+// recorded, not thrown. Open loop (requests leave at their arrival times, from a pool of
+// senders) but for workload.kind: cycles, a closed loop (Note [Closed-loop cycles] in
+// load_generator.cpp).
 LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 
 // The first check of run_load alone, without a server: InputError (naming the config file and

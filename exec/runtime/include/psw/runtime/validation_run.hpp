@@ -61,7 +61,8 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
 // simulator can be compared with again, without the server: after a recalibration (another serving profile, Note [Request
 // path]), or to validate a profile fitted on one run against another run. The case must be the
 // one measured: the same mechanism, a training job on both sides or on neither, and the same
-// number of requests in the workload; otherwise InputError naming the folder.
+// number of requests in the workload (but for cycles, whose count is the server's pace);
+// otherwise InputError naming the folder.
 ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
                          const std::filesystem::path& sim_out);
 
