@@ -494,7 +494,10 @@ class GpuServer {
 
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
     const Duration now = sim_.now();
-    const Duration latency = now - request.arrival + protocol_path(request);
+    // When the client has the answer (Note [Request path]): the server's completion, plus the
+    // protocol where a serving profile has one.
+    const Duration answered = now + protocol_path(request);
+    const Duration latency = answered - request.arrival;
     const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens);
     inference_busy_ += ready;
     if (request.task == Task::Inference) {
@@ -502,7 +505,7 @@ class GpuServer {
       per_model_[request.model].latency.add(latency);
       per_model_[request.model].engine.add(now - dispatched - server_path(request));
       overhead_sum_ += (now - dispatched) - ready;
-      if (cycle_phase_end_ && now <= *cycle_phase_end_) ++completed_in_phase_;
+      if (cycle_phase_end_ && answered <= *cycle_phase_end_) ++completed_in_phase_;
     } else {
       ++training_requests_;
     }
@@ -528,9 +531,16 @@ class GpuServer {
       csv_->end_row();
     }
 
-    if (cycle_inference_until_ && now < *cycle_inference_until_) {
-      // Cycles: the next inference request is issued as soon as one completes.
-      queue_.push_back(cycle_request(now));
+    // Cycles (Note [Closed-loop cycles] in exec/runtime's load_generator.cpp): the client
+    // issues the next inference request when it has the answer. Without a protocol that is now,
+    // and the model keeps the GPU; with one, the request arrives a protocol later, and the
+    // server, its queue empty meanwhile, resumes training as psw serve does.
+    if (cycle_inference_until_ && answered < *cycle_inference_until_ && request.task == Task::Inference) {
+      if (answered == now) {
+        queue_.push_back(cycle_request(now));
+      } else {
+        sim_.schedule_at(answered, kArrival, [this, answered] { arrive(cycle_request(answered)); });
+      }
     }
     if (!queue_.empty()) {
       const Request next = queue_.front();
@@ -538,7 +548,7 @@ class GpuServer {
       dispatch(next);
       return;
     }
-    if (training_ && !(cycle_inference_until_ && now < *cycle_inference_until_)) {
+    if (training_) {
       resume_training(now);
     } else {
       state_ = State::Idle;

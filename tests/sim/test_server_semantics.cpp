@@ -137,6 +137,35 @@ TEST(SimRequestPath, AServingProfileAddsItsPathsPerModelAndSetsTheTrainingStep) 
   EXPECT_FALSE(training_step(load_experiment_config(data("load-periodic.yaml"))));
 }
 
+// Note [Closed-loop cycles]: with a serving profile the client has each answer a protocol after
+// the server's completion, and only then issues the next request; meanwhile the server resumes
+// training, as psw serve does, and the next request switches the model in again.
+TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
+  const std::filesystem::path bare_dir = fresh_dir("cycles-bare");
+  const std::filesystem::path served_dir = fresh_dir("cycles-served");
+  const auto bare = simulate("cycles.yaml", {{"mechanism", "pipeswitch"}}, bare_dir);
+  const auto served =
+      simulate("cycles.yaml", {{"mechanism", "pipeswitch"}, {"serving", quoted(data("serving-small.yaml"))}}, served_dir);
+  const std::int64_t protocol_ns = 3'000'000;  // resnet152's in serving-small.yaml
+  // requests.csv: id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns,...
+  const auto rows = csv_rows(served_dir / "requests.csv");
+  ASSERT_GT(rows.size(), 3u);
+  const std::int64_t cycle_ns = 1'000'000'000;
+  int chained = 0;
+  for (std::size_t i = 2; i < rows.size(); ++i) {
+    const std::int64_t arrival = std::stoll(rows[i][3]);
+    const std::int64_t previous_finish = std::stoll(rows[i - 1][6]);
+    if (arrival % (2 * cycle_ns) == cycle_ns) continue;  // the first of a phase: at its start
+    EXPECT_EQ(arrival, previous_finish + protocol_ns) << "request " << rows[i][0];
+    EXPECT_EQ(std::stoll(rows[i][7]), std::stoll(rows[i][6]) + protocol_ns - arrival) << "request " << rows[i][0];
+    ++chained;
+  }
+  EXPECT_GT(chained, 0);
+  // Training comes back between the requests: a switch-in each time, and fewer answers.
+  EXPECT_GT(count(served, "training_switch_ins"), count(bare, "training_switch_ins") + chained / 2);
+  EXPECT_LT(served.at("throughput_rps").get<double>(), bare.at("throughput_rps").get<double>());
+}
+
 // A serving profile must cover every model the workload requests, and the training job's batch.
 TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
   const std::filesystem::path dir = fresh_dir("serving");
