@@ -39,6 +39,10 @@
 #               (PSW_FIGURE_MECHANISMS; default their thirteen and time-sliced where the hardware
 #               profile has time_slicing), with this call's calibration;
 #               scripts/reproduce-gpu.sh runs it and draws the figures (scripts/gpu_figures.py)
+#   fig6        the paper's Figure 6 through the server: per mechanism (PSW_FIG6_MECHANISMS,
+#               default ready, pipeswitch, mps, stop-and-start) one server and one psw validate
+#               of configs/experiments/h200-fig6.yaml per cycle (PSW_FIG6_CYCLES_MS, default
+#               1000 2000 5000; PSW_FIG6_ROUNDS rounds, default 3), a closed loop
 #   llm         the Llama decoders in bf16 served (configs/serve/h200-llm.yaml): each cold request's
 #               time to first token through the server, the request path measured (psw
 #               profile-serving) and psw validate of configs/experiments/h200-validate-llm.yaml
@@ -53,7 +57,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != link && $1 != llm) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -297,12 +301,17 @@ use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
 }
 # psw validate: an experiment config's workload sent to the server and simulated, compared
 # (`validation.json` per case under raw/validation/; the report prints the tables).
+validate_on_server() {  # EXPERIMENT_CONFIG NAME: against the running server
+  local experiment=$1 name=$2
+  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" \
+    --training-alone "$training_alone" --out "$raw/validation/$name") \
+    > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
+}
 validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve config]
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
   sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$root/configs/serve/h200.yaml" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
-  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --training-alone "$training_alone" --out "$raw/validation/$name") \
-    > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
+  validate_on_server "$experiment" "$name"
   stop_server
 }
 if has_part validate; then
@@ -319,6 +328,17 @@ if has_part validate; then
 fi
 # The paper's Figures 5, 7, 8 and 9 through the server: psw validate of h200-figures.yaml per
 # mechanism (measured and simulated on one workload); scripts/gpu_figures.py draws them.
+# NVIDIA's MPS control daemon, started for one server and stopped after (it would change every
+# later CUDA process).
+start_mps() {
+  export CUDA_MPS_PIPE_DIRECTORY="$sock_dir/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$sock_dir/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { echo "!! could not start the MPS control daemon"; return 1; }
+}
+stop_mps() {
+  echo quit | nvidia-cuda-mps-control || true
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
 if has_part figures; then
   mechanisms="ready pipeswitch mps stop-and-start per-layer-pipeline grouped-transmission no-optimization
               no-memory-management no-ipc-optimization no-pinned-memory unified-memory one-process two-processes"
@@ -336,17 +356,35 @@ if has_part figures; then
       stop-and-start | two-processes)  # seconds per switch: three requests, 12 s apart
         sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$experiment" ;;
       one-process) serve_edit+="; s/^workers: .*/workers: 1/" ;;
-      mps)  # NVIDIA's control daemon, started for this server and stopped after (it would change every later CUDA process)
-        export CUDA_MPS_PIPE_DIRECTORY="$sock_dir/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$sock_dir/mps-log"
-        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-        nvidia-cuda-mps-control -d || { echo "!! could not start the MPS control daemon"; continue; } ;;
+      mps) start_mps || continue ;;
     esac
     use_calibration "$experiment"
     validate_with "$mechanism" "$experiment" "figures-$mechanism" "$serve_edit"
-    if [[ $mechanism == mps ]]; then
-      echo quit | nvidia-cuda-mps-control || true
-      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    [[ $mechanism != mps ]] || stop_mps
+  done
+  python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
+fi
+# Figure 6 (Note [Closed-loop cycles]): per mechanism one server, and per cycle one psw validate
+# of configs/experiments/h200-fig6.yaml (ResNet-152 training for a cycle, then its requests back
+# to back for a cycle, PSW_FIG6_ROUNDS times) into raw/validation/fig6-<mechanism>-<cycle_ms>/.
+if has_part fig6; then
+  for mechanism in ${PSW_FIG6_MECHANISMS:-ready pipeswitch mps stop-and-start}; do
+    echo "== fig6: $mechanism ($(date -u +%T))"
+    config="$sock_dir/fig6-$mechanism.yaml"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
+    if [[ $mechanism == mps ]]; then start_mps || continue; fi
+    if start_server "$config" "$raw/serve-fig6-$mechanism.log"; then
+      for cycle_ms in ${PSW_FIG6_CYCLES_MS:-1000 2000 5000}; do
+        experiment="$sock_dir/h200-fig6-$mechanism-$cycle_ms.yaml"
+        sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware;
+             s/cycle_ms: [0-9]*, rounds: [0-9]*/cycle_ms: $cycle_ms, rounds: ${PSW_FIG6_ROUNDS:-3}/" \
+          "$root/configs/experiments/h200-fig6.yaml" > "$experiment"
+        use_calibration "$experiment"
+        validate_on_server "$experiment" "fig6-$mechanism-$cycle_ms"
+      done
+      stop_server
     fi
+    [[ $mechanism != mps ]] || stop_mps
   done
   python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
 fi
@@ -369,9 +407,8 @@ if has_part llm; then
     experiment="$sock_dir/h200-validate-llm.yaml"
     sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"
     if [[ -f $raw/serving-llm.yaml ]]; then echo "serving: $raw/serving-llm.yaml" >> "$experiment"; fi
-    (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" --training-alone "$training_alone" --out "$raw/validation/h200-validate-llm") \
-      > "$raw/validate-llm.txt" 2>&1 || { tail -5 "$raw/validate-llm.txt"; echo "!! psw validate llm failed"; }
-    tail -15 "$raw/validate-llm.txt"
+    validate_on_server "$experiment" h200-validate-llm
+    tail -15 "$raw/validate-h200-validate-llm.txt"
     stop_server
   fi
 fi

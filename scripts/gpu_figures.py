@@ -9,9 +9,12 @@ one psw validate per mechanism: the measured and simulated summaries and validat
 relative errors psw validate computed); a run split over several device calls gives one folder
 per call (a mechanism in two folders is an error). Writes OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png
 (three series per model and mechanism: measured on the H200, simulated for the H200, the
-artifact's V100), fig6.png (simulated H200 from SIM_DIR/fig6/sweep.csv, default results/sim,
-beside the artifact: Figure 6's cycles are a closed loop that psw load does not drive, so it has
-no measured series) and OUT_DIR/README.md with the tables and the environment of the run.
+artifact's V100), fig6.png and OUT_DIR/README.md with the tables and the environment of the run.
+Figure 6 (throughput and mean latency under scheduling cycles) comes from the raw folders'
+validation/fig6-<mechanism>-<cycle_ms>/ (gpu-serve.sh part `fig6`: psw validate of a closed
+loop, Note [Closed-loop cycles]) where a run has them: measured on the H200 and simulated for the
+same runs, beside the artifact; without them, the simulated H200 sweep SIM_DIR/fig6/sweep.csv
+(default results/sim) beside the artifact. (--resimulated does not cover Figure 6.)
 With --resimulated DIR (scripts/resimulate-figures.sh), a mechanism's rows come from
 DIR/<mechanism>/validation.csv where it exists: the same recorded measurement beside the
 simulation of a later checkout. Only draws and tabulates: every number comes from the files.
@@ -123,6 +126,81 @@ def bar_figure(fig, data, out_path):
     plt.close(figure)
 
 
+def collect_fig6(raws):
+    """{mechanism: {cycle_s: {"throughput": (measured, simulated, error), "mean_ms": (...)}}} from
+    validation/fig6-<mechanism>-<cycle_ms>/validation.csv; a case in two folders is an error."""
+    data, seen = {}, {}
+    for raw in raws:
+        folder = os.path.join(raw, "validation")
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not name.startswith("fig6-"):
+                continue
+            mechanism, _, cycle_ms = name[len("fig6-"):].rpartition("-")
+            path = os.path.join(folder, name, "validation.csv")
+            if not cycle_ms.isdigit() or not os.path.exists(path):
+                continue
+            if name in seen:
+                sys.exit(f"gpu_figures: {name} was run in more than one folder: {seen[name]}, {raw}")
+            seen[name] = raw
+            rows = read_rows(path)
+            case = {}
+            for key, measure in (("throughput", "throughput_rps"), ("mean_ms", "mean_ms")):
+                row = rows.get(("all", measure), {})
+                case[key] = (number(row.get("measured")), number(row.get("simulated")), number(row.get("relative_error")))
+            data.setdefault(mechanism, {})[int(cycle_ms) / 1000] = case
+    return data
+
+
+def fig6_measured_figure(data, out_path):
+    """Measured and simulated throughput and mean latency per cycle, beside the artifact's V100."""
+    plt = plot._plt()
+    figure, (ax_t, ax_l) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for mechanism in plot.FIGURE_MECHS["fig6"]:
+        cases = data.get(mechanism, {})
+        color = plot.COLORS[mechanism]
+        label = plot.MECH_LABEL[mechanism]
+        for ax, key in ((ax_t, "throughput"), (ax_l, "mean_ms")):
+            for side, style, marker, what in ((0, "-", "o", "measured H200"), (1, ":", "s", "simulated H200")):
+                points = sorted((c, v[key][side]) for c, v in cases.items() if v[key][side] is not None)
+                if points:
+                    ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, marker=marker,
+                            color=color, label=f"{label}, {what}")
+        artifact = plot.ARTIFACT_FIG6["throughput"][mechanism]
+        ax_t.plot(plot.ARTIFACT_FIG6_CYCLES_S, artifact, linestyle="--", marker="x", color=color, alpha=0.5,
+                  label=f"{label}, artifact V100")
+        latency = [(c, v) for c, v in zip(plot.ARTIFACT_FIG6_CYCLES_S, plot.ARTIFACT_FIG6["mean_latency"][mechanism])
+                   if v is not None]
+        if latency:
+            ax_l.plot([p[0] for p in latency], [p[1] for p in latency], linestyle="--", marker="x", color=color,
+                      alpha=0.5, label=f"{label}, artifact V100")
+    for ax, ylabel in ((ax_t, "inference throughput (batches/s)"), (ax_l, "mean latency (ms)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("scheduling cycle (s)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    ax_l.set_yscale("log")
+    ax_t.legend(fontsize=6, ncol=2)
+    figure.suptitle("Figure 6: ResNet-152 under scheduling cycles (H200 measured and simulated; V100 artifact)")
+    figure.tight_layout()
+    figure.savefig(out_path, dpi=120)
+    plt.close(figure)
+
+
+def fig6_table(data):
+    lines = ["| mechanism | cycle (s) | throughput measured (batches/s) | simulated | error | mean latency measured (ms) | simulated | error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mechanism in plot.FIGURE_MECHS["fig6"]:
+        for cycle, case in sorted(data.get(mechanism, {}).items()):
+            cells = []
+            for key in ("throughput", "mean_ms"):
+                measured, simulated, error = case[key]
+                cells += [cell(measured), cell(simulated), "" if error is None else f"{100 * error:+.1f}%"]
+            lines.append(f"| {mechanism} | {cycle:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def fig6_figure(sim_dir, out_path):
     """Simulated H200 throughput under scheduling cycles beside the artifact's V100 numbers."""
     path = os.path.join(sim_dir, "fig6", "sweep.csv")
@@ -220,18 +298,31 @@ def main(argv):
                              f"{error} | {tolerance} | {cell(m['engine_measured'])} | {cell(m['engine_simulated'])} | "
                              f"{engine_error} | {cell(artifact, 1)} |")
         lines.append("")
-    try:
-        rows = fig6_figure(sim_dir, os.path.join(out, "fig6.png"))
-    except ImportError:
-        rows = None
     lines += ["## Figure 6: ResNet-152 under scheduling cycles", ""]
-    if rows is None:
-        lines += ["(not drawn: no simulated sweep or no matplotlib)", ""]
+    fig6 = collect_fig6(raws)
+    if fig6:
+        try:
+            fig6_measured_figure(fig6, os.path.join(out, "fig6.png"))
+            lines += ["![fig6](fig6.png)", ""]
+        except ImportError:
+            lines += ["(no plot: matplotlib missing)", ""]
+        lines += ["Per mechanism one `psw serve` of `configs/serve/h200.yaml` and per cycle one `psw validate` of",
+                  "`configs/experiments/h200-fig6.yaml` (`gpu-serve.sh` part `fig6`): ResNet-152 training for a cycle,",
+                  "then its requests back to back for a cycle, a closed loop (Note [Closed-loop cycles]); throughput",
+                  "is the answers within their inference phase per second of inference phase, as the paper counts it.",
+                  ""] + fig6_table(fig6) + [""]
     else:
-        lines += ["![fig6](fig6.png)", "",
-                  "Not measured on the H200: the figure's workload is a closed loop (training for a cycle, then",
-                  "requests back to back for a cycle), which `psw load` does not drive (it sends open-loop",
-                  "arrivals). The simulated H200 curve (`results/sim/fig6`) is beside the artifact's V100 numbers.", ""]
+        try:
+            rows = fig6_figure(sim_dir, os.path.join(out, "fig6.png"))
+        except ImportError:
+            rows = None
+        if rows is None:
+            lines += ["(not drawn: no simulated sweep or no matplotlib)", ""]
+        else:
+            lines += ["![fig6](fig6.png)", "",
+                      "Not measured in these runs (no `validation/fig6-*` folder: `gpu-serve.sh` part `fig6` did",
+                      "not run). The simulated H200 curve (`results/sim/fig6`) is beside the artifact's V100 numbers.",
+                      ""]
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
     print(f"gpu_figures: wrote {out}/README.md and the figures")
