@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Makes the profiles measured on the lent H200 (results/profiles/, written by `psw profile`
 # through scripts/gpu-test.sh) the project's h200 configs:
-#   results/profiles/h200-pcie5.yaml  -> configs/hardware/h200-pcie5.yaml
+#   results/profiles/h200-calibrated.yaml -> configs/hardware/h200-pcie5.yaml (the links as
+#                                         `psw profile --link` measured them on the H200, and
+#                                         each estimated cost that scripts/calibrate-h200.sh
+#                                         fitted to a recorded run, its source in the note)
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
 #   results/profiles/bf16/<model>.yaml -> configs/models/h200/bf16/<model>.yaml (scripts/gpu-llm.sh)
 #   results/profiles/serving-h200.yaml -> configs/serving/h200.yaml (psw profile-serving, through
@@ -40,7 +43,7 @@ adopt() {
     echo "adopted $source -> $target"
   fi
 }
-adopt results/profiles/h200-pcie5.yaml configs/hardware/h200-pcie5.yaml
+adopt results/profiles/h200-calibrated.yaml configs/hardware/h200-pcie5.yaml
 for model in resnet152 inception_v3 bert_base; do
   adopt "results/profiles/$model.yaml" "configs/models/h200/$model.yaml"
 done
