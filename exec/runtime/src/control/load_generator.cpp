@@ -198,6 +198,20 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"models", models}};
 }
 
+// Sends one request and records its send, its answer (or error) and the server's times.
+void send_and_record(Client& client, const InferRequest& body, Clock::time_point start, LoadRequestRecord& r) {
+  r.send_start = since(start, Clock::now());
+  try {
+    const InferResponse response = client.infer(body);
+    r.server = nanoseconds(response.server_ns);
+    r.engine = nanoseconds(response.engine_ns);
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  r.finish = since(start, Clock::now());
+}
+
 // LoadOptions::warmup requests per model, one at a time, not recorded.
 void warm_up(Client& client, const std::map<std::uint32_t, InferRequest>& bodies, int per_model) {
   for (const auto& [model, body] : bodies) {
@@ -257,16 +271,7 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
       r.model = model;
       r.scheduled = issued;
       r.arrival = unscaled(issued);
-      r.send_start = since(start, Clock::now());
-      try {
-        const InferResponse response = client.infer(body);
-        r.server = nanoseconds(response.server_ns);
-        r.engine = nanoseconds(response.engine_ns);
-        r.ok = true;
-      } catch (const std::exception& e) {
-        r.error = e.what();
-      }
-      r.finish = since(start, Clock::now());
+      send_and_record(client, body, start, r);
       if (r.ok && r.finish <= phase_end) ++in_phase;
       failures_in_a_row = r.ok ? 0 : failures_in_a_row + 1;
       report.requests.push_back(r);
@@ -380,16 +385,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
         due.pop_front();
       }
       LoadRequestRecord& r = report.requests[i];
-      r.send_start = since(start, Clock::now());
-      try {
-        const InferResponse response = client->infer(bodies.at(r.model));
-        r.server = nanoseconds(response.server_ns);
-        r.engine = nanoseconds(response.engine_ns);
-        r.ok = true;
-      } catch (const std::exception& e) {
-        r.error = e.what();
-      }
-      r.finish = since(start, Clock::now());
+      send_and_record(*client, bodies.at(r.model), start, r);
       (r.ok ? answered : failed).fetch_add(1, std::memory_order_relaxed);
     }
   };
