@@ -6,7 +6,8 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_grpc_front_end.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_shared_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_client_tools.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_cycles.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
 # C++ Client never sends.
 target_link_libraries(psw_grpc_tests PRIVATE psw_control psw_proto GTest::gtest GTest::gtest_main psw_warnings)
