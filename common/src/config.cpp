@@ -2,7 +2,9 @@
 // every reader goes through yaml_reader.hpp, so every error looks the same.
 #include "psw/common/config.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include <yaml-cpp/yaml.h>
 
@@ -470,6 +472,28 @@ std::string to_yaml(const HardwareProfile& hw) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<Duration> evenly_spaced_quantiles(std::vector<std::int64_t> values_ns, int count) {
+  PSW_CHECK(!values_ns.empty() && count >= 2, "quantiles of ", values_ns.size(), " values, ", count, " of them");
+  std::sort(values_ns.begin(), values_ns.end());
+  std::vector<Duration> quantiles;
+  const std::size_t last = values_ns.size() - 1;
+  for (int k = 0; k < count; ++k) {
+    const double rank = static_cast<double>(k) / static_cast<double>(count - 1) * static_cast<double>(last);
+    quantiles.push_back(nanoseconds(values_ns[static_cast<std::size_t>(std::llround(rank))]));
+  }
+  return quantiles;
+}
+
+Duration quantile_at(const std::vector<Duration>& quantiles, double u) {
+  PSW_CHECK(quantiles.size() >= 2 && u >= 0 && u < 1, "quantile_at(", quantiles.size(), " quantiles, ", u, ")");
+  const double position = u * static_cast<double>(quantiles.size() - 1);
+  const auto below = static_cast<std::size_t>(position);
+  const double weight = position - static_cast<double>(below);
+  const double low = static_cast<double>(quantiles[below].ns());
+  const double high = static_cast<double>(quantiles[std::min(below + 1, quantiles.size() - 1)].ns());
+  return nanoseconds(std::llround(low + weight * (high - low)));
+}
+
 const RequestPathCost* ServingProfile::path_of(const std::string& model) const {
   for (const auto& p : request_path) {
     if (p.model == model) return &p;
@@ -505,6 +529,19 @@ ServingProfile parse_serving_profile(const std::string& text, const std::string&
     cost.protocol = read_duration(p, "protocol_ns");
     cost.server = read_duration(p, "server_ns");
     cost.requests = static_cast<int>(p.integer("requests", 1, 1'000'000'000));
+    if (p.has("protocol_quantiles_ns")) {  // Note [Protocol spread]
+      const YAML::Node list = p.sequence("protocol_quantiles_ns");
+      if (list.size() < 2) p.fail_key("protocol_quantiles_ns", list, "expected at least two quantiles (0% and 100%)");
+      for (std::size_t k = 0; k < list.size(); ++k) {
+        const std::string key = detail::concat("protocol_quantiles_ns[", k, "]");
+        const Duration q = nanoseconds(p.to_integer(key, list[k], 0, kMaxDurationNs));
+        if (!cost.protocol_quantiles.empty() && q < cost.protocol_quantiles.back()) {
+          p.fail_key(key, list[k], detail::concat("the quantiles must not decrease: ", q.ns(), " after ",
+                                                  cost.protocol_quantiles.back().ns()));
+        }
+        cost.protocol_quantiles.push_back(q);
+      }
+    }
     p.finish();
     profile.request_path.push_back(std::move(cost));
   }
@@ -543,6 +580,11 @@ std::string to_yaml(const ServingProfile& profile) {
     out << YAML::Key << "protocol_ns" << YAML::Value << p.protocol.ns();
     out << YAML::Key << "server_ns" << YAML::Value << p.server.ns();
     out << YAML::Key << "requests" << YAML::Value << p.requests;
+    if (!p.protocol_quantiles.empty()) {
+      out << YAML::Key << "protocol_quantiles_ns" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (Duration q : p.protocol_quantiles) out << q.ns();
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;

@@ -17,6 +17,7 @@
 #include "psw/common/switch_costs.hpp"
 #include "psw/sim/mechanism.hpp"
 #include "psw/sim/metrics.hpp"
+#include "psw/sim/random_streams.hpp"
 #include "psw/sim/simulator.hpp"
 #include "psw/sim/workload_source.hpp"
 
@@ -487,9 +488,13 @@ class GpuServer {
     const RequestPathCost* path = request_path(request);
     return path ? path->server : Duration::zero();
   }
-  Duration protocol_path(const Request& request) const {
+  // One draw per answered request where the profile has the protocol's spread (Note
+  // [Protocol spread]), from a stream of its own, so the other random sources draw as before.
+  Duration protocol_path(const Request& request) {
     const RequestPathCost* path = request_path(request);
-    return path ? path->protocol : Duration::zero();
+    if (path == nullptr) return Duration::zero();
+    if (path->protocol_quantiles.empty()) return path->protocol;
+    return quantile_at(path->protocol_quantiles, uniform01(protocol_rng_));
   }
 
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
@@ -617,6 +622,7 @@ class GpuServer {
   Duration training_since_;
   Duration training_started_;
   EventId resume_event_ = 0;
+  std::mt19937_64 protocol_rng_ = RandomStreams(config_.seed).stream("protocol");
   std::optional<Duration> cycle_inference_until_;
   std::optional<Duration> cycle_phase_end_;  // end of the latest inference phase
   std::int64_t completed_in_phase_ = 0;      // cycles: completions inside their inference phase

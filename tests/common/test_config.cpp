@@ -515,6 +515,46 @@ TEST(ServingProfile, RoundTripsAndRefusesBadEntries) {
   expect_contains(error(good + "extra: 1\n"), {"unknown key 'extra'"});
 }
 
+// Note [Protocol spread]: the protocol's quantiles round-trip, and bad ones are named.
+TEST(ServingProfile, ProtocolQuantilesRoundTripAndMustNotDecrease) {
+  const std::string good =
+      "name: s\n"
+      "source: {kind: analytic}\n"
+      "inputs: raw\n"
+      "request_path:\n"
+      "  - {model: bert_base, protocol_ns: 800000, server_ns: 300000, requests: 20, "
+      "protocol_quantiles_ns: [700000, 800000, 1500000]}\n";
+  const ServingProfile profile = parse_serving_profile(good, "s.yaml");
+  const std::vector<Duration> expected{nanoseconds(700000), nanoseconds(800000), nanoseconds(1500000)};
+  EXPECT_EQ(profile.path_of("bert_base")->protocol_quantiles, expected);
+  EXPECT_EQ(parse_serving_profile(to_yaml(profile), "again.yaml").path_of("bert_base")->protocol_quantiles, expected);
+  auto error = [](const std::string& text) {
+    return input_error_of([&] { parse_serving_profile(text, "s.yaml"); });
+  };
+  expect_contains(error(replace_once(good, "[700000, 800000, 1500000]", "[700000, 600000, 1500000]")),
+                  {"s.yaml:5:", "key 'request_path[0].protocol_quantiles_ns[1]'", "must not decrease"});
+  expect_contains(error(replace_once(good, "[700000, 800000, 1500000]", "[700000]")),
+                  {"key 'request_path[0].protocol_quantiles_ns'", "at least two"});
+  expect_contains(error(replace_once(good, "[700000, 800000, 1500000]", "[-1, 800000]")),
+                  {"key 'request_path[0].protocol_quantiles_ns[0]'", "must not be negative"});
+  expect_contains(error(replace_once(good, "[700000, 800000, 1500000]", "700000")),
+                  {"key 'request_path[0].protocol_quantiles_ns'", "expected a list"});
+}
+
+TEST(ServingProfile, EvenlySpacedQuantilesAndTheValueAtAProbability) {
+  // Nearest rank: 0%, 50%, 100% of 1..5 (unsorted in).
+  EXPECT_EQ(evenly_spaced_quantiles({5, 1, 4, 2, 3}, 3),
+            (std::vector<Duration>{nanoseconds(1), nanoseconds(3), nanoseconds(5)}));
+  EXPECT_EQ(evenly_spaced_quantiles({7}, 2), (std::vector<Duration>{nanoseconds(7), nanoseconds(7)}));
+  const std::vector<Duration> q{nanoseconds(100), nanoseconds(200), nanoseconds(1000)};
+  EXPECT_EQ(quantile_at(q, 0.0), nanoseconds(100));
+  EXPECT_EQ(quantile_at(q, 0.25), nanoseconds(150));  // halfway between the first two
+  EXPECT_EQ(quantile_at(q, 0.5), nanoseconds(200));
+  EXPECT_EQ(quantile_at(q, 0.75), nanoseconds(600));
+  EXPECT_EQ(quantile_at(q, 0.9), nanoseconds(840));    // 80% of the way from 200 to 1000
+  EXPECT_LE(quantile_at(q, 0.999999), nanoseconds(1000));
+}
+
 TEST(ConfigErrors, HardwareErrorLinesAreExact) {
   const std::string text =
       "name: x\n"                                      // 1

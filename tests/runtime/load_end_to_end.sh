@@ -179,10 +179,14 @@ assert set(path) == {"bert_base", "inception_v3"}, path  # every model the serve
 step = int(re.search(r"step_ns: (\d+)", profile_text).group(1))
 # Requests 400 ms apart never queue: a request's latency is its engine time plus exactly the path
 # (where the training job is when it arrives depends on the training step, so not the latency
-# without the profile plus the path).
+# without the profile plus the path), the protocol drawn between its quantiles' ends (Note
+# [Protocol spread]: profile-serving writes them).
 bert = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_base"]
-added = sum(path["bert_base"]) / 1e6
-assert abs(bert["latency"]["mean_ms"] - bert["engine_latency"]["mean_ms"] - added) < 1e-6, (bert, added)
+quantiles = [int(q) for q in re.search(r"model: bert_base, .*protocol_quantiles_ns: \[([^\]]*)\]", profile_text).group(1).split(",")]
+assert len(quantiles) == 21 and quantiles == sorted(quantiles), quantiles
+added = bert["latency"]["mean_ms"] - bert["engine_latency"]["mean_ms"]
+server_ms = path["bert_base"][1] / 1e6
+assert server_ms + quantiles[0] / 1e6 - 1e-6 <= added <= server_ms + quantiles[-1] / 1e6 + 1e-6, (bert, quantiles, server_ms)
 assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"] < bert["latency"]["mean_ms"]
 sim = json.load(open(f"{with_serving}/simulated/summary.json"))
 makespan = sim["makespan_s"]

@@ -166,6 +166,42 @@ TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
   EXPECT_LT(served.at("throughput_rps").get<double>(), bare.at("throughput_rps").get<double>());
 }
 
+// Note [Protocol spread]: with the protocol's quantiles each request draws its own, so the
+// latency spreads as they do; the same seed draws the same, and the median stays in place.
+TEST(SimRequestPath, ProtocolQuantilesSpreadTheLatency) {
+  const std::filesystem::path dir = fresh_dir("spread");
+  std::filesystem::create_directories(dir);
+  const std::string spread = (dir / "spread.yaml").string();
+  {
+    std::ofstream out(spread);
+    out << "name: spread\nsource: {kind: analytic}\ninputs: raw\nrequest_path:\n"
+           "  - {model: resnet152, protocol_ns: 3000000, server_ns: 500000, requests: 5, "
+           "protocol_quantiles_ns: [1000000, 3000000, 9000000]}\n"
+           "  - {model: bert_base, protocol_ns: 700000, server_ns: 250000, requests: 5}\n";
+  }
+  const Overrides more = {{"workload.count", "200"}};
+  auto with = [&](const std::string& profile) {
+    Overrides o = more;
+    o.push_back({"serving", quoted(profile)});
+    return simulate("small.yaml", o);
+  };
+  const auto fixed = with(data("serving-small.yaml"));
+  const auto spread_once = with(spread);
+  const auto spread_twice = with(spread);
+  auto resnet = [](const nlohmann::json& s, const char* key) {
+    return s.at("models").at("resnet152").at("latency").at(key).get<double>();
+  };
+  EXPECT_EQ(spread_once, spread_twice);  // deterministic
+  // Fixed 3 ms: no spread beyond the engine's. Drawn between 1 and 9 ms: wider both ways.
+  EXPECT_GT(resnet(spread_once, "p99_ms") - resnet(spread_once, "p50_ms"),
+            resnet(fixed, "p99_ms") - resnet(fixed, "p50_ms") + 3.0);
+  EXPECT_LT(resnet(spread_once, "min_ms"), resnet(fixed, "min_ms") - 1.0);
+  // The median draw is 3 ms, as the fixed path: the medians agree within the draws' noise.
+  EXPECT_NEAR(resnet(spread_once, "p50_ms"), resnet(fixed, "p50_ms"), 1.0);
+  // BERT-base's path has no quantiles: its latencies are exactly as before.
+  EXPECT_EQ(spread_once.at("models").at("bert_base"), fixed.at("models").at("bert_base"));
+}
+
 // A serving profile must cover every model the workload requests, and the training job's batch.
 TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
   const std::filesystem::path dir = fresh_dir("serving");

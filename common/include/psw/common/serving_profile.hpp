@@ -21,6 +21,18 @@
 // threads of their own, in parallel). The numbers hold for inputs sent as the profile says:
 // `inputs: raw`, the bytes in the message, as `psw load` sends them (the only way measured).
 //
+// Note [Protocol spread]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// One protocol_ns per model gives every simulated request the same path, so the simulator's
+// p99 is its p50 where the measurement's is not: on the H200 (2026-12-02, pipeswitch, 20
+// requests per model) Inception-v3's protocol ran from a median of 8.24 ms to 9.18 ms and the
+// simulated p99 came out 7.6% low. A profile may therefore also give the protocol's quantiles,
+// `protocol_quantiles_ns`: at least two values, non-decreasing, at evenly spaced probabilities
+// from 0 to 1 (psw profile-serving writes 21: 0%, 5%, ..., 100%). The simulator then draws
+// each request's protocol from them (a uniform draw of its own random stream, linear between
+// neighbouring quantiles), and protocol_ns stays the median the rest of the profile is read
+// with. The server's part keeps one number: it varied by a few tenths of a millisecond.
+//
 // The training job's step time comes from the same server, measured alone (steps per second
 // over a window, no requests): the runtime's step does more than the profile's forward and
 // backward (synthetic data, the momentum update, the layer-boundary checks that make it
@@ -41,7 +53,17 @@ struct RequestPathCost {
   Duration protocol;  // Note [Request path]: client latency - the server's time
   Duration server;    // the server's time - the engine's time
   int requests = 0;   // how many requests the medians are over
+  // Note [Protocol spread]: empty, or the protocol's quantiles at evenly spaced probabilities
+  // from 0 to 1 (at least two, non-decreasing).
+  std::vector<Duration> protocol_quantiles;
 };
+
+// Note [Protocol spread]: `count` quantiles (at least 2) of `values_ns` (not empty) at evenly
+// spaced probabilities from 0 to 1, each the nearest-rank value, so every one was measured.
+inline constexpr int kProtocolQuantiles = 21;  // 0%, 5%, ..., 100%
+std::vector<Duration> evenly_spaced_quantiles(std::vector<std::int64_t> values_ns, int count);
+// The value at probability `u` in [0, 1) of such quantiles: linear between neighbours.
+Duration quantile_at(const std::vector<Duration>& quantiles, double u);
 
 struct TrainingStepCost {
   std::string model;

@@ -534,11 +534,13 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
   profile.source.device = device;
   profile.source.note = "psw profile-serving --from-load " + origin +
                         ": per model, medians over the load's answered requests of latency_ns - server_ns (protocol, "
-                        "send lateness included) and server_ns - engine_ns (server) (Note [Request path])";
+                        "send lateness included) and server_ns - engine_ns (server) (Note [Request path]), and "
+                        "the protocol's quantiles (Note [Protocol spread])";
   for (const auto& model : order) {
     const auto& [protocol, server_part] = by_model[model];
-    profile.request_path.push_back(
-        {model, nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)), static_cast<int>(protocol.size())});
+    profile.request_path.push_back({model, nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)),
+                                    static_cast<int>(protocol.size()),
+                                    evenly_spaced_quantiles(protocol, kProtocolQuantiles)});  // Note [Protocol spread]
   }
   return profile;
 }

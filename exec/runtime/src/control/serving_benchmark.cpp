@@ -123,9 +123,12 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
       protocol.push_back(std::max<std::int64_t>(0, client_ns - response.server_ns));
       server.push_back(std::max<std::int64_t>(0, response.server_ns - response.engine_ns));
     }
+    // Note [Protocol spread]: the quantiles too.
+    std::vector<Duration> quantiles = evenly_spaced_quantiles(protocol, kProtocolQuantiles);
     const std::int64_t protocol_ns = median_of(std::move(protocol));
     const std::int64_t server_ns = median_of(std::move(server));
-    profile.request_path.push_back({info.name, nanoseconds(protocol_ns), nanoseconds(server_ns), spec.requests});
+    profile.request_path.push_back(
+        {info.name, nanoseconds(protocol_ns), nanoseconds(server_ns), spec.requests, std::move(quantiles)});
     run.client_ms[info.name] = summarize_latencies(latencies);
     say(detail::concat(info.name, ": protocol ", protocol_ns / 1000, " us, server ", server_ns / 1000,
                        " us (medians of ", spec.requests, " requests)"));
@@ -154,7 +157,7 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
       " cold requests of batch ", spec.batch, ", inputs in the messages, round-robin over ", spec.connections,
       " connections, each ", spec.gap_ms, trained.empty() ? " ms apart (no training job ran)" : " ms after training resumed",
       "; protocol = client latency - psw_server_ns, server = psw_server_ns - "
-      "psw_engine_ns (Note [Request path])", training_note);
+      "psw_engine_ns (Note [Request path]); the protocol's quantiles too (Note [Protocol spread])", training_note);
   return run;
 }
 
