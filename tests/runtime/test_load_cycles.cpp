@@ -68,7 +68,8 @@ class LoadCyclesTest : public ::testing::Test {
 };
 
 TEST_F(LoadCyclesTest, EachPhaseIssuesTheNextRequestWhenTheAnswerComes) {
-  const Duration cycle = milliseconds(300);
+  // Phases of 500 ms: several 40 ms requests each, even on a loaded machine.
+  const Duration cycle = milliseconds(500);
   const LoadReport report = run_load(cycles("slow", cycle, 2), options());
   std::int64_t in_phase = 0;
   std::size_t seen = 0;
