@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/runtime/grpc_server.hpp"
 #include "psw/runtime/load_generator.hpp"
@@ -17,17 +18,22 @@ struct LoadTargetOptions {
   std::string socket_path;
   std::string server;
   runtime::LoadOptions load;
+  // Given on the command line (a closed loop refuses them: Note [Closed-loop cycles]).
+  CLI::Option* senders_option = nullptr;
+  CLI::Option* connections_option = nullptr;
 };
 
 inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
   auto* socket = cmd->add_option("--socket", o.socket_path, "The server's Unix socket (default: psw serve's)");
   cmd->add_option("--server", o.server, "A server on TCP, HOST:PORT")->excludes(socket);
-  cmd->add_option("--senders", o.load.senders,
-                  "Sender threads; a request due while all are busy is sent late, and recorded so")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--connections", o.load.connections,
-                  "Connections the senders share, sender s taking s mod N (default: one per sender)")
-      ->check(CLI::Range(1, 4096));
+  o.senders_option = cmd->add_option("--senders", o.load.senders,
+                                     "Sender threads; a request due while all are busy is sent late, and recorded so")
+                          ->check(CLI::Range(1, 4096))
+                          ->capture_default_str();
+  o.connections_option =
+      cmd->add_option("--connections", o.load.connections,
+                      "Connections the senders share, sender s taking s mod N (default: one per sender)")
+          ->check(CLI::Range(1, 4096));
   cmd->add_option("--warmup", o.load.warmup,
                   "Requests per model sent one at a time before the workload, not recorded (a new server's heap grows)")
       ->check(CLI::Range(0, 1000))->capture_default_str();
@@ -38,6 +44,15 @@ inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
 // After parsing: the gRPC target, the config's seed for the inputs, progress on stderr as
 // "<command>: ...".
 inline void resolve_load_target(LoadTargetOptions& o, const ExperimentConfig& config, const char* command) {
+  if (config.workload.kind == WorkloadKind::Cycles) {
+    for (const CLI::Option* option : {o.senders_option, o.connections_option}) {
+      if (option != nullptr && option->count() > 0) {
+        throw InputError(option->get_name() + ": " + config.source.string() +
+                         " has a cycles workload, a closed loop with one request outstanding on one connection "
+                         "(Note [Closed-loop cycles]); senders and connections do not apply");
+      }
+    }
+  }
   o.load.target = !o.server.empty() ? o.server
                   : "unix:" + (o.socket_path.empty() ? runtime::default_socket_path() : o.socket_path);
   o.load.seed = config.seed;

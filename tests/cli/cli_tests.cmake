@@ -344,6 +344,10 @@ psw_cli_test(sim.trace_batch_refused 2 "trace-batch64.csv:3: column 'batch'" sim
 # loop included, are cli.serve.load in tests/runtime/runtime_tests.cmake).
 psw_cli_test(load.no_server 1 "the server at unix:/tmp/psw-test-load-no-server/psw.sock did not answer the metadata of 'resnet152'" load
   --config ${PSW_SIM_DATA}/cycles.yaml --socket /tmp/psw-test-load-no-server/psw.sock)
+psw_cli_test(load.cycles_senders 2 "--senders: .*cycles.yaml has a cycles workload, a closed loop" load
+  --config ${PSW_SIM_DATA}/cycles.yaml --senders 4 --socket /tmp/psw-test-load-no-server/psw.sock)
+psw_cli_test(validate.cycles_connections 2 "--connections: .*cycles.yaml has a cycles workload" validate
+  --config ${PSW_SIM_DATA}/cycles.yaml --connections 2 --socket /tmp/psw-test-load-no-server/psw.sock)
 psw_cli_test(load.time_scale_zero 2 "--time-scale: Value 0 not in range" load
   --config ${PSW_SIM_DATA}/small.yaml --time-scale 0)
 # psw validate: no server is exit 1 naming it.
