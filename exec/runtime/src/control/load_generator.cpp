@@ -233,8 +233,8 @@ constexpr int kMaxFailuresInARow = 100;
 // answers per second of inference phase (rounds x cycle), the simulator's definition. A
 // request's scheduled (and arrival) time is when it was issued, so that its latency is the
 // simulator's. One request is outstanding at a time, on one connection from the calling thread:
-// --senders and --connections do not apply (the summary says 1 of each). The time scale
-// multiplies the phases' times.
+// --senders and --connections do not apply (psw refuses them given; the summary says 1 of
+// each). The time scale multiplies the phases' times.
 LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options) {
   const WorkloadSpec& workload = config.workload;
   const std::uint32_t model = workload.cycle_model;
