@@ -58,9 +58,9 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // A folder psw validate wrote holds a measurement (measured/: psw load's files; validation.json:
 // the mechanism and the training job's steps and seconds, alone too where measured) that the
-// simulator can be compared with again, without the server: after a recalibration (another serving profile, Note [Request
-// path]), or to validate a profile fitted on one run against another run. The case must be the
-// one measured: the same mechanism, a training job on both sides or on neither, and the same
+// simulator can be compared with again, without the server: after a recalibration (another
+// serving profile, Note [Request path]), or to validate a profile fitted on one run against
+// another run. The case must be the one measured: the same mechanism, a training job on both sides or on neither, and the same
 // number of requests in the workload (but for cycles, whose count is the server's pace);
 // otherwise InputError naming the folder.
 ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
