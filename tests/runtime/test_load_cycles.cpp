@@ -88,7 +88,9 @@ TEST_F(LoadCyclesTest, EachPhaseIssuesTheNextRequestWhenTheAnswerComes) {
       EXPECT_EQ(r.model, 0u);
       EXPECT_GE(r.send_start, r.scheduled);
       EXPECT_GE(r.finish - r.send_start, milliseconds(40));  // the fake's delay
-      if (i > 0) EXPECT_EQ(r.scheduled, phase[i - 1]->finish) << "issued when the previous answer came";
+      if (i > 0) {
+        EXPECT_EQ(r.scheduled, phase[i - 1]->finish) << "issued when the previous answer came";
+      }
       if (i + 1 < phase.size()) {
         EXPECT_LT(r.finish, end);
       } else {
