@@ -309,8 +309,9 @@ TEST(ConfigShippedHardware, H200Measurements) {
   EXPECT_EQ(base.pinned.bandwidth.bytes_per_second(), 55'400'000'000);
   EXPECT_EQ(base.pinned.copy_fixed, nanoseconds(2'600));
   EXPECT_EQ(base.cuda_context_create, milliseconds(385));
-  // The project's h200 profile: the links fitted by `psw profile --link` on the H200, every
-  // other cost from the base (scripts/adopt-profiles.sh).
+  // The project's h200 profile (scripts/adopt-profiles.sh: results/profiles/h200-calibrated.yaml):
+  // the links fitted by `psw profile --link` on the H200, the costs scripts/calibrate-h200.sh
+  // fitted to recorded runs, each named in the source, and every other cost from the base.
   const HardwareProfile hw = load_hardware_profile(hardware_path("h200-pcie5"));
   EXPECT_EQ(hw.name, "h200-pcie5");
   EXPECT_EQ(hw.source.kind, ProfileSource::Measured);
@@ -318,9 +319,22 @@ TEST(ConfigShippedHardware, H200Measurements) {
   EXPECT_GT(hw.pinned.bandwidth.bytes_per_second(), 45'000'000'000);  // PCIe Gen5 x16
   EXPECT_LT(hw.pinned.bandwidth.bytes_per_second(), 64'000'000'000);
   EXPECT_LT(hw.pageable.bandwidth.bytes_per_second(), hw.pinned.bandwidth.bytes_per_second());
+  for (const char* fitted : {"startup.framework_start_ns", "memory.cuda_malloc_ns", "memory.ipc_handle_open_ns",
+                             "link.pageable.bandwidth_bytes_per_s", "unified_memory.page_fault_ns",
+                             "mps.inference_slowdown_percent", "time_slicing.inference_share_percent"}) {
+    EXPECT_NE(hw.source.note.find(std::string(fitted) + " fitted by psw calibrate to results/gpu/"), std::string::npos)
+        << fitted << " has no source in the note";
+  }
+  EXPECT_NE(hw.mps.inference_slowdown_percent, base.mps.inference_slowdown_percent);
+  EXPECT_NE(hw.framework_start, base.framework_start);
+  // What no run has calibrated stays the base's estimate.
   EXPECT_EQ(hw.cuda_context_create, base.cuda_context_create);
+  EXPECT_EQ(hw.process_start, base.process_start);
   EXPECT_EQ(hw.group_sync, base.group_sync);
-  EXPECT_EQ(hw.mps.inference_slowdown_percent, base.mps.inference_slowdown_percent);
+  EXPECT_EQ(hw.worker_cleanup, base.worker_cleanup);
+  EXPECT_EQ(hw.mps.training_slowdown_percent, base.mps.training_slowdown_percent);
+  EXPECT_EQ(hw.unified_memory.migration_bandwidth.bytes_per_second(),
+            base.unified_memory.migration_bandwidth.bytes_per_second());
 }
 
 TEST(ConfigShippedHardware, H200MeasuredModelsMatchTheAnalyticLayers) {

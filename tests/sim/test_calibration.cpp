@@ -13,10 +13,15 @@
 namespace psw::sim {
 namespace {
 
+// The figures' case from the base's estimates (as scripts/calibrate-h200.sh starts from a link
+// profile on the base), so that each fit has somewhere to go: the project's h200 profile
+// already holds the fitted values.
 ExperimentConfig figures_case(Mechanism mechanism) {
   const std::filesystem::path root = PSW_SOURCE_DIR;
-  ExperimentConfig config = load_experiment_config(root / "configs/experiments/h200-figures.yaml",
-                                                   {{"mechanism", to_string(mechanism)}});
+  ExperimentConfig config = load_experiment_config(
+      root / "configs/experiments/h200-figures.yaml",
+      {{"mechanism", to_string(mechanism)},
+       {"hardware", "\"" + (root / "configs/hardware/h200-pcie5-base.yaml").string() + "\""}});
   return config;
 }
 
