@@ -283,10 +283,9 @@ def sec_setup(d, profiles, plan_ok, groups, base):
         if not p:
             continue
         link = p.get("link", {})
-        st = p.get("startup", {})
         mem = p.get("memory", {})
         comp = p.get("compute", {})
-        start_s = (st.get("process_start_ns", 0) + st.get("framework_start_ns", 0) + st.get("cuda_context_ns", 0)) / 1e9
+        start_s = new_process_s(p)
         rows.append([hw, p.get("source", {}).get("kind", "?"),
                      "%.1f" % (link.get("pinned", {}).get("bandwidth_bytes_per_s", 0) / 1e9),
                      "%.1f" % (link.get("pageable", {}).get("bandwidth_bytes_per_s", 0) / 1e9),
@@ -806,9 +805,7 @@ def sec_h200(d, groups, profiles):
             "cheaper" if b_h < b_v else "not cheaper"))
     ss = d.mean("fig5", H200, "resnet152", "stop-and-start")
     ss_v = d.mean("fig5", V100, "resnet152", "stop-and-start")
-    st_h = h.get("startup", {})
-    new_process_s = (st_h.get("process_start_ns", 0) + st_h.get("framework_start_ns", 0) +
-                     st_h.get("cuda_context_ns", 0)) / 1e9
+    new_process_h = new_process_s(h)
     h_ratio, v_ratio = ratio_range(d, H200), ratio_range(d, V100)
     L.append(
         "- **Stop-and-start: %.1f s** for ResNet-152 (V100: %.1f s). A new worker process costs %.1f s in the "
@@ -816,7 +813,7 @@ def sec_h200(d, groups, profiles):
         "importing PyTorch 2.11 took 9.3–9.7 s there). Stop-and-start takes %.0f–%.0f× PipeSwitch's latency on "
         "the H200 against %.0f–%.0f× on the V100: PipeSwitch gained %s than a process start did, so the case "
         "for standby workers is %s on current hardware and software." % (
-            (ss / 1000 if ss else float("nan"), ss_v / 1000 if ss_v else float("nan"), new_process_s)
+            (ss / 1000 if ss else float("nan"), ss_v / 1000 if ss_v else float("nan"), new_process_h)
             + h_ratio + v_ratio + (("more", "stronger") if h_ratio[0] > v_ratio[1] else ("not more", "no stronger"))))
     sw_h = stop_start_training_switch_ins(d, H200)
     sw_v = stop_start_training_switch_ins(d, V100)
@@ -827,7 +824,7 @@ def sec_h200(d, groups, profiles):
             "- **Training never resumes between requests under stop-and-start on the H200**: %d training switch-ins against "
             "%d on the V100. Switching training back in (another %.1f s) does not finish before the next "
             "request %s s later, so the simulator abandons it; training runs at %.1f iterations/s against %.1f "
-            "with PipeSwitch." % (sw_h, sw_v, new_process_s, base_settings()["interval_s"], tr_h, tr_p))
+            "with PipeSwitch." % (sw_h, sw_v, new_process_h, base_settings()["interval_s"], tr_h, tr_p))
     if d.fig6:
         pv = [d.fig6[(H200, c, "pipeswitch")]["throughput_rps"] / d.fig6[(H200, c, "ready")]["throughput_rps"]
               for (hw, c, mech) in d.fig6 if hw == H200 and mech == "pipeswitch"]
@@ -838,6 +835,12 @@ def sec_h200(d, groups, profiles):
              "unified-memory migration numbers are still estimates (see the profile); the framework start is "
              "fitted with process start and context at their estimates, not measured apart.")
     return "\n".join(L)
+
+
+def new_process_s(profile):
+    """A new worker process in a hardware profile: process start + framework start + CUDA context, s."""
+    st = profile.get("startup", {})
+    return (st.get("process_start_ns", 0) + st.get("framework_start_ns", 0) + st.get("cuda_context_ns", 0)) / 1e9
 
 
 def stop_start_training_switch_ins(d, hw):

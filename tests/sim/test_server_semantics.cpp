@@ -53,6 +53,14 @@ std::filesystem::path fresh_dir(const std::string& name) {
   return dir;
 }
 
+// Writes `text` as `dir`/`file` (the folder made if missing); returns the file's path.
+std::string write_file(const std::filesystem::path& dir, const std::string& file, const std::string& text) {
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path path = dir / file;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
 // Note [MPS slowdown]: alone on the GPU an inference under MPS runs at the ready speed; beside
 // the training job it is slowed by the profile's factor (550% on the V100).
 TEST(SimMps, InferenceIsSlowedOnlyWhileTrainingSharesTheGpu) {
@@ -169,16 +177,12 @@ TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
 // Note [Protocol spread]: with the protocol's quantiles each request draws its own, so the
 // latency spreads as they do; the same seed draws the same, and the median stays in place.
 TEST(SimRequestPath, ProtocolQuantilesSpreadTheLatency) {
-  const std::filesystem::path dir = fresh_dir("spread");
-  std::filesystem::create_directories(dir);
-  const std::string spread = (dir / "spread.yaml").string();
-  {
-    std::ofstream out(spread);
-    out << "name: spread\nsource: {kind: analytic}\ninputs: raw\nrequest_path:\n"
-           "  - {model: resnet152, protocol_ns: 3000000, server_ns: 500000, requests: 5, "
-           "protocol_quantiles_ns: [1000000, 3000000, 9000000]}\n"
-           "  - {model: bert_base, protocol_ns: 700000, server_ns: 250000, requests: 5}\n";
-  }
+  const std::string spread =
+      write_file(fresh_dir("spread"), "spread.yaml",
+                 "name: spread\nsource: {kind: analytic}\ninputs: raw\nrequest_path:\n"
+                 "  - {model: resnet152, protocol_ns: 3000000, server_ns: 500000, requests: 5, "
+                 "protocol_quantiles_ns: [1000000, 3000000, 9000000]}\n"
+                 "  - {model: bert_base, protocol_ns: 700000, server_ns: 250000, requests: 5}\n");
   const Overrides more = {{"workload.count", "200"}};
   auto with = [&](const std::string& profile) {
     Overrides o = more;
@@ -205,13 +209,10 @@ TEST(SimRequestPath, ProtocolQuantilesSpreadTheLatency) {
 // A serving profile must cover every model the workload requests, and the training job's batch.
 TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
   const std::filesystem::path dir = fresh_dir("serving");
-  std::filesystem::create_directories(dir);
-  const std::string partial = (dir / "partial.yaml").string();
-  {
-    std::ofstream out(partial);
-    out << "name: partial\nsource: {kind: analytic}\ninputs: raw\n"
-           "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n";
-  }
+  const std::string partial =
+      write_file(dir, "partial.yaml",
+                 "name: partial\nsource: {kind: analytic}\ninputs: raw\n"
+                 "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n");
   try {
     simulate("small.yaml", {{"serving", quoted(partial)}});
     FAIL() << "expected an InputError";
@@ -219,14 +220,12 @@ TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
     EXPECT_NE(std::string(e.what()).find("no request_path of model 'bert_base', which the workload requests"),
               std::string::npos) << e.what();
   }
-  const std::string batch16 = (dir / "batch16.yaml").string();
-  {
-    std::ofstream out(batch16);
-    out << "name: b16\nsource: {kind: analytic}\ninputs: raw\n"
-           "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n"
-           "  - {model: bert_base, protocol_ns: 1, server_ns: 1, requests: 1}\n"
-           "training:\n  - {model: resnet152, batch: 16, step_ns: 1000}\n";
-  }
+  const std::string batch16 =
+      write_file(dir, "batch16.yaml",
+                 "name: b16\nsource: {kind: analytic}\ninputs: raw\n"
+                 "request_path:\n  - {model: resnet152, protocol_ns: 1, server_ns: 1, requests: 1}\n"
+                 "  - {model: bert_base, protocol_ns: 1, server_ns: 1, requests: 1}\n"
+                 "training:\n  - {model: resnet152, batch: 16, step_ns: 1000}\n");
   try {
     simulate("small.yaml", {{"serving", quoted(batch16)}});
     FAIL() << "expected an InputError";
