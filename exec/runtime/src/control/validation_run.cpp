@@ -46,10 +46,27 @@ std::map<std::string, std::string> metric_labels(const std::string& metrics_text
   return {};
 }
 
+TrainingStatus wait_while_between_tasks(const std::function<TrainingStatus()>& status, std::chrono::milliseconds patience,
+                                        const std::function<void(const std::string&)>& progress) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  bool said = false;
+  for (;;) {
+    TrainingStatus now = status();
+    if (now.model.empty() || now.running || now.stopped || std::chrono::steady_clock::now() >= deadline) return now;
+    if (!said && progress) {
+      progress(detail::concat("waiting up to ", std::chrono::duration_cast<std::chrono::seconds>(patience).count(),
+                              " s for the server's training job of ", now.model, " to resume"));
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 namespace {
 
 // Note [Validating the same case]: the mechanism and the training job.
-void check_same_case(const ExperimentConfig& config, Client& client) {
+void check_same_case(const ExperimentConfig& config, Client& client,
+                     const std::function<void(const std::string&)>& progress) {
   const std::string where = config.source.string();
   const auto info = metric_labels(client.metrics(), "psw_server_info");
   const auto mechanism = info.find("mechanism");
@@ -61,7 +78,10 @@ void check_same_case(const ExperimentConfig& config, Client& client) {
     throw InputError(where + ": mechanism: " + to_string(config.mechanism) + ", but the server at " + client.target() +
                      " runs " + mechanism->second + "; validate against a server of the same mechanism");
   }
-  const TrainingStatus training = client.training_status("");
+  const TrainingStatus training = config.training_model
+                                       ? wait_while_between_tasks([&] { return client.training_status(""); },
+                                                                  kTrainingResumePatience, progress)
+                                       : client.training_status("");
   if (config.training_model) {
     const std::string& model = config.models[*config.training_model].name;
     if (training.model != model || !training.running) {
@@ -69,7 +89,8 @@ void check_same_case(const ExperimentConfig& config, Client& client) {
                        " throughout, but the server's training job " +
                        (training.model.empty() ? std::string("does not exist")
                         : training.model != model ? "is of " + training.model
-                                                  : std::string("is not running")) +
+                        : training.stopped        ? std::string("is stopped")
+                                                  : detail::concat("has not resumed in ", kTrainingResumePatience.count(), " s")) +
                        "; start it first (psw client --train-start) or remove training from the config");
     }
   } else if (training.running) {
@@ -123,7 +144,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   Client client(options.target);
   client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
   try {
-    check_same_case(config, client);
+    check_same_case(config, client, options.progress);
   } catch (const ServiceError& e) {  // the transport's or the server's failure, not the config's
     throw Error(std::string("psw validate: ") + e.what());
   }

@@ -13,13 +13,18 @@
 //  - the models: psw load's own check (every model the workload sends is served);
 //  - the training job: a config with `training:` needs the server's job of that model running
 //    when the load starts (the simulator's job trains throughout); a config without one needs a
-//    server that is not training. The measured progress is the job's completed steps from the
+//    server that is not training. A job between tasks (preempted by the last request, or, under
+//    stop-and-start, resuming in a fresh process: seconds) is waited for, up to
+//    kTrainingResumePatience, before it counts as not running; one stopped by a client (or done)
+//    is not waited for. Back-to-back validations of one server (gpu-serve.sh's Figure 6: one
+//    per cycle) start while the last one's job resumes. The measured progress is the job's completed steps from the
 //    workload clock's start to its last answer, over that wall time (the warm-up outside it).
 // Not checked (the server does not say): batch sizes, the hardware profile's numbers (that is
 // what validation measures), the planner's grouping.
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,6 +34,7 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/output.hpp"
 #include "psw/runtime/load_generator.hpp"
+#include "psw/runtime/service.hpp"
 #include "psw/sim/validation.hpp"
 
 namespace psw::runtime {
@@ -41,6 +47,16 @@ struct ValidationRun {
   // Note [Validating again]: the psw validate folder whose measurement this run reuses.
   std::optional<std::filesystem::path> recorded;
 };
+
+// How long psw validate waits for a server's training job that is between tasks (Note
+// [Validating the same case]): a fresh process's start and CUDA context take seconds.
+inline constexpr std::chrono::seconds kTrainingResumePatience{60};
+
+// The job's status once it runs, is stopped (by a client, or done), or `patience` has passed:
+// polls `status` every 5 ms while the job exists but neither runs nor is stopped, saying once
+// through `progress` that it waits. Throws what `status` throws.
+TrainingStatus wait_while_between_tasks(const std::function<TrainingStatus()>& status, std::chrono::milliseconds patience,
+                                        const std::function<void(const std::string&)>& progress);
 
 // The labels of a gauge in Prometheus text (`name{a="x",b="y"} 1`); empty when `name` has no
 // sample. Used for psw_server_info.
