@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The table of scripts/calibrate-h200.sh: per mechanism and model, the held-out run's errors with
-the hardware profile before and after calibration (read from psw validate's validation.csv; the
-errors are psw validate's). Only tabulates.
+"""The tables of scripts/calibrate-h200.sh: per held-out run, mechanism and model, the run's errors
+with the hardware profile before and after calibration (read from psw validate's validation.csv;
+the errors are psw validate's). Only tabulates.
 
-Usage: scripts/calibration_table.py OUT_DIR CALIBRATED_PROFILE > OUT_DIR/README.md
+Usage: scripts/calibration_table.py OUT_DIR CALIBRATED_PROFILE RUN... > OUT_DIR/README.md
+  (RUN: a folder OUT_DIR/RUN/ of <mechanism>{,-uncalibrated}/, for results/gpu/raw-figures-RUN)
 """
 import csv
 import os
@@ -35,32 +36,41 @@ def error(table, scope, measure):
     return f"{100 * float(row['relative_error']):+.1f}%{mark}"
 
 
+def fitted_on(notes, cost):
+    """The run folder a cost was fitted to, as the profile's note names it; None when not fitted."""
+    for note in notes:
+        if note.startswith(cost + " fitted by psw calibrate to "):
+            return note.split(" to ", 1)[1].split("/validation/")[0].split("/")[-1]
+    return None
+
+
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
-    out, profile = argv[1], argv[2]
+    out, profile, runs = argv[1], argv[2], argv[3:]
     print("# The estimated costs calibrated on the H200\n")
     env = os.path.join(out, "environment.md")
     if os.path.exists(env):
         print("Where the simulator ran (the measurements' machines are in each run's environment.md):\n")
         print(open(env).read().strip() + "\n")
     print("Produced by `scripts/calibrate-h200.sh` (`psw calibrate`, Note [Calibrating a cost]). Each cost is")
-    print("fitted to the run of the mechanism that pays it (`results/gpu/raw-figures-2026-12-01-a` and `-b`),")
-    print("chained into `results/profiles/h200-calibrated.yaml`, then validated with `psw validate --measured`")
-    print("on `results/gpu/raw-figures-2026-12-01-c`, a later call on another machine of the same kind, which")
-    print("no fit saw. Errors are (simulated - measured) / measured; engine = the input on the device to the")
-    print("forward's end, latency = the client's; the tolerance is issue 9's (5%; 15% for MPS, time-sliced")
-    print("and unified memory).\n")
+    print("fitted to the run of the mechanism that pays it (the note below names the run), the fits chained into")
+    print("`results/profiles/h200-calibrated.yaml`, which is then validated with `psw validate --measured` on")
+    print("runs no fit saw, with the profile before and after calibration. Errors are (simulated - measured) /")
+    print("measured; engine = the input on the device to the forward's end, latency = the client's; the")
+    print("tolerance is issue 9's (5%; 15% for MPS, time-sliced and unified memory). Each run is simulated with")
+    print("the request path calibrated in its own session.\n")
+    notes = []
     with open(profile) as f:
         for line in f:
             if line.strip().startswith("note:"):
                 notes = line.split("note:", 1)[1].strip().strip('"').split("; ")
-                print("The fits, as the profile's source note records them:\n")
-                for note in notes:
-                    if "psw calibrate" in note:
-                        print(f"- {note}")
-                print()
+    print("The fits, as the profile's source note records them:\n")
+    for note in notes:
+        if "psw calibrate" in note:
+            print(f"- {note}")
+    print()
     failed = []
     for mechanism in MECHANISMS:
         path = os.path.join(out, f"fit-{mechanism}.txt")
@@ -73,17 +83,22 @@ def main(argv):
         for mechanism, message in failed:
             print(f"- {mechanism}: {message}")
         print()
-    print("| mechanism | cost fitted | model | engine error, before | engine error, after | latency error, before | latency error, after |")
-    print("|---|---|---|---:|---:|---:|---:|")
-    for mechanism, cost in MECHANISMS.items():
-        before_dir, after_dir = os.path.join(out, f"{mechanism}-uncalibrated"), os.path.join(out, mechanism)
-        if not os.path.exists(os.path.join(after_dir, "validation.csv")):
-            continue
-        before, after = rows(before_dir), rows(after_dir)
-        for model in MODELS:
-            print(f"| {mechanism} | {cost} | {model} | {error(before, model, 'engine_mean_ms')} | "
-                  f"{error(after, model, 'engine_mean_ms')} | {error(before, model, 'mean_ms')} | "
-                  f"{error(after, model, 'mean_ms')} |")
+    for run in runs:
+        print(f"## Held out: `results/gpu/raw-figures-{run}`\n")
+        print("| mechanism | cost fitted | fitted on | model | engine error, before | engine error, after | latency error, before | latency error, after |")
+        print("|---|---|---|---|---:|---:|---:|---:|")
+        for mechanism, cost in MECHANISMS.items():
+            before_dir = os.path.join(out, run, f"{mechanism}-uncalibrated")
+            after_dir = os.path.join(out, run, mechanism)
+            if not os.path.exists(os.path.join(after_dir, "validation.csv")):
+                continue
+            before, after = rows(before_dir), rows(after_dir)
+            source = fitted_on(notes, cost) or "-"
+            for model in MODELS:
+                print(f"| {mechanism} | {cost} | {source} | {model} | {error(before, model, 'engine_mean_ms')} | "
+                      f"{error(after, model, 'engine_mean_ms')} | {error(before, model, 'mean_ms')} | "
+                      f"{error(after, model, 'mean_ms')} |")
+        print()
     return 0
 
 

@@ -1,5 +1,5 @@
 # Shared by scripts/calibrate-h200.sh and scripts/resimulate-figures.sh, which run the simulator
-# here against the H200's recorded runs of the figures (results/gpu/raw-figures-2026-12-01-*).
+# here against the H200's recorded runs of the figures (results/gpu/raw-figures-2026-12-0*).
 # Needs `experiments` (configs/experiments) set by the caller.
 
 # The recorded runs' hardware profile (raw-figures-2026-12-01-a/link-profile/h200-pcie5.yaml) was
@@ -22,5 +22,16 @@ configure_figures() {  # MECHANISM HARDWARE SERVING
     sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$config"
   fi
   echo "serving: $3" >> "$config"
+  echo "$config"
+}
+
+# Figure 6's case (configs/experiments/h200-fig6.yaml) under MECHANISM with cycles of CYCLE_MS,
+# ROUNDS rounds, HARDWARE and SERVING, as gpu-serve.sh part fig6 ran it, written beside the
+# original as .figures-fig6-MECHANISM-CYCLE_MS.yaml; prints its path.
+configure_fig6() {  # MECHANISM CYCLE_MS ROUNDS HARDWARE SERVING
+  local config=$experiments/.figures-fig6-$1-$2.yaml
+  sed "s/^mechanism: .*/mechanism: $1/; /^serving:/d; s#^hardware: .*#hardware: $4#;
+       s/cycle_ms: [0-9]*, rounds: [0-9]*/cycle_ms: $2, rounds: $3/" "$experiments/h200-fig6.yaml" > "$config"
+  echo "serving: $5" >> "$config"
   echo "$config"
 }

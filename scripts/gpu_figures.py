@@ -14,10 +14,10 @@ Figure 6 (throughput and mean latency under scheduling cycles) comes from the ra
 validation/fig6-<mechanism>-<cycle_ms>/ (gpu-serve.sh part `fig6`: psw validate of a closed
 loop, Note [Closed-loop cycles]) where a run has them: measured on the H200 and simulated for the
 same runs, beside the artifact; without them, the simulated H200 sweep SIM_DIR/fig6/sweep.csv
-(default results/sim) beside the artifact. (--resimulated does not cover Figure 6.)
+(default results/sim) beside the artifact.
 With --resimulated DIR (scripts/resimulate-figures.sh), a mechanism's rows come from
-DIR/<mechanism>/validation.csv where it exists: the same recorded measurement beside the
-simulation of a later checkout. Only draws and tabulates: every number comes from the files.
+DIR/<mechanism>/validation.csv, a Figure 6 case's from DIR/fig6-<mechanism>-<cycle_ms>/, where
+they exist: the same recorded measurement beside the simulation of a later checkout. Only draws and tabulates: every number comes from the files.
 """
 import argparse
 import csv
@@ -126,9 +126,10 @@ def bar_figure(fig, data, out_path):
     plt.close(figure)
 
 
-def collect_fig6(raws):
+def collect_fig6(raws, resimulated=None):
     """{mechanism: {cycle_s: {"throughput": (measured, simulated, error), "mean_ms": (...)}}} from
-    validation/fig6-<mechanism>-<cycle_ms>/validation.csv; a case in two folders is an error."""
+    validation/fig6-<mechanism>-<cycle_ms>/validation.csv (or the resimulated folder's
+    fig6-<mechanism>-<cycle_ms>/validation.csv where it exists); a case in two folders is an error."""
     data, seen = {}, {}
     for raw in raws:
         folder = os.path.join(raw, "validation")
@@ -141,6 +142,8 @@ def collect_fig6(raws):
             path = os.path.join(folder, name, "validation.csv")
             if not cycle_ms.isdigit() or not os.path.exists(path):
                 continue
+            if resimulated is not None and os.path.exists(os.path.join(resimulated, name, "validation.csv")):
+                path = os.path.join(resimulated, name, "validation.csv")
             if name in seen:
                 sys.exit(f"gpu_figures: {name} was run in more than one folder: {seen[name]}, {raw}")
             seen[name] = raw
@@ -299,7 +302,7 @@ def main(argv):
                              f"{engine_error} | {cell(artifact, 1)} |")
         lines.append("")
     lines += ["## Figure 6: ResNet-152 under scheduling cycles", ""]
-    fig6 = collect_fig6(raws)
+    fig6 = collect_fig6(raws, args.resimulated)
     if fig6:
         try:
             fig6_measured_figure(fig6, os.path.join(out, "fig6.png"))

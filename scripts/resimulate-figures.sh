@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The simulated series of the paper's figures on the H200 (results/gpu/figures/), computed again by
-# this checkout's simulator against the recorded runs (no GPU needed: psw validate --measured
-# takes each run's measured side as recorded and simulates the same workload here). Use it when
-# the simulator's model changes: the figures then show the current model beside the same
-# measurements. The runs' own simulated values are kept in their raw folders.
+# The simulated series of the paper's figures on the H200 (results/gpu/figures/), computed by this
+# checkout's simulator against the recorded runs (no GPU needed: psw validate --measured takes
+# each run's measured side as recorded and simulates the same workload here). Use it when the
+# simulator's model or the adopted profiles change: the figures then show the current prediction
+# beside the same measurements. The runs' own simulated values are kept in their raw folders.
 #
-# For every mechanism of the figures' runs (results/gpu/raw-figures-2026-12-01-a and -b, the
-# folders results/gpu/figures/ is drawn from), with the runs' hardware profile (translated to the
-# current time_slicing section: scripts/figures_lib.sh) and request path, writes
-# OUT/<mechanism>/ (validation.csv and the rest of psw validate's outputs) and OUT/environment.md.
-# Then draw with
-#   scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures RAW_A RAW_B
-# (matplotlib; the CI machine has none). Before the share model of Note [Time slicing], this
-# reproduced every recorded simulated value exactly; only time-sliced differs now.
+# The runs: results/gpu/raw-figures-2026-12-02-a and -b (Figures 5, 7-9) and
+# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop), one H200 machine of 2026-12-02.
+# The simulator's profiles: the adopted hardware profile (configs/hardware/h200-pcie5.yaml: its
+# estimated costs calibrated on 2026-12-01's runs by scripts/calibrate-h200.sh, which none of these
+# runs is) and the request path measured in the same session (raw-figures-2026-12-02-a/
+# serving-h200.yaml). So each simulated value is a prediction for runs no fit saw.
+# Writes OUT/<mechanism>/ and OUT/fig6-<mechanism>-<cycle_ms>/ (validation.csv and the rest of
+# psw validate's outputs) and OUT/environment.md. Then draw with
+#   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \
+#     results/gpu/raw-figures-2026-12-02-a results/gpu/raw-figures-2026-12-02-b \
+#     results/gpu/raw-serve-2026-12-02-validate-fig6
+# (matplotlib; the CI machine has none).
 #
 #   scripts/resimulate-figures.sh [BUILD_DIR] [OUT]
 set -euo pipefail
@@ -20,24 +24,32 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 psw=${1:-$root/build}/cli/psw
 out=${2:-$root/results/gpu/figures/resimulated}
 runs=$root/results/gpu
-raws=("$runs/raw-figures-2026-12-01-a" "$runs/raw-figures-2026-12-01-b")
+raws=("$runs/raw-figures-2026-12-02-a" "$runs/raw-figures-2026-12-02-b")
+fig6_run=$runs/raw-serve-2026-12-02-validate-fig6
+hardware=$root/configs/hardware/h200-pcie5.yaml
 serving=${raws[0]}/serving-h200.yaml
 experiments=$root/configs/experiments
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$experiments"/.figures-*.yaml' EXIT
 source "$root/scripts/figures_lib.sh"
 
-hardware=$work/h200-pcie5.yaml
-translate_recorded_hardware "${raws[0]}/link-profile/h200-pcie5.yaml" "$hardware"
+revalidate() {  # CONFIG MEASURED_FOLDER NAME
+  "$psw" validate --config "$1" --measured "$2" --out "$out/$3" > "$work/$3.txt" 2>&1 || { cat "$work/$3.txt"; exit 1; }
+  echo "resimulate-figures: $3 against ${2#"$root"/}"
+}
 rm -rf "$out"
 mkdir -p "$out"
 for raw in "${raws[@]}"; do
   for measured in "$raw"/validation/figures-*; do
     mechanism=${measured##*/figures-}
-    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving")" --measured "$measured" \
-      --out "$out/$mechanism" > "$work/$mechanism.txt" 2>&1 || { cat "$work/$mechanism.txt"; exit 1; }
-    echo "resimulate-figures: $mechanism against ${raw#"$root"/}"
+    revalidate "$(configure_figures "$mechanism" "$hardware" "$serving")" "$measured" "$mechanism"
   done
+done
+for measured in "$fig6_run"/validation/fig6-*; do
+  case=${measured##*/fig6-}  # MECHANISM-CYCLE_MS
+  mechanism=${case%-*} cycle_ms=${case##*-}
+  rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
+  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$serving")" "$measured" "fig6-$case"
 done
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 echo "resimulate-figures: wrote $out"

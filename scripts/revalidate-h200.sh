@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Calibrate on one run, validate on others (issue 9; Note [Validating again]), from the H200
-# runs of 2026-12-02 already in results/gpu/, on any machine (no GPU: the measurements are
-# recorded, the simulator runs here):
-#  1. the request path fitted from the psw load run of h200-validate under pipeswitch
-#     (raw-serve-2026-12-02-validate: after Note [Message memory], with a warm-up; psw
-#     profile-serving --from-load; the training step from results/profiles/serving-h200.yaml,
-#     which another machine measured that day)
+# runs already in results/gpu/, on any machine (no GPU: the measurements are recorded, the
+# simulator runs here):
+#  1. the request path fitted from the psw load run of h200-validate under pipeswitch in
+#     raw-serve-2026-12-02-validate-fig6 (after Note [Message memory], with a warm-up; psw
+#     profile-serving --from-load; the training step from raw-figures-2026-12-02-a/
+#     serving-h200.yaml, measured on the same machine in the same session)
 #     -> results/profiles/serving-h200-from-load.yaml
-#  2. the simulator with that profile against the other recorded runs: h200-validate under
-#     ready (the same machine, another run, another mechanism) and the 600 s Azure Functions
-#     2019 replay (raw-serve-2026-12-02-replay: a third machine, measured before Note [Message
-#     memory], so its gRPC path is the slower one of then)
+#  2. the simulator with that profile against the other recorded runs:
+#       the same machine:  h200-validate under ready and time-sliced, and the Azure LLM 2023
+#                          replay for 600 s (raw-serve-2026-12-02-replay-llm);
+#       another machine:   the 600 s Azure Functions 2019 replay (raw-serve-2026-12-02-replay,
+#                          measured before Note [Message memory], so its gRPC path is the
+#                          slower one of then)
 #     -> results/validation/<run>-from-load/
 #  and, for the record, the pipeswitch run itself (the run the profile is fitted on).
 #
@@ -19,15 +21,17 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 psw=${1:-$root/build}/cli/psw
 runs=$root/results/gpu
-validate_run=$runs/raw-serve-2026-12-02-validate/validation
+validate_run=$runs/raw-serve-2026-12-02-validate-fig6/validation
+llm_replay_run=$runs/raw-serve-2026-12-02-replay-llm/validation
 replay_run=$runs/raw-serve-2026-12-02-replay/validation
 profile=$root/results/profiles/serving-h200-from-load.yaml
 work=$(mktemp -d)
 
 "$psw" profile-serving --from-load "$validate_run/h200-validate-pipeswitch/measured/requests.csv" \
-  --training-from "$root/results/profiles/serving-h200.yaml" --name h200-from-load --device "NVIDIA H200" --out "$profile"
+  --training-from "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" --name h200-from-load --device "NVIDIA H200" \
+  --out "$profile"
 
-# The configs as the GPU runs had them (scripts/gpu-serve.sh: the mechanism, the replay's ten
+# The configs as the GPU runs had them (scripts/gpu-serve.sh: the mechanism, the replays' ten
 # minutes), with this profile as `serving:`.
 configure() {  # SOURCE MECHANISM OUT [sed expression]
   sed "s/^mechanism: .*/mechanism: $2/; /^serving:/d; ${4:-}" "$1" > "$3"
@@ -36,13 +40,16 @@ configure() {  # SOURCE MECHANISM OUT [sed expression]
 # Beside the originals, so that their relative paths (profiles, trace) resolve as they do there.
 experiments=$root/configs/experiments
 trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml' EXIT
-configure "$experiments/h200-validate.yaml" pipeswitch "$experiments/.revalidate-pipeswitch.yaml"
-configure "$experiments/h200-validate.yaml" ready "$experiments/.revalidate-ready.yaml"
-configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 10/"
 out=$root/results/validation
-"$psw" validate --config "$experiments/.revalidate-pipeswitch.yaml" --measured "$validate_run/h200-validate-pipeswitch" \
-  --out "$out/h200-validate-pipeswitch-from-load"
-"$psw" validate --config "$experiments/.revalidate-ready.yaml" --measured "$validate_run/h200-validate-ready" --out "$out/h200-validate-ready-from-load"
+for mechanism in pipeswitch ready time-sliced; do
+  configure "$experiments/h200-validate.yaml" "$mechanism" "$experiments/.revalidate-$mechanism.yaml"
+  "$psw" validate --config "$experiments/.revalidate-$mechanism.yaml" --measured "$validate_run/h200-validate-$mechanism" \
+    --out "$out/h200-validate-$mechanism-from-load"
+done
+configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm.yaml" "s/^  window_s: .*/  window_s: 600/"
+"$psw" validate --config "$experiments/.revalidate-replay-llm.yaml" --measured "$llm_replay_run/replay-llm" \
+  --out "$out/replay-llm-from-load"
+configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 10/"
 "$psw" validate --config "$experiments/.revalidate-replay.yaml" --measured "$replay_run/replay-azure2019" \
   --out "$out/replay-azure2019-from-load"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
