@@ -14,7 +14,8 @@
 # OUT_DIR/raw-serve.tar.gz, the run's report in OUT_DIR/<date>-h200-serve.md.
 #
 # The fourteen mechanisms take about 7 minutes on the H200 after the build, Figure 6's four
-# mechanisms at three cycles of three rounds about 5 more (not yet timed). Where a call is
+# mechanisms at three cycles of three rounds about 4 more (2026-12-02: 4 minutes 5 s, with two
+# of stop-and-start's three cycles failing at once; a whole run perhaps 5). Where a call is
 # limited (the lent device: 10 minutes), split them: PSW_FIGURE_MECHANISMS="ready pipeswitch ...",
 # PSW_FIG6_MECHANISMS, and PSW_SKIP_FIG6=1 in the calls that should not run Figure 6
 # and, in the later calls, PSW_SERVING_PROFILE and PSW_HARDWARE_PROFILE = the first call's
