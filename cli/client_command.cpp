@@ -103,7 +103,10 @@ void print_training(const ClientOptions& o, const runtime::TrainingStatus& statu
     std::cout << training_json(status).dump(2) << "\n";
     return;
   }
-  const char* state = status.running ? "running" : status.stopped ? "stopped" : "waiting (preempted or not started)";
+  const char* state = status.running  ? "running"
+                      : status.stopped ? "stopped"
+                      : status.active  ? "between tasks (preempted, or resuming)"
+                                       : "not started";
   std::printf("%-12s %s\n", "model", status.model.empty() ? "(no training job)" : status.model.c_str());
   std::printf("%-12s %s\n", "state", state);
   std::printf("%-12s %lld of %s\n", "steps", static_cast<long long>(status.completed_steps),

@@ -64,8 +64,8 @@ Action add_validate_command(CLI::App& app) {
       ->excludes("--warmup")
       ->excludes("--timeout-ms");
   cmd->add_option("--training-alone", o->training_alone_s,
-                  "Seconds of the server's training job measured with no requests before the workload, for the "
-                  "training_share row (0: not measured)")
+                  "Seconds of the server's training job measured with no requests before the workload and again "
+                  "after it, for the training_share row (0: not measured)")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str()
       ->excludes("--measured");

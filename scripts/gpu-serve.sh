@@ -62,8 +62,8 @@ cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
 warmup=${PSW_WARMUP:-2}
-# Seconds of the training job measured alone before each validated workload (--training-alone;
-# Note [Training share]: the training_share row).
+# Seconds of the training job measured alone before each validated workload and again after it
+# (--training-alone; Note [Training share]: the training_share row).
 training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
 switches=${PSW_SWITCHES:-10000}

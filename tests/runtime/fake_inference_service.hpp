@@ -113,6 +113,7 @@ class FakeInferenceService final : public InferenceService {
     std::lock_guard lock(mutex_);
     check_trainer(model);
     training_.running = true;
+    training_.active = true;
     training_.stopped = false;
     training_.target_steps = steps;
     return training_;
@@ -122,6 +123,7 @@ class FakeInferenceService final : public InferenceService {
     std::lock_guard lock(mutex_);
     check_trainer(model);
     training_.running = false;
+    training_.active = false;
     training_.stopped = true;
     return training_;
   }

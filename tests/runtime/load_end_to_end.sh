@@ -171,6 +171,11 @@ test "$rc" = 2 && grep -q "serving profile's training step of resnet152 is for b
 sed -i "s/batch: 2, step_ns/batch: 8, step_ns/" "$work/serving.yaml"
 "$psw" validate --config "$work/validate-serving.yaml" --socket "$sock" --out "$work/validation-serving" \
   > "$work/validate-serving.txt" 2>&1 || { cat "$work/validate-serving.txt"; echo "FAIL: psw validate with a serving profile"; exit 1; }
+# Note [Training share]: a window alone before the workload and one after it, each reported.
+for when in "before the workload" "after the workload"; do
+  grep -q "training alone $when: [0-9]* steps in" "$work/validate-serving.txt" \
+    || { cat "$work/validate-serving.txt"; echo "FAIL: no alone window $when"; exit 1; }
+done
 /usr/bin/python3 - "$work/serving.yaml" "$work/validation" "$work/validation-serving" <<'PY'
 import json, re, sys
 profile_text, without, with_serving = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
@@ -191,11 +196,12 @@ assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base
 sim = json.load(open(f"{with_serving}/simulated/summary.json"))
 makespan = sim["makespan_s"]
 assert sim["training_iterations"] <= makespan / (step / 1e9), (sim, step)
-# Note [Training share]: the job measured alone first (5 s by default, from one step's end to
-# another's), and the share row on each side: the simulator's rate times its step (the
-# profile's), the server's rate beside the requests over its rate alone.
+# Note [Training share]: the job measured alone before and after the workload (5 s each by
+# default, from one step's end to another's; added), and the share row on each side: the
+# simulator's rate times its step (the profile's), the server's rate beside the requests over
+# its rate alone.
 t = json.load(open(f"{with_serving}/validation.json"))["training"]
-assert t["alone_steps"] >= 1 and t["alone_seconds"] >= 5.0, t
+assert t["alone_steps"] >= 2 and t["alone_seconds"] >= 10.0, t
 import csv
 rows = {r["measure"]: r for r in csv.DictReader(open(f"{with_serving}/validation.csv")) if r["scope"] == "all"}
 # A side with no step (a step longer than the run on a loaded host) has no value; a row neither

@@ -71,6 +71,7 @@ std::string mechanism_test_name(const ::testing::TestParamInfo<std::string>& inf
 std::int64_t stop_and_count_steps(Controller& controller) {
   controller.stop_training("resnet152");
   EXPECT_TRUE(eventually([&] { return controller.training_status("resnet152").stopped; }, 300s));
+  EXPECT_FALSE(controller.training_status("resnet152").active);
   return controller.training_status("resnet152").completed_steps;
 }
 
@@ -168,7 +169,9 @@ training:
   auto bert = exec::make_model("bert_base", 0);
   const torch::Tensor tokens = bert->example_input(1, 5);
   const torch::Tensor expected = bert->forward(tokens);
+  EXPECT_FALSE(controller->training_status("resnet152").active);  // not started (autostart: false)
   controller->start_training("resnet152", kSteps);
+  EXPECT_TRUE(controller->training_status("resnet152").active);  // from the start, before it runs
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   std::vector<pid_t> seen = controller->worker_pids();
   for (int i = 0; i < 2; ++i) {
@@ -177,6 +180,7 @@ training:
   }
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
   EXPECT_EQ(controller->training_status("resnet152").completed_steps, kSteps);
+  EXPECT_FALSE(controller->training_status("resnet152").active);  // finished
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults

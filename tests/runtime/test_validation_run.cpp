@@ -1,6 +1,6 @@
 // psw validate's wait for a server's training job that is between tasks (Note [Validating the
 // same case] in validation_run.hpp): preempted, or resuming in a fresh process after a
-// stop-and-start request, it is waited for; stopped by a client, it is not.
+// stop-and-start request, it is waited for; stopped by a client, done or never started, it is not.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,7 +25,8 @@ struct ScriptedJob {
     if (polls <= between) {
       TrainingStatus waiting;
       waiting.model = after.model;
-      return waiting;  // neither running nor stopped
+      waiting.active = true;  // started, not running now
+      return waiting;
     }
     return after;
   }
@@ -35,6 +36,7 @@ TrainingStatus running_job() {
   TrainingStatus s;
   s.model = "resnet152";
   s.running = true;
+  s.active = true;
   return s;
 }
 
@@ -49,7 +51,7 @@ TEST(ValidationWait, WaitsForAJobThatResumes) {
   EXPECT_NE(said[0].find("resnet152"), std::string::npos) << said[0];
 }
 
-TEST(ValidationWait, DoesNotWaitForAStoppedJobOrNone) {
+TEST(ValidationWait, DoesNotWaitForAStoppedJobANeverStartedOneOrNone) {
   TrainingStatus stopped;
   stopped.model = "resnet152";
   stopped.stopped = true;
@@ -59,6 +61,13 @@ TEST(ValidationWait, DoesNotWaitForAStoppedJobOrNone) {
   ScriptedJob none{0, TrainingStatus{}};  // the server has no training job
   EXPECT_TRUE(wait_while_between_tasks(std::ref(none), milliseconds(10'000), nullptr).model.empty());
   EXPECT_EQ(none.polls, 1);
+  TrainingStatus idle;  // configured, never started
+  idle.model = "resnet152";
+  ScriptedJob never{0, idle};
+  const TrainingStatus status = wait_while_between_tasks(std::ref(never), milliseconds(10'000), nullptr);
+  EXPECT_FALSE(status.running);
+  EXPECT_FALSE(status.active);
+  EXPECT_EQ(never.polls, 1);
 }
 
 TEST(ValidationWait, GivesUpAfterItsPatience) {

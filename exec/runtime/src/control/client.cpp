@@ -49,6 +49,7 @@ TrainingStatus from_proto(const psw::control::TrainingStatusResponse& response) 
   status.model = response.model();
   status.running = response.running();
   status.stopped = response.stopped();
+  status.active = response.active();
   status.completed_steps = response.completed_steps();
   status.target_steps = response.target_steps();
   status.preemptions = response.preemptions();

@@ -1053,6 +1053,7 @@ TrainingStatus Controller::training_status(const std::string& model) {
   // the daemon's segment is final, which is what a client waiting for `stopped` wants to read.
   status.stopped = (s.training_stopped_by_client && s.training_worker < 0) ||
                    (s.training_target > 0 && status.completed_steps >= s.training_target);
+  status.active = s.training_wanted && !status.stopped;
   status.preemptions = s.stats.preemptions;
   status.last_loss = s.training_header->last_loss;
   return status;

@@ -568,6 +568,7 @@ void fill_training_status(const TrainingStatus& status, psw::control::TrainingSt
   out->set_model(status.model);
   out->set_running(status.running);
   out->set_stopped(status.stopped);
+  out->set_active(status.active);
   out->set_completed_steps(status.completed_steps);
   out->set_target_steps(status.target_steps);
   out->set_preemptions(status.preemptions);

@@ -52,7 +52,7 @@ TrainingStatus wait_while_between_tasks(const std::function<TrainingStatus()>& s
   bool said = false;
   for (;;) {
     TrainingStatus now = status();
-    if (now.model.empty() || now.running || now.stopped || std::chrono::steady_clock::now() >= deadline) return now;
+    if (!now.active || now.running || std::chrono::steady_clock::now() >= deadline) return now;
     if (!said && progress) {
       progress(detail::concat("waiting up to ", std::chrono::duration_cast<std::chrono::seconds>(patience).count(),
                               " s for the server's training job of ", now.model, " to resume"));
@@ -78,11 +78,9 @@ void check_same_case(const ExperimentConfig& config, Client& client,
     throw InputError(where + ": mechanism: " + to_string(config.mechanism) + ", but the server at " + client.target() +
                      " runs " + mechanism->second + "; validate against a server of the same mechanism");
   }
-  const TrainingStatus training = config.training_model
-                                       ? wait_while_between_tasks([&] { return client.training_status(""); },
-                                                                  kTrainingResumePatience, progress)
-                                       : client.training_status("");
   if (config.training_model) {
+    const TrainingStatus training = wait_while_between_tasks([&] { return client.training_status(""); },
+                                                             kTrainingResumePatience, progress);
     const std::string& model = config.models[*config.training_model].name;
     if (training.model != model || !training.running) {
       throw InputError(where + ": training: the simulator trains " + model +
@@ -90,10 +88,12 @@ void check_same_case(const ExperimentConfig& config, Client& client,
                        (training.model.empty() ? std::string("does not exist")
                         : training.model != model ? "is of " + training.model
                         : training.stopped        ? std::string("is stopped")
-                                                  : detail::concat("has not resumed in ", kTrainingResumePatience.count(), " s")) +
+                        : training.active ? detail::concat("has not resumed in ", kTrainingResumePatience.count(), " s")
+                                          : std::string("is not started")) +
                        "; start it first (psw client --train-start) or remove training from the config");
     }
-  } else if (training.running) {
+  } else if (const TrainingStatus training = client.training_status(""); training.running || training.active) {
+    // Between tasks it will train during the workload all the same.
     throw InputError(where + ": the config has no training job, but the server's job of " + training.model +
                      " is running; stop it first (psw client --train-stop) or add training to the config");
   }
@@ -101,14 +101,15 @@ void check_same_case(const ExperimentConfig& config, Client& client,
 
 // Note [Training share]: the job's steps over `window` with no requests, from one step's
 // completion to another's (polling its counter each millisecond), so that the count has no
-// rounding of a partial step.
+// rounding of a partial step. `when`: "before the workload" or "after it", for the progress.
 struct AloneWindow {
   std::int64_t steps = 0;
   double seconds = 0;
 };
 
 AloneWindow measure_training_alone(const std::function<std::int64_t()>& completed_steps,
-                                   std::chrono::milliseconds window, const std::function<void(const std::string&)>& progress) {
+                                   std::chrono::milliseconds window, const char* when,
+                                   const std::function<void(const std::string&)>& progress) {
   // A job that makes no step in this long is stuck or far too slow to measure.
   const auto patience = std::max<std::chrono::milliseconds>(window, std::chrono::seconds(60));
   auto next_step = [&](const char* which) {
@@ -126,11 +127,16 @@ AloneWindow measure_training_alone(const std::function<std::int64_t()>& complete
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   };
-  if (progress) progress(detail::concat("training alone for ", window.count(), " ms (no requests)"));
+  if (progress) progress(detail::concat("training alone for ", window.count(), " ms (no requests), ", when));
   const auto [first_steps, first_at] = next_step("start");
   std::this_thread::sleep_until(first_at + window);
   const auto [last_steps, last_at] = next_step("end");
-  return {last_steps - first_steps, std::chrono::duration<double>(last_at - first_at).count()};
+  const AloneWindow measured{last_steps - first_steps, std::chrono::duration<double>(last_at - first_at).count()};
+  if (progress) {
+    progress(detail::concat("training alone ", when, ": ", measured.steps, " steps in ", measured.seconds, " s (",
+                            static_cast<double>(measured.steps) / measured.seconds, " steps/s)"));
+  }
+  return measured;
 }
 
 }  // namespace
@@ -167,11 +173,13 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     run.measured = run_load(config, options);
   } else {
     sim::MeasuredTraining training;
-    if (training_alone.count() > 0) {
-      const AloneWindow alone = measure_training_alone(completed_steps, training_alone, options.progress);
-      training.alone_steps = alone.steps;
-      training.alone_seconds = alone.seconds;
-    }
+    // Note [Training share]: one window alone before the workload and one after, added.
+    auto add_alone_window = [&](const char* when) {
+      const AloneWindow alone = measure_training_alone(completed_steps, training_alone, when, options.progress);
+      training.alone_steps += alone.steps;
+      training.alone_seconds += alone.seconds;
+    };
+    if (training_alone.count() > 0) add_alone_window("before the workload");
     // The workload's steps: from its clock's start (after the connections and the warm-up,
     // whose requests are not the workload's) to its last answer, over the same wall time.
     std::int64_t steps_at_start = 0;
@@ -180,6 +188,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     counted.at_last_answer = [&] { training.steps = completed_steps() - steps_at_start; };
     run.measured = run_load(config, counted);
     training.seconds = run.measured.wall_seconds;
+    if (training_alone.count() > 0) add_alone_window("after the workload");
     run.training = training;
   }
   std::vector<std::string> models;

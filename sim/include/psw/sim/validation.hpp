@@ -25,9 +25,12 @@
 // step (batch 8) at 49.0 ms on one machine (2026-12-01) and 45.0 ms on another (2026-12-02),
 // so that row mixes the step's calibration with the simulator's model of how requests slow the
 // job. training_share separates the second: the rate the job keeps beside the requests as a
-// fraction of its rate alone, both measured on the same server minutes apart (psw validate
-// counts the steps of a window with no requests just before the workload, from one step's
-// completion to another's) and, on the simulator's side, its rate over 1 / its step. The row
+// fraction of its rate alone, both measured on the same server (psw validate counts the steps
+// of a window with no requests just before the workload and another just after it, each from
+// one step's completion to another's, and adds them) and, on the simulator's side, its rate
+// over 1 / its step. Two windows around the workload, not one before it: on 2026-12-02 one
+// H200 ran the same job alone at 18.5 to 35.8 steps/s in 5 s windows minutes apart, so a
+// single window may be far from the rate the job would have had during the workload. The row
 // appears only where the alone window was measured (not in runs recorded before it was) and,
 // as training_steps_per_s, where a side has a value (a job that completed no step has none).
 
@@ -64,11 +67,11 @@ struct ValidationRow {
 };
 
 // Measured training progress: the server's completed steps over the workload's wall time, and
-// over a window with no requests before it (Note [Training share]).
+// over the windows with no requests around it (Note [Training share]).
 struct MeasuredTraining {
   std::int64_t steps = 0;
   double seconds = 0;
-  std::int64_t alone_steps = 0;  // 0: the alone window was not measured
+  std::int64_t alone_steps = 0;  // 0: the alone windows were not measured
   double alone_seconds = 0;
 };
 

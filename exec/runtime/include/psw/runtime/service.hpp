@@ -116,6 +116,10 @@ struct TrainingStatus {
   std::string model;              // empty: no training job configured
   bool running = false;           // iterating now (not preempted, not stopped)
   bool stopped = false;           // finished, or stopped by a client (StopTraining) and let go of by its worker
+  // Started (autostart or StartTraining) and neither stopped nor finished since: running, or
+  // between tasks (preempted by a request, or resuming in a fresh process after one). Neither
+  // running nor active: not started.
+  bool active = false;
   std::int64_t completed_steps = 0;
   std::int64_t target_steps = 0;  // 0: until stopped
   std::int64_t preemptions = 0;   // times inference stopped it

@@ -13,11 +13,12 @@
 //  - the models: psw load's own check (every model the workload sends is served);
 //  - the training job: a config with `training:` needs the server's job of that model running
 //    when the load starts (the simulator's job trains throughout); a config without one needs a
-//    server that is not training. A job between tasks (preempted by the last request, or, under
-//    stop-and-start, resuming in a fresh process: seconds) is waited for, up to
-//    kTrainingResumePatience, before it counts as not running; one stopped by a client (or done)
-//    is not waited for. Back-to-back validations of one server (gpu-serve.sh's Figure 6: one
-//    per cycle) start while the last one's job resumes. The measured progress is the job's completed steps from the
+//    server that is not training. A job between tasks (TrainingStatus::active but not running:
+//    preempted by the last request, or, under stop-and-start, resuming in a fresh process,
+//    which takes seconds) is waited for, up to kTrainingResumePatience, before it counts as not
+//    running; one stopped, finished or never started is not waited for. Back-to-back
+//    validations of one server (gpu-serve.sh's Figure 6: one per cycle) start while the last
+//    one's job resumes. Without `training:`, a job between tasks is refused as a running one. The measured progress is the job's completed steps from the
 //    workload clock's start to its last answer, over that wall time (the warm-up outside it).
 // Not checked (the server does not say): batch sizes, the hardware profile's numbers (that is
 // what validation measures), the planner's grouping.
@@ -52,9 +53,9 @@ struct ValidationRun {
 // [Validating the same case]): a fresh process's start and CUDA context take seconds.
 inline constexpr std::chrono::seconds kTrainingResumePatience{60};
 
-// The job's status once it runs, is stopped (by a client, or done), or `patience` has passed:
-// polls `status` every 5 ms while the job exists but neither runs nor is stopped, saying once
-// through `progress` that it waits. Throws what `status` throws.
+// The job's status once it runs or is no longer active (stopped, done), or `patience` has
+// passed: polls `status` every 5 ms while the job is active but not running (between tasks),
+// saying once through `progress` that it waits. Throws what `status` throws.
 TrainingStatus wait_while_between_tasks(const std::function<TrainingStatus()>& status, std::chrono::milliseconds patience,
                                         const std::function<void(const std::string&)>& progress);
 
@@ -64,8 +65,8 @@ std::map<std::string, std::string> metric_labels(const std::string& metrics_text
 
 // Checks the server against the config (Note [Validating the same case]), runs the simulator,
 // then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none). With a
-// training job and `training_alone` > 0, the job's rate alone is measured over that long first,
-// with no requests (Note [Training share] in sim/validation.hpp).
+// training job and `training_alone` > 0, the job's rate alone is measured over that long before
+// the workload and again after it, with no requests (Note [Training share] in sim/validation.hpp).
 ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
                              const std::filesystem::path& sim_out,
                              std::chrono::milliseconds training_alone = std::chrono::milliseconds(0));
