@@ -92,6 +92,7 @@ nlohmann::json training_json(const runtime::TrainingStatus& status) {
   return {{"model", status.model},
           {"running", status.running},
           {"stopped", status.stopped},
+          {"active", status.active},
           {"completed_steps", status.completed_steps},
           {"target_steps", status.target_steps},
           {"preemptions", status.preemptions},

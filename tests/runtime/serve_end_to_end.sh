@@ -39,6 +39,10 @@ test ! -e "/dev/shm/$region" || { echo "FAIL: /dev/shm/$region left behind"; exi
   --shared-memory > "$work/python.log" || { cat "$work/python.log"; echo "FAIL: python client"; exit 1; }
 # Training goes on and is preempted by the requests; the metrics say so.
 "$psw" client --socket "$sock" --train-status resnet152 | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
+# Started and not stopped: active, whether running or between tasks at this instant.
+"$psw" client --socket "$sock" --train-status resnet152 --format json \
+  | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['active'] is True and t['stopped'] is False, t" \
+  || { echo "FAIL: the training job is not active"; exit 1; }
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --shared-memory \

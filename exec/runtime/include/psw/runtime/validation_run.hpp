@@ -18,8 +18,9 @@
 //    which takes seconds) is waited for, up to kTrainingResumePatience, before it counts as not
 //    running; one stopped, finished or never started is not waited for. Back-to-back
 //    validations of one server (gpu-serve.sh's Figure 6: one per cycle) start while the last
-//    one's job resumes. Without `training:`, a job between tasks is refused as a running one. The measured progress is the job's completed steps from the
-//    workload clock's start to its last answer, over that wall time (the warm-up outside it).
+//    one's job resumes. Without `training:`, a job between tasks is refused as a running one.
+//    The measured progress is the job's completed steps from the workload clock's start to its
+//    last answer, over that wall time (the warm-up outside it).
 // Not checked (the server does not say): batch sizes, the hardware profile's numbers (that is
 // what validation measures), the planner's grouping.
 
