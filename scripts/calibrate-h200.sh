@@ -68,16 +68,15 @@ fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-
 fit stop-and-start startup.framework_start_ns "$runs/raw-figures-2026-12-01-a"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
-validate_on() {  # RUN_FOLDER MECHANISM...
-  local run=$1 name=${1##*/raw-figures-}
+validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
+  local run=$1 name=${1##*/raw-figures-} serving
+  serving=$(serving_of "$1")
   shift
   for mechanism in "$@"; do
-    for side in uncalibrated calibrated; do
-      local hw=$profile suffix=
-      [[ $side == calibrated ]] || { hw=$hardware; suffix=-uncalibrated; }
-      "$psw" validate --config "$(configure_figures "$mechanism" "$hw" "$(serving_of "$run")")" \
-        --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism$suffix" > /dev/null
-    done
+    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving")" \
+      --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism-uncalibrated" > /dev/null
+    "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$serving")" \
+      --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism" > /dev/null
   done
 }
 validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced stop-and-start pipeswitch

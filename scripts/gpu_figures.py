@@ -17,7 +17,8 @@ same runs, beside the artifact; without them, the simulated H200 sweep SIM_DIR/f
 (default results/sim) beside the artifact.
 With --resimulated DIR (scripts/resimulate-figures.sh), a mechanism's rows come from
 DIR/<mechanism>/validation.csv, a Figure 6 case's from DIR/fig6-<mechanism>-<cycle_ms>/, where
-they exist: the same recorded measurement beside the simulation of a later checkout. Only draws and tabulates: every number comes from the files.
+they exist: the same recorded measurement beside the simulation of a later checkout. Only draws
+and tabulates: every number comes from the files.
 """
 import argparse
 import csv
