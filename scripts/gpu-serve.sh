@@ -4,8 +4,9 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate validate figures
-#      replay-azure2019 replay-llm llm; `all` is every part but link, figures, the two replays and llm)
+#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate protocol burst
+#      validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
+#      figures, fig6, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -31,6 +32,8 @@
 #               calibrate; one connection; one connection 500 ms apart) and by psw load of
 #               h200-validate.yaml's workload (16 senders with a connection each, as validate; 16
 #               senders sharing one; one sender), into raw/protocol/
+#   burst       psw validate of configs/experiments/h200-burst.yaml under pipeswitch (Poisson
+#               arrivals at 12/s: requests in flight together; Note [Protocol under load])
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
 #               hardware profile models it, time-sliced (or PSW_VALIDATE_MECHANISMS)
@@ -50,6 +53,8 @@
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
 #               server's start fit in one 10-minute device call; issue 9 asks for 600)
+# PSW_TRAINING_BATCH runs every part's server with its training job at that batch (default:
+# configs/serve/h200.yaml's 8); calibrate then measures that job's step.
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part. A device call runs 10 minutes at most: run the
 # parts as several calls (the build is kept while the machine is).
@@ -57,7 +62,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -84,7 +89,17 @@ stop_server() {
     server=
   fi
 }
-trap 'stop_server; rm -rf "$sock_dir"' EXIT
+# The server config every part starts from: configs/serve/h200.yaml, or a copy beside it (so that
+# its relative paths resolve) whose training job runs at batch PSW_TRAINING_BATCH (Note [MPS
+# contention]: the same runs with another training job).
+serve_config=$root/configs/serve/h200.yaml
+if [[ -n ${PSW_TRAINING_BATCH:-} ]]; then
+  serve_config=$root/configs/serve/.gpu-serve-h200.yaml
+  awk -v batch="$PSW_TRAINING_BATCH" '/^training:/ {t = 1} t && /^  batch:/ {$0 = "  batch: " batch; t = 0} {print}' \
+    "$root/configs/serve/h200.yaml" > "$serve_config"
+  grep -q "^  batch: $PSW_TRAINING_BATCH\$" "$serve_config" || { echo "!! no training batch in configs/serve/h200.yaml"; exit 1; }
+fi
+trap 'stop_server; rm -rf "$sock_dir"; rm -f "$root/configs/serve/.gpu-serve-h200.yaml"' EXIT
 
 start_server() {  # CONFIG LOG [psw serve options]
   local config=$1 log=$2
@@ -123,7 +138,7 @@ if has_part main; then
   run_switches copy
   run_switches auto
   echo "== serve ($(date -u +%T))"
-  start_server configs/serve/h200.yaml "$raw/serve.log" --trace "$raw/serve.trace.json"
+  start_server "$serve_config" "$raw/serve.log" --trace "$raw/serve.trace.json"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory.csv" || true
   server_processes > "$raw/processes-start.txt"
   "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window "$window" --rate 1 \
@@ -148,7 +163,7 @@ if has_part placement; then
   fi
   echo "== placement auto ($(date -u +%T))"
   config="$sock_dir/placement-auto.yaml"
-  { echo "placement: auto"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"
+  { echo "placement: auto"; sed "s#\.\./#$root/configs/#g" "$serve_config"; } > "$config"
   if start_server "$config" "$raw/serve-placement-auto.log"; then
     "$psw" bench-serve --socket "$sock" --shared-memory --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
       --switches 0 --out "$raw/placement-auto-shm.json" || true
@@ -169,7 +184,7 @@ if has_part lookahead; then
     echo "== training lookahead $lookahead ($(date -u +%T))"
     config="$sock_dir/lookahead-$lookahead.yaml"
     sed "s#\.\./#$root/configs/#g; s/^  autostart: true/  autostart: true\n  lookahead: $lookahead/" \
-      "$root/configs/serve/h200.yaml" > "$config"
+      "$serve_config" > "$config"
     grep -q "lookahead: $lookahead" "$config" || { echo "!! could not set the lookahead in $config"; exit 1; }
     start_server "$config" "$raw/serve-lookahead-$lookahead.log" || continue
     "$psw" bench-serve --socket "$sock" --cold-requests 20 --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
@@ -182,7 +197,7 @@ if has_part mechanisms; then
                    no-optimization no-ipc-optimization unified-memory time-sliced; do
     echo "== mechanism $mechanism ($(date -u +%T))"
     config="$sock_dir/$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$serve_config" > "$config"
     start_server "$config" "$raw/serve-$mechanism.log" || continue
     "$psw" bench-serve --socket "$sock" --cold-requests 10 --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/mechanism-$mechanism.json" || true
@@ -194,7 +209,7 @@ if has_part mechanisms; then
   for mechanism in stop-and-start two-processes one-process mps; do
     echo "== mechanism $mechanism ($(date -u +%T))"
     config="$sock_dir/$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml" > "$config"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$serve_config" > "$config"
     cold_here=10
     case $mechanism in
       stop-and-start | two-processes) cold_here=3 ;;
@@ -224,7 +239,7 @@ fi
 if has_part dispatch; then
   echo "== dispatch after-stop ($(date -u +%T))"
   config="$sock_dir/after-stop.yaml"
-  { echo "dispatch: after-stop"; sed "s#\.\./#$root/configs/#g" "$root/configs/serve/h200.yaml"; } > "$config"
+  { echo "dispatch: after-stop"; sed "s#\.\./#$root/configs/#g" "$serve_config"; } > "$config"
   if start_server "$config" "$raw/serve-after-stop.log"; then
     "$psw" bench-serve --socket "$sock" --cold-requests 30 --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/dispatch-after-stop.json" || true
@@ -251,7 +266,7 @@ training_batch_of() {  # SERVE_CONFIG: its training job's batch (empty without o
 if has_part calibrate; then
   echo "== calibrate: psw profile-serving ($(date -u +%T))"
   config="$sock_dir/calibrate.yaml"
-  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
+  sed "s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
   training_batch=$(training_batch_of "$config")
   if start_server "$config" "$raw/serve-calibrate.log"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
@@ -264,7 +279,7 @@ fi
 if has_part protocol; then
   echo "== protocol: one server, six ways of sending ($(date -u +%T))"
   config="$sock_dir/protocol.yaml"
-  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
+  sed "s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
   training_batch=$(training_batch_of "$config")
   mkdir -p "$raw/protocol"
   if start_server "$config" "$raw/serve-protocol.log"; then
@@ -309,7 +324,7 @@ validate_on_server() {  # EXPERIMENT_CONFIG NAME: against the running server
 }
 validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve config]
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
-  sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$root/configs/serve/h200.yaml" > "$config"
+  sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$serve_config" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
   validate_on_server "$experiment" "$name"
   stop_server
@@ -325,6 +340,15 @@ if has_part validate; then
     use_calibration "$experiment"
     validate_with "$mechanism" "$experiment" "h200-validate-$mechanism"
   done
+fi
+# Note [Protocol under load]: h200-burst's Poisson arrivals, so that requests overlap; psw
+# profile-serving --from-load fits the protocol's growth per request in flight from it.
+if has_part burst; then
+  echo "== burst: pipeswitch under Poisson arrivals ($(date -u +%T))"
+  experiment="$sock_dir/h200-burst.yaml"
+  sed "s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+  use_calibration "$experiment"
+  validate_with pipeswitch "$experiment" h200-burst
 fi
 # The paper's Figures 5, 7, 8 and 9 through the server: psw validate of h200-figures.yaml per
 # mechanism (measured and simulated on one workload); scripts/gpu_figures.py draws them.
@@ -371,7 +395,7 @@ if has_part fig6; then
   for mechanism in ${PSW_FIG6_MECHANISMS:-ready pipeswitch mps stop-and-start}; do
     echo "== fig6: $mechanism ($(date -u +%T))"
     config="$sock_dir/fig6-$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200.yaml" > "$config"
+    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
     if [[ $mechanism == mps ]]; then start_mps || continue; fi
     if start_server "$config" "$raw/serve-fig6-$mechanism.log"; then
       for cycle_ms in ${PSW_FIG6_CYCLES_MS:-1000 2000 5000}; do
