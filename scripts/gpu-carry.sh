@@ -29,8 +29,9 @@ endif()
 set(re2_FOUND TRUE)
 CMAKE
 # The device tool carries 64 MiB at most: drop what the build does not read (documentation,
-# static libraries no CMake config names).
-rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man"
+# static libraries no CMake config names, Eigen's unsupported modules: the tree and this folder
+# came to 63 MiB on 2026-12-02).
+rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man" "$root/.gpu-carry/usr/include/eigen3/unsupported"
 keep=$(cat "$lib"/cmake/*/*.cmake | grep -o 'lib[A-Za-z0-9_+.-]*\.a' | sort -u)
 for a in "$lib"/*.a; do
   grep -qx "$(basename "$a")" <<< "$keep" || rm -f "$a"
