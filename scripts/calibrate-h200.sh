@@ -13,12 +13,17 @@
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, stop-and-start, pipeswitch  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
-#       the memory ablations                          on raw-figures-2026-12-01-c only, the one
-#                                                     other run of them, from before Note [Message
-#                                                     memory]: it shows the change, not the fit.
+#       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
+#       the memory ablations                          of 2026-12-02, another machine): the held-out
+#                                                     run of the ablation fits after Note [Message
+#                                                     memory]; and on raw-figures-2026-12-01-c,
+#                                                     from before it: that shows the change;
+#       mps, time-sliced with the training job at     on raw-figures-2026-12-02-mps-batch-N (same
+#       batch 2, 4, 16 and 32 (the fits' is 8)        machine as run c; Note [MPS contention])
 #     Each run is simulated with the request path calibrated in its own session (serving-h200.yaml
 #     of raw-figures-2026-12-01-a for 2026-12-01's runs, of raw-figures-2026-12-02-a for
-#     2026-12-02's). Writes results/validation/calibrated/<run>/<mechanism>{,-uncalibrated}/ and a
+#     2026-12-02's morning runs, of raw-figures-2026-12-02-c for its afternoon's; the batch runs
+#     were simulated with batch 8's training step, as they ran). Writes results/validation/calibrated/<run>/<mechanism>{,-uncalibrated}/ and a
 #     table in results/validation/calibrated/README.md.
 #
 #   scripts/calibrate-h200.sh [BUILD_DIR]
@@ -38,7 +43,8 @@ source "$root/scripts/figures_lib.sh"
 serving_of() {  # RUN_FOLDER
   case ${1##*/} in
     raw-figures-2026-12-01-*) echo "$runs/raw-figures-2026-12-01-a/serving-h200.yaml" ;;
-    raw-figures-2026-12-02-*) echo "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" ;;
+    raw-figures-2026-12-02-[ab]) echo "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" ;;
+    raw-figures-2026-12-02-c | raw-figures-2026-12-02-mps-batch-*) echo "$runs/raw-figures-2026-12-02-c/serving-h200.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -80,8 +86,12 @@ validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) a
   done
 }
 validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced stop-and-start pipeswitch
+validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
+  no-memory-management no-ipc-optimization no-pinned-memory unified-memory
+for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced stop-and-start pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a 2026-12-01-c > "$out/README.md"
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a 2026-12-02-c \
+  2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -19,6 +19,7 @@ MECHANISMS = {
     "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.framework_start_ns",
     "pipeswitch": "(none: the check that the fits leave PipeSwitch alone)",
+    "ready": "(none: the check that the fits leave Ready alone)",
 }
 MODELS = ["resnet152", "inception_v3", "bert_base"]
 
