@@ -54,7 +54,8 @@
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
 #               server's start fit in one 10-minute device call; issue 9 asks for 600)
 # PSW_TRAINING_BATCH runs every part's server with its training job at that batch (default:
-# configs/serve/h200.yaml's 8); calibrate then measures that job's step.
+# configs/serve/h200.yaml's 8); the simulator keeps batch 8's step (PSW_SERVING_PROFILE), so the
+# training rows compare unlike jobs and the engines are the point (2026-12-02-h200-serve-mps-batch-*).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part. A device call runs 10 minutes at most: run the
 # parts as several calls (the build is kept while the machine is).
@@ -71,6 +72,13 @@ warmup=${PSW_WARMUP:-2}
 # (--training-alone; Note [Training share]: the training_share row).
 training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
+# The simulator takes its training step from a serving profile whose batch must be the model
+# profiles' (8): one calibrated at another batch would make every validation refuse it.
+if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && has_part calibrate; then
+  echo "gpu-serve: PSW_TRAINING_BATCH=$PSW_TRAINING_BATCH with part calibrate: the simulator's profiles are for a" \
+    "training batch of 8; calibrate without it and pass PSW_SERVING_PROFILE=<that call's serving-h200.yaml>" >&2
+  exit 2
+fi
 switches=${PSW_SWITCHES:-10000}
 targets=(psw psw-exec)
 if has_part gputests; then targets+=(psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests); fi
@@ -90,8 +98,8 @@ stop_server() {
   fi
 }
 # The server config every part starts from: configs/serve/h200.yaml, or a copy beside it (so that
-# its relative paths resolve) whose training job runs at batch PSW_TRAINING_BATCH (Note [MPS
-# contention]: the same runs with another training job).
+# its relative paths resolve) whose training job runs at batch PSW_TRAINING_BATCH (the same runs
+# with another training job: how MPS's and time-slicing's slowdown depend on it, README).
 serve_config=$root/configs/serve/h200.yaml
 if [[ -n ${PSW_TRAINING_BATCH:-} ]]; then
   serve_config=$root/configs/serve/.gpu-serve-h200.yaml
