@@ -10,6 +10,8 @@
 #  2. the simulator with that profile against the other recorded runs:
 #       the same machine:  h200-validate under ready and time-sliced, and the Azure LLM 2023
 #                          replay for 600 s (raw-serve-2026-12-02-replay-llm);
+#       the afternoon's:   h200-burst (Poisson arrivals at 12/s, raw-serve-2026-12-02-burst-fig6;
+#                          its p99 is the replay's miss in a controlled run, README);
 #       another machine:   the 600 s Azure Functions 2019 replay (raw-serve-2026-12-02-replay,
 #                          measured before Note [Message memory], so its gRPC path is the
 #                          slower one of then)
@@ -24,6 +26,7 @@ runs=$root/results/gpu
 validate_run=$runs/raw-serve-2026-12-02-validate-fig6/validation
 llm_replay_run=$runs/raw-serve-2026-12-02-replay-llm/validation
 replay_run=$runs/raw-serve-2026-12-02-replay/validation
+burst_run=$runs/raw-serve-2026-12-02-burst-fig6/validation
 profile=$root/results/profiles/serving-h200-from-load.yaml
 work=$(mktemp -d)
 
@@ -46,6 +49,9 @@ for mechanism in pipeswitch ready time-sliced; do
   "$psw" validate --config "$experiments/.revalidate-$mechanism.yaml" --measured "$validate_run/h200-validate-$mechanism" \
     --out "$out/h200-validate-$mechanism-from-load"
 done
+configure "$experiments/h200-burst.yaml" pipeswitch "$experiments/.revalidate-burst.yaml"
+"$psw" validate --config "$experiments/.revalidate-burst.yaml" --measured "$burst_run/h200-burst" \
+  --out "$out/h200-burst-from-load"
 configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm.yaml" "s/^  window_s: .*/  window_s: 600/"
 "$psw" validate --config "$experiments/.revalidate-replay-llm.yaml" --measured "$llm_replay_run/replay-llm" \
   --out "$out/replay-llm-from-load"
