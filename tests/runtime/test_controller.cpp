@@ -133,6 +133,10 @@ training:
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
   const std::string metrics = controller->metrics_text();
   EXPECT_NE(metrics.find("psw_preemptions_total " + std::to_string(stats.preemptions)), std::string::npos) << metrics;
+  EXPECT_LE(stats.preemptions_abandoning_step, stats.preemptions);
+  EXPECT_NE(metrics.find("psw_preemptions_abandoned_total " + std::to_string(stats.preemptions_abandoning_step)),
+            std::string::npos)
+      << metrics;
   EXPECT_NE(metrics.find("psw_server_info{mechanism=\"pipeswitch\",backend=\"host\"} 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_requests_total{model=\"bert_base\",outcome=\"ok\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_training_iterations_total " + std::to_string(steps)), std::string::npos) << metrics;
@@ -263,6 +267,8 @@ training:
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
   EXPECT_GE(controller->stats().preemptions, 1);
+  // One worker: nowhere to serve beside a paused job, so every preemption abandons the step.
+  EXPECT_EQ(controller->stats().preemptions_abandoning_step, controller->stats().preemptions);
   // The job resumes after the request and goes on counting its steps.
   const std::int64_t after_request = controller->training_status("resnet152").completed_steps;
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").completed_steps > after_request; }, 300s));

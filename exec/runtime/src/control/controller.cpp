@@ -712,6 +712,7 @@ struct Controller::State {
       case MessageType::TrainStopped: {
         if (training_stopping && m.value2 != kTrainReachedTarget && stop_requested_for_arrival_ns > 0) {
           ++stats.preemptions;
+          if (m.value2 == kTrainAbandoned) ++stats.preemptions_abandoning_step;
           record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
         }
         if (stop_requested_for_arrival_ns > 0 && m.value2 != kTrainReachedTarget) {
@@ -1199,6 +1200,9 @@ std::string Controller::metrics_text() {
   counter("psw_switches_total", "Inference requests that transferred their model's parameters.", s.stats.transfers);
   counter("psw_worker_switches_total", "Tasks started on another worker than the previous task.", s.stats.worker_switches);
   counter("psw_preemptions_total", "Times inference stopped training.", s.stats.preemptions);
+  counter("psw_preemptions_abandoned_total",
+          "Preemptions that abandoned the training step in progress instead of pausing it (no other worker free).",
+          s.stats.preemptions_abandoning_step);
   counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
   counter("psw_inputs_read_in_place_total",
           "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",

@@ -116,7 +116,13 @@ int run_server(const ServerOptions& options) {
     log("wrote the trace of the last requests to " + options.trace_path);
   }
   const std::string failure = controller->failure();
+  // What requests cost the training job, for the logs a GPU run keeps (the burst run's question).
+  const ControllerStats stats = controller->stats();
   controller->shutdown();
+  if (stats.preemptions > 0) {
+    log(std::to_string(stats.preemptions) + " preemptions of training, " +
+        std::to_string(stats.preemptions_abandoning_step) + " of them abandoning the step in progress");
+  }
   if (!failure.empty()) {
     log("stopped: " + failure);
     return 1;
