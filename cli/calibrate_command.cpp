@@ -31,6 +31,7 @@ Action add_calibrate_command(CLI::App& app) {
   for (const auto& c : sim::calibratable_costs()) {
     costs += (costs.empty() ? "" : ", ") + c.name + " (" + to_string(c.paid_by) + ")";
   }
+  costs += std::string(", ") + sim::kMpsContentionCost + " (mps: one point per model beside the config's training job)";
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit one estimated cost of a hardware profile to a recorded psw validate run of the mechanism that "
                    "pays it, and write the profile with the fitted value");
@@ -44,24 +45,43 @@ Action add_calibrate_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out_path, "Write the hardware profile with the fitted value here (YAML)");
   return [o] {
-    const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);
     ExperimentConfig config = load_experiment_config(o->config_path);
     if (!o->hardware_path.empty()) config.hardware = load_hardware_profile(o->hardware_path);
     const std::string summary_path = o->recorded + "/measured/summary.json";
+    auto write_profile = [&](HardwareProfile hardware, const std::string& what) {
+      if (o->out_path.empty()) return;
+      hardware.source.note += "; " + what;
+      save_text(o->out_path, "# Written by `psw calibrate`; do not edit by hand (Note [Calibrating a cost]).\n" +
+                                 to_yaml(hardware));
+      std::printf("  wrote %s\n", o->out_path.c_str());
+    };
+    if (o->cost == sim::kMpsContentionCost) {  // Note [MPS contention]
+      const sim::ContentionFit fit =
+          sim::fit_mps_contention(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+      std::printf("%s beside %s at training batch %d:\n", sim::kMpsContentionCost, fit.training_model.c_str(),
+                  fit.training_batch);
+      std::string fitted;
+      for (const auto& p : fit.points) {
+        std::printf("  %s: %d%%; engine mean measured %.4f ms; simulated %.4f ms before, %.4f ms ready, %.4f ms fitted\n",
+                    p.model.c_str(), p.percent, p.measured_ms, p.simulated_initial_ms, p.simulated_ready_ms,
+                    p.simulated_fitted_ms);
+        fitted += detail::concat(fitted.empty() ? "" : ", ", p.model, " ", p.percent, "% (engine mean ", p.measured_ms,
+                                 " ms)");
+      }
+      write_profile(fit.hardware, detail::concat(sim::kMpsContentionCost, " beside ", fit.training_model, " at batch ",
+                                                 fit.training_batch, " fitted by psw calibrate to ", o->recorded, ": ",
+                                                 fitted));
+      return;
+    }
+    const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);
     const sim::CostFit fit =
         sim::fit_cost(config, cost, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
     std::printf("%s: %.6g -> %.6g (%d simulations)\n", fit.cost.c_str(), fit.initial, fit.fitted, fit.simulations);
     std::printf("  %s mean over the run: measured %.4f ms; simulated %.4f ms before, %.4f ms fitted\n",
                 sim::to_string(fit.measure).c_str(), fit.measured_ms, fit.simulated_initial_ms, fit.simulated_fitted_ms);
-    if (!o->out_path.empty()) {
-      HardwareProfile hardware = fit.hardware;
-      hardware.source.note += detail::concat("; ", fit.cost, " fitted by psw calibrate to ", o->recorded, " (",
-                                             sim::to_string(fit.measure), " mean ", fit.measured_ms, " ms, was ",
-                                             fit.initial, ")");
-      save_text(o->out_path, "# Written by `psw calibrate`; do not edit by hand (Note [Calibrating a cost]).\n" +
-                                 to_yaml(hardware));
-      std::printf("  wrote %s\n", o->out_path.c_str());
-    }
+    write_profile(fit.hardware, detail::concat(fit.cost, " fitted by psw calibrate to ", o->recorded, " (",
+                                               sim::to_string(fit.measure), " mean ", fit.measured_ms, " ms, was ",
+                                               fit.initial, ")"));
   };
 }
 

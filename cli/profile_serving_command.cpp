@@ -25,6 +25,8 @@ struct ProfileServingOptions {
   std::string out_path;
   std::string from_load;      // a psw load requests.csv
   std::string training_from;  // a serving profile whose training steps are kept
+  std::string training_from_validation;  // a psw validate folder whose alone windows give the step
+  std::string training_model;
   runtime::ServingProfileSpec spec;
 };
 
@@ -55,8 +57,15 @@ Action add_profile_serving_command(CLI::App& app) {
                                     "Fit the request path from a psw load run's requests.csv instead of a live server "
                                     "(the client the validation uses)")
                          ->check(CLI::ExistingFile)->excludes("--socket")->excludes("--server")->excludes(model);
-  cmd->add_option("--training-from", o->training_from, "With --from-load: keep the training steps of this serving profile")
-      ->check(CLI::ExistingFile)->needs(from_load);
+  auto* training_from = cmd->add_option("--training-from", o->training_from,
+                                        "With --from-load: keep the training steps of this serving profile")
+                             ->check(CLI::ExistingFile)->needs(from_load);
+  auto* training_model = cmd->add_option("--training-model", o->training_model,
+                                         "With --training-from-validation: the model the run's server trained");
+  cmd->add_option("--training-from-validation", o->training_from_validation,
+                  "With --from-load: the training step (of --training-model at --training-batch) from this psw validate "
+                  "folder's job alone (its validation.json; Note [MPS contention])")
+      ->check(CLI::ExistingDirectory)->needs(from_load)->needs(training_model)->excludes(training_from);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
   return [o] {
     ServingProfile profile;
@@ -66,6 +75,13 @@ Action add_profile_serving_command(CLI::App& app) {
       if (!o->training_from.empty()) {
         profile.training = load_serving_profile(o->training_from).training;
         profile.source.note += "; training steps from " + o->training_from;
+      }
+      if (!o->training_from_validation.empty()) {
+        const std::string path = o->training_from_validation + "/validation.json";
+        profile.training = {runtime::training_step_from_validation(sim::read_json_object(path, "psw validate's validation.json"),
+                                                                   path, o->training_model, o->spec.training_batch)};
+        profile.source.note += detail::concat("; training step of ", o->training_model, " (batch ", o->spec.training_batch,
+                                              ") from the job alone in ", o->training_from_validation);
       }
     } else {
       const std::string target = !o->server.empty() ? o->server

@@ -154,6 +154,27 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     MapReader m = r.map("mps");
     hw.mps.inference_slowdown_percent = static_cast<int>(m.integer("inference_slowdown_percent", 100, 100'000));
     hw.mps.training_slowdown_percent = static_cast<int>(m.integer("training_slowdown_percent", 100, 100'000));
+    if (m.has("contention")) {  // Note [MPS contention]
+      const YAML::Node points = m.sequence("contention");
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        MapReader p(points[i], origin, detail::concat("mps.contention[", i, "]"));
+        MpsContentionPoint point;
+        point.inference_model = p.string("inference_model");
+        point.training_model = p.string("training_model");
+        point.training_batch = static_cast<int>(p.integer("training_batch", 1, 1 << 20));
+        point.inference_slowdown_percent = static_cast<int>(p.integer("inference_slowdown_percent", 100, 100'000));
+        for (const MpsContentionPoint& earlier : hw.mps.contention) {
+          if (earlier.inference_model == point.inference_model && earlier.training_model == point.training_model &&
+              earlier.training_batch == point.training_batch) {
+            p.fail_key("training_batch", p.get("training_batch"),
+                       detail::concat("a second point of ", point.inference_model, " beside ", point.training_model,
+                                      " at training batch ", point.training_batch));
+          }
+        }
+        p.finish();
+        hw.mps.contention.push_back(std::move(point));
+      }
+    }
     m.finish();
   }
   {
@@ -214,6 +235,25 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
 
 ModelProfile load_model_profile(const std::filesystem::path& path) {
   return parse_model_profile(read_file(path), path.string());
+}
+
+double mps_inference_slowdown_percent(const MpsModel& mps, const std::string& inference_model,
+                                      const std::string& training_model, int training_batch) {
+  // The pair's points, by training batch (Note [MPS contention]).
+  std::vector<const MpsContentionPoint*> points;
+  for (const MpsContentionPoint& p : mps.contention) {
+    if (p.inference_model == inference_model && p.training_model == training_model) points.push_back(&p);
+  }
+  if (points.empty()) return mps.inference_slowdown_percent;
+  std::sort(points.begin(), points.end(), [](auto* a, auto* b) { return a->training_batch < b->training_batch; });
+  if (training_batch <= points.front()->training_batch) return points.front()->inference_slowdown_percent;
+  if (training_batch >= points.back()->training_batch) return points.back()->inference_slowdown_percent;
+  std::size_t above = 1;
+  while (points[above]->training_batch < training_batch) ++above;
+  const MpsContentionPoint& lo = *points[above - 1];
+  const MpsContentionPoint& hi = *points[above];
+  const double t = static_cast<double>(training_batch - lo.training_batch) / (hi.training_batch - lo.training_batch);
+  return lo.inference_slowdown_percent + t * (hi.inference_slowdown_percent - lo.inference_slowdown_percent);
 }
 
 HardwareProfile load_hardware_profile(const std::filesystem::path& path) {
@@ -433,6 +473,18 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "mps" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "inference_slowdown_percent" << YAML::Value << hw.mps.inference_slowdown_percent;
   out << YAML::Key << "training_slowdown_percent" << YAML::Value << hw.mps.training_slowdown_percent;
+  if (!hw.mps.contention.empty()) {  // Note [MPS contention]
+    out << YAML::Key << "contention" << YAML::Value << YAML::BeginSeq;
+    for (const MpsContentionPoint& point : hw.mps.contention) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "inference_model" << YAML::Value << point.inference_model;
+      out << YAML::Key << "training_model" << YAML::Value << point.training_model;
+      out << YAML::Key << "training_batch" << YAML::Value << point.training_batch;
+      out << YAML::Key << "inference_slowdown_percent" << YAML::Value << point.inference_slowdown_percent;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   out << YAML::Key << "unified_memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "page_bytes" << YAML::Value << hw.unified_memory.page_bytes;

@@ -297,6 +297,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   if (r.has("training")) {
     MapReader t = r.map("training");
     config.training_model = model_ref(t, config, "model", t.get("model"));
+    config.training_batch = static_cast<int>(
+        t.optional_integer("batch", 1, 1 << 20).value_or(config.models[*config.training_model].batch));
     t.finish();
   }
   r.mark_seen("training");
@@ -309,14 +311,23 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     if (config.training_model) {
       const ModelProfile& trained = config.models[*config.training_model];
       const TrainingStepCost* step = config.serving->training_of(trained.name);
-      if (step != nullptr && step->batch != trained.batch) {
+      if (step != nullptr && step->batch != config.training_batch) {
         r.fail_key("serving", r.get("serving"),
                    detail::concat("the serving profile's training step of ", trained.name, " is for batch ", step->batch,
-                                  ", the model profile's for batch ", trained.batch));
+                                  ", the training job's for batch ", config.training_batch,
+                                  " (training.batch; the model profile's is ", trained.batch, ")"));
       }
     }
   }
   r.mark_seen("serving");
+  if (config.training_model && config.training_batch != config.models[*config.training_model].batch &&
+      (!config.serving || config.serving->training_of(config.models[*config.training_model].name) == nullptr)) {
+    const ModelProfile& trained = config.models[*config.training_model];
+    r.fail_key("training", r.get("training"),
+               detail::concat("a training job at batch ", config.training_batch, " needs a serving profile with its step",
+                              " at that batch (key 'serving'): the model profile of ", trained.name, " is for batch ",
+                              trained.batch));
+  }
   config.workload = parse_workload(r, config);
   if (r.has("outputs")) {
     MapReader o = r.map("outputs");
@@ -397,6 +408,10 @@ std::string resolved_yaml(const ExperimentConfig& config) {
   out << YAML::Key << "seed" << YAML::Value << config.seed;
   out << YAML::Key << "training" << YAML::Value
       << (config.training_model ? config.models[*config.training_model].name : std::string("none"));
+  // Only where it is not the profile's, so that the files of every earlier run stay the same.
+  if (config.training_model && config.training_batch != config.models[*config.training_model].batch) {
+    out << YAML::Key << "training_batch" << YAML::Value << config.training_batch;
+  }
   out << YAML::Key << "serving" << YAML::Value << (config.serving ? config.serving->name : std::string("none"));
   const auto& w = config.workload;
   out << YAML::Key << "workload" << YAML::Value << YAML::BeginMap;

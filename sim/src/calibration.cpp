@@ -1,6 +1,8 @@
 #include "psw/sim/calibration.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "psw/common/error.hpp"
 #include "psw/sim/gpu_server.hpp"
@@ -39,6 +41,33 @@ CalibratableCost make_cost(std::string name, Mechanism paid_by, FitMeasure measu
 double simulate_mean(ExperimentConfig config, const CalibratableCost& cost, double value) {
   cost.set(config.hardware, value);
   return summary_mean_ms(run_simulation(config, SimulationOptions{}).summary, cost.measure, "the simulation");
+}
+
+// Each requested model's engine mean and count in a summary (psw sim's or psw load's); models
+// without engine times (trained, not requested) left out.
+struct EngineMean {
+  double mean_ms = 0;
+  std::int64_t count = 0;
+};
+std::map<std::string, EngineMean> engine_means(const nlohmann::json& summary, const std::string& origin) {
+  const auto models = summary.find("models");
+  if (models == summary.end() || !models->is_object()) throw InputError(origin + ": no object 'models'");
+  std::map<std::string, EngineMean> means;
+  for (const auto& [name, model] : models->items()) {
+    if (!model.is_object() || !model.contains("engine_latency")) continue;  // trained, not requested
+    const nlohmann::json& engine = model["engine_latency"];
+    if (!engine.is_object() || !engine.contains("count") || !engine["count"].is_number_integer()) {
+      throw InputError(origin + ": models." + name + ".engine_latency has no integer count");
+    }
+    const std::int64_t n = engine["count"].get<std::int64_t>();
+    if (n == 0) continue;
+    if (!engine.contains("mean_ms") || !engine["mean_ms"].is_number()) {
+      throw InputError(origin + ": models." + name + ".engine_latency has no number mean_ms");
+    }
+    means[name] = {engine["mean_ms"].get<double>(), n};
+  }
+  if (means.empty()) throw InputError(origin + ": no model has engine times (a run before Note [Request path]?)");
+  return means;
 }
 
 }  // namespace
@@ -82,7 +111,7 @@ const CalibratableCost& calibratable_cost(const std::string& name) {
     if (c.name == name) return c;
     known += (known.empty() ? "" : ", ") + c.name;
   }
-  throw InputError("no calibratable cost '" + name + "' (the costs: " + known + ")");
+  throw InputError("no calibratable cost '" + name + "' (the costs: " + known + ", " + kMpsContentionCost + ")");
 }
 
 double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const std::string& origin) {
@@ -94,25 +123,12 @@ double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const 
     }
     return (*latency)["mean_ms"].get<double>();
   }
-  const auto models = summary.find("models");
-  if (models == summary.end() || !models->is_object()) throw InputError(origin + ": no object 'models'");
   double total = 0;
   std::int64_t count = 0;
-  for (const auto& [name, model] : models->items()) {
-    if (!model.is_object() || !model.contains("engine_latency")) continue;  // trained, not requested
-    const nlohmann::json& engine = model["engine_latency"];
-    if (!engine.is_object() || !engine.contains("count") || !engine["count"].is_number_integer()) {
-      throw InputError(origin + ": models." + name + ".engine_latency has no integer count");
-    }
-    const std::int64_t n = engine["count"].get<std::int64_t>();
-    if (n == 0) continue;
-    if (!engine.contains("mean_ms") || !engine["mean_ms"].is_number()) {
-      throw InputError(origin + ": models." + name + ".engine_latency has no number mean_ms");
-    }
-    total += engine["mean_ms"].get<double>() * static_cast<double>(n);
-    count += n;
+  for (const auto& [name, engine] : engine_means(summary, origin)) {
+    total += engine.mean_ms * static_cast<double>(engine.count);
+    count += engine.count;
   }
-  if (count == 0) throw InputError(origin + ": no model has engine times (a run before Note [Request path]?)");
   return total / static_cast<double>(count);
 }
 
@@ -164,6 +180,77 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   fit.fitted = cost.get(fit.hardware);  // as rounded to the field's unit
   fit.simulated_fitted_ms = simulate_mean(config, cost, fit.fitted);
   ++fit.simulations;
+  return fit;
+}
+
+namespace {
+
+std::map<std::string, double> engine_means_ms(const nlohmann::json& summary, const std::string& origin) {
+  std::map<std::string, double> means;
+  for (const auto& [name, engine] : engine_means(summary, origin)) means[name] = engine.mean_ms;
+  return means;
+}
+
+std::map<std::string, double> simulated_engine_means_ms(const ExperimentConfig& config) {
+  return engine_means_ms(run_simulation(config, SimulationOptions{}).summary, "the simulation");
+}
+
+// The profile with `points` as the contention of their training job and batch (earlier points of
+// the same model, job and batch replaced).
+HardwareProfile with_points(HardwareProfile hw, const std::vector<MpsContentionPoint>& points) {
+  for (const MpsContentionPoint& point : points) {
+    std::erase_if(hw.mps.contention, [&](const MpsContentionPoint& p) {
+      return p.inference_model == point.inference_model && p.training_model == point.training_model &&
+             p.training_batch == point.training_batch;
+    });
+    hw.mps.contention.push_back(point);
+  }
+  return hw;
+}
+
+}  // namespace
+
+ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                 const std::string& origin) {
+  if (config.mechanism != Mechanism::Mps) {
+    throw InputError(std::string(kMpsContentionCost) + " is fitted on a run of mps, but " + config.source.string() +
+                     " is of " + to_string(config.mechanism));
+  }
+  if (!config.training_model) {
+    throw InputError(std::string(kMpsContentionCost) + ": " + config.source.string() +
+                     " has no training job (key 'training'), which the slowdown is beside");
+  }
+  ContentionFit fit;
+  fit.training_model = config.models[*config.training_model].name;
+  fit.training_batch = config.training_batch;
+  const std::map<std::string, double> measured = engine_means_ms(measured_summary, origin);
+  const std::map<std::string, double> initial = simulated_engine_means_ms(config);
+  ExperimentConfig ready = config;
+  ready.hardware.mps.inference_slowdown_percent = 100;
+  ready.hardware.mps.contention.clear();
+  const std::map<std::string, double> at_ready = simulated_engine_means_ms(ready);
+  std::vector<MpsContentionPoint> points;
+  for (const auto& [model, measured_ms] : measured) {
+    const auto simulated = at_ready.find(model);
+    if (simulated == at_ready.end()) {
+      throw InputError(detail::concat(origin, ": model '", model, "' has engine times, but the simulation of ",
+                                      config.source.string(), " requests it not"));
+    }
+    const double percent = 100.0 * measured_ms / simulated->second;
+    if (percent < 99.5) {
+      throw InputError(detail::concat(origin, ": ", model, "'s engine, ", measured_ms, " ms, is below its ready engine (",
+                                      simulated->second, " ms simulated): no MPS slowdown gives it, so another cost "
+                                      "(its layers' times) is wrong (Note [Calibrating a cost])"));
+    }
+    const int rounded_percent = std::max(100, static_cast<int>(std::lround(percent)));
+    points.push_back({model, fit.training_model, fit.training_batch, rounded_percent});
+    fit.points.push_back({model, measured_ms, initial.at(model), simulated->second, 0, rounded_percent});
+  }
+  fit.hardware = with_points(config.hardware, points);
+  ExperimentConfig fitted = config;
+  fitted.hardware = fit.hardware;
+  const std::map<std::string, double> after = simulated_engine_means_ms(fitted);
+  for (auto& point : fit.points) point.simulated_fitted_ms = after.at(point.model);
   return fit;
 }
 

@@ -179,6 +179,7 @@ class GpuServer {
     }
     if (config.training_model) {
       training_.emplace(config.models[*config.training_model], config.hardware, serving_training_step(config));
+      mechanism_.set_training_job(config.models[*config.training_model].name, config.training_batch);
       state_ = State::Training;
       training_since_ = Duration::zero();
     }

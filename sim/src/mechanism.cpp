@@ -66,6 +66,7 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       }
       const SwitchCosts costs(bytes, compute, base.link(), sync);  // no tail: added per switch
       PerModel pm;
+      pm.name = model.name;
       // Note [Ablation grouping]: an ablation changes one mechanism of PipeSwitch and keeps
       // the rest, including its grouping (the artifact's ablations use the same groups), so
       // the grouping is planned on PipeSwitch's own costs: pinned link, plain group sync.
@@ -213,8 +214,9 @@ MechanismModel::ParallelSwitch MechanismModel::parallel_switch(std::uint32_t mod
 
 // Note [MPS slowdown]
 // ~~~~~~~~~~~~~~~~~~~
-// The hardware profile's `mps.inference_slowdown_percent` is what an inference loses to a
-// training job running beside it in another MPS client (the artifact's Figure 5 measures it
+// The hardware profile's `mps.inference_slowdown_percent` (or its `contention` point of the
+// inference model beside the training job, Note [MPS contention]) is what an inference loses to
+// a training job running beside it in another MPS client (the artifact's Figure 5 measures it
 // with training running). With no training on the GPU, nothing competes for the SMs, so the
 // inference runs at its ready speed. The server knows whether a training job is resident and
 // running (its background job under MPS is never stopped, so: configured and not idle), and
@@ -226,7 +228,7 @@ Duration MechanismModel::resident_run(std::uint32_t model, Task task, bool besid
   const Duration work =
       compute_costs(pm, task, prompt_tokens).forward + (task == Task::Training ? pm.backward : Duration::zero());
   if (task != Task::Inference || !beside_training) return work;
-  if (mechanism_ == Mechanism::Mps) return scale(work, mps_inference_slowdown());
+  if (mechanism_ == Mechanism::Mps) return scale(work, mps_inference_slowdown(model));
   if (mechanism_ == Mechanism::TimeSliced) return time_sliced_latency(work);
   return work;
 }
@@ -283,8 +285,11 @@ Duration MechanismModel::cleanup_time(std::uint32_t /*model*/) const {
   return hardware_.worker_cleanup;
 }
 
-double MechanismModel::mps_inference_slowdown() const {
-  return percent_factor(hardware_.mps.inference_slowdown_percent);
+double MechanismModel::mps_inference_slowdown(std::uint32_t model) const {
+  if (!training_job_) return percent_factor(hardware_.mps.inference_slowdown_percent);
+  return mps_inference_slowdown_percent(hardware_.mps, costs_of(model, Task::Inference).name, training_job_->first,
+                                        training_job_->second) /
+         100.0;
 }
 
 double MechanismModel::mps_training_slowdown() const {

@@ -370,3 +370,16 @@ psw_cli_test(validate.training_alone_negative 2 "--training-alone: Value -1 not 
 # psw profile-serving --from-load: a file that is not psw load's requests.csv.
 psw_cli_test(profile_serving.from_load_not_a_load 2 "serving-small.yaml: no column 'model'. expected psw load's requests.csv" profile-serving
   --from-load ${PSW_SIM_DATA}/serving-small.yaml --name x --device y)
+# Note [MPS contention]: the training step of a run at another batch, from its job alone
+# (146 steps in 10 s: 68,493,151 ns), beside the load's request path; a run without it refused.
+psw_cli_test(profile_serving.training_from_validation 0
+  "- .model: resnet152, batch: 32, step_ns: 68493151." profile-serving
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  ${PSW_SIM_DATA}/validation-batch32 --training-model resnet152 --training-batch 32)
+psw_cli_test(profile_serving.training_from_validation_untrained 2
+  "validation-untrained/validation.json: no object 'training'" profile-serving
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  ${PSW_SIM_DATA}/validation-untrained --training-model resnet152 --training-batch 32)
+psw_cli_test(profile_serving.training_from_validation_without_model 2 "--training-from-validation requires --training-model"
+  profile-serving --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  ${PSW_SIM_DATA}/validation-batch32)

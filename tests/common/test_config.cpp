@@ -86,6 +86,13 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.ipc_handle_open, b.ipc_handle_open);
   EXPECT_EQ(a.mps.inference_slowdown_percent, b.mps.inference_slowdown_percent);
   EXPECT_EQ(a.mps.training_slowdown_percent, b.mps.training_slowdown_percent);
+  ASSERT_EQ(a.mps.contention.size(), b.mps.contention.size());
+  for (std::size_t i = 0; i < a.mps.contention.size(); ++i) {
+    EXPECT_EQ(a.mps.contention[i].inference_model, b.mps.contention[i].inference_model);
+    EXPECT_EQ(a.mps.contention[i].training_model, b.mps.contention[i].training_model);
+    EXPECT_EQ(a.mps.contention[i].training_batch, b.mps.contention[i].training_batch);
+    EXPECT_EQ(a.mps.contention[i].inference_slowdown_percent, b.mps.contention[i].inference_slowdown_percent);
+  }
   EXPECT_EQ(a.unified_memory.page_bytes, b.unified_memory.page_bytes);
   EXPECT_EQ(a.unified_memory.page_fault, b.unified_memory.page_fault);
   EXPECT_EQ(a.unified_memory.migration_bandwidth, b.unified_memory.migration_bandwidth);
@@ -490,6 +497,34 @@ TEST(ConfigErrors, HardwareNestedKeys) {
                   {"hw.yaml:", "key 'mps.inference_slowdown_percent'", "got 50"});
   expect_contains(hardware_error(replace_once(good, "group_sync_ns: 2000", "group_sync_ns: 2000\nextra_ns: 1")),
                   {"hw.yaml:", "unknown key 'extra_ns'"});
+}
+
+// Note [MPS contention]: the points parse and round-trip; a repeated point and a slowdown
+// below 100% are named.
+TEST(ConfigErrors, MpsContention) {
+  const std::string good = h200_text();
+  const std::string anchor = "training_slowdown_percent: 150";
+  const auto with = [&](const std::string& points) {
+    return replace_once(good, anchor, anchor + "\n  contention:\n" + points);
+  };
+  const std::string two =
+      "    - {inference_model: resnet152, training_model: resnet152, training_batch: 2, inference_slowdown_percent: 125}\n"
+      "    - {inference_model: resnet152, training_model: resnet152, training_batch: 32, inference_slowdown_percent: 209}";
+  const HardwareProfile parsed = parse_hardware_profile(with(two), "hw.yaml");
+  ASSERT_EQ(parsed.mps.contention.size(), 2u);
+  EXPECT_EQ(parsed.mps.contention[1].training_batch, 32);
+  EXPECT_EQ(parsed.mps.contention[1].inference_slowdown_percent, 209);
+  expect_same_hardware(parsed, parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)"));
+  expect_contains(hardware_error(with(two + "\n    - {inference_model: resnet152, training_model: resnet152, "
+                                            "training_batch: 2, inference_slowdown_percent: 130}")),
+                  {"hw.yaml:", "key 'mps.contention[2].training_batch'", "a second point of resnet152 beside resnet152",
+                   "at training batch 2"});
+  expect_contains(hardware_error(with("    - {inference_model: bert_base, training_model: resnet152, training_batch: 8, "
+                                      "inference_slowdown_percent: 90}")),
+                  {"key 'mps.contention[0].inference_slowdown_percent'", "got 90"});
+  expect_contains(hardware_error(with("    - {inference_model: bert_base, training_batch: 8, "
+                                      "inference_slowdown_percent: 120}")),
+                  {"key 'mps.contention[0].training_model' is missing"});
 }
 
 // Note [Request path]: a serving profile round-trips, and each bad entry is named.

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/hardware_profile.hpp"
 #include "psw/sim/calibration.hpp"
 #include "psw/sim/gpu_server.hpp"
 
@@ -77,6 +79,61 @@ TEST(Calibration, RefusesAMeasurementNoValueExplainsAndARunOfAnotherMechanism) {
     EXPECT_NE(std::string(e.what()).find("is fitted on a run of no-memory-management"), std::string::npos) << e.what();
   }
   EXPECT_THROW(calibratable_cost("memory.nothing_ns"), InputError);
+}
+
+// Note [MPS contention]: a run simulated with one point per model (each model its own slowdown
+// beside ResNet-152 training at batch 8) gives the points back, from a profile with none; the
+// simulator then uses each model's own point, and a run of another mechanism is refused.
+TEST(Calibration, FitsOneMpsContentionPointPerModel) {
+  const ExperimentConfig config = figures_case(Mechanism::Mps);
+  ASSERT_TRUE(config.hardware.mps.contention.empty());
+  ASSERT_EQ(config.training_batch, 8);
+  const std::map<std::string, int> truth = {{"resnet152", 138}, {"inception_v3", 150}, {"bert_base", 125}};
+  ExperimentConfig measured = config;
+  for (const auto& [model, percent] : truth) measured.hardware.mps.contention.push_back({model, "resnet152", 8, percent});
+  const ContentionFit fit = fit_mps_contention(config, run_simulation(measured, SimulationOptions{}).summary, "run.json");
+  EXPECT_EQ(fit.training_model, "resnet152");
+  EXPECT_EQ(fit.training_batch, 8);
+  ASSERT_EQ(fit.points.size(), truth.size());
+  for (const auto& p : fit.points) {
+    SCOPED_TRACE(p.model);
+    EXPECT_NEAR(p.percent, truth.at(p.model), 1);
+    EXPECT_NEAR(p.simulated_fitted_ms, p.measured_ms, 0.01 * p.measured_ms);
+    EXPECT_LT(p.simulated_ready_ms, p.measured_ms);
+    // The one number the profile had is not the model's.
+    EXPECT_GT(std::abs(p.simulated_initial_ms - p.measured_ms), 0.01 * p.measured_ms);
+  }
+  ASSERT_EQ(fit.hardware.mps.contention.size(), truth.size());
+  // A second fit of the same job and batch replaces the points, not adds to them.
+  ExperimentConfig again = config;
+  again.hardware = fit.hardware;
+  EXPECT_EQ(fit_mps_contention(again, run_simulation(measured, SimulationOptions{}).summary, "run.json")
+                .hardware.mps.contention.size(),
+            truth.size());
+  try {
+    (void)fit_mps_contention(figures_case(Mechanism::Ready), run_simulation(measured, SimulationOptions{}).summary,
+                             "run.json");
+    FAIL() << "fitted MPS's contention on a run of ready";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mps.contention is fitted on a run of mps"), std::string::npos) << e.what();
+  }
+}
+
+// Note [MPS contention]: between two points of a pair the slowdown is linear in the training
+// batch, outside them the nearest point's; a pair without points takes the one number.
+TEST(Calibration, MpsContentionInterpolatesInTheTrainingBatch) {
+  MpsModel mps;
+  mps.inference_slowdown_percent = 137;
+  mps.contention = {{"resnet152", "resnet152", 32, 209}, {"resnet152", "resnet152", 2, 125},
+                    {"resnet152", "resnet152", 8, 138}, {"bert_base", "resnet152", 8, 125}};
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "resnet152", 8), 138);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "resnet152", 4), 125 + 13.0 * 2 / 6);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "resnet152", 16), 138 + 71.0 * 8 / 24);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "resnet152", 1), 125);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "resnet152", 64), 209);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "bert_base", "resnet152", 32), 125);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "inception_v3", "resnet152", 8), 137);
+  EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "bert_base", 8), 137);
 }
 
 }  // namespace

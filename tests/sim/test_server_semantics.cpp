@@ -230,7 +230,17 @@ TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
     simulate("small.yaml", {{"serving", quoted(batch16)}});
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("is for batch 16, the model profile's for batch 8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is for batch 16, the training job's for batch 8"), std::string::npos) << e.what();
+  }
+  // The job at batch 16 (Note [MPS contention]) takes that step, and needs it.
+  EXPECT_NO_THROW(simulate("small.yaml", {{"serving", quoted(batch16)}, {"training.batch", "16"}}));
+  try {
+    simulate("small.yaml", {{"training.batch", "16"}});
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a training job at batch 16 needs a serving profile with its step"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -94,6 +94,11 @@ struct ExperimentConfig {
   ParallelSpec parallel;
   std::uint64_t seed = 1;
   std::optional<std::uint32_t> training_model;
+  // The training job's batch (`training: {batch: N}`; default the model profile's). Another
+  // batch than the profile's needs a serving profile with the job's step at that batch: the
+  // simulator scales the job's layers to it (Note [Request path]). MPS's slowdown depends on it
+  // (Note [MPS contention]).
+  int training_batch = 0;
   // What a live server adds around the engine (Note [Request path]); absent: the engine's
   // latency only, and the training job's step from the model profile.
   std::optional<ServingProfile> serving;

@@ -60,10 +60,37 @@ struct TimeSlicingModel {
   int inference_share_percent = 50;
 };
 
-struct MpsModel {
-  int inference_slowdown_percent = 100;  // 100 = no slowdown
-  int training_slowdown_percent = 100;
+// Note [MPS contention]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// What an inference loses to a training job beside it under MPS depends on both. One H200
+// (results/gpu/raw-figures-2026-12-02-c and -mps-batch-*) ran ResNet-152, Inception-v3 and
+// BERT-base beside ResNet-152 training at batch 2 to 32: the engine over the ready engine went
+// from 1.25 / 1.25 / 1.10 at batch 2 to 2.09 / 1.95 / 1.51 at batch 32, steeply past 16, and
+// BERT-base lost about half what the convolutional models lost. So `contention` holds measured
+// points, each the slowdown of one inference model beside one training model at one training
+// batch (psw calibrate --cost mps.contention fits them from a run, one per requested model).
+// Between two points of a pair the slowdown is linear in the training batch; below the first
+// and above the last it is the nearest point's (no extrapolation); a pair without points takes
+// `inference_slowdown_percent`, the one number of before. Linear in the batch, not in its
+// logarithm: fitted at batch 2, 8 and 32, it predicts batch 4 and 16 within 15% (the logarithm
+// is off by 23% at 16).
+struct MpsContentionPoint {
+  std::string inference_model;
+  std::string training_model;
+  int training_batch = 0;
+  int inference_slowdown_percent = 100;
 };
+
+struct MpsModel {
+  int inference_slowdown_percent = 100;  // 100 = no slowdown; where `contention` has no point
+  int training_slowdown_percent = 100;
+  std::vector<MpsContentionPoint> contention;  // Note [MPS contention]
+};
+
+// Note [MPS contention]: the inference slowdown, in percent, of `inference_model` beside
+// `training_model` training at `training_batch`.
+double mps_inference_slowdown_percent(const MpsModel& mps, const std::string& inference_model,
+                                      const std::string& training_model, int training_batch);
 
 // CUDA unified memory (cudaMallocManaged): pages migrate on first touch.
 struct UnifiedMemoryModel {

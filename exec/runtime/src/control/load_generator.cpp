@@ -545,6 +545,23 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
   return profile;
 }
 
+TrainingStepCost training_step_from_validation(const nlohmann::json& validation, const std::string& origin,
+                                               const std::string& model, int batch) {
+  const auto training = validation.find("training");
+  if (training == validation.end() || !training->is_object()) {
+    throw InputError(origin + ": no object 'training' (a psw validate run of a server with a training job)");
+  }
+  const auto steps = training->find("alone_steps");
+  const auto seconds = training->find("alone_seconds");
+  if (steps == training->end() || !steps->is_number_integer() || steps->get<std::int64_t>() < 1 ||
+      seconds == training->end() || !seconds->is_number() || !(seconds->get<double>() > 0)) {
+    throw InputError(origin + ": training.alone_steps (at least 1) and training.alone_seconds (positive) are needed: "
+                              "the run measured its job alone (psw validate --training-alone)");
+  }
+  const double step_ns = seconds->get<double>() * 1e9 / static_cast<double>(steps->get<std::int64_t>());
+  return {model, batch, nanoseconds(static_cast<std::int64_t>(std::llround(step_ns)))};
+}
+
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {
   // The same marker as psw sim's folders: the files are the same kind.
   StagedFolder folder(out_dir, "config.resolved.yaml");

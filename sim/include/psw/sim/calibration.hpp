@@ -77,4 +77,30 @@ double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const 
 CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const nlohmann::json& measured_summary,
                  const std::string& origin);
 
+// Note [MPS contention] (hardware_profile.hpp): the name psw calibrate knows this fit by.
+inline constexpr const char* kMpsContentionCost = "mps.contention";
+
+// Note [MPS contention]: from a recorded run of mps beside `config`'s training job, one point per
+// requested model: the slowdown for which the model's simulated engine mean equals its
+// measured one. A resident model's engine under MPS is its ready work times the slowdown, so
+// one simulation with no slowdown gives each model's ready engine and the fit is the ratio; a
+// second simulation with the points checks it (simulated_fitted_ms). InputError for a config
+// that is not mps or has no training job, or a model measured faster than its ready engine.
+struct ContentionFit {
+  struct Point {
+    std::string model;
+    double measured_ms = 0;            // the model's engine mean in the run
+    double simulated_initial_ms = 0;   // with the config's profile
+    double simulated_ready_ms = 0;     // with no slowdown
+    double simulated_fitted_ms = 0;    // with the fitted point
+    int percent = 100;
+  };
+  std::string training_model;
+  int training_batch = 0;
+  std::vector<Point> points;
+  HardwareProfile hardware;  // the config's, its points of this training job and batch replaced
+};
+ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                 const std::string& origin);
+
 }  // namespace psw::sim

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "psw/common/experiment_config.hpp"
@@ -81,8 +82,11 @@ class MechanismModel {
 
   // Off the critical path: the old worker drops its state and becomes standby again.
   Duration cleanup_time(std::uint32_t model) const;
-  // MPS slowdowns as factors (>= 1).
-  double mps_inference_slowdown() const;
+  // The background training job (its model's name and its batch), which MPS's slowdown of an
+  // inference depends on (Note [MPS contention]); without one, the profile's one number.
+  void set_training_job(std::string model, int batch) { training_job_ = std::make_pair(std::move(model), batch); }
+  // MPS slowdowns as factors (>= 1): of an inference of `model` beside the training job.
+  double mps_inference_slowdown(std::uint32_t model) const;
   double mps_training_slowdown() const;
   // An inference of `work` alone on the GPU, time-sliced with a training job (Note [Time slicing]).
   Duration time_sliced_latency(Duration work) const;
@@ -113,6 +117,7 @@ class MechanismModel {
   }
 
  private:
+  std::optional<std::pair<std::string, int>> training_job_;
   struct PerModel {
     Grouping groups;
     std::vector<PathSplit> splits;  // pipeswitch-parallel only
@@ -137,7 +142,7 @@ class MechanismModel {
     // False for the training entry of a model whose measured profile has no backward times
     // (psw profile without --train): it can be served, not trained (costs_of refuses).
     bool available = true;
-    std::string name;  // the model's, for that message
+    std::string name;  // the model's (for that message, and Note [MPS contention])
   };
   const PerModel& costs_of(std::uint32_t model, Task task) const;
   // What a prompt's length changes in a switch (Note [Prefill curve]): pm's own values for

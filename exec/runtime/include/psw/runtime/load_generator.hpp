@@ -118,6 +118,13 @@ void check_load_workload(const ExperimentConfig& config);
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
                                          const std::string& name, const std::string& device);
 
+// The training step a psw validate run measured alone (validation.json's training.alone_steps
+// over training.alone_seconds: the --training-alone windows), as the serving profile's entry of
+// `model` at `batch`: a run whose server trained at another batch than the one calibrated
+// (Note [MPS contention]) brings its own step. InputError naming `origin` without those numbers.
+TrainingStepCost training_step_from_validation(const nlohmann::json& validation, const std::string& origin,
+                                               const std::string& model, int batch);
+
 // Writes requests.csv, summary.json and config.resolved.yaml into `out_dir`, atomically
 // (Note [Atomic output folders] in common/output.hpp), every write checked.
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir);
