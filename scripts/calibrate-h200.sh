@@ -5,7 +5,10 @@
 #  1. fit each cost to the run of the mechanism that pays it, chaining the fits into one profile,
 #     results/profiles/h200-calibrated.yaml (the link as raw-figures-2026-12-01-a measured it, its
 #     time_slicing translated to the current model, below):
-#       mps, time-sliced, stop-and-start  in raw-figures-2026-12-01-a;
+#       mps, time-sliced, stop-and-start  in raw-figures-2026-12-01-a (MPS's one number, for
+#                                         training jobs without contention points);
+#       mps.contention                    in raw-figures-2026-12-02-mps-batch-2, -c (batch 8) and
+#                                         -mps-batch-32: one point per model and batch;
 #       the memory ablations              in raw-figures-2026-12-02-b: the server as it is now.
 #         Their runs of 2026-12-01 (raw-figures-2026-12-01-b, -c) were measured before Note
 #         [Message memory] and cost 2-5 times more (no-ipc-optimization's ResNet-152 engine:
@@ -19,7 +22,11 @@
 #                                                     memory]; and on raw-figures-2026-12-01-c,
 #                                                     from before it: that shows the change;
 #       mps, time-sliced with the training job at     on raw-figures-2026-12-02-mps-batch-N (same
-#       batch 2, 4, 16 and 32 (the fits' is 8)        machine as run c; Note [MPS contention])
+#       batch 2, 4, 16 and 32                         machine as run c; Note [MPS contention]);
+#                                                     MPS's contention points are fitted on batch
+#                                                     2, 8 (run c) and 32, so 4 and 16 are its
+#                                                     held-out runs (and 2026-12-02-a, 2026-12-01-c
+#                                                     at batch 8, other machines)
 #     Each run is simulated with the request path calibrated in its own session (serving-h200.yaml
 #     of raw-figures-2026-12-01-a for 2026-12-01's runs, of raw-figures-2026-12-02-a for
 #     2026-12-02's morning runs, of raw-figures-2026-12-02-c for its afternoon's; the batch runs
@@ -44,9 +51,24 @@ serving_of() {  # RUN_FOLDER
   case ${1##*/} in
     raw-figures-2026-12-01-*) echo "$runs/raw-figures-2026-12-01-a/serving-h200.yaml" ;;
     raw-figures-2026-12-02-[ab]) echo "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" ;;
-    raw-figures-2026-12-02-c | raw-figures-2026-12-02-mps-batch-*) echo "$runs/raw-figures-2026-12-02-c/serving-h200.yaml" ;;
+    raw-figures-2026-12-02-c) echo "$runs/raw-figures-2026-12-02-c/serving-h200.yaml" ;;
+    raw-figures-2026-12-02-mps-batch-*) serving_at_batch "$(batch_of "$1")" "$1" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
+}
+
+# Note [MPS contention]: a run whose server trained at batch B (raw-figures-2026-12-02-mps-batch-B)
+# is simulated with its job at B: the request path of run c's MPS load (same machine, batch 8)
+# and the step the run measured alone (psw profile-serving --training-from-validation).
+batch_of() {  # RUN_FOLDER: its training batch (empty: the profile's, 8)
+  case ${1##*/} in raw-figures-2026-12-02-mps-batch-*) echo "${1##*-batch-}" ;; esac
+}
+serving_at_batch() {  # BATCH RUN_FOLDER: prints the serving profile's path
+  local serving=$work/serving-batch-$1.yaml
+  [[ -f $serving ]] || "$psw" profile-serving --from-load "$runs/raw-figures-2026-12-02-c/validation/figures-mps/measured/requests.csv" \
+    --training-from-validation "$2/validation/figures-mps" --training-model resnet152 --training-batch "$1" \
+    --name "h200-batch-$1" --device "NVIDIA H200" --out "$serving" > /dev/null
+  echo "$serving"
 }
 
 rm -rf "$out"
@@ -72,16 +94,33 @@ fit unified-memory unified_memory.page_fault_ns "$runs/raw-figures-2026-12-02-b"
 fit mps mps.inference_slowdown_percent "$runs/raw-figures-2026-12-01-a"
 fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-01-a"
 fit stop-and-start startup.framework_start_ns "$runs/raw-figures-2026-12-01-a"
+# Note [MPS contention]: one point per model beside the ResNet-152 job at batch 2, 8 and 32; the
+# runs at 4 and 16 are held out (validated below). The one number above stays for other jobs.
+fit_contention() {  # RUN_FOLDER
+  local run=$1 batch next=$work/after-contention-${1##*-}.yaml
+  batch=$(batch_of "$1")
+  if "$psw" calibrate --config "$(configure_figures mps "$current" "$(serving_of "$run")" "$batch")" \
+       --measured "$run/validation/figures-mps" --cost mps.contention --hardware "$current" --out "$next" \
+       > "$out/fit-mps-contention-${batch:-8}.txt" 2>&1; then
+    current=$next
+  fi
+  sed -i "s#$root/##g; /wrote /d" "$out/fit-mps-contention-${batch:-8}.txt"
+  cat "$out/fit-mps-contention-${batch:-8}.txt"
+}
+fit_contention "$runs/raw-figures-2026-12-02-mps-batch-2"
+fit_contention "$runs/raw-figures-2026-12-02-c"
+fit_contention "$runs/raw-figures-2026-12-02-mps-batch-32"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
-  local run=$1 name=${1##*/raw-figures-} serving
+  local run=$1 name=${1##*/raw-figures-} serving batch
   serving=$(serving_of "$1")
+  batch=$(batch_of "$1")
   shift
   for mechanism in "$@"; do
-    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving")" \
+    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving" "$batch")" \
       --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism-uncalibrated" > /dev/null
-    "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$serving")" \
+    "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$serving" "$batch")" \
       --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism" > /dev/null
   done
 }

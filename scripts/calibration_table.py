@@ -15,7 +15,7 @@ MECHANISMS = {
     "no-ipc-optimization": "memory.ipc_handle_open_ns",
     "no-pinned-memory": "link.pageable.bandwidth_bytes_per_s",
     "unified-memory": "unified_memory.page_fault_ns",
-    "mps": "mps.inference_slowdown_percent",
+    "mps": "mps.contention (mps.inference_slowdown_percent for other jobs)",
     "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.framework_start_ns",
     "pipeswitch": "(none: the check that the fits leave PipeSwitch alone)",
@@ -38,11 +38,13 @@ def error(table, scope, measure):
 
 
 def fitted_on(notes, cost):
-    """The run folder a cost was fitted to, as the profile's note names it; None when not fitted."""
+    """The run folders a cost was fitted to, as the profile's notes name them; None when not fitted.
+    MPS's contention (Note [MPS contention]) is fitted per training batch, one run each."""
+    runs = []
     for note in notes:
-        if note.startswith(cost + " fitted by psw calibrate to "):
-            return note.split(" to ", 1)[1].split("/validation/")[0].split("/")[-1]
-    return None
+        if note.startswith(cost.split(" ")[0] + " ") and " fitted by psw calibrate to " in note:
+            runs.append(note.split(" fitted by psw calibrate to ", 1)[1].split("/validation/")[0].split("/")[-1])
+    return ", ".join(runs) or None
 
 
 def main(argv):

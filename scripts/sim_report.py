@@ -301,12 +301,15 @@ def sec_setup(d, profiles, plan_ok, groups, base):
                  "processes). `MPS inference` is the factor the simulator multiplies the inference time by under "
                  "MPS while a training job shares the GPU (`mps.inference_slowdown_percent` / 100, so 550 means "
                  "×5.5, a 450% slowdown; Note [MPS slowdown] in `sim/src/mechanism.cpp`); with no training "
-                 "resident an MPS inference runs at Ready speed. Every number carries its source in "
+                 "resident an MPS inference runs at Ready speed. The H200 profile also has measured points per "
+                 "inference model beside ResNet-152 training at batch 2, 8 and 32 (`mps.contention`, Note [MPS "
+                 "contention]), which replace its factor for that job. Every number carries its source in "
                  "`configs/hardware/*.yaml`. The H200 profile is `results/profiles/h200-calibrated.yaml` "
                  "(adopted by `scripts/adopt-profiles.sh`): its links as `psw profile --link` measured them on the "
                  "lent H200, and the costs that `scripts/calibrate-h200.sh` fitted to the server's recorded runs "
                  "(framework start, cudaMalloc, IPC open, the pageable link's bandwidth, unified memory's page "
-                 "fault, MPS's inference slowdown, the time-sliced inference's share); its other costs are the "
+                 "fault, MPS's inference slowdown and its contention points, the time-sliced inference's share); "
+                 "its other costs are the "
                  "estimates of `configs/hardware/h200-pcie5-base.yaml`.\n")
     lines.append(
         "**Numbers fitted to the figures they are compared with.** Three V100 numbers were calibrated on the "
@@ -315,7 +318,7 @@ def sec_setup(d, profiles, plan_ok, groups, base):
         "per extra group); `memory.ipc_handle_open_ns` ({V_IPC} ms) from Figure 8 (no IPC optimization minus "
         "PipeSwitch, divided by the artifact's group counts, ResNet-152 and BERT-base); "
         "`mps.inference_slowdown_percent` (×5.5) from Figure 5 (MPS ÷ Ready of ResNet-152, 217.6 / 39.5 ms). "
-        "The T4 and H200 profiles reuse the MPS factor (and the T4 the group sync and IPC cost). "
+        "The T4 profile reuses the MPS factor, the group sync and the IPC cost. "
         "`framework_start_ns` comes from the paper's Table 1, not from a figure compared here.\n")
     if plan_ok:
         lines.append("### Plans the simulated PipeSwitch uses\n")
@@ -473,8 +476,9 @@ def sec_fig5(d):
         "overheads of %s / %s / %s ms against the artifact's %.0f / %.0f / %.0f ms: the artifact's MPS "
         "penalty does not scale with the model's compute (Inception-v3, the smallest, still pays 137 ms), "
         "and its own logged full run shows MPS at 659 / 464 / 522 ms, so MPS contention is both larger and "
-        "far more variable than one constant factor. There is no contention model behind the factor "
-        "(training batch, SM sharing), and the T4 and H200 profiles reuse the V100 factor." % (
+        "far more variable than one constant factor. The V100 and T4 profiles have no contention model behind "
+        "the factor; the H200's has one measured on the H200 (per inference model and training batch, Note "
+        "[MPS contention]), and the T4 reuses the V100 factor." % (
             factor["resnet152"], ms(mo["resnet152"]), ms(mo["inception_v3"]), ms(mo["bert_base"]),
             art_overhead("fig5", "resnet152", "mps"), art_overhead("fig5", "inception_v3", "mps"),
             art_overhead("fig5", "bert_base", "mps")))

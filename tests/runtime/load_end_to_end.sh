@@ -166,7 +166,7 @@ set +e
 "$psw" sim --config "$work/validate-serving.yaml" --out "$work/sim-refused" > /dev/null 2> "$work/batch.err"
 rc=$?
 set -e
-test "$rc" = 2 && grep -q "serving profile's training step of resnet152 is for batch 2, the model profile's for batch 8" "$work/batch.err" \
+test "$rc" = 2 && grep -q "serving profile's training step of resnet152 is for batch 2, the training job's for batch 8" "$work/batch.err" \
   || { cat "$work/batch.err" "$work/serving.yaml"; echo "FAIL: batch mismatch: exit $rc"; exit 1; }
 sed -i "s/batch: 2, step_ns/batch: 8, step_ns/" "$work/serving.yaml"
 "$psw" validate --config "$work/validate-serving.yaml" --socket "$sock" --out "$work/validation-serving" \
