@@ -84,8 +84,9 @@ struct ControllerStats {
   std::int64_t preemptions = 0;
   // Of the preemptions, those that abandoned the training step in progress instead of pausing it
   // (no other worker was free to serve beside the paused job, or fresh processes): its work so
-  // far is lost. The simulator's PipeSwitch always pauses; the H200's burst run lost about 27 ms
-  // of training per request against 7 ms simulated, which these would explain (README).
+  // far is lost. The simulator's PipeSwitch always pauses. (Counted to test a reading of the
+  // H200's burst run, which lost more training per request than simulated: a second run counted
+  // 460 preemptions and none abandoning, so it was not this; README.)
   std::int64_t preemptions_abandoning_step = 0;
   std::int64_t worker_restarts = 0;
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
