@@ -29,9 +29,12 @@ endif()
 set(re2_FOUND TRUE)
 CMAKE
 # The device tool carries 64 MiB at most: drop what the build does not read (documentation,
-# static libraries no CMake config names, Eigen's unsupported modules: the tree and this folder
-# came to 63 MiB on 2026-12-02).
-rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man" "$root/.gpu-carry/usr/include/eigen3/unsupported"
+# static libraries no CMake config names, Eigen's unsupported modules, GoogleMock's headers (no
+# test uses them), gRPC's TLS roots and OpenSSL's engines (the server speaks over a Unix socket):
+# the tree and this folder came to 64 MB on 2026-12-02, when a GPU call last succeeded without them).
+rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man" "$root/.gpu-carry/usr/include/eigen3/unsupported" \
+  "$root/.gpu-carry/usr/include/gmock" "$root/.gpu-carry/usr/share/grpc" "$root/.gpu-carry/usr/share/doc-base" \
+  "$root/.gpu-carry/usr/share/lintian" "$root/.gpu-carry/usr/lib/x86_64-linux-gnu/engines-3"
 keep=$(cat "$lib"/cmake/*/*.cmake | grep -o 'lib[A-Za-z0-9_+.-]*\.a' | sort -u)
 for a in "$lib"/*.a; do
   grep -qx "$(basename "$a")" <<< "$keep" || rm -f "$a"
