@@ -308,25 +308,25 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     } catch (const InputError& e) {
       r.fail_key("serving", r.get("serving"), e.what());
     }
-    if (config.training_model) {
-      const ModelProfile& trained = config.models[*config.training_model];
-      const TrainingStepCost* step = config.serving->training_of(trained.name);
-      if (step != nullptr && step->batch != config.training_batch) {
-        r.fail_key("serving", r.get("serving"),
-                   detail::concat("the serving profile's training step of ", trained.name, " is for batch ", step->batch,
-                                  ", the training job's for batch ", config.training_batch,
-                                  " (training.batch; the model profile's is ", trained.batch, ")"));
-      }
-    }
   }
   r.mark_seen("serving");
-  if (config.training_model && config.training_batch != config.models[*config.training_model].batch &&
-      (!config.serving || config.serving->training_of(config.models[*config.training_model].name) == nullptr)) {
+  // The training job's step: the serving profile's, which must be at the job's batch, else the
+  // model profile's layers, which are at the profile's batch only.
+  if (config.training_model) {
     const ModelProfile& trained = config.models[*config.training_model];
-    r.fail_key("training", r.get("training"),
-               detail::concat("a training job at batch ", config.training_batch, " needs a serving profile with its step",
-                              " at that batch (key 'serving'): the model profile of ", trained.name, " is for batch ",
-                              trained.batch));
+    const TrainingStepCost* step = config.serving ? config.serving->training_of(trained.name) : nullptr;
+    if (step != nullptr && step->batch != config.training_batch) {
+      r.fail_key("serving", r.get("serving"),
+                 detail::concat("the serving profile's training step of ", trained.name, " is for batch ", step->batch,
+                                ", the training job's for batch ", config.training_batch,
+                                " (training.batch; the model profile's is ", trained.batch, ")"));
+    }
+    if (step == nullptr && config.training_batch != trained.batch) {
+      r.fail_key("training", r.get("training"),
+                 detail::concat("a training job at batch ", config.training_batch, " needs a serving profile with its step",
+                                " at that batch (key 'serving'): the model profile of ", trained.name, " is for batch ",
+                                trained.batch));
+    }
   }
   config.workload = parse_workload(r, config);
   if (r.has("outputs")) {

@@ -70,6 +70,23 @@ std::map<std::string, EngineMean> engine_means(const nlohmann::json& summary, co
   return means;
 }
 
+std::map<std::string, EngineMean> simulated_engine_means(const ExperimentConfig& config) {
+  return engine_means(run_simulation(config, SimulationOptions{}).summary, "the simulation");
+}
+
+// The profile with `points` as the contention of their training job and batch (earlier points of
+// the same model, job and batch replaced).
+HardwareProfile with_points(HardwareProfile hw, const std::vector<MpsContentionPoint>& points) {
+  for (const MpsContentionPoint& point : points) {
+    std::erase_if(hw.mps.contention, [&](const MpsContentionPoint& p) {
+      return p.inference_model == point.inference_model && p.training_model == point.training_model &&
+             p.training_batch == point.training_batch;
+    });
+    hw.mps.contention.push_back(point);
+  }
+  return hw;
+}
+
 }  // namespace
 
 std::string to_string(FitMeasure measure) { return measure == FitMeasure::Engine ? "engine" : "latency"; }
@@ -183,33 +200,6 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   return fit;
 }
 
-namespace {
-
-std::map<std::string, double> engine_means_ms(const nlohmann::json& summary, const std::string& origin) {
-  std::map<std::string, double> means;
-  for (const auto& [name, engine] : engine_means(summary, origin)) means[name] = engine.mean_ms;
-  return means;
-}
-
-std::map<std::string, double> simulated_engine_means_ms(const ExperimentConfig& config) {
-  return engine_means_ms(run_simulation(config, SimulationOptions{}).summary, "the simulation");
-}
-
-// The profile with `points` as the contention of their training job and batch (earlier points of
-// the same model, job and batch replaced).
-HardwareProfile with_points(HardwareProfile hw, const std::vector<MpsContentionPoint>& points) {
-  for (const MpsContentionPoint& point : points) {
-    std::erase_if(hw.mps.contention, [&](const MpsContentionPoint& p) {
-      return p.inference_model == point.inference_model && p.training_model == point.training_model &&
-             p.training_batch == point.training_batch;
-    });
-    hw.mps.contention.push_back(point);
-  }
-  return hw;
-}
-
-}  // namespace
-
 ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                  const std::string& origin) {
   if (config.mechanism != Mechanism::Mps) {
@@ -223,34 +213,35 @@ ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann:
   ContentionFit fit;
   fit.training_model = config.models[*config.training_model].name;
   fit.training_batch = config.training_batch;
-  const std::map<std::string, double> measured = engine_means_ms(measured_summary, origin);
-  const std::map<std::string, double> initial = simulated_engine_means_ms(config);
+  const std::map<std::string, EngineMean> initial = simulated_engine_means(config);
   ExperimentConfig ready = config;
   ready.hardware.mps.inference_slowdown_percent = 100;
   ready.hardware.mps.contention.clear();
-  const std::map<std::string, double> at_ready = simulated_engine_means_ms(ready);
+  const std::map<std::string, EngineMean> at_ready = simulated_engine_means(ready);
   std::vector<MpsContentionPoint> points;
-  for (const auto& [model, measured_ms] : measured) {
+  for (const auto& [model, measured] : engine_means(measured_summary, origin)) {
+    const double measured_ms = measured.mean_ms;
     const auto simulated = at_ready.find(model);
     if (simulated == at_ready.end()) {
       throw InputError(detail::concat(origin, ": model '", model, "' has engine times, but the simulation of ",
                                       config.source.string(), " requests it not"));
     }
-    const double percent = 100.0 * measured_ms / simulated->second;
+    const double ready_ms = simulated->second.mean_ms;
+    const double percent = 100.0 * measured_ms / ready_ms;
     if (percent < 99.5) {
       throw InputError(detail::concat(origin, ": ", model, "'s engine, ", measured_ms, " ms, is below its ready engine (",
-                                      simulated->second, " ms simulated): no MPS slowdown gives it, so another cost "
+                                      ready_ms, " ms simulated): no MPS slowdown gives it, so another cost "
                                       "(its layers' times) is wrong (Note [Calibrating a cost])"));
     }
     const int rounded_percent = std::max(100, static_cast<int>(std::lround(percent)));
     points.push_back({model, fit.training_model, fit.training_batch, rounded_percent});
-    fit.points.push_back({model, measured_ms, initial.at(model), simulated->second, 0, rounded_percent});
+    fit.points.push_back({model, measured_ms, initial.at(model).mean_ms, ready_ms, 0, rounded_percent});
   }
   fit.hardware = with_points(config.hardware, points);
   ExperimentConfig fitted = config;
   fitted.hardware = fit.hardware;
-  const std::map<std::string, double> after = simulated_engine_means_ms(fitted);
-  for (auto& point : fit.points) point.simulated_fitted_ms = after.at(point.model);
+  const std::map<std::string, EngineMean> after = simulated_engine_means(fitted);
+  for (auto& point : fit.points) point.simulated_fitted_ms = after.at(point.model).mean_ms;
   return fit;
 }
 

@@ -118,6 +118,13 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       per_model_.push_back(std::move(pm));
     }
   }
+  for (PerModel& pm : per_model_) pm.mps_slowdown = percent_factor(hardware.mps.inference_slowdown_percent);
+}
+
+void MechanismModel::set_training_job(const std::string& model, int batch) {
+  for (PerModel& pm : per_model_) {
+    pm.mps_slowdown = mps_inference_slowdown_percent(hardware_.mps, pm.name, model, batch) / 100.0;
+  }
 }
 
 MechanismModel::ComputeCosts MechanismModel::compute_costs(const PerModel& pm, Task task,
@@ -286,10 +293,7 @@ Duration MechanismModel::cleanup_time(std::uint32_t /*model*/) const {
 }
 
 double MechanismModel::mps_inference_slowdown(std::uint32_t model) const {
-  if (!training_job_) return percent_factor(hardware_.mps.inference_slowdown_percent);
-  return mps_inference_slowdown_percent(hardware_.mps, costs_of(model, Task::Inference).name, training_job_->first,
-                                        training_job_->second) /
-         100.0;
+  return costs_of(model, Task::Inference).mps_slowdown;
 }
 
 double MechanismModel::mps_training_slowdown() const {

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "psw/common/experiment_config.hpp"
@@ -84,7 +83,7 @@ class MechanismModel {
   Duration cleanup_time(std::uint32_t model) const;
   // The background training job (its model's name and its batch), which MPS's slowdown of an
   // inference depends on (Note [MPS contention]); without one, the profile's one number.
-  void set_training_job(std::string model, int batch) { training_job_ = std::make_pair(std::move(model), batch); }
+  void set_training_job(const std::string& model, int batch);
   // MPS slowdowns as factors (>= 1): of an inference of `model` beside the training job.
   double mps_inference_slowdown(std::uint32_t model) const;
   double mps_training_slowdown() const;
@@ -117,7 +116,6 @@ class MechanismModel {
   }
 
  private:
-  std::optional<std::pair<std::string, int>> training_job_;
   struct PerModel {
     Grouping groups;
     std::vector<PathSplit> splits;  // pipeswitch-parallel only
@@ -143,6 +141,9 @@ class MechanismModel {
     // (psw profile without --train): it can be served, not trained (costs_of refuses).
     bool available = true;
     std::string name;  // the model's (for that message, and Note [MPS contention])
+    // Note [MPS contention]: the inference's slowdown factor beside the training job (set once
+    // by set_training_job, not looked up per request); the profile's one number without one.
+    double mps_slowdown = 1.0;
   };
   const PerModel& costs_of(std::uint32_t model, Task task) const;
   // What a prompt's length changes in a switch (Note [Prefill curve]): pm's own values for
