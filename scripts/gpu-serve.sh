@@ -33,7 +33,8 @@
 #               h200-validate.yaml's workload (16 senders with a connection each, as validate; 16
 #               senders sharing one; one sender), into raw/protocol/
 #   burst       psw validate of configs/experiments/h200-burst.yaml under pipeswitch (Poisson
-#               arrivals at 12/s: requests in flight together; Note [Protocol under load])
+#               arrivals at 12/s: requests in flight together; Note [Protocol under load]), or
+#               under each of PSW_BURST_MECHANISMS at each of PSW_BURST_RATES
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
 #               hardware profile models it, time-sliced (or PSW_VALIDATE_MECHANISMS)
@@ -351,12 +352,24 @@ if has_part validate; then
 fi
 # Note [Protocol under load]: h200-burst's Poisson arrivals, so that requests overlap; psw
 # profile-serving --from-load fits the protocol's growth per request in flight from it.
+# PSW_BURST_MECHANISMS and PSW_BURST_RATES (requests/s) run it again per pair (Note [Training
+# held]: the training job's hold and its rate between requests against the rate and the switch);
+# the default pair, pipeswitch at 12/s, keeps the name h200-burst.
 if has_part burst; then
-  echo "== burst: pipeswitch under Poisson arrivals ($(date -u +%T))"
-  experiment="$sock_dir/h200-burst.yaml"
-  sed "s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-burst.yaml" > "$experiment"
-  use_calibration "$experiment"
-  validate_with pipeswitch "$experiment" h200-burst
+  read -ra burst_mechanisms <<< "${PSW_BURST_MECHANISMS:-pipeswitch}"
+  read -ra burst_rates <<< "${PSW_BURST_RATES:-12}"
+  for mechanism in "${burst_mechanisms[@]}"; do
+    for rate in "${burst_rates[@]}"; do
+      name=h200-burst
+      [[ $mechanism == pipeswitch && $rate == 12 ]] || name=h200-burst-$mechanism-$rate
+      echo "== burst: $mechanism under Poisson arrivals at $rate/s ($(date -u +%T))"
+      experiment="$sock_dir/$name.yaml"
+      sed "s/^mechanism: .*/mechanism: $mechanism/; s/rate_per_s: 12,/rate_per_s: $rate,/; s/^name: .*/name: $name/; s#\.\./#$root/configs/#g" \
+        "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+      use_calibration "$experiment"
+      validate_with "$mechanism" "$experiment" "$name"
+    done
+  done
 fi
 # The paper's Figures 5, 7, 8 and 9 through the server: psw validate of h200-figures.yaml per
 # mechanism (measured and simulated on one workload); scripts/gpu_figures.py draws them.

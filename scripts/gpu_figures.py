@@ -2,12 +2,13 @@
 """Draws the paper's Figures 5-9 measured on the H200 through the server, beside the simulator's
 prediction of the same runs and the authors' artifact on a V100, and writes the tables.
 
-Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] [--resimulated DIR] RAW_DIR...
+Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] [--resimulated DIR] [--replacing RAW_DIR]... RAW_DIR...
 
 Each RAW_DIR is a gpu-serve.sh raw folder whose `figures` part ran (validation/figures-<mechanism>/,
 one psw validate per mechanism: the measured and simulated summaries and validation.csv, whose
 relative errors psw validate computed); a run split over several device calls gives one folder
-per call (a mechanism in two folders is an error). Writes OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png
+per call (a mechanism or a Figure 6 case in two folders is an error; a later run of Figure 6 cases
+given with --replacing replaces the same cases of the other folders, named in the README). Writes OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png
 (three series per model and mechanism: measured on the H200, simulated for the H200, the
 artifact's V100), fig6.png and OUT_DIR/README.md with the tables and the environment of the run.
 Figure 6 (throughput and mean latency under scheduling cycles) comes from the raw folders'
@@ -127,11 +128,14 @@ def bar_figure(fig, data, out_path):
     plt.close(figure)
 
 
-def collect_fig6(raws, resimulated=None):
+def collect_fig6(raws, resimulated=None, replacing=(), replaced=None):
     """{mechanism: {cycle_s: {"throughput": (measured, simulated, error), "mean_ms": (...)}}} from
     validation/fig6-<mechanism>-<cycle_ms>/validation.csv (or the resimulated folder's
-    fig6-<mechanism>-<cycle_ms>/validation.csv where it exists); a case in two folders is an error."""
+    fig6-<mechanism>-<cycle_ms>/validation.csv where it exists); a case in two folders is an error
+    unless one of them is in `replacing`, whose case is taken (and noted in `replaced`: {case: (taken, dropped)})."""
     data, seen = {}, {}
+    # The replacing folders first, so that their cases are the ones kept.
+    raws = [r for r in raws if r in replacing] + [r for r in raws if r not in replacing]
     for raw in raws:
         folder = os.path.join(raw, "validation")
         if not os.path.isdir(folder):
@@ -146,6 +150,10 @@ def collect_fig6(raws, resimulated=None):
             if resimulated is not None and os.path.exists(os.path.join(resimulated, name, "validation.csv")):
                 path = os.path.join(resimulated, name, "validation.csv")
             if name in seen:
+                if seen[name] in replacing and raw not in replacing:
+                    if replaced is not None:
+                        replaced[name] = (seen[name], raw)
+                    continue
                 sys.exit(f"gpu_figures: {name} was run in more than one folder: {seen[name]}, {raw}")
             seen[name] = raw
             rows = read_rows(path)
@@ -239,9 +247,11 @@ def main(argv):
     parser.add_argument("--sim", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results", "sim"),
                         help="psw sweep results with fig6/sweep.csv (default results/sim)")
     parser.add_argument("--resimulated", help="scripts/resimulate-figures.sh's folder: the simulated side from there")
+    parser.add_argument("--replacing", action="append", default=[], metavar="RAW_DIR",
+                        help="a later run of some Figure 6 cases: they replace the same cases of the other RAW_DIRs")
     parser.add_argument("raws", nargs="+", metavar="RAW_DIR")
     args = parser.parse_args(argv[1:])
-    raws, out, sim_dir = args.raws, args.out, args.sim
+    raws, out, sim_dir = args.raws + args.replacing, args.out, args.sim
     if args.resimulated is not None and not os.path.isdir(args.resimulated):
         print(f"gpu_figures: --resimulated {args.resimulated}: no such folder", file=sys.stderr)
         return 2
@@ -303,7 +313,8 @@ def main(argv):
                              f"{engine_error} | {cell(artifact, 1)} |")
         lines.append("")
     lines += ["## Figure 6: ResNet-152 under scheduling cycles", ""]
-    fig6 = collect_fig6(raws, args.resimulated)
+    replaced = {}
+    fig6 = collect_fig6(raws, args.resimulated, args.replacing, replaced)
     if fig6:
         try:
             fig6_measured_figure(fig6, os.path.join(out, "fig6.png"))
@@ -315,6 +326,11 @@ def main(argv):
                   "then its requests back to back for a cycle, a closed loop (Note [Closed-loop cycles]); throughput",
                   "is the answers within their inference phase per second of inference phase, as the paper counts it.",
                   ""] + fig6_table(fig6) + [""]
+        for name, (taken, dropped) in sorted(replaced.items()):
+            lines.append(f"- `{name}`: from `{os.path.basename(os.path.normpath(taken))}`, a later run of the case than "
+                         f"`{os.path.basename(os.path.normpath(dropped))}`'s (`--replacing`).")
+        if replaced:
+            lines.append("")
     else:
         try:
             rows = fig6_figure(sim_dir, os.path.join(out, "fig6.png"))

@@ -6,7 +6,9 @@
 # beside the same measurements. The runs' own simulated values are kept in their raw folders.
 #
 # The runs: results/gpu/raw-figures-2026-12-02-a and -b (Figures 5, 7-9) and
-# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop), one H200 machine of 2026-12-02.
+# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop), one H200 machine of 2026-12-02;
+# Figure 6's stop-and-start from raw-serve-2026-12-02-burst-fig6 (another machine, that afternoon:
+# the first run's 2 and 5 s cycles had failed).
 # The simulator's profiles: the adopted hardware profile (configs/hardware/h200-pcie5.yaml: its
 # estimated costs calibrated on 2026-12-01's runs by scripts/calibrate-h200.sh, which none of these
 # runs is) and the request path measured in the same session (raw-figures-2026-12-02-a/
@@ -15,7 +17,7 @@
 # psw validate's outputs) and OUT/environment.md. Then draw with
 #   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \
 #     results/gpu/raw-figures-2026-12-02-a results/gpu/raw-figures-2026-12-02-b \
-#     results/gpu/raw-serve-2026-12-02-validate-fig6
+#     results/gpu/raw-serve-2026-12-02-validate-fig6 --replacing results/gpu/raw-serve-2026-12-02-burst-fig6
 # (matplotlib; the CI machine has none).
 #
 #   scripts/resimulate-figures.sh [BUILD_DIR] [OUT]
@@ -26,6 +28,8 @@ out=${2:-$root/results/gpu/figures/resimulated}
 runs=$root/results/gpu
 raws=("$runs/raw-figures-2026-12-02-a" "$runs/raw-figures-2026-12-02-b")
 fig6_run=$runs/raw-serve-2026-12-02-validate-fig6
+fig6_later_run=$runs/raw-serve-2026-12-02-burst-fig6  # stop-and-start at 1, 2 and 5 s, with the wait
+fig6_later_serving=$runs/raw-figures-2026-12-02-c/serving-h200.yaml
 hardware=$root/configs/hardware/h200-pcie5.yaml
 serving=${raws[0]}/serving-h200.yaml
 experiments=$root/configs/experiments
@@ -45,11 +49,16 @@ for raw in "${raws[@]}"; do
     revalidate "$(configure_figures "$mechanism" "$hardware" "$serving")" "$measured" "$mechanism"
   done
 done
-for measured in "$fig6_run"/validation/fig6-*; do
+# The later run's cases replace the morning's (gpu_figures.py --replacing), simulated with the
+# request path of its own machine (run c's calibration, the same afternoon).
+for measured in "$fig6_later_run"/validation/fig6-* "$fig6_run"/validation/fig6-*; do
   case=${measured##*/fig6-}  # MECHANISM-CYCLE_MS
+  [[ -e $out/fig6-$case ]] && continue  # measured again later
   mechanism=${case%-*} cycle_ms=${case##*-}
   rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
-  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$serving")" "$measured" "fig6-$case"
+  case_serving=$serving
+  [[ $measured == "$fig6_later_run"/* ]] && case_serving=$fig6_later_serving
+  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$case_serving")" "$measured" "fig6-$case"
 done
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 echo "resimulate-figures: wrote $out"

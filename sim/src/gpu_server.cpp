@@ -202,6 +202,8 @@ class GpuServer {
     if (!completed_any_ && issued_ == 0) throw InputError(config_.source.string() + ": the workload has no requests");
     end_ = std::max(sim_.now(), end_);
     advance_training(end_);
+    if (held_since_) training_held_ += end_ - *held_since_;
+    held_since_.reset();
   }
 
   // Completes and closes requests.csv and the trace, checked (Note [Checked writes]).
@@ -275,6 +277,7 @@ class GpuServer {
         {"training_switch_ins", training_switch_ins_},
         {"training_requests", training_requests_},
         {"training_lost_ms", ms(training_lost_)},
+        {"training_held_ms", ms(training_held_)},
         {"standby_waits", standby_waits_},
         {"startup_overhead_ms", {{"mean", switched_ ? ms(startup_sum_) / static_cast<double>(switched_) : 0.0}}},
         {"total_overhead_ms",
@@ -396,6 +399,7 @@ class GpuServer {
         training_->advance(stop);  // the current layer still completes
         if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
         if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
+        held_since_ = now + stop;  // Note [Training held] in the runtime's controller.cpp
       }
     } else if (state_ == State::Resuming) {
       sim_.cancel(resume_event_);  // abandon switching training back in
@@ -581,6 +585,8 @@ class GpuServer {
     if (trace_ && at > now) trace_->slice("switch in training", "switch", 2, now, at);
     resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] {
       state_ = State::Training;
+      if (held_since_) training_held_ += sim_.now() - *held_since_;
+      held_since_.reset();
       training_since_ = sim_.now();
       training_started_ = sim_.now();
       if (switched) ++training_switch_ins_;
@@ -641,6 +647,10 @@ class GpuServer {
   std::int64_t training_switch_ins_ = 0;   // switches that brought training back in
   std::int64_t training_requests_ = 0;     // Note [Training requests]
   Duration training_lost_;                 // Note [Killed training]
+  // Stopped for requests, from the layer boundary to running again (the runtime's Note
+  // [Training held]): summed, and the start of the hold in progress.
+  Duration training_held_;
+  std::optional<Duration> held_since_;
   std::int64_t switched_ = 0;
   std::int64_t standby_waits_ = 0;
   Duration startup_sum_;

@@ -158,6 +158,24 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     if (sim_share || measured_share) {
       report.rows.push_back({"all", "training_share", sim_share, measured_share, kTrainingTolerance});
     }
+    // Note [Training held]: the share split into the time held and the rate while not held.
+    std::optional<double> sim_held;
+    const double makespan_s = simulated.value("makespan_s", 0.0);
+    if (sim_share && simulated.contains("training_held_ms") && simulated["training_held_ms"].is_number() && makespan_s > 0) {
+      sim_held = simulated["training_held_ms"].get<double>() / 1000.0 / makespan_s;
+    }
+    std::optional<double> measured_held;
+    if (measured_share && training->held_seconds && training->seconds > 0) {
+      measured_held = *training->held_seconds / training->seconds;
+    }
+    if (sim_held || measured_held) {
+      auto running_share = [](const std::optional<double>& share, const std::optional<double>& held) {
+        return share && held && *held < 1.0 ? std::optional<double>(*share / (1.0 - *held)) : std::nullopt;
+      };
+      report.rows.push_back({"all", "training_held_fraction", sim_held, measured_held, kTrainingTolerance});
+      report.rows.push_back({"all", "training_running_share", running_share(sim_share, sim_held),
+                             running_share(measured_share, measured_held), kTrainingTolerance});
+    }
   }
   return report;
 }

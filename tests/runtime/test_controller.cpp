@@ -140,6 +140,9 @@ training:
   EXPECT_NE(metrics.find("psw_server_info{mechanism=\"pipeswitch\",backend=\"host\"} 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_requests_total{model=\"bert_base\",outcome=\"ok\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_training_iterations_total " + std::to_string(steps)), std::string::npos) << metrics;
+  // Note [Training held]: every preemption held the job for a while; none is in progress now.
+  EXPECT_GT(stats.training_held_ns, 0);
+  EXPECT_NE(metrics.find("psw_training_held_seconds_total "), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_request_phase_seconds{phase=\"device_startup\",quantile=\"0.99\"}"), std::string::npos)
       << metrics;
 }

@@ -306,6 +306,28 @@ TEST(SimTraining, StopAndStartLosesTheIterationInProgress) {
   EXPECT_EQ(simulate("small.yaml", pipeswitch).at("training_lost_ms").get<double>(), 0.0);
 }
 
+// Note [Training held]: one request under PipeSwitch holds the job from its layer boundary to
+// running again, the request's time and training's switch back in; MPS never holds it.
+TEST(SimTraining, TheTimeTrainingIsHeldForRequestsIsReported) {
+  const Overrides one_request = {{"workload.count", "1"}, {"workload.models", "[resnet152]"},
+                                 {"mechanism", "pipeswitch"}};
+  const auto summary = simulate("small.yaml", one_request);
+  const double held_ms = summary.at("training_held_ms").get<double>();
+  const double latency_ms = summary.at("latency").at("mean_ms").get<double>();
+  EXPECT_GT(held_ms, 0.0);
+  // At least the request's time on the server, less the protocol and the layer boundary's wait.
+  EXPECT_GT(held_ms, 0.5 * latency_ms);
+  // The job ran the rest of the makespan: progress plus the hold make up the run.
+  const double makespan_ms = summary.at("makespan_s").get<double>() * 1000.0;
+  EXPECT_LT(held_ms, makespan_ms);
+  Overrides mps = one_request;
+  mps.back() = {"mechanism", "mps"};
+  EXPECT_EQ(simulate("small.yaml", mps).at("training_held_ms").get<double>(), 0.0);
+  Overrides two = one_request;
+  two.front() = {"workload.count", "2"};
+  EXPECT_GT(simulate("small.yaml", two).at("training_held_ms").get<double>(), held_ms);
+}
+
 // Note [Switch counts]: every request of small.yaml preempts training and switches its model
 // in, and training is switched back in after each; the two are counted apart.
 TEST(SimServer, SwitchCountsKeepInferenceAndTrainingApart) {

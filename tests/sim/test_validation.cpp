@@ -150,6 +150,50 @@ TEST(Validation, TrainingShareComparesEachSidesRateWithItsRateAlone) {
             ValidationStatus::OneSided);
 }
 
+// Note [Training held]: the share split into the time held and the rate while not held.
+TEST(Validation, TrainingHeldSplitsTheShareIntoHoldAndRunningRate) {
+  // The simulator: 18 steps/s over a 30 s makespan, held 3 s of it (0.1), a 50 ms step: share
+  // 0.9, all of it the hold (running share 1).
+  const nlohmann::json simulated = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0},
+                                    {"training_iterations_per_s", 18.0}, {"makespan_s", 30.0},
+                                    {"training_held_ms", 3000.0}};
+  const nlohmann::json measured = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
+  // The server: held as long (3 of 30 s), but 432 steps where alone it would do 540 (20/s):
+  // a share of 0.72, of which the running share 0.8 is the cost the hold does not explain.
+  MeasuredTraining training{432, 30.0, 100, 5.0};
+  training.held_seconds = 3.0;
+  const ValidationReport report =
+      compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, training, milliseconds(50));
+  const ValidationRow& held = row(report, "all", "training_held_fraction");
+  EXPECT_DOUBLE_EQ(*held.simulated, 0.1);
+  EXPECT_DOUBLE_EQ(*held.measured, 0.1);
+  EXPECT_EQ(held.status(), ValidationStatus::Within);
+  const ValidationRow& running = row(report, "all", "training_running_share");
+  EXPECT_NEAR(*running.simulated, 1.0, 1e-12);
+  EXPECT_NEAR(*running.measured, 0.8, 1e-12);
+  EXPECT_EQ(running.status(), ValidationStatus::Outside);
+  // Held twice as long, running at its rate alone: the other row is off.
+  training = MeasuredTraining{480, 30.0, 100, 5.0};
+  training.held_seconds = 6.0;
+  const ValidationReport longer =
+      compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured, training, milliseconds(50));
+  EXPECT_EQ(row(longer, "all", "training_held_fraction").status(), ValidationStatus::Outside);
+  EXPECT_NEAR(*row(longer, "all", "training_running_share").measured, 1.0, 1e-12);
+  // Neither side counts the hold (runs recorded before it was): no rows.
+  const nlohmann::json old_simulated = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0},
+                                        {"training_iterations_per_s", 18.0}};
+  const ValidationReport without = compare_summaries("x", Mechanism::PipeSwitch, {}, old_simulated, measured,
+                                                     MeasuredTraining{432, 30.0, 100, 5.0}, milliseconds(50));
+  for (const auto& r : without.rows) {
+    EXPECT_NE(r.measure, "training_held_fraction");
+    EXPECT_NE(r.measure, "training_running_share");
+  }
+  // Only the simulator counts it (a recording from before the server did): one-sided rows.
+  const ValidationReport sim_only = compare_summaries("x", Mechanism::PipeSwitch, {}, simulated, measured,
+                                                      MeasuredTraining{432, 30.0, 100, 5.0}, milliseconds(50));
+  EXPECT_EQ(row(sim_only, "all", "training_held_fraction").status(), ValidationStatus::OneSided);
+}
+
 TEST(Validation, SummariesWithoutTheSharedKeysAreRefused) {
   const nlohmann::json good = {{"latency", latency(1, 1.0, 1.0, 1.0)}, {"throughput_rps", 1.0}};
   try {

@@ -53,6 +53,7 @@ TrainingStatus from_proto(const psw::control::TrainingStatusResponse& response) 
   status.completed_steps = response.completed_steps();
   status.target_steps = response.target_steps();
   status.preemptions = response.preemptions();
+  status.held_ns = response.held_ns();
   status.last_loss = response.last_loss();
   return status;
 }

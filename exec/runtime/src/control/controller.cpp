@@ -199,6 +199,23 @@ struct Controller::State {
   std::deque<TraceSpan> trace;
   std::int64_t started_ns = monotonic_ns();
   std::int64_t paused_since_ns = 0;
+  std::int64_t held_since_ns = 0;  // Note [Training held]: 0 unless stopped for a request now
+
+  // Note [Training held]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // A request that preempts training costs the job more than the request's own time: the
+  // job stops at a layer boundary once the device has done what it had queued, waits (paused
+  // in place, or in a fresh process), and runs again when the controller resumes it. The
+  // controller sums the time from stopped to running again (TrainingStatus::held_ns), so that a
+  // client can split the job's loss under load into the time it was held and its rate while it
+  // ran (psw validate's training rows); the simulator reports the same hold (training_held_ms).
+  std::int64_t training_held_ns(std::int64_t now) const {
+    return stats.training_held_ns + (held_since_ns > 0 ? now - held_since_ns : 0);
+  }
+  void end_hold(std::int64_t now) {
+    if (held_since_ns > 0) stats.training_held_ns += now - held_since_ns;
+    held_since_ns = 0;
+  }
 
   void add_span(TraceSpan span) {  // with the mutex held
     if (trace.size() >= kMaxTraceSpans) trace.pop_front();
@@ -548,6 +565,7 @@ struct Controller::State {
       last_worker = paused;
       w.state = WorkerState::Training;
       w.busy_since_ns = monotonic_ns();
+      end_hold(w.busy_since_ns);
       reinterpret_cast<WorkerControl*>(control.data())[paused].stop.store(kStopNone, std::memory_order_release);
       if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
       paused_since_ns = 0;
@@ -565,6 +583,7 @@ struct Controller::State {
     w.used = true;
     w.state = WorkerState::Training;
     w.busy_since_ns = monotonic_ns();
+    end_hold(w.busy_since_ns);
     training_worker = id;
     // Training has the device memory of its own segment; the inference models' parameters
     // stay where they are (Note [Residency]); with cache off the next request transfers anyway.
@@ -714,6 +733,7 @@ struct Controller::State {
           ++stats.preemptions;
           if (m.value2 == kTrainAbandoned) ++stats.preemptions_abandoning_step;
           record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
+          held_since_ns = m.times[1];
         }
         if (stop_requested_for_arrival_ns > 0 && m.value2 != kTrainReachedTarget) {
           add_span({"stopping training", "training", stop_requested_for_arrival_ns, m.times[1],
@@ -1056,6 +1076,7 @@ TrainingStatus Controller::training_status(const std::string& model) {
                    (s.training_target > 0 && status.completed_steps >= s.training_target);
   status.active = s.training_wanted && !status.stopped;
   status.preemptions = s.stats.preemptions;
+  status.held_ns = s.training_held_ns(monotonic_ns());
   status.last_loss = s.training_header->last_loss;
   return status;
 }
@@ -1084,6 +1105,7 @@ TrainingStatus Controller::stop_training(const std::string& model) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.training_wanted = false;
     s.training_stopped_by_client = true;
+    s.end_hold(monotonic_ns());  // from here on the client's stop, not a request's hold
     if (s.training_worker >= 0) s.stop_training(0);  // running, stopping or paused: abandon
   }
   s.wake();
@@ -1209,6 +1231,9 @@ std::string Controller::metrics_text() {
           s.stats.inputs_read_in_place);
   counter("psw_training_iterations_total", "Completed training steps.",
           s.training_header != nullptr ? s.training_header->completed_steps : 0);
+  out << "# HELP psw_training_held_seconds_total Time the training job was stopped for requests, from stopped at a "
+         "layer boundary to running again.\n# TYPE psw_training_held_seconds_total counter\npsw_training_held_seconds_total "
+      << static_cast<double>(s.training_held_ns(monotonic_ns())) * 1e-9 << "\n";
   // Summaries (quantiles over everything since start) of the two times the paper's system is
   // judged by.
   auto summary = [&out](const char* name, const char* help, std::vector<std::int64_t> ns) {

@@ -572,6 +572,7 @@ void fill_training_status(const TrainingStatus& status, psw::control::TrainingSt
   out->set_completed_steps(status.completed_steps);
   out->set_target_steps(status.target_steps);
   out->set_preemptions(status.preemptions);
+  out->set_held_ns(status.held_ns);
   out->set_last_loss(status.last_loss);
 }
 

@@ -162,13 +162,14 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   run.simulated = sim::run_simulation(config, sim_options).summary;
 
   const std::string training_model = config.training_model ? config.models[*config.training_model].name : "";
-  auto completed_steps = [&] {
+  auto training_status = [&] {
     try {
-      return client.training_status(training_model).completed_steps;
+      return client.training_status(training_model);
     } catch (const ServiceError& e) {
       throw Error("psw validate: the training job's progress: " + std::string(e.what()));
     }
   };
+  auto completed_steps = [&] { return training_status().completed_steps; };
   if (training_model.empty()) {
     run.measured = run_load(config, options);
   } else {
@@ -182,10 +183,15 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     if (training_alone.count() > 0) add_alone_window("before the workload");
     // The workload's steps: from its clock's start (after the connections and the warm-up,
     // whose requests are not the workload's) to its last answer, over the same wall time.
-    std::int64_t steps_at_start = 0;
+    // Note [Training held]: the job's time held for requests over the same span.
+    TrainingStatus at_start;
     LoadOptions counted = options;
-    counted.at_clock_start = [&] { steps_at_start = completed_steps(); };
-    counted.at_last_answer = [&] { training.steps = completed_steps() - steps_at_start; };
+    counted.at_clock_start = [&] { at_start = training_status(); };
+    counted.at_last_answer = [&] {
+      const TrainingStatus at_end = training_status();
+      training.steps = at_end.completed_steps - at_start.completed_steps;
+      training.held_seconds = static_cast<double>(at_end.held_ns - at_start.held_ns) * 1e-9;
+    };
     run.measured = run_load(config, counted);
     training.seconds = run.measured.wall_seconds;
     if (training_alone.count() > 0) add_alone_window("after the workload");
@@ -237,6 +243,13 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       run.training->alone_steps = t["alone_steps"].get<std::int64_t>();
       run.training->alone_seconds = t["alone_seconds"].get<double>();
     }
+    // Note [Training held]: recorded since the server counts it.
+    if (t.contains("held_seconds")) {
+      if (!t["held_seconds"].is_number() || t["held_seconds"].get<double>() < 0) {
+        throw InputError(folder + "/validation.json: training.held_seconds must be a number of at least 0");
+      }
+      run.training->held_seconds = t["held_seconds"].get<double>();
+    }
   }
   sim::SimulationOptions sim_options;
   sim_options.out_dir = sim_out;
@@ -280,6 +293,7 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
   nlohmann::json json = sim::validation_json(run.report);
   if (run.training) {
     json["training"] = {{"measured_steps", run.training->steps}, {"measured_seconds", run.training->seconds}};
+    if (run.training->held_seconds) json["training"]["held_seconds"] = *run.training->held_seconds;
     if (run.training->alone_steps > 0) {
       json["training"]["alone_steps"] = run.training->alone_steps;
       json["training"]["alone_seconds"] = run.training->alone_seconds;

@@ -33,6 +33,18 @@
 // single window may be far from the rate the job would have had during the workload. The row
 // appears only where the alone window was measured (not in runs recorded before it was) and,
 // as training_steps_per_s, where a side has a value (a job that completed no step has none).
+//
+// Note [Training held]
+// ~~~~~~~~~~~~~~~~~~~~
+// A share below the simulator's can be either of two costs, which need different models: the
+// job held for longer than simulated per request (stopped at a layer boundary to running again),
+// or the job slower than alone while it runs between requests. Where the server reports its
+// time held (TrainingStatus::held_ns, summed over the workload) and the simulator its own
+// (training_held_ms), two rows split the share: training_held_fraction, the workload's time the
+// job was held, and training_running_share, its rate over the time it was not held as a fraction
+// of its rate alone (the simulator's is 1 for a mechanism that stops the job, and the
+// concurrent rate for one that does not). The share is (1 - held fraction) x running share,
+// up to the time the job spends stopping (counted as running on both sides).
 
 #include <cstdint>
 #include <optional>
@@ -56,7 +68,7 @@ std::string to_string(ValidationStatus status);
 struct ValidationRow {
   std::string scope;    // "all" or a model's name
   // mean_ms, p50_ms, p99_ms, engine_mean_ms, engine_p50_ms, throughput_rps, training_steps_per_s,
-  // training_share
+  // training_share, training_held_fraction, training_running_share
   std::string measure;
   std::optional<double> simulated;
   std::optional<double> measured;
@@ -73,6 +85,9 @@ struct MeasuredTraining {
   double seconds = 0;
   std::int64_t alone_steps = 0;  // 0: the alone windows were not measured
   double alone_seconds = 0;
+  // Of `seconds`, the job's time stopped for requests (Note [Training held]); nullopt: not
+  // measured (a server or a recording from before the count).
+  std::optional<double> held_seconds;
 };
 
 struct ValidationReport {

@@ -88,6 +88,9 @@ struct ControllerStats {
   // H200's burst run, which lost more training per request than simulated: a second run counted
   // 460 preemptions and none abandoning, so it was not this; README.)
   std::int64_t preemptions_abandoning_step = 0;
+  // Note [Training held]: the job's time stopped for requests, from stopped at a layer boundary
+  // (the device done with what it had queued) to running again, over completed holds.
+  std::int64_t training_held_ns = 0;
   std::int64_t worker_restarts = 0;
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
   std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)

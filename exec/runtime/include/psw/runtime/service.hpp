@@ -123,6 +123,9 @@ struct TrainingStatus {
   std::int64_t completed_steps = 0;
   std::int64_t target_steps = 0;  // 0: until stopped
   std::int64_t preemptions = 0;   // times inference stopped it
+  // Time stopped for requests, from stopped at a layer boundary to running again, summed
+  // (Note [Training held] in controller.cpp; a hold in progress counts up to now).
+  std::int64_t held_ns = 0;
   double last_loss = 0;
 };
 
