@@ -262,6 +262,42 @@ TEST(TrainingJob, PreemptedResNet152LosesNothingBitForBit) {
       });
 }
 
+// Note [Pause and resume]: a resume and the next stop that land between two of the waiting
+// worker's reads are not lost: the resume count says the job was resumed, so it goes on (and
+// pauses again at its next boundary with a message for the new stop).
+TEST(PauseAndResume, AResumeFollowedAtOnceByAStopIsNotLost) {
+  WorkerControl control{};
+  control.stop.store(kStopPause);
+  const std::uint32_t at_pause = control.resumes.load();
+  auto gone = [] { return false; };
+  // The controller resumes and stops again before the worker looks: stop reads kStopPause as
+  // before, and only the count tells. (Without it the wait below would never return.)
+  control.resumes.fetch_add(1);
+  control.stop.store(kStopNone);
+  control.stop.store(kStopPause);
+  EXPECT_TRUE(wait_while_paused(control, at_pause, gone));
+  // The ordinary cases: a plain resume goes on, an abort or a vanished controller abandons.
+  control.stop.store(kStopNone);
+  EXPECT_TRUE(wait_while_paused(control, control.resumes.load(), gone));
+  control.stop.store(kStopAbort);
+  EXPECT_FALSE(wait_while_paused(control, control.resumes.load(), gone));
+  control.stop.store(kStopPause);
+  EXPECT_FALSE(wait_while_paused(control, control.resumes.load(), [] { return true; }));
+  // Still paused: it waits until the resume comes (from another thread, later).
+  const std::uint32_t paused_at = control.resumes.load();
+  std::atomic<bool> returned{false};
+  std::thread worker([&] {
+    EXPECT_TRUE(wait_while_paused(control, paused_at, gone));
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned.load());
+  control.resumes.fetch_add(1);
+  control.stop.store(kStopNone);
+  worker.join();
+  EXPECT_TRUE(returned.load());
+}
+
 TEST(TrainingJob, TrainingChangesTheWeightsAndCountsSteps) {
   TinyModel model(7);
   Segment s = make_segment(model);

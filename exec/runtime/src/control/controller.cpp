@@ -566,7 +566,11 @@ struct Controller::State {
       w.state = WorkerState::Training;
       w.busy_since_ns = monotonic_ns();
       end_hold(w.busy_since_ns);
-      reinterpret_cast<WorkerControl*>(control.data())[paused].stop.store(kStopNone, std::memory_order_release);
+      // Note [Pause and resume] (ipc.hpp): counted first, so that a stop for the next request
+      // cannot hide this resume from the worker.
+      WorkerControl& own = reinterpret_cast<WorkerControl*>(control.data())[paused];
+      own.resumes.fetch_add(1, std::memory_order_release);
+      own.stop.store(kStopNone, std::memory_order_release);
       if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
       paused_since_ns = 0;
       return;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "psw/common/error.hpp"
@@ -215,6 +216,17 @@ const char* datatype_name(ElementType type) {
     if (t == type) return name;
   }
   return "?";
+}
+
+bool wait_while_paused(const WorkerControl& control, std::uint32_t resumes_at_pause, const std::function<bool()>& gone,
+                       std::chrono::microseconds poll) {
+  // Note [Pause and resume]
+  while (true) {
+    const std::uint32_t stop = control.stop.load(std::memory_order_acquire);
+    if (stop == kStopAbort || (gone && gone())) return false;
+    if (stop == kStopNone || control.resumes.load(std::memory_order_acquire) != resumes_at_pause) return true;
+    std::this_thread::sleep_for(poll);
+  }
 }
 
 std::int64_t monotonic_ns() {

@@ -493,7 +493,8 @@ int run_worker(const ProcessOptions& options) {
     const SharedSegment& io = segments[expected - 1];
     const IoLayout io_layout{config.max_tensor_bytes};
     PSW_CHECK(static_cast<std::int64_t>(io.size()) >= io_layout.total(), "io segment too small");
-    const std::atomic<std::uint32_t>& stop = control[options.worker_id].stop;
+    const WorkerControl& own_control = control[options.worker_id];
+    const std::atomic<std::uint32_t>& stop = own_control.stop;
     // The input area page-locked, so a request's input crosses to the device at the link's rate.
     const torch::Tensor io_pinned = backend->register_host(io.data(), static_cast<Bytes>(io.size()), true);
 
@@ -604,6 +605,8 @@ int run_worker(const ProcessOptions& options) {
             // was queued, say so, and wait at this boundary for the controller's word.
             auto pause = [&]() -> bool {
               backend->synchronize();
+              // Note [Pause and resume]: read before the controller can know of this pause.
+              const std::uint32_t resumes = own_control.resumes.load(std::memory_order_acquire);
               Message paused;
               paused.type = MessageType::TrainStopped;
               paused.worker = static_cast<std::uint32_t>(options.worker_id);
@@ -611,12 +614,7 @@ int run_worker(const ProcessOptions& options) {
               paused.value2 = kTrainPaused;
               paused.times[1] = monotonic_ns();
               send_message(socket, paused);
-              while (true) {
-                const std::uint32_t s = stop.load(std::memory_order_acquire);
-                if (s == kStopNone) return true;
-                if (s == kStopAbort || controller_gone()) return false;
-                std::this_thread::sleep_for(std::chrono::microseconds(20));
-              }
+              return wait_while_paused(own_control, resumes, controller_gone);
             };
             const TrainingJob::Result result = training->run(
                 m.value, stop, [&](std::int64_t, double) { return !controller_gone(); }, pause);

@@ -8,8 +8,10 @@
 // their control socket.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -127,6 +129,9 @@ const char* datatype_name(ElementType type);
 // without loss] in training.hpp). One cache line each.
 struct alignas(64) WorkerControl {
   std::atomic<std::uint32_t> stop;
+  // Note [Pause and resume]: how many times the controller has resumed a job paused in place
+  // on this worker (raised before `stop` goes back to kStopNone).
+  std::atomic<std::uint32_t> resumes;
   // Note [Per-group handles] (exec/pipeline.hpp): group memory the worker has opened since
   // its slot was made (no-ipc-optimization), counted by the worker, read by tests.
   std::atomic<std::uint64_t> group_opens;
@@ -136,6 +141,28 @@ constexpr std::uint32_t kStopNone = 0;   // run
 constexpr std::uint32_t kStopPause = 1;  // pause at the next layer boundary, in place, until kStopNone
 constexpr std::uint32_t kStopAbort = 2;  // abandon the step in flight; resume later from the last completed one
 constexpr std::size_t kMaxWorkers = 16;
+
+// Note [Pause and resume]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A job paused in place waits for the controller's word in the shared `stop`. The controller
+// resumes it (kStopNone) when the request is answered, and may stop it again (kStopPause) for
+// the next request a moment later. Read alone, `stop` can lose the resume: if both stores land
+// between two reads of the waiting worker (microseconds apart, or more when the worker's thread
+// is descheduled), the worker sees kStopPause throughout and stays in its first pause, while
+// the controller waits for the second pause's message, which never comes; the watchdog then
+// replaces the worker after request_timeout and the job loses that time. Two H200 runs show
+// it: a burst run and a replay whose servers logged "worker 0 did not answer within 10000 ms"
+// with no request failing (so the worker was the training job's, being stopped, not one
+// serving), the burst run's job keeping 0.68 of its rate where the simulator said 0.91 (others
+// of the same workload: 0.91-1.01). So the controller also counts its resumes
+// (`resumes`, raised before `stop` is cleared): a worker that finds the count changed since
+// it paused was resumed, goes on, and pauses again at its next boundary, with a message of
+// its own for the second stop.
+// Waits, paused in place (the worker read `resumes_at_pause` from `control.resumes` before it
+// said it paused): true to go on (resumed), false to abandon the step (kStopAbort, or `gone()`
+// says the controller went away). Polls every `poll`.
+bool wait_while_paused(const WorkerControl& control, std::uint32_t resumes_at_pause, const std::function<bool()>& gone,
+                       std::chrono::microseconds poll = std::chrono::microseconds(20));
 
 // The head of the training job's segment (Note [Training state] in training.hpp), which the
 // controller reads for progress and the worker writes after every completed step.
