@@ -33,7 +33,7 @@
 #               h200-validate.yaml's workload (16 senders with a connection each, as validate; 16
 #               senders sharing one; one sender), into raw/protocol/
 #   burst       psw validate of configs/experiments/h200-burst.yaml under pipeswitch (Poisson
-#               arrivals at 12/s: requests in flight together; Note [Protocol under load]), or
+#               arrivals at 12/s: requests in flight together, the replays' tail in a 40 s run), or
 #               under each of PSW_BURST_MECHANISMS at each of PSW_BURST_RATES
 #   validate    psw validate (the simulator beside the server on one workload) of
 #               configs/experiments/h200-validate.yaml under pipeswitch, ready and, where the
@@ -350,8 +350,9 @@ if has_part validate; then
     validate_with "$mechanism" "$experiment" "h200-validate-$mechanism"
   done
 fi
-# Note [Protocol under load]: h200-burst's Poisson arrivals, so that requests overlap; psw
-# profile-serving --from-load fits the protocol's growth per request in flight from it.
+# h200-burst's Poisson arrivals, so that requests overlap (the replays' tail in a short run); psw
+# profile-serving --from-load fits a request path, its protocol's quantiles included, from its
+# requests.csv (the simulator has no protocol that grows with the requests in flight: README).
 # PSW_BURST_MECHANISMS and PSW_BURST_RATES (requests/s) run it again per pair (Note [Training
 # held]: the training job's hold and its rate between requests against the rate and the switch);
 # the default pair, pipeswitch at 12/s, keeps the name h200-burst.

@@ -17,6 +17,12 @@
 #                          slower one of then)
 #     -> results/validation/<run>-from-load/
 #  and, for the record, the pipeswitch run itself (the run the profile is fitted on).
+#  3. one replay's request path against the other replay on the same machine (session 16,
+#     2026-12-02 afternoon): fitted from the 5-minute Azure Functions replay
+#     (raw-serve-2026-12-02-replay-azure2019-c) and validated on the 480 s LLM replay
+#     (raw-serve-2026-12-02-replay-llm-d), and the reverse, each with the training step
+#     profile-serving measured in that session -> results/profiles/serving-h200-from-<run>.yaml,
+#     results/validation/<validated run>-from-<fitted run>/ (each replay with its own path too)
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -58,6 +64,26 @@ configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.rev
 configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 10/"
 "$psw" validate --config "$experiments/.revalidate-replay.yaml" --measured "$replay_run/replay-azure2019" \
   --out "$out/replay-azure2019-from-load"
+# 3. The two replays of one machine, each with the other's request path.
+session16=$runs/raw-serve-2026-12-02-replay-azure2019-c/serving-h200.yaml
+fn_run=$runs/raw-serve-2026-12-02-replay-azure2019-c/validation/replay-azure2019
+llm_run=$runs/raw-serve-2026-12-02-replay-llm-d/validation/replay-llm
+for fitted in azure2019-c llm-d; do
+  [[ $fitted == azure2019-c ]] && from=$fn_run || from=$llm_run
+  "$psw" profile-serving --from-load "$from/measured/requests.csv" --training-from "$session16" \
+    --name "h200-from-$fitted" --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-$fitted.yaml"
+done
+# Each replay with each path: the other's (held out) and its own (for the record: what the
+# request path's quantiles can do at best).
+for fitted in azure2019-c llm-d; do
+  profile=$root/results/profiles/serving-h200-from-$fitted.yaml
+  configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm-d.yaml" "s/^  window_s: .*/  window_s: 480/"
+  "$psw" validate --config "$experiments/.revalidate-replay-llm-d.yaml" --measured "$llm_run" \
+    --out "$out/replay-llm-d-from-$fitted"
+  configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay-azure2019-c.yaml" "s/^  minutes: .*/  minutes: 5/"
+  "$psw" validate --config "$experiments/.revalidate-replay-azure2019-c.yaml" --measured "$fn_run" \
+    --out "$out/replay-azure2019-c-from-$fitted"
+done
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

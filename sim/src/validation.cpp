@@ -168,7 +168,8 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     if (measured_share && training->held_seconds && training->seconds > 0) {
       measured_held = *training->held_seconds / training->seconds;
     }
-    if (sim_held || measured_held) {
+    // Only where the server counted its hold: the simulator's alone compares with nothing.
+    if (measured_held) {
       auto running_share = [](const std::optional<double>& share, const std::optional<double>& held) {
         return share && held && *held < 1.0 ? std::optional<double>(*share / (1.0 - *held)) : std::nullopt;
       };

@@ -44,7 +44,8 @@
 // job was held, and training_running_share, its rate over the time it was not held as a fraction
 // of its rate alone (the simulator's is 1 for a mechanism that stops the job, and the
 // concurrent rate for one that does not). The share is (1 - held fraction) x running share,
-// up to the time the job spends stopping (counted as running on both sides).
+// up to the time the job spends stopping (counted as running on both sides). The rows appear
+// where the server counted its hold (runs from 2026-12-02's session 16 on).
 
 #include <cstdint>
 #include <optional>
