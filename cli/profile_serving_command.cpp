@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "commands.hpp"
 #include "validators.hpp"
@@ -27,6 +28,7 @@ struct ProfileServingOptions {
   std::string training_from;  // a serving profile whose training steps are kept
   std::string training_from_validation;  // a psw validate folder whose alone windows give the step
   std::string training_model;
+  std::string growth_from;  // a serving profile whose protocol growth per request in flight is kept
   runtime::ServingProfileSpec spec;
 };
 
@@ -66,12 +68,19 @@ Action add_profile_serving_command(CLI::App& app) {
                   "With --from-load: the training step (of --training-model at --training-batch) from this psw validate "
                   "folder's job alone (its validation.json; Note [MPS contention])")
       ->check(CLI::ExistingDirectory)->needs(from_load)->needs(training_model)->excludes(training_from);
+  cmd->add_option("--protocol-growth-from", o->growth_from,
+                  "With --from-load: the protocol's growth per request in flight from this serving profile, not fitted "
+                  "(Note [Protocol under load])")
+      ->check(CLI::ExistingFile)->needs(from_load);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
   return [o] {
     ServingProfile profile;
     if (!o->from_load.empty()) {
+      std::optional<ServingProfile> growth_from;
+      if (!o->growth_from.empty()) growth_from = load_serving_profile(o->growth_from);
       profile = runtime::serving_profile_from_load(sim::read_input(o->from_load, "psw load's requests.csv"), o->from_load,
-                                                   o->spec.name, o->spec.device);
+                                                   o->spec.name, o->spec.device, growth_from ? &*growth_from : nullptr);
+      if (growth_from) profile.source.note += "; protocol growth per request in flight from " + o->growth_from;
       if (!o->training_from.empty()) {
         profile.training = load_serving_profile(o->training_from).training;
         profile.source.note += "; training steps from " + o->training_from;

@@ -277,9 +277,13 @@ if has_part calibrate; then
   config="$sock_dir/calibrate.yaml"
   sed "s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
   training_batch=$(training_batch_of "$config")
+  # PSW_CALIBRATE_REQUESTS per model (default 60): the protocol's quantiles (Note [Protocol
+  # spread]) come from them, and with 20 the top 5% of the simulated draws rests on one request
+  # (session 16: one ResNet-152 request of 16.3 ms against a median of 5.6 ms, and the Functions
+  # replay's simulated p99 27% above the measured).
   if start_server "$config" "$raw/serve-calibrate.log"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-      --requests 20 --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
+      --requests "${PSW_CALIBRATE_REQUESTS:-60}" --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
       --out "$raw/serving-h200.yaml" || echo "!! psw profile-serving failed"
     stop_server
     if [[ -f $raw/serving-h200.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200.yaml" "$out/profiles/"; fi

@@ -23,6 +23,10 @@
 #     (raw-serve-2026-12-02-replay-llm-d), and the reverse, each with the training step
 #     profile-serving measured in that session -> results/profiles/serving-h200-from-<run>.yaml,
 #     results/validation/<validated run>-from-<fitted run>/ (each replay with its own path too)
+#  4. the morning machine's path of 1. with the protocol's growth per request in flight fitted on
+#     that LLM replay (Note [Protocol under load]) -> results/profiles/serving-h200-from-load-
+#     with-growth.yaml, against the morning's LLM replay and the afternoon's burst run
+#     -> results/validation/{replay-llm,h200-burst}-from-load-with-growth/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -84,6 +88,20 @@ for fitted in azure2019-c llm-d; do
   "$psw" validate --config "$experiments/.revalidate-replay-azure2019-c.yaml" --measured "$fn_run" \
     --out "$out/replay-azure2019-c-from-$fitted"
 done
+# 4. Note [Protocol under load] held out across machines: the morning machine's own request path
+# (1.) with the protocol's growth per request in flight fitted on session 16's LLM replay (3.),
+# against the morning's LLM replay and the afternoon's burst run, which no fit of it saw.
+"$psw" profile-serving --from-load "$validate_run/h200-validate-pipeswitch/measured/requests.csv" \
+  --training-from "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" \
+  --protocol-growth-from "$root/results/profiles/serving-h200-from-llm-d.yaml" --name h200-from-load-with-growth \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-load-with-growth.yaml"
+profile=$root/results/profiles/serving-h200-from-load-with-growth.yaml
+configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm.yaml" "s/^  window_s: .*/  window_s: 600/"
+"$psw" validate --config "$experiments/.revalidate-replay-llm.yaml" --measured "$llm_replay_run/replay-llm" \
+  --out "$out/replay-llm-from-load-with-growth"
+configure "$experiments/h200-burst.yaml" pipeswitch "$experiments/.revalidate-burst.yaml"
+"$psw" validate --config "$experiments/.revalidate-burst.yaml" --measured "$burst_run/h200-burst" \
+  --out "$out/h200-burst-from-load-with-growth"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

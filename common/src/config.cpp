@@ -594,6 +594,7 @@ ServingProfile parse_serving_profile(const std::string& text, const std::string&
         cost.protocol_quantiles.push_back(q);
       }
     }
+    if (p.has("protocol_per_in_flight_ns")) cost.protocol_per_in_flight = read_duration(p, "protocol_per_in_flight_ns");
     p.finish();
     profile.request_path.push_back(std::move(cost));
   }
@@ -636,6 +637,9 @@ std::string to_yaml(const ServingProfile& profile) {
       out << YAML::Key << "protocol_quantiles_ns" << YAML::Value << YAML::Flow << YAML::BeginSeq;
       for (Duration q : p.protocol_quantiles) out << q.ns();
       out << YAML::EndSeq;
+    }
+    if (p.protocol_per_in_flight > Duration::zero()) {  // Note [Protocol under load]
+      out << YAML::Key << "protocol_per_in_flight_ns" << YAML::Value << p.protocol_per_in_flight.ns();
     }
     out << YAML::EndMap;
   }

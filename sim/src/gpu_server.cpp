@@ -343,6 +343,7 @@ class GpuServer {
   }
 
   void arrive(const Request& request) {
+    note_in_flight();
     if (state_ == State::Inference) {
       queue_.push_back(request);
       return;
@@ -495,18 +496,34 @@ class GpuServer {
   }
   // One draw per answered request where the profile has the protocol's spread (Note
   // [Protocol spread]), from a stream of its own, so the other random sources draw as before.
-  Duration protocol_path(const Request& request) {
+  // Note [Protocol under load]: plus the growth per other request in flight at its arrival.
+  Duration protocol_path(const Request& request, std::int64_t in_flight) {
     const RequestPathCost* path = request_path(request);
     if (path == nullptr) return Duration::zero();
-    if (path->protocol_quantiles.empty()) return path->protocol;
-    return quantile_at(path->protocol_quantiles, uniform01(protocol_rng_));
+    const Duration alone = path->protocol_quantiles.empty()
+                               ? path->protocol
+                               : quantile_at(path->protocol_quantiles, uniform01(protocol_rng_));
+    return alone + path->protocol_per_in_flight * in_flight;
+  }
+  // Note [Protocol under load]: at an arrival, how many requests are in flight (queued, served,
+  // or answered by the server but not yet by the protocol), kept in arrival order: the server
+  // is one FIFO, so requests complete in that order.
+  void note_in_flight() {
+    const Duration now = sim_.now();
+    while (!unanswered_.empty() && unanswered_.top() <= now) unanswered_.pop();
+    const std::size_t served = state_ == State::Inference ? 1 : 0;
+    in_flight_at_arrival_.push_back(static_cast<std::int64_t>(queue_.size() + served + unanswered_.size()));
   }
 
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
     const Duration now = sim_.now();
     // When the client has the answer (Note [Request path]): the server's completion, plus the
     // protocol where a serving profile has one.
-    const Duration answered = now + protocol_path(request);
+    PSW_CHECK(!in_flight_at_arrival_.empty(), "a request completed that never arrived");
+    const std::int64_t in_flight = in_flight_at_arrival_.front();
+    in_flight_at_arrival_.pop_front();
+    const Duration answered = now + protocol_path(request, in_flight);
+    if (answered > now) unanswered_.push(answered);
     const Duration latency = answered - request.arrival;
     const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens);
     inference_busy_ += ready;
@@ -547,6 +564,7 @@ class GpuServer {
     // server, its queue empty meanwhile, resumes training as psw serve does.
     if (cycle_inference_until_ && answered < *cycle_inference_until_ && request.task == Task::Inference) {
       if (answered == now) {
+        note_in_flight();
         queue_.push_back(cycle_request(now));
       } else {
         sim_.schedule_at(answered, kArrival, [this, answered] { arrive(cycle_request(answered)); });
@@ -630,6 +648,10 @@ class GpuServer {
   Duration training_started_;
   EventId resume_event_ = 0;
   std::mt19937_64 protocol_rng_ = RandomStreams(config_.seed).stream("protocol");
+  // Note [Protocol under load]: per request not yet completed, in arrival order, the requests
+  // in flight when it arrived; and when each completed one's answer reaches its client.
+  std::deque<std::int64_t> in_flight_at_arrival_;
+  std::priority_queue<Duration, std::vector<Duration>, std::greater<>> unanswered_;
   std::optional<Duration> cycle_inference_until_;
   std::optional<Duration> cycle_phase_end_;  // end of the latest inference phase
   std::int64_t completed_in_phase_ = 0;      // cycles: completions inside their inference phase

@@ -588,6 +588,16 @@ TEST(ServingProfile, ProtocolQuantilesRoundTripAndMustNotDecrease) {
                   {"key 'request_path[0].protocol_quantiles_ns[0]'", "must not be negative"});
   expect_contains(error(replace_once(good, "[700000, 800000, 1500000]", "700000")),
                   {"key 'request_path[0].protocol_quantiles_ns'", "expected a list"});
+  // Note [Protocol under load]: the growth per request in flight round-trips; negative is named.
+  const std::string growing = replace_once(good, "1500000]}", "1500000], protocol_per_in_flight_ns: 250000}");
+  EXPECT_EQ(parse_serving_profile(growing, "s.yaml").path_of("bert_base")->protocol_per_in_flight, nanoseconds(250000));
+  EXPECT_EQ(parse_serving_profile(to_yaml(parse_serving_profile(growing, "s.yaml")), "again.yaml")
+                .path_of("bert_base")
+                ->protocol_per_in_flight,
+            nanoseconds(250000));
+  EXPECT_EQ(profile.path_of("bert_base")->protocol_per_in_flight, Duration::zero());  // absent: none
+  expect_contains(error(replace_once(growing, "250000}", "-1}")),
+                  {"key 'request_path[0].protocol_per_in_flight_ns'", "must not be negative"});
 }
 
 TEST(ServingProfile, EvenlySpacedQuantilesAndTheValueAtAProbability) {

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "psw/common/error.hpp"
+#include "psw/runtime/load_generator.hpp"
 #include "psw/runtime/validation_run.hpp"
 
 namespace psw::runtime {
@@ -78,6 +81,72 @@ TEST(ValidationWait, GivesUpAfterItsPatience) {
   EXPECT_FALSE(status.stopped);
   EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(50));
   EXPECT_GT(job.polls, 1);
+}
+
+// Note [Protocol under load]: the growth per request in flight is fitted from a load's requests
+// (least squares over a model's requests), and the median and quantiles are of the protocol
+// less it; a model seldom sent with company gets none.
+TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
+  std::string csv = "id,model,task,arrival_ns,scheduled_ns,send_start_ns,send_late_ns,finish_ns,latency_ns,server_ns,"
+                    "engine_ns,status,error\n";
+  int id = 0;
+  auto add = [&](const char* model, std::int64_t send, std::int64_t protocol, std::int64_t server) {
+    const std::int64_t latency = server + protocol;
+    csv += std::to_string(id++) + "," + model + ",inference," + std::to_string(send) + "," + std::to_string(send) + "," +
+           std::to_string(send) + ",0," + std::to_string(send + latency) + "," + std::to_string(latency) + "," +
+           std::to_string(server) + "," + std::to_string(server - 1'000'000) + ",ok,\n";
+  };
+  // ResNet-152 in 30 bursts of three sent 1 ms apart, each answered 20 ms after its send: the
+  // first alone (1 ms of protocol), the second with one in flight (4 ms), the third with two
+  // (7 ms): 3 ms per request in flight. BERT-base alone, 1 s apart, but for 5 overlapping pairs.
+  std::int64_t t = 0;
+  for (int b = 0; b < 30; ++b, t += 1'000'000'000) {
+    for (int k = 0; k < 3; ++k) add("resnet152", t + k * 1'000'000, 1'000'000 + 3'000'000 * k, 20'000'000 - 1'000'000 - 3'000'000 * k);
+  }
+  for (int b = 0; b < 30; ++b, t += 1'000'000'000) {
+    add("bert_base", t, 500'000, 2'000'000);
+    if (b < 5) add("bert_base", t + 100'000, 900'000, 2'000'000);
+  }
+  const ServingProfile profile = serving_profile_from_load(csv, "load.csv", "fit", "cpu");
+  const RequestPathCost* resnet = profile.path_of("resnet152");
+  ASSERT_NE(resnet, nullptr);
+  EXPECT_EQ(resnet->protocol_per_in_flight, nanoseconds(3'000'000));
+  EXPECT_EQ(resnet->protocol, nanoseconds(1'000'000));  // every request less its growth: 1 ms
+  EXPECT_EQ(resnet->protocol_quantiles.back(), nanoseconds(1'000'000));
+  EXPECT_EQ(resnet->requests, 90);
+  // Five requests with company are too few to fit a growth (kMinLoadedRequests): none.
+  const RequestPathCost* bert = profile.path_of("bert_base");
+  ASSERT_NE(bert, nullptr);
+  static_assert(kMinLoadedRequests > 5);
+  EXPECT_EQ(bert->protocol_per_in_flight, Duration::zero());
+  EXPECT_EQ(bert->protocol, nanoseconds(500'000));
+  // The growth given by another profile (fitted where more requests overlapped): kept, and the
+  // levels are of the protocol less it (BERT-base's five loaded requests: 0.9 - 0.4 ms).
+  ServingProfile given;
+  given.name = "given";
+  given.request_path = {{"resnet152", nanoseconds(1), nanoseconds(1), 1, {}}, {"bert_base", nanoseconds(1), nanoseconds(1), 1, {}}};
+  given.request_path[0].protocol_per_in_flight = nanoseconds(1'000'000);
+  given.request_path[1].protocol_per_in_flight = nanoseconds(400'000);
+  const ServingProfile with_given = serving_profile_from_load(csv, "load.csv", "fit", "cpu", &given);
+  EXPECT_EQ(with_given.path_of("resnet152")->protocol_per_in_flight, nanoseconds(1'000'000));
+  EXPECT_EQ(with_given.path_of("resnet152")->protocol, nanoseconds(3'000'000));  // 1, 3, 5 ms less 0, 1, 2: median 3
+  EXPECT_EQ(with_given.path_of("bert_base")->protocol_quantiles.back(), nanoseconds(500'000));
+  given.request_path.pop_back();  // a profile without a model of the load: refused, named
+  try {
+    serving_profile_from_load(csv, "load.csv", "fit", "cpu", &given);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model 'bert_base' has no request path in the profile 'given'"), std::string::npos)
+        << e.what();
+  }
+  // A request answered before it was sent is refused, named.
+  try {
+    serving_profile_from_load(csv + "999,resnet152,inference,10,10,50,0,40,5000000,3000000,2000000,ok,\n", "load.csv",
+                              "fit", "cpu");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("finish_ns 40 before send_start_ns 50"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -206,6 +206,41 @@ TEST(SimRequestPath, ProtocolQuantilesSpreadTheLatency) {
   EXPECT_EQ(spread_once.at("models").at("bert_base"), fixed.at("models").at("bert_base"));
 }
 
+// Note [Protocol under load]: each request's protocol grows by the profile's step per request in
+// flight when it arrived (queued, served, or answered by the server but not yet by the
+// protocol); the server's times do not change.
+TEST(SimRequestPath, TheProtocolGrowsWithTheRequestsInFlightAtArrival) {
+  const std::filesystem::path dir = fresh_dir("in-flight");
+  const std::string growing =
+      write_file(dir, "growing.yaml",
+                 "name: growing\nsource: {kind: analytic}\ninputs: raw\nrequest_path:\n"
+                 "  - {model: resnet152, protocol_ns: 3000000, server_ns: 500000, requests: 5, "
+                 "protocol_per_in_flight_ns: 1000000}\n"
+                 "  - {model: bert_base, protocol_ns: 700000, server_ns: 250000, requests: 5, "
+                 "protocol_per_in_flight_ns: 1000000}\n");
+  // Five requests 1 ms apart: each arrives while every earlier one is still being served.
+  const Overrides burst = {{"workload.interval_ms", "1"}, {"workload.count", "5"}};
+  auto with = [&](const std::string& profile, const std::string& name) {
+    Overrides o = burst;
+    o.push_back({"serving", quoted(profile)});
+    simulate("small.yaml", o, dir / name);
+    return csv_rows(dir / name / "requests.csv");  // id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns
+  };
+  const auto alone = with(data("serving-small.yaml"), "alone");
+  const auto loaded = with(growing, "loaded");
+  ASSERT_EQ(alone.size(), 6u);  // the header and five requests
+  ASSERT_EQ(loaded.size(), 6u);
+  for (std::size_t i = 1; i < 6; ++i) {
+    EXPECT_EQ(loaded[i][6], alone[i][6]) << "request " << i;  // the server's completion is the same
+    EXPECT_EQ(std::stoll(loaded[i][7]) - std::stoll(alone[i][7]), static_cast<std::int64_t>(i - 1) * 1'000'000)
+        << "request " << i - 1 << ": " << i - 1 << " in flight at its arrival";
+  }
+  // Spread apart (small.yaml's 500 ms), nothing is in flight at an arrival: no growth.
+  const Overrides apart = {{"serving", quoted(growing)}};
+  const Overrides apart_alone = {{"serving", quoted(data("serving-small.yaml"))}};
+  EXPECT_EQ(simulate("small.yaml", apart).at("latency"), simulate("small.yaml", apart_alone).at("latency"));
+}
+
 // A serving profile must cover every model the workload requests, and the training job's batch.
 TEST(SimRequestPath, AServingProfileWithoutAModelOrForAnotherBatchIsRefused) {
   const std::filesystem::path dir = fresh_dir("serving");

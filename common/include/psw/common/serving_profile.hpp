@@ -33,6 +33,21 @@
 // neighbouring quantiles), and protocol_ns stays the median the rest of the profile is read
 // with. The server's part keeps one number: it varied by a few tenths of a millisecond.
 //
+// Note [Protocol under load]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The protocol is not a request's alone: when requests overlap, each one's protocol part grows
+// (the client's and the server's gRPC threads, copies and wake-ups shared among them). On the
+// H200 (2026-12-02, the LLM replay of session 16) Inception-v3's median protocol was 9.0, 9.4,
+// 10.4, 10.6 ms with 0, 1, 2, 3 other requests in flight when it was sent, and 12.4 ms with 4
+// or more (its 90th percentile 11.3 ms alone, 24.6 ms with 4 or more); BERT-base's 90th
+// percentile 1.6 ms alone, 9.1 ms with 4 or more. A profile may give the growth per request in
+// flight, `protocol_per_in_flight_ns`: the simulator adds it once per other request in flight
+// (arrived and not yet answered) when the request arrives, to the protocol it draws. psw
+// profile-serving --from-load fits it from a load's requests.csv (least squares of each
+// request's protocol on the requests in flight at its send, over the model's requests; zero
+// unless at least kMinLoadedRequests of them had company) and takes the median and quantiles
+// from the protocol less that growth, so that a request alone is drawn as before.
+
 // The training job's step time comes from the same server, measured alone (steps per second
 // over a window, no requests): the runtime's step does more than the profile's forward and
 // backward (synthetic data, the momentum update, the layer-boundary checks that make it
@@ -56,7 +71,12 @@ struct RequestPathCost {
   // Note [Protocol spread]: empty, or the protocol's quantiles at evenly spaced probabilities
   // from 0 to 1 (at least two, non-decreasing).
   std::vector<Duration> protocol_quantiles;
+  // Note [Protocol under load]: added per other request in flight at arrival (zero: none).
+  Duration protocol_per_in_flight;
 };
+// Note [Protocol under load]: the fit needs this many of a model's requests sent with another
+// in flight; with fewer the growth is taken as zero.
+inline constexpr int kMinLoadedRequests = 20;
 
 // Note [Protocol spread]: `count` quantiles (at least 2) of `values_ns` (not empty) at evenly
 // spaced probabilities from 0 to 1, each the nearest-rank value, so every one was measured.

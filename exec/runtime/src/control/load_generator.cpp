@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
+#include <queue>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -470,7 +472,8 @@ void check_load_workload(const ExperimentConfig& config) {
 }
 
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
-                                         const std::string& name, const std::string& device) {
+                                         const std::string& name, const std::string& device,
+                                         const ServingProfile* growth_from) {
   std::istringstream in(requests_csv);
   std::string line;
   if (!std::getline(in, line)) throw InputError(origin + ": empty; expected psw load's requests.csv");
@@ -495,8 +498,14 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
     return static_cast<std::size_t>(it - header.begin());
   };
   const std::size_t model_at = column("model"), latency_at = column("latency_ns"), server_at = column("server_ns"),
-                    engine_at = column("engine_ns"), status_at = column("status");
-  std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> by_model;  // protocol, server
+                    engine_at = column("engine_ns"), status_at = column("status"), send_at = column("send_start_ns"),
+                    finish_at = column("finish_ns");
+  struct Answered {
+    std::size_t model;  // into `order`
+    std::int64_t send_start, finish, protocol, server_part;
+    std::int64_t in_flight = 0;  // Note [Protocol under load]: others in flight at its send
+  };
+  std::vector<Answered> answered;
   std::vector<std::string> order;
   int line_number = 1;
   while (std::getline(in, line)) {
@@ -516,31 +525,81 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
       }
       return v;
     };
-    const std::int64_t latency = number(latency_at), server = number(server_at), engine = number(engine_at);
+    const std::int64_t latency = number(latency_at), server = number(server_at), engine = number(engine_at),
+                       send_start = number(send_at), finish = number(finish_at);
     if (engine <= 0 || server < engine || latency < server) {
       throw InputError(where + "a request without the server's times (engine_ns " + std::to_string(engine) +
                        ", server_ns " + std::to_string(server) + ", latency_ns " + std::to_string(latency) +
                        "): the server did not report them");
     }
-    auto& [protocol, server_part] = by_model[f[model_at]];
-    if (protocol.empty()) order.push_back(f[model_at]);
-    protocol.push_back(latency - server);
-    server_part.push_back(server - engine);
+    if (finish < send_start) {
+      throw InputError(where + detail::concat("finish_ns ", finish, " before send_start_ns ", send_start));
+    }
+    const auto known = std::find(order.begin(), order.end(), f[model_at]);
+    const auto model = static_cast<std::size_t>(known - order.begin());
+    if (known == order.end()) order.push_back(f[model_at]);
+    answered.push_back({model, send_start, finish, latency - server, server - engine});
   }
   if (order.empty()) throw InputError(origin + ": no answered request");
+  // Note [Protocol under load]: the requests in flight at each send (sent before it, not yet
+  // answered), in one sweep in sending order.
+  {
+    std::vector<std::size_t> by_send(answered.size());
+    std::iota(by_send.begin(), by_send.end(), std::size_t{0});
+    std::stable_sort(by_send.begin(), by_send.end(),
+                     [&](std::size_t a, std::size_t b) { return answered[a].send_start < answered[b].send_start; });
+    std::priority_queue<std::int64_t, std::vector<std::int64_t>, std::greater<>> finishes;
+    for (std::size_t i : by_send) {
+      while (!finishes.empty() && finishes.top() <= answered[i].send_start) finishes.pop();
+      answered[i].in_flight = static_cast<std::int64_t>(finishes.size());
+      finishes.push(answered[i].finish);
+    }
+  }
   ServingProfile profile;
   profile.name = name;
   profile.source.kind = ProfileSource::Measured;
   profile.source.device = device;
   profile.source.note = "psw profile-serving --from-load " + origin +
                         ": per model, medians over the load's answered requests of latency_ns - server_ns (protocol, "
-                        "send lateness included) and server_ns - engine_ns (server) (Note [Request path]), and "
-                        "the protocol's quantiles (Note [Protocol spread])";
-  for (const auto& model : order) {
-    const auto& [protocol, server_part] = by_model[model];
-    profile.request_path.push_back({model, nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)),
-                                    static_cast<int>(protocol.size()),
-                                    evenly_spaced_quantiles(protocol, kProtocolQuantiles)});  // Note [Protocol spread]
+                        "send lateness included) and server_ns - engine_ns (server) (Note [Request path]), the "
+                        "protocol's growth per request in flight at its send (least squares; Note [Protocol under "
+                        "load]) and the protocol's quantiles less that growth (Note [Protocol spread])";
+  for (std::size_t m = 0; m < order.size(); ++m) {
+    // Note [Protocol under load]: least squares of the protocol on the requests in flight.
+    double n = 0, sum_k = 0, sum_p = 0, sum_kk = 0, sum_kp = 0;
+    int loaded = 0;
+    for (const auto& a : answered) {
+      if (a.model != m) continue;
+      const auto k = static_cast<double>(a.in_flight), p = static_cast<double>(a.protocol);
+      n += 1;
+      sum_k += k;
+      sum_p += p;
+      sum_kk += k * k;
+      sum_kp += k * p;
+      if (a.in_flight > 0) ++loaded;
+    }
+    const double sxx = sum_kk - sum_k * sum_k / n, sxy = sum_kp - sum_k * sum_p / n;
+    std::int64_t growth =
+        loaded >= kMinLoadedRequests && sxx > 0 ? std::max<std::int64_t>(0, std::llround(sxy / sxx)) : 0;
+    if (growth_from != nullptr) {
+      const RequestPathCost* given = growth_from->path_of(order[m]);
+      if (given == nullptr) {
+        throw InputError(origin + ": model '" + order[m] + "' has no request path in the profile '" + growth_from->name +
+                         "' its protocol's growth per request in flight is to come from");
+      }
+      growth = given->protocol_per_in_flight.ns();
+    }
+    std::vector<std::int64_t> protocol, server_part;
+    for (const auto& a : answered) {
+      if (a.model != m) continue;
+      protocol.push_back(std::max<std::int64_t>(0, a.protocol - growth * a.in_flight));
+      server_part.push_back(a.server_part);
+    }
+    RequestPathCost cost{order[m], nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)),
+                         static_cast<int>(protocol.size()),
+                         evenly_spaced_quantiles(protocol, kProtocolQuantiles)};  // Note [Protocol spread]
+    cost.protocol_per_in_flight = nanoseconds(growth);
+    profile.request_path.push_back(std::move(cost));
   }
   return profile;
 }

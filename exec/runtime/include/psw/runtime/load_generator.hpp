@@ -115,8 +115,13 @@ void check_load_workload(const ExperimentConfig& config);
 // the answered requests; so the calibration uses the client the validation uses. No training
 // entry (the run trained beside requests, not alone). `origin` names the file in errors:
 // InputError for a file that is not psw load's requests.csv or has a request without times.
+// Note [Protocol under load]: the protocol's growth per request in flight is fitted from the
+// same requests, or taken from `growth_from` where given (a profile fitted on a load with
+// more requests in flight; InputError when it lacks a model of the file), and the median and
+// quantiles are of each request's protocol less that growth.
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
-                                         const std::string& name, const std::string& device);
+                                         const std::string& name, const std::string& device,
+                                         const ServingProfile* growth_from = nullptr);
 
 // The training step a psw validate run measured alone (validation.json's training.alone_steps
 // over training.alone_seconds: the --training-alone windows), as the serving profile's entry of
