@@ -54,20 +54,22 @@ configure() {  # SOURCE MECHANISM OUT [sed expression]
 experiments=$root/configs/experiments
 trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml' EXIT
 out=$root/results/validation
+# One recorded run simulated again with $profile: SOURCE_CONFIG MEASURED_FOLDER OUT_NAME [sed expression]
+revalidate() {
+  local config="$experiments/.revalidate-$3.yaml"
+  configure "$1" pipeswitch "$config" "${4:-}"
+  "$psw" validate --config "$config" --measured "$2" --out "$out/$3"
+}
 for mechanism in pipeswitch ready time-sliced; do
   configure "$experiments/h200-validate.yaml" "$mechanism" "$experiments/.revalidate-$mechanism.yaml"
   "$psw" validate --config "$experiments/.revalidate-$mechanism.yaml" --measured "$validate_run/h200-validate-$mechanism" \
     --out "$out/h200-validate-$mechanism-from-load"
 done
-configure "$experiments/h200-burst.yaml" pipeswitch "$experiments/.revalidate-burst.yaml"
-"$psw" validate --config "$experiments/.revalidate-burst.yaml" --measured "$burst_run/h200-burst" \
-  --out "$out/h200-burst-from-load"
-configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm.yaml" "s/^  window_s: .*/  window_s: 600/"
-"$psw" validate --config "$experiments/.revalidate-replay-llm.yaml" --measured "$llm_replay_run/replay-llm" \
-  --out "$out/replay-llm-from-load"
-configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay.yaml" "s/^  minutes: .*/  minutes: 10/"
-"$psw" validate --config "$experiments/.revalidate-replay.yaml" --measured "$replay_run/replay-azure2019" \
-  --out "$out/replay-azure2019-from-load"
+llm_600s="s/^  window_s: .*/  window_s: 600/"
+revalidate "$experiments/h200-burst.yaml" "$burst_run/h200-burst" h200-burst-from-load
+revalidate "$experiments/replay-azure-llm2023.yaml" "$llm_replay_run/replay-llm" replay-llm-from-load "$llm_600s"
+revalidate "$experiments/replay-azure2019.yaml" "$replay_run/replay-azure2019" replay-azure2019-from-load \
+  "s/^  minutes: .*/  minutes: 10/"
 # 3. The two replays of one machine, each with the other's request path.
 session16=$runs/raw-serve-2026-12-02-replay-azure2019-c/serving-h200.yaml
 fn_run=$runs/raw-serve-2026-12-02-replay-azure2019-c/validation/replay-azure2019
@@ -77,16 +79,11 @@ for fitted in azure2019-c llm-d; do
   "$psw" profile-serving --from-load "$from/measured/requests.csv" --training-from "$session16" \
     --name "h200-from-$fitted" --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-$fitted.yaml"
 done
-# Each replay with each path: the other's (held out) and its own (for the record: what the
-# request path's quantiles can do at best).
+# Each replay with each path: the other's (held out) and its own (for the record: the fitted run).
 for fitted in azure2019-c llm-d; do
   profile=$root/results/profiles/serving-h200-from-$fitted.yaml
-  configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm-d.yaml" "s/^  window_s: .*/  window_s: 480/"
-  "$psw" validate --config "$experiments/.revalidate-replay-llm-d.yaml" --measured "$llm_run" \
-    --out "$out/replay-llm-d-from-$fitted"
-  configure "$experiments/replay-azure2019.yaml" pipeswitch "$experiments/.revalidate-replay-azure2019-c.yaml" "s/^  minutes: .*/  minutes: 5/"
-  "$psw" validate --config "$experiments/.revalidate-replay-azure2019-c.yaml" --measured "$fn_run" \
-    --out "$out/replay-azure2019-c-from-$fitted"
+  revalidate "$experiments/replay-azure-llm2023.yaml" "$llm_run" "replay-llm-d-from-$fitted" "s/^  window_s: .*/  window_s: 480/"
+  revalidate "$experiments/replay-azure2019.yaml" "$fn_run" "replay-azure2019-c-from-$fitted" "s/^  minutes: .*/  minutes: 5/"
 done
 # 4. Note [Protocol under load] held out across machines: the morning machine's own request path
 # (1.) with the protocol's growth per request in flight fitted on session 16's LLM replay (3.),
@@ -96,12 +93,8 @@ done
   --protocol-growth-from "$root/results/profiles/serving-h200-from-llm-d.yaml" --name h200-from-load-with-growth \
   --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-load-with-growth.yaml"
 profile=$root/results/profiles/serving-h200-from-load-with-growth.yaml
-configure "$experiments/replay-azure-llm2023.yaml" pipeswitch "$experiments/.revalidate-replay-llm.yaml" "s/^  window_s: .*/  window_s: 600/"
-"$psw" validate --config "$experiments/.revalidate-replay-llm.yaml" --measured "$llm_replay_run/replay-llm" \
-  --out "$out/replay-llm-from-load-with-growth"
-configure "$experiments/h200-burst.yaml" pipeswitch "$experiments/.revalidate-burst.yaml"
-"$psw" validate --config "$experiments/.revalidate-burst.yaml" --measured "$burst_run/h200-burst" \
-  --out "$out/h200-burst-from-load-with-growth"
+revalidate "$experiments/replay-azure-llm2023.yaml" "$llm_replay_run/replay-llm" replay-llm-from-load-with-growth "$llm_600s"
+revalidate "$experiments/h200-burst.yaml" "$burst_run/h200-burst" h200-burst-from-load-with-growth
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
