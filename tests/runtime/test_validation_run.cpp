@@ -124,9 +124,12 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
   // levels are of the protocol less it (BERT-base's five loaded requests: 0.9 - 0.4 ms).
   ServingProfile given;
   given.name = "given";
-  given.request_path = {{"resnet152", nanoseconds(1), nanoseconds(1), 1, {}}, {"bert_base", nanoseconds(1), nanoseconds(1), 1, {}}};
-  given.request_path[0].protocol_per_in_flight = nanoseconds(1'000'000);
-  given.request_path[1].protocol_per_in_flight = nanoseconds(400'000);
+  for (const auto& [model, growth] : {std::pair{"resnet152", 1'000'000}, std::pair{"bert_base", 400'000}}) {
+    RequestPathCost path;
+    path.model = model;
+    path.protocol_per_in_flight = nanoseconds(growth);
+    given.request_path.push_back(path);
+  }
   const ServingProfile with_given = serving_profile_from_load(csv, "load.csv", "fit", "cpu", &given);
   EXPECT_EQ(with_given.path_of("resnet152")->protocol_per_in_flight, nanoseconds(1'000'000));
   EXPECT_EQ(with_given.path_of("resnet152")->protocol, nanoseconds(3'000'000));  // 1, 3, 5 ms less 0, 1, 2: median 3

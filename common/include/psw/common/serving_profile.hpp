@@ -72,7 +72,7 @@ struct RequestPathCost {
   // from 0 to 1 (at least two, non-decreasing).
   std::vector<Duration> protocol_quantiles;
   // Note [Protocol under load]: added per other request in flight at arrival (zero: none).
-  Duration protocol_per_in_flight;
+  Duration protocol_per_in_flight{};
 };
 // Note [Protocol under load]: the fit needs this many of a model's requests sent with another
 // in flight; with fewer the growth is taken as zero.

@@ -88,7 +88,7 @@ struct MeasuredTraining {
   double alone_seconds = 0;
   // Of `seconds`, the job's time stopped for requests (Note [Training held]); nullopt: not
   // measured (a server or a recording from before the count).
-  std::optional<double> held_seconds;
+  std::optional<double> held_seconds{};
 };
 
 struct ValidationReport {
