@@ -96,11 +96,12 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
            std::to_string(send) + ",0," + std::to_string(send + latency) + "," + std::to_string(latency) + "," +
            std::to_string(server) + "," + std::to_string(server - 1'000'000) + ",ok,\n";
   };
-  // ResNet-152 in 30 bursts of three sent 1 ms apart, each answered 20 ms after its send: the
-  // first alone (1 ms of protocol), the second with one in flight (4 ms), the third with two
-  // (7 ms): 3 ms per request in flight. BERT-base alone, 1 s apart, but for 5 overlapping pairs.
+  // ResNet-152 in 34 bursts of three (102 requests) sent 1 ms apart, each answered 20 ms after
+  // its send: the first alone (1 ms of protocol), the second with one in flight (4 ms), the third
+  // with two (7 ms): 3 ms per request in flight. BERT-base alone, 1 s apart, but for 5
+  // overlapping pairs.
   std::int64_t t = 0;
-  for (int b = 0; b < 30; ++b, t += 1'000'000'000) {
+  for (int b = 0; b < 34; ++b, t += 1'000'000'000) {
     for (int k = 0; k < 3; ++k) add("resnet152", t + k * 1'000'000, 1'000'000 + 3'000'000 * k, 20'000'000 - 1'000'000 - 3'000'000 * k);
   }
   for (int b = 0; b < 30; ++b, t += 1'000'000'000) {
@@ -113,13 +114,16 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
   EXPECT_EQ(resnet->protocol_per_in_flight, nanoseconds(3'000'000));
   EXPECT_EQ(resnet->protocol, nanoseconds(1'000'000));  // every request less its growth: 1 ms
   EXPECT_EQ(resnet->protocol_quantiles.back(), nanoseconds(1'000'000));
-  EXPECT_EQ(resnet->requests, 90);
+  EXPECT_EQ(resnet->requests, 102);
+  // Note [Protocol spread]: 101 quantiles from at least 101 requests, else 21.
+  EXPECT_EQ(resnet->protocol_quantiles.size(), static_cast<std::size_t>(kFineProtocolQuantiles));
   // Five requests with company are too few to fit a growth (kMinLoadedRequests): none.
   const RequestPathCost* bert = profile.path_of("bert_base");
   ASSERT_NE(bert, nullptr);
   static_assert(kMinLoadedRequests > 5);
   EXPECT_EQ(bert->protocol_per_in_flight, Duration::zero());
   EXPECT_EQ(bert->protocol, nanoseconds(500'000));
+  EXPECT_EQ(bert->protocol_quantiles.size(), static_cast<std::size_t>(kProtocolQuantiles));
   // The growth given by another profile (fitted where more requests overlapped): kept, and the
   // levels are of the protocol less it (BERT-base's five loaded requests: 0.9 - 0.4 ms).
   ServingProfile given;

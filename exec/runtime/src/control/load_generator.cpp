@@ -597,7 +597,7 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
     }
     RequestPathCost cost{order[m], nanoseconds(median_of(protocol)), nanoseconds(median_of(server_part)),
                          static_cast<int>(protocol.size()),
-                         evenly_spaced_quantiles(protocol, kProtocolQuantiles)};  // Note [Protocol spread]
+                         evenly_spaced_quantiles(protocol, protocol_quantile_count(protocol.size()))};
     cost.protocol_per_in_flight = nanoseconds(growth);
     profile.request_path.push_back(std::move(cost));
   }
