@@ -343,7 +343,7 @@ class GpuServer {
   }
 
   void arrive(const Request& request) {
-    note_in_flight();
+    note_in_flight(state_ == State::Inference);
     if (state_ == State::Inference) {
       queue_.push_back(request);
       return;
@@ -505,14 +505,13 @@ class GpuServer {
                                : quantile_at(path->protocol_quantiles, uniform01(protocol_rng_));
     return alone + path->protocol_per_in_flight * in_flight;
   }
-  // Note [Protocol under load]: at an arrival, how many requests are in flight (queued, served,
-  // or answered by the server but not yet by the protocol), kept in arrival order: the server
-  // is one FIFO, so requests complete in that order.
-  void note_in_flight() {
+  // Note [Protocol under load]: at an arrival, how many requests are in flight (queued, served
+  // (`serving`), or answered by the server but not yet by the protocol), kept in arrival order:
+  // the server is one FIFO, so requests complete in that order.
+  void note_in_flight(bool serving) {
     const Duration now = sim_.now();
     while (!unanswered_.empty() && unanswered_.top() <= now) unanswered_.pop();
-    const std::size_t served = state_ == State::Inference ? 1 : 0;
-    in_flight_at_arrival_.push_back(static_cast<std::int64_t>(queue_.size() + served + unanswered_.size()));
+    in_flight_at_arrival_.push_back(static_cast<std::int64_t>(queue_.size() + (serving ? 1 : 0) + unanswered_.size()));
   }
 
   void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
@@ -564,7 +563,7 @@ class GpuServer {
     // server, its queue empty meanwhile, resumes training as psw serve does.
     if (cycle_inference_until_ && answered < *cycle_inference_until_ && request.task == Task::Inference) {
       if (answered == now) {
-        note_in_flight();
+        note_in_flight(false);  // the request just answered is no longer in flight
         queue_.push_back(cycle_request(now));
       } else {
         sim_.schedule_at(answered, kArrival, [this, answered] { arrive(cycle_request(answered)); });
