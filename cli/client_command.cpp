@@ -96,6 +96,7 @@ nlohmann::json training_json(const runtime::TrainingStatus& status) {
           {"completed_steps", status.completed_steps},
           {"target_steps", status.target_steps},
           {"preemptions", status.preemptions},
+          {"held_s", static_cast<double>(status.held_ns) * 1e-9},  // Note [Training held]
           {"last_loss", status.last_loss}};
 }
 
@@ -113,6 +114,7 @@ void print_training(const ClientOptions& o, const runtime::TrainingStatus& statu
   std::printf("%-12s %lld of %s\n", "steps", static_cast<long long>(status.completed_steps),
               status.target_steps > 0 ? std::to_string(status.target_steps).c_str() : "until stopped");
   std::printf("%-12s %lld\n", "preemptions", static_cast<long long>(status.preemptions));
+  std::printf("%-12s %.3f s\n", "held", static_cast<double>(status.held_ns) * 1e-9);  // Note [Training held]
   std::printf("%-12s %g\n", "last loss", status.last_loss);
 }
 

@@ -45,6 +45,10 @@ test ! -e "/dev/shm/$region" || { echo "FAIL: /dev/shm/$region left behind"; exi
   || { echo "FAIL: the training job is not active"; exit 1; }
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
+# Note [Training held]: preempted, so held for a while.
+"$psw" client --socket "$sock" --train-status resnet152 --format json \
+  | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['preemptions'] >= 1 and t['held_s'] > 0, t" \
+  || { echo "FAIL: the training job was never held"; exit 1; }
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --shared-memory \
   --out "$work/bench_shm.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['spec']['shared_memory'] is True and d['switch_latency_ms']['count'] == 2, d" "$work/bench_shm.json"
