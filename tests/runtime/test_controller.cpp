@@ -16,6 +16,7 @@
 #include <fstream>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "psw/common/config.hpp"
@@ -478,8 +479,22 @@ TEST(Controller, AHungWorkerIsReplacedByTheWatchdog) {
         return controller->ready();
       },
       300s));
+  // It serves again. A fresh worker's first request can itself run past the 5 s limit on a
+  // loaded 2-core CI machine (its first forward initializes LibTorch; it happened once with the
+  // load end-to-end test training beside it): the watchdog then replaces that worker too, which
+  // is the behaviour under test, so a few attempts are allowed, each answered or refused by it.
   torch::NoGradGuard no_grad;
-  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  std::optional<InferResponse> answer;
+  for (int attempt = 0; attempt < 3 && !answer; ++attempt) {
+    try {
+      answer = controller->infer(request_for("bert_base", tokens));
+    } catch (const ServiceError& e) {
+      ASSERT_EQ(e.code(), ServiceError::Code::DeadlineExceeded) << e.what();
+      ASSERT_TRUE(eventually([&] { return controller->ready(); }, 300s));
+    }
+  }
+  ASSERT_TRUE(answer.has_value()) << "three fresh workers in a row ran past the limit";
+  EXPECT_LT(relative_error(output_of(*answer), bert->forward(tokens)), 1e-5);
 }
 
 // Shared-memory tensors (shared_memory.hpp): an input borrowed from a client's shared memory
