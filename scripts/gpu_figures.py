@@ -8,9 +8,10 @@ Each RAW_DIR is a gpu-serve.sh raw folder whose `figures` part ran (validation/f
 one psw validate per mechanism: the measured and simulated summaries and validation.csv, whose
 relative errors psw validate computed); a run split over several device calls gives one folder
 per call (a mechanism or a Figure 6 case in two folders is an error; a later run of Figure 6 cases
-given with --replacing replaces the same cases of the other folders, named in the README). Writes OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png
-(three series per model and mechanism: measured on the H200, simulated for the H200, the
-artifact's V100), fig6.png and OUT_DIR/README.md with the tables and the environment of the run.
+given with --replacing replaces the same cases of the other folders, named in the README). Writes
+OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png (three series per model and mechanism: measured on
+the H200, simulated for the H200, the artifact's V100), fig6.png and OUT_DIR/README.md with the
+tables and the environment of the run.
 Figure 6 (throughput and mean latency under scheduling cycles) comes from the raw folders'
 validation/fig6-<mechanism>-<cycle_ms>/ (gpu-serve.sh part `fig6`: psw validate of a closed
 loop, Note [Closed-loop cycles]) where a run has them: measured on the H200 and simulated for the
