@@ -35,6 +35,16 @@ CMAKE
 rm -rf "$root/.gpu-carry/usr/share/doc" "$root/.gpu-carry/usr/share/man" "$root/.gpu-carry/usr/include/eigen3/unsupported" \
   "$root/.gpu-carry/usr/include/gmock" "$root/.gpu-carry/usr/share/grpc" "$root/.gpu-carry/usr/share/doc-base" \
   "$root/.gpu-carry/usr/share/lintian" "$root/.gpu-carry/usr/lib/x86_64-linux-gnu/engines-3"
+# Eigen: only <Eigen/Dense> is included (common/), on x86: its sparse modules, the bindings to
+# other solvers, LAPACKE's header and the other architectures' kernels go (2.8 MB; the tree had
+# grown to 18 MB by 2026-12-02 and the two came to 67 MB without this).
+# gRPC's unsecure libraries (4.8 MB): nothing links them; their imported targets stay, without the
+# check that their files exist.
+rm -f "$lib"/libgrpc_unsecure.so* "$lib"/libgrpc++_unsecure.so*
+sed -i '/_cmake_import_check_[a-z_]*\(gRPC::\)\?.*grpc\(++\)\?_unsecure/d' "$lib/cmake/grpc/gRPCTargets-none.cmake"
+eigen="$root/.gpu-carry/usr/include/eigen3/Eigen/src"
+rm -rf "$eigen"/Sparse* "$eigen"/IterativeLinearSolvers "$eigen"/OrderingMethods "$eigen"/*Support \
+  "$eigen"/misc/lapacke.h "$eigen"/Core/arch/{NEON,AltiVec,ZVector,MSA,SYCL,SVE,HIP}
 keep=$(cat "$lib"/cmake/*/*.cmake | grep -o 'lib[A-Za-z0-9_+.-]*\.a' | sort -u)
 for a in "$lib"/*.a; do
   grep -qx "$(basename "$a")" <<< "$keep" || rm -f "$a"
