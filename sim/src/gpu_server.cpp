@@ -218,7 +218,9 @@ class GpuServer {
   // `switches` counts the inference requests whose model had to be switched in (per model
   // under `models`); `training_switch_ins` counts the switches that brought training back in:
   // the background job resuming after inference, and training requests (Note [Training
-  // requests]) that needed one. MPS switches nothing, so both stay 0 there.
+  // requests]) that needed one. MPS switches nothing, so both stay 0 there. A job paused in
+  // place goes on without a switch (Note [Paused in place]): `training_preemptions` counts the
+  // times the job was stopped for requests, whichever way it came back.
   nlohmann::json summary() const {
     using nlohmann::json;
     auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
@@ -275,6 +277,7 @@ class GpuServer {
         // Note [Switch counts]: inference switches and training switch-ins apart.
         {"switches", switches_},
         {"training_switch_ins", training_switch_ins_},
+        {"training_preemptions", training_preemptions_},
         {"training_requests", training_requests_},
         {"training_lost_ms", ms(training_lost_)},
         {"training_held_ms", ms(training_held_)},
@@ -383,10 +386,29 @@ class GpuServer {
   // so the copy never writes where training still reads. What the simulator does not model
   // is the training job's activations and optimizer state in GPU memory, nor any contention
   // of the copy with the finishing layer for memory bandwidth.
+  //
+  // Note [Paused in place]
+  // ~~~~~~~~~~~~~~~~~~~~~~
+  // The runtime pauses its training job in place for a request when another worker can serve
+  // it (controller.cpp's stop_training; Note [Preemption without loss]): the job's worker keeps
+  // its parameters and activations on the device and waits at the layer boundary, a standby
+  // worker serves the request, and once the queue is empty the job goes on where it stopped.
+  // So under the mechanisms of standby workers that stop at a layer boundary
+  // (pauses_training_in_place) the request takes a standby worker and sends no worker to
+  // cleaning, and resuming costs neither a switch of the training model nor a worker: the last
+  // request's worker goes to cleaning, and the job runs again at once (with no standby worker
+  // configured the job is switched out as before). The simulator once
+  // switched the training model back in (its pipelined transfer, 0.56 ms per resume under
+  // PipeSwitch on the H200), which made its hold 8% longer than the server's (session 17,
+  // raw-serve-2026-12-02-held-a: 3.41 s simulated, 3.16 s measured, 450 resumes). Not modelled:
+  // the runtime abandons the step instead when no other worker is standby at that moment.
   void dispatch(const Request& request) {
     const Duration now = sim_.now();
     Duration stop = Duration::zero();
     std::optional<std::uint32_t> previous = active_model_;
+    // The worker that was active goes to cleaning when the request takes a standby one, unless
+    // it is the training job's, paused in place (Note [Paused in place]).
+    bool previous_paused = false;
     bool fresh = !active_model_ || *active_model_ != request.model;
     // Note [MPS slowdown] in mechanism.cpp: under MPS the background job is never stopped, so
     // it shares the GPU whenever it is configured and the server is not idle.
@@ -401,10 +423,15 @@ class GpuServer {
         if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
         if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
         held_since_ = now + stop;  // Note [Training held] in the runtime's controller.cpp
+        ++training_preemptions_;
+        // With no standby worker the runtime cannot pause in place: it abandons the step.
+        training_paused_ = mechanism_.pauses_training_in_place() && config_.standby_workers > 0;
+        previous_paused = training_paused_;
       }
     } else if (state_ == State::Resuming) {
       sim_.cancel(resume_event_);  // abandon switching training back in
       previous = config_.training_model;
+      previous_paused = training_paused_;
       fresh = true;
     }
     if (mechanism_.concurrent()) fresh = false;  // MPS: every model stays resident, nothing to switch
@@ -417,9 +444,13 @@ class GpuServer {
       cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training, request.prompt_tokens),
               false};
     } else {
-      cost = mechanism_.switch_in(request.model, task, stop, previous, request.prompt_tokens);
+      // A job paused in place leaves nothing to free (Note [Paused in place]).
+      cost = mechanism_.switch_in(request.model, task, stop, previous_paused ? std::nullopt : previous,
+                                  request.prompt_tokens);
     }
-    if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, previous);
+    if (cost.switched && mechanism_.uses_standby_workers()) {
+      wait = take_standby(now, previous, previous_paused);
+    }
     const Duration startup = now + wait + cost.startup;
     // Note [Request path]: the server's own steps around the engine hold the worker too.
     const Duration finish = now + wait + cost.finish + server_path(request);
@@ -446,8 +477,9 @@ class GpuServer {
   }
 
   // PipeSwitch's active-standby workers: the switch needs a standby worker; the worker of
-  // the previous task goes to cleaning and is standby again after its cleanup.
-  Duration take_standby(Duration now, std::optional<std::uint32_t> previous) {
+  // the previous task goes to cleaning and is standby again after its cleanup, unless it is
+  // the training job's, paused in place (Note [Paused in place]).
+  Duration take_standby(Duration now, std::optional<std::uint32_t> previous, bool previous_paused = false) {
     while (!cleaning_.empty() && cleaning_.top() <= now) {
       cleaning_.pop();
       ++standby_;
@@ -455,11 +487,18 @@ class GpuServer {
     Duration ready = now;
     if (standby_ == 0) {
       ++standby_waits_;
+      if (cleaning_.empty()) {
+        // Every other worker is the training job's, paused in place (Note [Paused in place]):
+        // the previous request's worker serves this one too, once it has cleaned up.
+        PSW_CHECK(previous && !previous_paused, "no worker to serve a request");
+        return mechanism_.cleanup_time(*previous);
+      }
       ready = cleaning_.top();
       cleaning_.pop();
       ++standby_;
     }
     --standby_;
+    if (previous_paused) return ready - now;  // the job's worker keeps its place
     if (previous) cleaning_.push(ready + mechanism_.cleanup_time(*previous));
     else ++standby_;  // nothing was active: no worker to clean
     // The worker that served the previous task (if any) is now cleaning; the new one is active.
@@ -590,6 +629,15 @@ class GpuServer {
       training_started_ = now;
       return;
     }
+    if (training_paused_) {  // Note [Paused in place]: no switch; the request's worker cleans up
+      if (active_model_ && mechanism_.uses_standby_workers()) {
+        cleaning_.push(now + mechanism_.cleanup_time(*active_model_));
+      }
+      active_model_.reset();
+      state_ = State::Resuming;
+      resume_event_ = sim_.schedule_at(now, kResume, [this] { run_training_again(false); });
+      return;
+    }
     // Switching training back in costs the mechanism's overhead for the training model.
     const std::uint32_t model = *config_.training_model;
     const SwitchInCost cost = mechanism_.switch_in(model, Task::Training, Duration::zero(), active_model_);
@@ -600,14 +648,17 @@ class GpuServer {
     state_ = State::Resuming;
     const Duration at = now + wait + std::max(overhead, Duration::zero());
     if (trace_ && at > now) trace_->slice("switch in training", "switch", 2, now, at);
-    resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] {
-      state_ = State::Training;
-      if (held_since_) training_held_ += sim_.now() - *held_since_;
-      held_since_.reset();
-      training_since_ = sim_.now();
-      training_started_ = sim_.now();
-      if (switched) ++training_switch_ins_;
-    });
+    resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] { run_training_again(switched); });
+  }
+
+  void run_training_again(bool switched) {
+    state_ = State::Training;
+    training_paused_ = false;
+    if (held_since_) training_held_ += sim_.now() - *held_since_;
+    held_since_.reset();
+    training_since_ = sim_.now();
+    training_started_ = sim_.now();
+    if (switched) ++training_switch_ins_;
   }
 
   Request cycle_request(Duration at) const {
@@ -646,6 +697,7 @@ class GpuServer {
   Duration training_since_;
   Duration training_started_;
   EventId resume_event_ = 0;
+  bool training_paused_ = false;  // stopped for requests, paused in place (Note [Paused in place])
   std::mt19937_64 protocol_rng_ = RandomStreams(config_.seed).stream("protocol");
   // Note [Protocol under load]: per request not yet completed, in arrival order, the requests
   // in flight when it arrived; and when each completed one's answer reaches its client.
@@ -666,6 +718,7 @@ class GpuServer {
   std::int64_t slo_met_ = 0;
   std::int64_t switches_ = 0;              // inference switches (Note [Switch counts])
   std::int64_t training_switch_ins_ = 0;   // switches that brought training back in
+  std::int64_t training_preemptions_ = 0;  // the job stopped for requests (Note [Switch counts])
   std::int64_t training_requests_ = 0;     // Note [Training requests]
   Duration training_lost_;                 // Note [Killed training]
   // Stopped for requests, from the layer boundary to running again (the runtime's Note

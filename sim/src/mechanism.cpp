@@ -277,6 +277,10 @@ bool MechanismModel::kills_training() const {
   return mechanism_ == Mechanism::StopAndStart || mechanism_ == Mechanism::TwoProcesses;
 }
 
+bool MechanismModel::pauses_training_in_place() const {
+  return uses_standby_workers() && stops_at_layer_boundary() && !kills_training();
+}
+
 bool MechanismModel::uses_standby_workers() const {
   return is_pipelined(mechanism_) || mechanism_ == Mechanism::NoOptimization;
 }

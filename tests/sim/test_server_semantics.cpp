@@ -169,8 +169,8 @@ TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
     ++chained;
   }
   EXPECT_GT(chained, 0);
-  // Training comes back between the requests: a switch-in each time, and fewer answers.
-  EXPECT_GT(count(served, "training_switch_ins"), count(bare, "training_switch_ins") + chained / 2);
+  // Training comes back between the requests: preempted again each time, and fewer answers.
+  EXPECT_GT(count(served, "training_preemptions"), count(bare, "training_preemptions") + chained / 2);
   EXPECT_LT(served.at("throughput_rps").get<double>(), bare.at("throughput_rps").get<double>());
 }
 
@@ -342,12 +342,23 @@ TEST(SimTraining, StopAndStartLosesTheIterationInProgress) {
 }
 
 // Note [Training held]: one request under PipeSwitch holds the job from its layer boundary to
-// running again, the request's time and training's switch back in; MPS never holds it.
+// running again; paused in place, it runs again when the request completes, with no switch back
+// in (Note [Paused in place]); MPS never holds it.
 TEST(SimTraining, TheTimeTrainingIsHeldForRequestsIsReported) {
   const Overrides one_request = {{"workload.count", "1"}, {"workload.models", "[resnet152]"},
                                  {"mechanism", "pipeswitch"}};
-  const auto summary = simulate("small.yaml", one_request);
+  const std::filesystem::path dir = fresh_dir("held-one");
+  const auto summary = simulate("small.yaml", one_request, dir);
   const double held_ms = summary.at("training_held_ms").get<double>();
+  // requests.csv: id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,...; the layer
+  // boundary comes after the dispatch and no later than the first layer's start.
+  const auto rows = csv_rows(dir / "requests.csv");
+  ASSERT_EQ(rows.size(), 2u);  // the header and the request
+  const double dispatch_ms = std::stod(rows[1][4]) / 1e6;
+  const double startup_ms = std::stod(rows[1][5]) / 1e6;
+  const double finish_ms = std::stod(rows[1][6]) / 1e6;
+  EXPECT_LE(held_ms, finish_ms - dispatch_ms + 1e-6);
+  EXPECT_GE(held_ms, finish_ms - startup_ms - 1e-6);
   const double latency_ms = summary.at("latency").at("mean_ms").get<double>();
   EXPECT_GT(held_ms, 0.0);
   // At least the request's time on the server, less the protocol and the layer boundary's wait.
@@ -364,18 +375,25 @@ TEST(SimTraining, TheTimeTrainingIsHeldForRequestsIsReported) {
 }
 
 // Note [Switch counts]: every request of small.yaml preempts training and switches its model
-// in, and training is switched back in after each; the two are counted apart.
+// in; under one process training is switched back in after each, under PipeSwitch it goes on
+// paused in place (Note [Paused in place]); the counts are kept apart.
 TEST(SimServer, SwitchCountsKeepInferenceAndTrainingApart) {
   const auto s = simulate("small.yaml", {{"mechanism", "pipeswitch"}});
   EXPECT_EQ(count(s, "switches"), 6);
-  EXPECT_EQ(count(s, "training_switch_ins"), 6);
+  EXPECT_EQ(count(s, "training_preemptions"), 6);
+  EXPECT_EQ(count(s, "training_switch_ins"), 0);
   std::int64_t per_model = 0;
   for (const auto& [name, m] : s.at("models").items()) per_model += m.at("switches").get<std::int64_t>();
   EXPECT_EQ(per_model, 6);
+  const auto one_process = simulate("small.yaml", {{"mechanism", "one-process"}});
+  EXPECT_EQ(count(one_process, "switches"), 6);
+  EXPECT_EQ(count(one_process, "training_preemptions"), 6);
+  EXPECT_EQ(count(one_process, "training_switch_ins"), 6);
   // MPS switches nothing.
   const auto mps = simulate("small.yaml", {{"mechanism", "mps"}});
   EXPECT_EQ(count(mps, "switches"), 0);
   EXPECT_EQ(count(mps, "training_switch_ins"), 0);
+  EXPECT_EQ(count(mps, "training_preemptions"), 0);
 }
 
 // Chrome trace times are exact: an hour in, the nanoseconds are still there.

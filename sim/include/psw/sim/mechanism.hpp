@@ -70,6 +70,9 @@ class MechanismModel {
   // Whether stopping training kills its process, so that the training iteration in progress
   // is lost (stop-and-start, two processes; Note [Killed training] in gpu_server.cpp).
   bool kills_training() const;
+  // Whether a request pauses the training job in place, in a worker of its own, so that the job
+  // goes on without a switch once the request is answered (Note [Paused in place] in gpu_server.cpp).
+  bool pauses_training_in_place() const;
   // MPS: tasks run concurrently instead of being switched.
   // Time slicing: the same, taking turns on the GPU (Note [Time slicing]).
   bool concurrent() const { return mechanism_ == Mechanism::Mps || mechanism_ == Mechanism::TimeSliced; }
