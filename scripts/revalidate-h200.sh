@@ -27,6 +27,13 @@
 #     that LLM replay (Note [Protocol under load]) -> results/profiles/serving-h200-from-load-
 #     with-growth.yaml, against the morning's LLM replay and the afternoon's burst run
 #     -> results/validation/{replay-llm,h200-burst}-from-load-with-growth/
+#  5. session 17's machine: the request path, the protocol's growth and the training step fitted
+#     on its 40 s burst run (raw-serve-2026-12-02-held-c: psw profile-serving --from-load, the
+#     step from that run's job alone, --training-from-validation), against the two replays that
+#     followed on the same machine (the LLM replay's 510 s, raw-serve-2026-12-02-replay-llm-e;
+#     8 minutes of the Functions day, raw-serve-2026-12-02-replay-azure2019-d), which no fit saw
+#     -> results/profiles/serving-h200-from-burst-c.yaml,
+#        results/validation/{replay-llm-e,replay-azure2019-d,h200-burst-c}-from-burst-c/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -95,6 +102,17 @@ done
 profile=$root/results/profiles/serving-h200-from-load-with-growth.yaml
 revalidate "$experiments/replay-azure-llm2023.yaml" "$llm_replay_run/replay-llm" replay-llm-from-load-with-growth "$llm_600s"
 revalidate "$experiments/h200-burst.yaml" "$burst_run/h200-burst" h200-burst-from-load-with-growth
+# 5. Calibrated on a short controlled run, validated on the long replays of the same machine.
+burst_c=$runs/raw-serve-2026-12-02-held-c/validation/h200-burst
+"$psw" profile-serving --from-load "$burst_c/measured/requests.csv" --training-from-validation "$burst_c" \
+  --training-model resnet152 --name h200-from-burst-c --device "NVIDIA H200" \
+  --out "$root/results/profiles/serving-h200-from-burst-c.yaml"
+profile=$root/results/profiles/serving-h200-from-burst-c.yaml
+revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-replay-llm-e/validation/replay-llm" \
+  replay-llm-e-from-burst-c "s/^  window_s: .*/  window_s: 510/"
+revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
+  replay-azure2019-d-from-burst-c "s/^  minutes: .*/  minutes: 8/"
+revalidate "$experiments/h200-burst.yaml" "$burst_c" h200-burst-c-from-burst-c
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

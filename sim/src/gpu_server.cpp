@@ -401,7 +401,10 @@ class GpuServer {
   // switched the training model back in (its pipelined transfer, 0.56 ms per resume under
   // PipeSwitch on the H200), which made its hold 8% longer than the server's (session 17,
   // raw-serve-2026-12-02-held-a: 3.41 s simulated, 3.16 s measured, 450 resumes). Not modelled:
-  // the runtime abandons the step instead when no other worker is standby at that moment.
+  // the runtime abandons the step instead when no other worker is standby at that moment; and the
+  // switch-in still pays for the model it replaces (no-memory-management frees the training
+  // model's layers on the critical path), as before, since the recorded runs' fit of
+  // cuda_malloc_ns rests on it (Note [Calibrating a cost]).
   void dispatch(const Request& request) {
     const Duration now = sim_.now();
     Duration stop = Duration::zero();
@@ -444,9 +447,7 @@ class GpuServer {
       cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training, request.prompt_tokens),
               false};
     } else {
-      // A job paused in place leaves nothing to free (Note [Paused in place]).
-      cost = mechanism_.switch_in(request.model, task, stop, previous_paused ? std::nullopt : previous,
-                                  request.prompt_tokens);
+      cost = mechanism_.switch_in(request.model, task, stop, previous, request.prompt_tokens);
     }
     if (cost.switched && mechanism_.uses_standby_workers()) {
       wait = take_standby(now, previous, previous_paused);
