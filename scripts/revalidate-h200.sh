@@ -34,6 +34,11 @@
 #     8 minutes of the Functions day, raw-serve-2026-12-02-replay-azure2019-d), which no fit saw
 #     -> results/profiles/serving-h200-from-burst-c.yaml,
 #        results/validation/{replay-llm-e,replay-azure2019-d,h200-burst-c}-from-burst-c/
+#  6. the same three runs with the request path psw profile-serving measured at the start of that
+#     session (raw-serve-2026-12-02-held-c/serving-h200.yaml, 60 requests per model), as the
+#     device's own validations simulated them, but with the simulator as it is now (theirs was
+#     the first form of Note [Paused in place])
+#     -> results/validation/{h200-burst-c,replay-llm-e,replay-azure2019-d}-from-calibration-c/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -113,6 +118,13 @@ revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-
 revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
   replay-azure2019-d-from-burst-c "s/^  minutes: .*/  minutes: 8/"
 revalidate "$experiments/h200-burst.yaml" "$burst_c" h200-burst-c-from-burst-c
+# 6. The same runs with the session's profile-serving calibration.
+profile=$runs/raw-serve-2026-12-02-held-c/serving-h200.yaml
+revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-replay-llm-e/validation/replay-llm" \
+  replay-llm-e-from-calibration-c "s/^  window_s: .*/  window_s: 510/"
+revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
+  replay-azure2019-d-from-calibration-c "s/^  minutes: .*/  minutes: 8/"
+revalidate "$experiments/h200-burst.yaml" "$burst_c" h200-burst-c-from-calibration-c
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

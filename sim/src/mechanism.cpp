@@ -290,6 +290,10 @@ bool MechanismModel::keeps_models_resident() const {
          mechanism_ == Mechanism::UnifiedMemory;
 }
 
+Duration MechanismModel::after_task_time(std::uint32_t model) const {
+  return traits(mechanism_).ipc_handle_per_group ? cleanup_time(model) : Duration::zero();
+}
+
 Duration MechanismModel::cleanup_time(std::uint32_t /*model*/) const {
   // The daemon owns the memory, so a worker's cleanup is dropping its references and
   // resetting its state; off the critical path unless no standby worker is left.

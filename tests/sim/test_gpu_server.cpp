@@ -124,19 +124,25 @@ TEST(SimServer, CyclesReachTheReadyThroughputUnderPipeSwitch) {
 
 TEST(SimServer, SwitchesWaitForAStandbyWorkerWhenAllAreCleaning) {
   // Requests alternate between two models 1 us apart: every request needs a switch, and
-  // the worker of the previous model is still cleaning.
-  const auto s = simulate("small.yaml", {{"mechanism", "pipeswitch"},
-                                         {"workload.interval_ms", "0.001"},
-                                         {"workload.count", "6"},
-                                         {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}});
+  // the worker of the previous model is still cleaning. Training is paused in place in a
+  // worker of its own (Note [Paused in place]), so with one standby worker that worker serves
+  // every request, after what psw serve's worker does after a task: closing its per-group
+  // handles under no-ipc-optimization (the profile's slow cleanup), nothing under PipeSwitch.
+  const Overrides burst = {{"workload.interval_ms", "0.001"},
+                           {"workload.count", "6"},
+                           {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}};
+  Overrides per_group = burst;
+  per_group.emplace_back("mechanism", "no-ipc-optimization");
+  const auto s = simulate("small.yaml", per_group);
   EXPECT_GT(s.at("standby_waits").get<std::int64_t>(), 0);
-  const auto more = simulate("small.yaml", {{"mechanism", "pipeswitch"},
-                                            {"standby_workers", "4"},
-                                            {"workload.interval_ms", "0.001"},
-                                            {"workload.count", "6"},
-                                            {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}});
+  Overrides more_workers = per_group;
+  more_workers.emplace_back("standby_workers", "4");
+  const auto more = simulate("small.yaml", more_workers);
   EXPECT_LT(more.at("standby_waits").get<std::int64_t>(), s.at("standby_waits").get<std::int64_t>());
   EXPECT_LT(mean_ms(more), mean_ms(s));
+  Overrides pipeswitch = burst;
+  pipeswitch.emplace_back("mechanism", "pipeswitch");
+  EXPECT_EQ(simulate("small.yaml", pipeswitch).at("standby_waits").get<std::int64_t>(), 0);
 }
 
 TEST(SimServer, EveryMechanismParsesAndUnknownOnesAreRejected) {

@@ -84,6 +84,10 @@ class MechanismModel {
 
   // Off the critical path: the old worker drops its state and becomes standby again.
   Duration cleanup_time(std::uint32_t model) const;
+  // What a worker does after a task before it can serve the next in psw serve (Note [After the
+  // task] in exec/pipeline.hpp): closing the per-group handles where the mechanism opens one
+  // per group (the profile's worker_cleanup stands for it), else nothing.
+  Duration after_task_time(std::uint32_t model) const;
   // The background training job (its model's name and its batch), which MPS's slowdown of an
   // inference depends on (Note [MPS contention]); without one, the profile's one number.
   void set_training_job(const std::string& model, int batch);
