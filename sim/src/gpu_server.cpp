@@ -397,20 +397,20 @@ class GpuServer {
   // (pauses_training_in_place) the request takes a standby worker and sends no worker to
   // cleaning, and resuming costs neither a switch of the training model nor a worker: the last
   // request's worker goes to cleaning, and the job runs again at once (with no standby worker
-  // configured the job is switched out as before). With one standby worker, the worker beside
-  // the paused job serves queued requests back to back, and waits between them only for what
-  // psw serve's worker does after a task (MechanismModel::after_task_time): nothing under
-  // PipeSwitch. Measured so on the H200 (session 17, by hand from the replays' requests.csv):
-  // a queued BERT-base request's reply came a median 0.44 ms after the one before it plus its
-  // engine time (75 pairs), less than a request's server part alone (0.72 ms), where a 1 ms
-  // cleanup would have made it 1.7 ms. The simulator once
-  // switched the training model back in (its pipelined transfer, 0.56 ms per resume under
-  // PipeSwitch on the H200), which made its hold 8% longer than the server's (session 17,
-  // raw-serve-2026-12-02-held-a: 3.41 s simulated, 3.16 s measured, 450 resumes). Not modelled:
-  // the runtime abandons the step instead when no other worker is standby at that moment; and the
-  // switch-in still pays for the model it replaces (no-memory-management frees the training
-  // model's layers on the critical path), as before, since the recorded runs' fit of
-  // cuda_malloc_ns rests on it (Note [Calibrating a cost]).
+  // configured the job is switched out as before). The simulator once switched the training
+  // model back in (its pipelined transfer, 0.56 ms per resume under PipeSwitch on the H200),
+  // which made its hold 8% longer than the server's (session 17, raw-serve-2026-12-02-held-a:
+  // 3.41 s simulated, 3.16 s measured, 450 resumes).
+  // With one standby worker, the worker beside the paused job serves queued requests back to
+  // back, and waits between them only for what psw serve's worker does after a task
+  // (MechanismModel::after_task_time): nothing under PipeSwitch. Measured so on the H200
+  // (session 17, by hand from the replays' requests.csv): a queued BERT-base request's reply
+  // came a median 0.44 ms after the one before it plus its engine time (75 pairs), less than a
+  // request's server part alone (0.72 ms), where a 1 ms cleanup would have made it 1.7 ms.
+  // Not modelled: the runtime abandons the step instead when no other worker is standby at that
+  // moment; and the switch-in still pays for the model it replaces (no-memory-management frees
+  // the training model's layers on the critical path), as before, since the recorded runs' fit
+  // of cuda_malloc_ns rests on it (Note [Calibrating a cost]).
   void dispatch(const Request& request) {
     const Duration now = sim_.now();
     Duration stop = Duration::zero();
