@@ -4,7 +4,7 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate protocol burst
+#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate calibrate-load protocol burst
 #      validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
 #      figures, fig6, the two replays and llm)
 #
@@ -27,6 +27,15 @@
 #               path per model and the training step (Note [Request path]), written to
 #               OUT_DIR/profiles/serving-h200.yaml; the validate and replay parts of the same call
 #               simulate with it (else with the experiment's own `serving:`, if any)
+#   calibrate-load
+#               the request path through psw load's client instead (Note [Client connections]):
+#               psw validate of configs/experiments/h200-burst.yaml (PipeSwitch, Poisson arrivals at
+#               12/s, 40 s) against the server of configs/serve/h200.yaml, then psw profile-serving
+#               --from-load of its requests (path, protocol quantiles and growth per request in
+#               flight) with the training step from its job alone, written to
+#               OUT_DIR/profiles/serving-h200-from-load.yaml; the later parts of the call simulate
+#               with it rather than with calibrate's (session 17: held out on the two replays it
+#               gave p50 -4.4% and -1.8% where calibrate's gave -9.9% and -7.6%)
 #   protocol    Note [Client connections]: the request path's protocol part per model on the server
 #               of configs/serve/h200.yaml, by psw profile-serving (16 connections in turn, as
 #               calibrate; one connection; one connection 500 ms apart) and by psw load of
@@ -64,7 +73,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -320,7 +329,8 @@ fi
 # PSW_SERVING_PROFILE names one made by an earlier call (a run split over several calls).
 use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
   local profile=
-  if [[ -f $raw/serving-h200.yaml ]]; then profile=$raw/serving-h200.yaml
+  if [[ -f $raw/serving-h200-from-load.yaml ]]; then profile=$raw/serving-h200-from-load.yaml
+  elif [[ -f $raw/serving-h200.yaml ]]; then profile=$raw/serving-h200.yaml
   elif [[ -n ${PSW_SERVING_PROFILE:-} ]]; then profile=$(realpath "$PSW_SERVING_PROFILE"); fi
   if [[ -n $profile ]]; then
     sed -i '/^serving:/d' "$1"
@@ -342,6 +352,25 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   validate_on_server "$experiment" "$name"
   stop_server
 }
+# Note [Client connections]: psw profile-serving sends from one thread, and on session 17's machine
+# its protocol came out 10-17% shorter than psw load's 16 senders' even for requests with nothing
+# else in flight; this part measures the path with the client the validations use. Its own
+# psw validate simulates with the experiment's `serving:` (only its measured side is used).
+if has_part calibrate-load; then
+  echo "== calibrate-load: psw validate of h200-burst, then psw profile-serving --from-load ($(date -u +%T))"
+  experiment="$sock_dir/calibrate-load.yaml"
+  sed "s/^name: .*/name: calibrate-load/; s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+  validate_with pipeswitch "$experiment" calibrate-load
+  run=$raw/validation/calibrate-load
+  training_model=$(awk '/^training:/ {t = 1} t && /^  model:/ {print $2; exit}' "$serve_config")
+  if [[ -f $run/measured/requests.csv ]]; then
+    "$psw" profile-serving --from-load "$run/measured/requests.csv" --training-from-validation "$run" \
+      --training-model "$training_model" --training-batch "$(training_batch_of "$serve_config")" --name h200-serve-from-load \
+      --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$raw/serving-h200-from-load.yaml" \
+      || echo "!! psw profile-serving --from-load failed"
+  fi
+  if [[ -f $raw/serving-h200-from-load.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200-from-load.yaml" "$out/profiles/"; fi
+fi
 if has_part validate; then
   mechanisms=(pipeswitch ready)
   grep -q '^time_slicing:' "$root/configs/hardware/h200-pcie5.yaml" && mechanisms+=(time-sliced)
@@ -355,8 +384,8 @@ if has_part validate; then
   done
 fi
 # h200-burst's Poisson arrivals, so that requests overlap (the replays' tail in a short run); psw
-# profile-serving --from-load fits a request path, its protocol's quantiles included, from its
-# requests.csv (the simulator has no protocol that grows with the requests in flight: README).
+# profile-serving --from-load fits a request path from its requests.csv, its protocol's quantiles
+# and growth per request in flight included (Note [Protocol under load]; part calibrate-load).
 # PSW_BURST_MECHANISMS and PSW_BURST_RATES (requests/s) run it again per pair (Note [Training
 # held]: the training job's hold and its rate between requests against the rate and the switch);
 # the default pair, pipeswitch at 12/s, keeps the name h200-burst.

@@ -296,6 +296,14 @@ def main():
         print("and of the server's time minus the engine's (server). The simulator of the validations below adds")
         print("them; those validations are later runs of other workloads.\n")
         print_yaml(serving_path)
+    from_load_path = os.path.join(raw, "serving-h200-from-load.yaml")
+    if os.path.exists(from_load_path):
+        print("## The request path through psw load (psw profile-serving --from-load)\n")
+        print("Fitted on this run's `calibrate-load` validation (Note [Client connections]): the requests of")
+        print("`psw load`'s senders, per model the protocol's median, quantiles and growth per request in")
+        print("flight, the server part's median, and the training step from the job alone; the later")
+        print("validations of the run simulate with this profile.\n")
+        print_yaml(from_load_path)
     print_protocol_ways(os.path.join(raw, "protocol"))
     validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
     if validations:
