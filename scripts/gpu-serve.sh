@@ -84,8 +84,8 @@ training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
 # The simulator takes its training step from a serving profile whose batch must be the model
 # profiles' (8): one calibrated at another batch would make every validation refuse it.
-if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && has_part calibrate; then
-  echo "gpu-serve: PSW_TRAINING_BATCH=$PSW_TRAINING_BATCH with part calibrate: the simulator's profiles are for a" \
+if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && { has_part calibrate || has_part calibrate-load; }; then
+  echo "gpu-serve: PSW_TRAINING_BATCH=$PSW_TRAINING_BATCH with part calibrate or calibrate-load: the simulator's profiles are for a" \
     "training batch of 8; calibrate without it and pass PSW_SERVING_PROFILE=<that call's serving-h200.yaml>" >&2
   exit 2
 fi
@@ -363,9 +363,10 @@ if has_part calibrate-load; then
   validate_with pipeswitch "$experiment" calibrate-load
   run=$raw/validation/calibrate-load
   training_model=$(awk '/^training:/ {t = 1} t && /^  model:/ {print $2; exit}' "$serve_config")
+  training_batch=$(training_batch_of "$serve_config")
   if [[ -f $run/measured/requests.csv ]]; then
     "$psw" profile-serving --from-load "$run/measured/requests.csv" --training-from-validation "$run" \
-      --training-model "$training_model" --training-batch "$(training_batch_of "$serve_config")" --name h200-serve-from-load \
+      --training-model "$training_model" --training-batch "${training_batch:-8}" --name h200-serve-from-load \
       --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$raw/serving-h200-from-load.yaml" \
       || echo "!! psw profile-serving --from-load failed"
   fi
