@@ -7,8 +7,11 @@
 #                                         fitted to a recorded run, its source in the note)
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
 #   results/profiles/bf16/<model>.yaml -> configs/models/h200/bf16/<model>.yaml (scripts/gpu-llm.sh)
-#   results/profiles/serving-h200.yaml -> configs/serving/h200.yaml (psw profile-serving, through
-#                                         scripts/gpu-serve.sh's part calibrate)
+#   results/profiles/serving-h200-from-burst-c.yaml -> configs/serving/h200.yaml (psw profile-serving
+#                                         --from-load of session 17's burst run, through
+#                                         scripts/revalidate-h200.sh part 5: the request path of
+#                                         psw load's client, with protocol quantiles and growth;
+#                                         held out on two replays, README)
 # Each copy gets one header line naming its source; nothing else changes. Then the several-H200
 # profile, configs/hardware/h200-pcie5-nvlink.yaml, is composed from the adopted
 # configs/hardware/h200-pcie5.yaml (renamed) and its multi_gpu section in
@@ -52,7 +55,10 @@ done
 for model in resnet152 bert_base llama-1b llama-8b; do
   adopt "results/profiles/bf16/$model.yaml" "configs/models/h200/bf16/$model.yaml"
 done
-adopt results/profiles/serving-h200.yaml configs/serving/h200.yaml
+# The request path as psw load's client pays it (Note [Client connections]): psw profile-serving's
+# own (results/profiles/serving-h200.yaml) sends from one thread and its protocol came out 10-17%
+# shorter on session 17's machine.
+adopt results/profiles/serving-h200-from-burst-c.yaml configs/serving/h200.yaml
 compose_peers() {
   local single=$1 section=$2 target=$3 name=$4
   local expected
