@@ -97,6 +97,7 @@ raw="$out/raw-serve"
 mkdir -p "$raw"
 bash "$root/scripts/environment.sh" > "$raw/environment.md"  # the report may be made elsewhere
 psw="$build/cli/psw"
+gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1; }  # profiles' `device`
 sock_dir=$(mktemp -d)
 sock="$sock_dir/psw.sock"
 server=
@@ -291,7 +292,7 @@ if has_part calibrate; then
   # (session 16: one ResNet-152 request of 16.3 ms against a median of 5.6 ms, and the Functions
   # replay's simulated p99 27% above the measured).
   if start_server "$config" "$raw/serve-calibrate.log"; then
-    "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+    "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(gpu_name)" \
       --requests "${PSW_CALIBRATE_REQUESTS:-60}" --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
       --out "$raw/serving-h200.yaml" || echo "!! psw profile-serving failed"
     stop_server
@@ -305,7 +306,7 @@ if has_part protocol; then
   training_batch=$(training_batch_of "$config")
   mkdir -p "$raw/protocol"
   if start_server "$config" "$raw/serve-protocol.log"; then
-    device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    device_name=$(gpu_name)
     for way in "16 150" "1 150" "1 500"; do
       set -- $way
       "$psw" profile-serving --socket "$sock" --name "connections-$1-gap-$2" --device "$device_name" \
@@ -367,7 +368,7 @@ if has_part calibrate-load; then
   if [[ -f $run/measured/requests.csv ]]; then
     "$psw" profile-serving --from-load "$run/measured/requests.csv" --training-from-validation "$run" \
       --training-model "$training_model" --training-batch "${training_batch:-8}" --name h200-serve-from-load \
-      --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$raw/serving-h200-from-load.yaml" \
+      --device "$(gpu_name)" --out "$raw/serving-h200-from-load.yaml" \
       || echo "!! psw profile-serving --from-load failed"
   fi
   if [[ -f $raw/serving-h200-from-load.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200-from-load.yaml" "$out/profiles/"; fi
@@ -480,7 +481,7 @@ if has_part llm; then
   if start_server "$config" "$raw/serve-llm.log"; then
     server_processes > "$raw/processes-llm.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-llm.csv" || true
-    "$psw" profile-serving --socket "$sock" --name h200-serve-llm --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+    "$psw" profile-serving --socket "$sock" --name h200-serve-llm --device "$(gpu_name)" \
       --model llama-1b --model llama-8b --requests 10 --gap-ms 150 --batch 1 --training-batch 8 --training-window 10 \
       --out "$raw/serving-llm.yaml" \
       || echo "!! psw profile-serving failed"

@@ -288,22 +288,24 @@ def main():
         print(f"\nStartup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; preemption p50 "
               f"{s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms; arrival to reply p50 "
               f"{s['server_latency_p50_s'] * 1e3:.3f} ms.\n")
-    serving_path = os.path.join(raw, "serving-h200.yaml")
-    if os.path.exists(serving_path):
-        print("## The server's request path and training step (psw profile-serving)\n")
-        print("Measured first in this run against the server of `configs/serve/h200.yaml` (Note [Request path]):")
-        print("per model, medians over cold requests of the client's latency minus the server's time (protocol)")
-        print("and of the server's time minus the engine's (server). The simulator of the validations below adds")
-        print("them; those validations are later runs of other workloads.\n")
-        print_yaml(serving_path)
-    from_load_path = os.path.join(raw, "serving-h200-from-load.yaml")
-    if os.path.exists(from_load_path):
-        print("## The request path through psw load (psw profile-serving --from-load)\n")
-        print("Fitted on this run's `calibrate-load` validation (Note [Client connections]): the requests of")
-        print("`psw load`'s senders, per model the protocol's median, quantiles and growth per request in")
-        print("flight, the server part's median, and the training step from the job alone; the later")
-        print("validations of the run simulate with this profile.\n")
-        print_yaml(from_load_path)
+    profiles = [
+        ("serving-h200.yaml", "The server's request path and training step (psw profile-serving)",
+         "Measured first in this run against the server of `configs/serve/h200.yaml` (Note [Request path]):\n"
+         "per model, medians over cold requests of the client's latency minus the server's time (protocol)\n"
+         "and of the server's time minus the engine's (server). The simulator of the validations below adds\n"
+         "them; those validations are later runs of other workloads."),
+        ("serving-h200-from-load.yaml", "The request path through psw load (psw profile-serving --from-load)",
+         "Fitted on this run's `calibrate-load` validation (Note [Client connections]): the requests of\n"
+         "`psw load`'s senders, per model the protocol's median, quantiles and growth per request in\n"
+         "flight, the server part's median, and the training step from the job alone; the later\n"
+         "validations of the run simulate with this profile."),
+    ]
+    for name, heading, text in profiles:
+        path = os.path.join(raw, name)
+        if os.path.exists(path):
+            print(f"## {heading}\n")
+            print(f"{text}\n")
+            print_yaml(path)
     print_protocol_ways(os.path.join(raw, "protocol"))
     validations = sorted(glob.glob(os.path.join(raw, "validation", "*", "validation.json")))
     if validations:

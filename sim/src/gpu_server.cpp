@@ -640,9 +640,7 @@ class GpuServer {
       return;
     }
     if (training_paused_) {  // Note [Paused in place]: no switch; the request's worker cleans up
-      if (active_model_ && mechanism_.uses_standby_workers()) {
-        cleaning_.push(now + mechanism_.cleanup_time(*active_model_));
-      }
+      if (active_model_) cleaning_.push(now + mechanism_.cleanup_time(*active_model_));
       active_model_.reset();
       state_ = State::Resuming;
       resume_event_ = sim_.schedule_at(now, kResume, [this] { run_training_again(false); });
