@@ -112,19 +112,19 @@ burst_c=$runs/raw-serve-2026-12-02-held-c/validation/h200-burst
 "$psw" profile-serving --from-load "$burst_c/measured/requests.csv" --training-from-validation "$burst_c" \
   --training-model resnet152 --name h200-from-burst-c --device "NVIDIA H200" \
   --out "$root/results/profiles/serving-h200-from-burst-c.yaml"
+# The three runs of session 17's machine with $profile: SUFFIX of the output folders.
+session17_runs() {
+  revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-replay-llm-e/validation/replay-llm" \
+    "replay-llm-e-from-$1" "s/^  window_s: .*/  window_s: 510/"
+  revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
+    "replay-azure2019-d-from-$1" "s/^  minutes: .*/  minutes: 8/"
+  revalidate "$experiments/h200-burst.yaml" "$burst_c" "h200-burst-c-from-$1"
+}
 profile=$root/results/profiles/serving-h200-from-burst-c.yaml
-revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-replay-llm-e/validation/replay-llm" \
-  replay-llm-e-from-burst-c "s/^  window_s: .*/  window_s: 510/"
-revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
-  replay-azure2019-d-from-burst-c "s/^  minutes: .*/  minutes: 8/"
-revalidate "$experiments/h200-burst.yaml" "$burst_c" h200-burst-c-from-burst-c
+session17_runs burst-c
 # 6. The same runs with the session's profile-serving calibration.
 profile=$runs/raw-serve-2026-12-02-held-c/serving-h200.yaml
-revalidate "$experiments/replay-azure-llm2023.yaml" "$runs/raw-serve-2026-12-02-replay-llm-e/validation/replay-llm" \
-  replay-llm-e-from-calibration-c "s/^  window_s: .*/  window_s: 510/"
-revalidate "$experiments/replay-azure2019.yaml" "$runs/raw-serve-2026-12-02-replay-azure2019-d/validation/replay-azure2019" \
-  replay-azure2019-d-from-calibration-c "s/^  minutes: .*/  minutes: 8/"
-revalidate "$experiments/h200-burst.yaml" "$burst_c" h200-burst-c-from-calibration-c
+session17_runs calibration-c
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
