@@ -39,6 +39,14 @@
 #     device's own validations simulated them, but with the simulator as it is now (theirs was
 #     the first form of Note [Paused in place])
 #     -> results/validation/{h200-burst-c,replay-llm-e,replay-azure2019-d}-from-calibration-c/
+#  7. session 18's two machines: the request path gpu-serve.sh part calibrate-load fitted on
+#     machine A (a 40 s burst run through psw load, raw-serve-2026-12-02-load-llm), against the
+#     LLM replay that followed on A (400 s) and the Functions replay on machine B (7 minutes,
+#     raw-serve-2026-12-02-replay-azure2019-e); and B's own path fitted on that replay, against
+#     A's two runs, so that what moved between the machines (protocol, server part, training
+#     step) is measured both ways
+#     -> results/profiles/serving-h200-from-load-{f,azure2019-e}.yaml,
+#        results/validation/{calibrate-load-f,replay-llm-f,replay-azure2019-e}-from-{load-f,azure2019-e}/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -125,6 +133,21 @@ session17_runs burst-c
 # 6. The same runs with the session's profile-serving calibration.
 profile=$runs/raw-serve-2026-12-02-held-c/serving-h200.yaml
 session17_runs calibration-c
+# 7. Session 18: machine A's burst path against A's LLM replay and B's Functions replay, and B's
+# replay's own path (its step from that run's alone windows) against A's runs.
+session18=$runs/raw-serve-2026-12-02-load-llm/validation
+machine_b=$runs/raw-serve-2026-12-02-replay-azure2019-e/validation/replay-azure2019
+for fitted in load-f azure2019-e; do
+  [[ $fitted == load-f ]] && from=$session18/calibrate-load || from=$machine_b
+  "$psw" profile-serving --from-load "$from/measured/requests.csv" --training-from-validation "$from" \
+    --training-model resnet152 --name "h200-from-$fitted" --device "NVIDIA H200" \
+    --out "$root/results/profiles/serving-h200-from-$fitted.yaml"
+  profile=$root/results/profiles/serving-h200-from-$fitted.yaml
+  revalidate "$experiments/h200-burst.yaml" "$session18/calibrate-load" "calibrate-load-f-from-$fitted"
+  revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" "replay-llm-f-from-$fitted" \
+    "s/^  window_s: .*/  window_s: 400/"
+  revalidate "$experiments/replay-azure2019.yaml" "$machine_b" "replay-azure2019-e-from-$fitted" "s/^  minutes: .*/  minutes: 7/"
+done
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

@@ -231,6 +231,11 @@ class GpuServer {
       models[config_.models[m].name] = {{"latency", latency(per_model_[m].latency)},
                                         {"engine_latency", latency(per_model_[m].engine)},
                                         {"switches", per_model_[m].switches}};
+      if (config_.serving) {
+        // Note [Latency parts] (validation.hpp): the keys psw load writes, for psw validate.
+        models[config_.models[m].name]["server_latency"] = latency(per_model_[m].server);
+        models[config_.models[m].name]["protocol_latency"] = latency(per_model_[m].protocol);
+      }
       if (traits(config_.mechanism).peer_paths) {
         // Note [Parallel paths]: the switch's plan, its bound and the one-GPU plan beside it.
         const auto p = mechanism_.parallel_switch(static_cast<std::uint32_t>(m), Task::Inference);
@@ -299,6 +304,11 @@ class GpuServer {
     // Note [Request path]: the engine's part alone (dispatch to the forward's end, less the
     // server's own steps), what a live server reports as psw_engine_ns.
     LatencyHistogram engine;
+    // Note [Latency parts]: with a serving profile, the server's whole time (arrival to the
+    // server's answer: the queue, the switch, the engine and the server's own steps) and the
+    // protocol drawn after it, which add up to `latency`.
+    LatencyHistogram server;
+    LatencyHistogram protocol;
     std::int64_t switches = 0;
     const RequestPathCost* path = nullptr;  // the serving profile's, looked up once
   };
@@ -579,6 +589,10 @@ class GpuServer {
       latency_.add(latency);
       per_model_[request.model].latency.add(latency);
       per_model_[request.model].engine.add(now - dispatched - server_path(request));
+      if (config_.serving) {
+        per_model_[request.model].server.add(now - request.arrival);
+        per_model_[request.model].protocol.add(answered - now);
+      }
       overhead_sum_ += (now - dispatched) - ready;
       if (cycle_phase_end_ && answered <= *cycle_phase_end_) ++completed_in_phase_;
     } else {

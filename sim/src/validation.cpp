@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "psw/common/error.hpp"
 
@@ -28,13 +29,13 @@ const nlohmann::json* latency_of(const nlohmann::json& summary, const std::strin
   return latency;
 }
 
-// A model's engine_latency (Note [Request path]: the engine's part alone), or null when the
-// side has none or it counts nothing.
-const nlohmann::json* engine_latency_of(const nlohmann::json& summary, const std::string& model) {
+// A model's latency part `key` (engine_latency: Note [Request path]; server_latency,
+// protocol_latency: Note [Latency parts]), or null when the side has none or it counts nothing.
+const nlohmann::json* part_latency_of(const nlohmann::json& summary, const std::string& model, const char* key) {
   if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
   const auto& models = summary["models"];
-  if (!models.contains(model) || !models[model].contains("engine_latency")) return nullptr;
-  const nlohmann::json* latency = &models[model]["engine_latency"];
+  if (!models.contains(model) || !models[model].contains(key)) return nullptr;
+  const nlohmann::json* latency = &models[model][key];
   if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
   return latency;
 }
@@ -117,12 +118,26 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     // The engine alone (Note [Request path]), where a side has it: the timeline's prediction
     // against the worker's own measurement, apart from the protocol and the server's steps.
     if (scope == "all") continue;
-    const nlohmann::json* sim_engine = engine_latency_of(simulated, scope);
-    const nlohmann::json* measured_engine = engine_latency_of(measured, scope);
-    if (sim_engine == nullptr && measured_engine == nullptr) continue;
-    for (const char* measure : {"mean_ms", "p50_ms"}) {
-      report.rows.push_back({scope, std::string("engine_") + measure, number_at(sim_engine, measure, "simulated"),
-                             number_at(measured_engine, measure, "measured"), tolerance});
+    const nlohmann::json* sim_engine = part_latency_of(simulated, scope, "engine_latency");
+    const nlohmann::json* measured_engine = part_latency_of(measured, scope, "engine_latency");
+    if (sim_engine != nullptr || measured_engine != nullptr) {
+      for (const char* measure : {"mean_ms", "p50_ms"}) {
+        report.rows.push_back({scope, std::string("engine_") + measure, number_at(sim_engine, measure, "simulated"),
+                               number_at(measured_engine, measure, "measured"), tolerance});
+      }
+    }
+    // Note [Latency parts]: the server's time and the protocol's, where both sides split them.
+    for (const char* part : {"server", "protocol"}) {
+      const std::string key = std::string(part) + "_latency";
+      const nlohmann::json* sim_part = part_latency_of(simulated, scope, key.c_str());
+      const nlohmann::json* measured_part = part_latency_of(measured, scope, key.c_str());
+      if (sim_part == nullptr || measured_part == nullptr) continue;
+      for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
+        std::string name = part;
+        name.append("_").append(measure);
+        report.rows.push_back({scope, std::move(name), number_at(sim_part, measure, "simulated"),
+                               number_at(measured_part, measure, "measured"), tolerance});
+      }
     }
   }
   auto throughput = [](const nlohmann::json& summary, const char* side) {

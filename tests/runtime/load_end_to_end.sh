@@ -38,8 +38,8 @@ assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["late
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
 PY
 # Senders sharing one connection (Note [Client connections]), after a warm-up request: every
-# request answered, the warm-up not among them, and the protocol part of each (send to answer,
-# less the server's time) in the summary.
+# request answered, the warm-up not among them, and the protocol part of each (the latency less
+# the server's time, Note [Latency parts]) in the summary.
 "$psw" load --config "$config" --socket "$sock" --senders 3 --connections 1 --warmup 1 --out "$work/shared" > /dev/null 2> "$work/shared.err" \
   || { cat "$work/shared.err"; echo "FAIL: psw load --connections 1"; exit 1; }
 /usr/bin/python3 - "$work/shared" <<'PY'
@@ -52,7 +52,7 @@ assert summary["warmup_per_model"] == 1 and summary["generated"] == 4 and len(ro
 assert summary["requests"] == 4 and summary["errors"] == 0, summary
 protocol = summary["models"]["bert_base"]["protocol_latency"]
 assert protocol["count"] == 4, protocol
-paid = sorted((int(r["finish_ns"]) - int(r["send_start_ns"]) - int(r["server_ns"])) / 1e6 for r in rows)
+paid = sorted((int(r["latency_ns"]) - int(r["server_ns"])) / 1e6 for r in rows)  # the send's lateness in it
 assert 0 < protocol["min_ms"] and abs(protocol["max_ms"] - paid[-1]) < 1e-3, (protocol, paid)
 PY
 set +e
@@ -247,6 +247,31 @@ for key in [("all", "training_steps_per_s"), ("all", "training_share")]:
     value = lambda table: table[key]["measured"] if key in table else ""
     assert value(rows) == value(recorded), (key, rows.get(key), recorded.get(key))
 assert json.load(open(f"{again}/validation.json"))["training"] == json.load(open(f"{first}/validation.json"))["training"]
+PY
+# Note [Latency parts]: the server's and the protocol's rows, the protocol the latency less the
+# server's time on both sides; validate --measured counts it again from the recorded requests
+# (a recording whose summary counted it otherwise compares as a new one), keeping the files.
+mkdir -p "$work/tampered" && cp -r "$work/validation-serving/." "$work/tampered/"
+/usr/bin/python3 - "$work/tampered/measured/summary.json" <<'PY'
+import json, sys
+summary = json.load(open(sys.argv[1]))
+summary["models"]["bert_base"]["protocol_latency"]["mean_ms"] = 999.0
+json.dump(summary, open(sys.argv[1], "w"))
+PY
+"$psw" validate --config "$work/validate-from-load.yaml" --measured "$work/tampered" --out "$work/parts" \
+  > "$work/parts.txt" 2>&1 || { cat "$work/parts.txt"; echo "FAIL: validate --measured of the tampered summary"; exit 1; }
+/usr/bin/python3 - "$work/validation-serving" "$work/parts" <<'PY'
+import csv, json, sys
+live, parts = sys.argv[1:]
+load = [r for r in csv.DictReader(open(f"{live}/measured/requests.csv")) if r["model"] == "bert_base" and r["status"] == "ok"]
+paid = sum(int(r["latency_ns"]) - int(r["server_ns"]) for r in load) / len(load) / 1e6
+for folder in (live, parts):
+    rows = {(r["scope"], r["measure"]): r for r in csv.DictReader(open(f"{folder}/validation.csv"))}
+    for measure in ("server_mean_ms", "server_p50_ms", "server_p99_ms", "protocol_p50_ms", "protocol_p99_ms"):
+        assert rows[("bert_base", measure)]["simulated"] and rows[("bert_base", measure)]["measured"], (folder, measure)
+    measured = float(rows[("bert_base", "protocol_mean_ms")]["measured"])
+    assert abs(measured - paid) <= 1e-6 * paid, (folder, measured, paid)
+assert json.load(open(f"{parts}/measured/summary.json"))["models"]["bert_base"]["protocol_latency"]["mean_ms"] == 999.0
 PY
 # ... and a config of another case is refused, naming the folder.
 sed "s/^mechanism: .*/mechanism: ready/" "$work/validate-from-load.yaml" > "$work/validate-ready.yaml"

@@ -145,6 +145,30 @@ TEST(SimRequestPath, AServingProfileAddsItsPathsPerModelAndSetsTheTrainingStep) 
   EXPECT_FALSE(training_step(load_experiment_config(data("load-periodic.yaml"))));
 }
 
+// Note [Latency parts]: with a serving profile each model's latency splits into the server's
+// time and the protocol's, as psw load reports them; without one neither is written.
+TEST(SimRequestPath, LatencySplitsIntoTheServersTimeAndTheProtocols) {
+  const auto base = simulate("solo.yaml", {{"mechanism", "pipeswitch"}});
+  const auto served = simulate("solo.yaml", {{"mechanism", "pipeswitch"}, {"serving", quoted(data("serving-small.yaml"))}});
+  const ServingProfile profile = load_serving_profile(data("serving-small.yaml"));
+  for (const char* model : {"resnet152", "bert_base"}) {
+    const RequestPathCost* path = profile.path_of(model);
+    ASSERT_NE(path, nullptr);
+    const auto& entry = served.at("models").at(model);
+    const double latency = entry.at("latency").at("mean_ms").get<double>();
+    const double server = entry.at("server_latency").at("mean_ms").get<double>();
+    const double protocol = entry.at("protocol_latency").at("mean_ms").get<double>();
+    EXPECT_NEAR(server + protocol, latency, 1e-6) << model;
+    EXPECT_NEAR(protocol, path->protocol.ms(), 1e-6) << model;  // no quantiles: the median each time
+    // Requests apart: the server's time is the request without the profile plus its server part.
+    EXPECT_NEAR(server, base.at("models").at(model).at("latency").at("mean_ms").get<double>() + path->server.ms(), 1e-6)
+        << model;
+    EXPECT_EQ(entry.at("server_latency").at("count"), entry.at("latency").at("count"));
+    EXPECT_FALSE(base.at("models").at(model).contains("server_latency"));
+    EXPECT_FALSE(base.at("models").at(model).contains("protocol_latency"));
+  }
+}
+
 // Note [Closed-loop cycles]: with a serving profile the client has each answer a protocol after
 // the server's completion, and only then issues the next request; meanwhile the server resumes
 // training, as psw serve does, and the next request switches the model in again.

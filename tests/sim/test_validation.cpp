@@ -87,6 +87,42 @@ TEST(Validation, EngineRowsComparePerModelWhereASideHasThem) {
   EXPECT_EQ(without.rows.size(), report.rows.size() - 2);
 }
 
+// Note [Latency parts]: the server's and the protocol's parts are rows only where both sides
+// split the latency, so that a latency outside the tolerance says which part moved.
+TEST(Validation, ServerAndProtocolRowsSayWhichPartMoved) {
+  auto model = [](double latency_ms, double server_ms, double protocol_ms) {
+    return nlohmann::json{{"latency", latency(2, latency_ms, latency_ms, latency_ms)},
+                          {"server_latency", latency(2, server_ms, server_ms, server_ms)},
+                          {"protocol_latency", latency(2, protocol_ms, protocol_ms, protocol_ms)}};
+  };
+  nlohmann::json simulated = {{"latency", latency(4, 10.0, 10.0, 10.0)},
+                              {"throughput_rps", 2.0},
+                              {"models", {{"bert_base", model(10.0, 6.0, 4.0)}, {"resnet152", model(10.0, 6.0, 4.0)}}}};
+  // The server as simulated, the protocol 25% longer: only the protocol rows are outside.
+  const nlohmann::json measured = {{"latency", latency(4, 11.0, 11.0, 11.0)},
+                                   {"throughput_rps", 2.0},
+                                   {"models", {{"bert_base", model(11.0, 6.0, 5.0)}, {"resnet152", model(11.0, 6.0, 5.0)}}}};
+  const ValidationReport report = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
+                                                    measured, std::nullopt);
+  // all: three; each model: three latency measures, three server, three protocol; throughput.
+  ASSERT_EQ(report.rows.size(), 3u + 2u * 9u + 1u);
+  EXPECT_EQ(report.rows[6].measure, "server_mean_ms");
+  EXPECT_EQ(report.rows[9].measure, "protocol_mean_ms");
+  for (const char* measure : {"server_mean_ms", "server_p50_ms", "server_p99_ms"}) {
+    EXPECT_EQ(row(report, "bert_base", measure).status(), ValidationStatus::Within) << measure;
+  }
+  for (const char* measure : {"protocol_mean_ms", "protocol_p50_ms", "protocol_p99_ms"}) {
+    EXPECT_EQ(row(report, "bert_base", measure).status(), ValidationStatus::Outside) << measure;
+    EXPECT_NEAR(*row(report, "bert_base", measure).relative_error(), -0.2, 1e-12) << measure;
+  }
+  // One side without the split (a simulation without a serving profile): no part rows there.
+  simulated["models"]["resnet152"].erase("server_latency");
+  simulated["models"]["resnet152"].erase("protocol_latency");
+  const ValidationReport without = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
+                                                     measured, std::nullopt);
+  EXPECT_EQ(without.rows.size(), report.rows.size() - 6);
+}
+
 TEST(Validation, ToleranceFollowsTheMechanism) {
   EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::PipeSwitch), 0.05);
   EXPECT_DOUBLE_EQ(latency_tolerance(Mechanism::StopAndStart), 0.05);

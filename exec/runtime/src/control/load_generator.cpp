@@ -471,9 +471,7 @@ void check_load_workload(const ExperimentConfig& config) {
   if (config.workload.kind != WorkloadKind::Cycles) plan_requests(config, 1.0);
 }
 
-ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
-                                         const std::string& name, const std::string& device,
-                                         const ServingProfile* growth_from) {
+std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_csv, const std::string& origin) {
   std::istringstream in(requests_csv);
   std::string line;
   if (!std::getline(in, line)) throw InputError(origin + ": empty; expected psw load's requests.csv");
@@ -500,13 +498,7 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
   const std::size_t model_at = column("model"), latency_at = column("latency_ns"), server_at = column("server_ns"),
                     engine_at = column("engine_ns"), status_at = column("status"), send_at = column("send_start_ns"),
                     finish_at = column("finish_ns");
-  struct Answered {
-    std::size_t model;  // into `order`
-    std::int64_t send_start, finish, protocol, server_part;
-    std::int64_t in_flight = 0;  // Note [Protocol under load]: others in flight at its send
-  };
-  std::vector<Answered> answered;
-  std::vector<std::string> order;
+  std::vector<AnsweredRequest> answered;
   int line_number = 1;
   while (std::getline(in, line)) {
     ++line_number;
@@ -525,20 +517,36 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
       }
       return v;
     };
-    const std::int64_t latency = number(latency_at), server = number(server_at), engine = number(engine_at),
-                       send_start = number(send_at), finish = number(finish_at);
-    if (engine <= 0 || server < engine || latency < server) {
-      throw InputError(where + "a request without the server's times (engine_ns " + std::to_string(engine) +
-                       ", server_ns " + std::to_string(server) + ", latency_ns " + std::to_string(latency) +
+    AnsweredRequest a{f[model_at], number(send_at), number(finish_at), number(latency_at), number(server_at),
+                      number(engine_at)};
+    if (a.engine <= 0 || a.server < a.engine || a.latency < a.server) {
+      throw InputError(where + "a request without the server's times (engine_ns " + std::to_string(a.engine) +
+                       ", server_ns " + std::to_string(a.server) + ", latency_ns " + std::to_string(a.latency) +
                        "): the server did not report them");
     }
-    if (finish < send_start) {
-      throw InputError(where + detail::concat("finish_ns ", finish, " before send_start_ns ", send_start));
+    if (a.finish < a.send_start) {
+      throw InputError(where + detail::concat("finish_ns ", a.finish, " before send_start_ns ", a.send_start));
     }
-    const auto known = std::find(order.begin(), order.end(), f[model_at]);
+    answered.push_back(std::move(a));
+  }
+  return answered;
+}
+
+ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
+                                         const std::string& name, const std::string& device,
+                                         const ServingProfile* growth_from) {
+  struct Answered {
+    std::size_t model;  // into `order`
+    std::int64_t send_start, finish, protocol, server_part;
+    std::int64_t in_flight = 0;  // Note [Protocol under load]: others in flight at its send
+  };
+  std::vector<Answered> answered;
+  std::vector<std::string> order;
+  for (const AnsweredRequest& a : read_answered_requests(requests_csv, origin)) {
+    const auto known = std::find(order.begin(), order.end(), a.model);
     const auto model = static_cast<std::size_t>(known - order.begin());
-    if (known == order.end()) order.push_back(f[model_at]);
-    answered.push_back({model, send_start, finish, latency - server, server - engine});
+    if (known == order.end()) order.push_back(a.model);
+    answered.push_back({model, a.send_start, a.finish, a.latency - a.server, a.server - a.engine});
   }
   if (order.empty()) throw InputError(origin + ": no answered request");
   // Note [Protocol under load]: the requests in flight at each send (sent before it, not yet

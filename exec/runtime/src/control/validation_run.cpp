@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "psw/runtime/service.hpp"
 #include "psw/sim/compare.hpp"
 #include "psw/sim/gpu_server.hpp"
+#include "psw/sim/metrics.hpp"
 
 namespace psw::runtime {
 
@@ -265,9 +267,28 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
                                     config.source.string(), " has ", simulated, " (Note [Validating again])"));
   }
   run.measured.summary = measured;
+  // Note [Latency parts]: psw load's protocol_latency was once counted from the send; from the
+  // recorded requests, each model's part again as it is counted now (the send's lateness
+  // included), so that recordings of either kind compare alike. The files under measured/ stay
+  // as recorded.
+  const std::filesystem::path requests = recorded / "measured" / "requests.csv";
+  if (std::filesystem::exists(requests) && measured.contains("models") && measured["models"].is_object()) {
+    std::map<std::string, sim::LatencyHistogram> protocol;
+    for (const runtime::AnsweredRequest& a :
+         read_answered_requests(sim::read_input(requests, "psw load's requests.csv"), requests.string())) {
+      protocol[a.model].add(nanoseconds(a.latency - a.server));
+    }
+    for (auto& [model, entry] : run.measured.summary["models"].items()) {
+      const auto found = protocol.find(model);
+      if (entry.contains("protocol_latency") && found != protocol.end()) {
+        entry["protocol_latency"] = sim::latency_summary_json(found->second);
+      }
+    }
+  }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, measured, run.training,
+  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
+                                      run.training,
                                       sim::training_step(config));
   return run;
 }

@@ -17,6 +17,22 @@
 // engine's part alone (engine_mean_ms, engine_p50_ms; Note [Request path]) under the same
 // tolerance: the timeline's prediction beside the worker's measurement, without the protocol.
 //
+// Note [Latency parts]
+// ~~~~~~~~~~~~~~~~~~~~
+// Issue 9 asks a missed target to say which cost is wrong and by how much. A request's latency
+// is the server's time (arrival at the server to its answer: queue, switch, engine and the
+// server's own steps) plus the protocol's (what the client pays beyond it: gRPC, copies). psw
+// load writes both per model from each response's psw_server_ns (`server_latency`,
+// `protocol_latency`); psw sim writes them where a serving profile gives the request path (the
+// protocol it drew, and arrival to the server's answer). Where both sides have them, each is a
+// row under the same tolerance (server_mean_ms, server_p50_ms, server_p99_ms and the same for
+// protocol), beside the engine's rows: a latency row outside splits into the part that moved.
+// Both sides count the protocol as the latency less the server's time, so a late send's wait
+// (psw load's late_sends, ~0.2 ms on the H200) is in it, as in the profile it is drawn from
+// (psw profile-serving --from-load); psw validate --measured counts it so again from the
+// recorded requests.csv (psw load once counted it from the send). A p99 of a part is that
+// part's own tail, not its share of the latency's p99.
+//
 // Note [Training share]
 // ~~~~~~~~~~~~~~~~~~~~~
 // training_steps_per_s compares absolute rates: the simulator's comes from the serving
@@ -68,7 +84,8 @@ std::string to_string(ValidationStatus status);
 
 struct ValidationRow {
   std::string scope;    // "all" or a model's name
-  // mean_ms, p50_ms, p99_ms, engine_mean_ms, engine_p50_ms, throughput_rps, training_steps_per_s,
+  // mean_ms, p50_ms, p99_ms, engine_mean_ms, engine_p50_ms, server_{mean,p50,p99}_ms,
+  // protocol_{mean,p50,p99}_ms (Note [Latency parts]), throughput_rps, training_steps_per_s,
   // training_share, training_held_fraction, training_running_share
   std::string measure;
   std::optional<double> simulated;

@@ -16,7 +16,8 @@
 // latency_summary_json). Beyond them, each request's server and engine times as the server
 // reports them (requests.csv's server_ns and engine_ns; per model `engine_latency`, as psw sim
 // writes it, and `server_latency`), so that the engine is compared apart from the protocol,
-// and `protocol_latency`: from the send to the answer less the server's time.
+// and `protocol_latency`: the latency less the server's time (the send's lateness, gRPC and the
+// copies; Note [Latency parts] in psw/sim/validation.hpp).
 //
 // Note [Client connections]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -86,9 +87,10 @@ struct LoadRequestRecord {
   std::string error;            // the server's or the transport's message when not ok
   Duration latency() const { return finish - scheduled; }
   Duration send_late() const { return send_start - scheduled; }
-  // Note [Request path]: what the client paid beyond the server's time (zero when the server
-  // does not report it).
-  Duration protocol() const { return server > Duration::zero() ? finish - send_start - server : Duration::zero(); }
+  // Note [Request path]: what the client paid beyond the server's time, its send's lateness
+  // included as in profile-serving --from-load's fit and the simulator's draw (Note [Latency
+  // parts]; zero when the server does not report it).
+  Duration protocol() const { return server > Duration::zero() ? latency() - server : Duration::zero(); }
 };
 
 struct LoadReport {
@@ -108,6 +110,21 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 // The first check of run_load alone, without a server: InputError (naming the config file and
 // key) when the workload cannot be driven. Reads the whole workload.
 void check_load_workload(const ExperimentConfig& config);
+
+// One answered request (status ok) of psw load's requests.csv, as recorded (ns).
+struct AnsweredRequest {
+  std::string model;
+  std::int64_t send_start = 0;
+  std::int64_t finish = 0;
+  std::int64_t latency = 0;
+  std::int64_t server = 0;
+  std::int64_t engine = 0;
+};
+
+// The answered requests of psw load's requests.csv, in file order. `origin` names the file in
+// errors: InputError for a file that is not psw load's requests.csv, a malformed count, or an
+// answered request without the server's times.
+std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_csv, const std::string& origin);
 
 // Note [Request path] from a load run: the serving profile a psw load run's requests.csv implies,
 // per model the medians of latency - server_ns (protocol: the client's whole path, its send
