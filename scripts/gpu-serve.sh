@@ -35,7 +35,9 @@
 #               flight) with the training step from its job alone, written to
 #               OUT_DIR/profiles/serving-h200-from-load.yaml; the later parts of the call simulate
 #               with it rather than with calibrate's (session 17: held out on the two replays it
-#               gave p50 -4.4% and -1.8% where calibrate's gave -9.9% and -7.6%)
+#               gave p50 -4.4% and -1.8% where calibrate's gave -9.9% and -7.6%).
+#               PSW_CALIBRATE_LOAD_RATE (requests/s, default 12) sets the arrivals' rate: at 12/s
+#               too few requests overlap to fit the growth (session 18's run fitted none)
 #   protocol    Note [Client connections]: the request path's protocol part per model on the server
 #               of configs/serve/h200.yaml, by psw profile-serving (16 connections in turn, as
 #               calibrate; one connection; one connection 500 ms apart) and by psw load of
@@ -84,6 +86,10 @@ training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
 # The simulator takes its training step from a serving profile whose batch must be the model
 # profiles' (8): one calibrated at another batch would make every validation refuse it.
+if [[ -n ${PSW_CALIBRATE_LOAD_RATE:-} && ! $PSW_CALIBRATE_LOAD_RATE =~ ^[1-9][0-9]*([.][0-9]+)?$ ]]; then
+  echo "gpu-serve: PSW_CALIBRATE_LOAD_RATE='$PSW_CALIBRATE_LOAD_RATE': expected a rate of requests per second (1 or more)" >&2
+  exit 2
+fi
 if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && { has_part calibrate || has_part calibrate-load; }; then
   echo "gpu-serve: PSW_TRAINING_BATCH=$PSW_TRAINING_BATCH with part calibrate or calibrate-load: the simulator's profiles are for a" \
     "training batch of 8; calibrate without it and pass PSW_SERVING_PROFILE=<that call's serving-h200.yaml>" >&2
@@ -360,7 +366,8 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
 if has_part calibrate-load; then
   echo "== calibrate-load: psw validate of h200-burst, then psw profile-serving --from-load ($(date -u +%T))"
   experiment="$sock_dir/calibrate-load.yaml"
-  sed "s/^name: .*/name: calibrate-load/; s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+  sed "s/^name: .*/name: calibrate-load/; s/rate_per_s: 12,/rate_per_s: ${PSW_CALIBRATE_LOAD_RATE:-12},/; s#\.\./#$root/configs/#g" \
+    "$root/configs/experiments/h200-burst.yaml" > "$experiment"
   validate_with pipeswitch "$experiment" calibrate-load
   run=$raw/validation/calibrate-load
   training_model=$(awk '/^training:/ {t = 1} t && /^  model:/ {print $2; exit}' "$serve_config")
