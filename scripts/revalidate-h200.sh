@@ -47,6 +47,13 @@
 #     step) is measured both ways
 #     -> results/profiles/serving-h200-from-load-{f,azure2019-e}.yaml,
 #        results/validation/{calibrate-load-f,replay-llm-f,replay-azure2019-e}-from-{load-f,azure2019-e}/
+#  8. session 18's third machine: calibrate-load at 30 requests/s (raw-serve-2026-12-02-rate30;
+#     enough overlapping requests to fit the protocol's growth per request in flight), against
+#     the 200 s of the LLM replay that followed on it; and machine A's path of 7. (fitted at 12/s,
+#     no growth) with that growth, against A's 400 s LLM replay (growth held out across machines)
+#     -> results/profiles/serving-h200-from-rate30.yaml, serving-h200-from-load-f-with-growth.yaml,
+#        results/validation/{calibrate-load-rate30,replay-llm-rate30}-from-rate30/,
+#        results/validation/replay-llm-f-from-load-f-with-growth/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -148,6 +155,24 @@ for fitted in load-f azure2019-e; do
     "s/^  window_s: .*/  window_s: 400/"
   revalidate "$experiments/replay-azure2019.yaml" "$machine_b" "replay-azure2019-e-from-$fitted" "s/^  minutes: .*/  minutes: 7/"
 done
+# 8. The growth fitted where requests overlap: machine C's calibration at 30/s against its own
+# LLM replay, and its growth with machine A's path against A's replay.
+rate30=$runs/raw-serve-2026-12-02-rate30/validation
+"$psw" profile-serving --from-load "$rate30/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$rate30/calibrate-load" --training-model resnet152 --name h200-from-rate30 \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30.yaml"
+profile=$root/results/profiles/serving-h200-from-rate30.yaml
+revalidate "$experiments/h200-burst.yaml" "$rate30/calibrate-load" calibrate-load-rate30-from-rate30 \
+  "s/rate_per_s: 12,/rate_per_s: 30,/"
+revalidate "$experiments/replay-azure-llm2023.yaml" "$rate30/replay-llm" replay-llm-rate30-from-rate30 \
+  "s/^  window_s: .*/  window_s: 200/"
+"$psw" profile-serving --from-load "$session18/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$session18/calibrate-load" --training-model resnet152 \
+  --protocol-growth-from "$profile" --name h200-from-load-f-with-growth --device "NVIDIA H200" \
+  --out "$root/results/profiles/serving-h200-from-load-f-with-growth.yaml"
+profile=$root/results/profiles/serving-h200-from-load-f-with-growth.yaml
+revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" replay-llm-f-from-load-f-with-growth \
+  "s/^  window_s: .*/  window_s: 400/"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
