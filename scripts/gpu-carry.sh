@@ -59,3 +59,15 @@ find "$root/.gpu-carry" -type l | while read -r link; do
 done
 ln -sf /lib/x86_64-linux-gnu/libz.so.1 "$lib/libz.so"
 du -sh "$root/.gpu-carry"
+# The device tool refuses a tree and carry above 64 MiB together. The tree's files (tracked, and
+# untracked ones git does not ignore) by 2026-12-02 were 23 MiB, most of it results/ (recorded
+# runs and their comparisons), which no GPU run reads (gpu-serve.sh and gpu-test.sh write to
+# their OUT_DIR): when the sum is near the limit, move results/gpu and results/validation out of
+# the tree for the call and back after it (`git status` clean again), as session 18 did.
+tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
+  awk '{s += $1} END {printf "%d", s / 1048576}')
+carried=$(du -sm --apparent-size "$root/.gpu-carry" | cut -f1)
+echo "tree ${tree} MiB + .gpu-carry ${carried} MiB = $((tree + carried)) MiB (the device's limit: 64 MiB)"
+if (( tree + carried > 60 )); then
+  echo "near the limit: move results/gpu and results/validation out of the tree for the device call" >&2
+fi

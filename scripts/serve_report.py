@@ -118,9 +118,9 @@ def print_protocol_ways(folder):
     models = sorted({model for _, medians in columns for model in medians})
     print("## The protocol part by way of sending (Note [Client connections])\n")
     print("One server of `configs/serve/h200.yaml` (training in the background); per model the median of the")
-    print("client's time from send to answer less the server's time (Note [Request path]), in ms, as")
-    print("psw profile-serving measures it (one thread, connections in turn) and as psw load pays it")
-    print("(a request every 500 ms from a pool of sender threads).\n")
+    print("client's time less the server's time (Note [Request path]), in ms, as psw profile-serving")
+    print("measures it (one thread, connections in turn) and as psw load pays it (a request every 500 ms")
+    print("from a pool of sender threads; its send's lateness, ~0.2 ms, included since Note [Latency parts]).\n")
     print("| way | " + " | ".join(models) + " |")
     print("|---|" + "---:|" * len(models))
     for title, medians in columns:
