@@ -53,7 +53,9 @@
 #     no growth) with that growth, against A's 400 s LLM replay (growth held out across machines)
 #     -> results/profiles/serving-h200-from-rate30.yaml, serving-h200-from-load-f-with-growth.yaml,
 #        results/validation/{calibrate-load-rate30,replay-llm-rate30}-from-rate30/,
-#        results/validation/replay-llm-f-from-load-f-with-growth/
+#        results/validation/replay-llm-f-from-load-f-with-growth/; and A's path with the growth
+#     session 16's LLM replay fitted (3.) -> serving-h200-from-load-f-with-llm-growth.yaml,
+#        results/validation/replay-llm-f-from-load-f-with-llm-growth/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -172,6 +174,14 @@ revalidate "$experiments/replay-azure-llm2023.yaml" "$rate30/replay-llm" replay-
   --out "$root/results/profiles/serving-h200-from-load-f-with-growth.yaml"
 profile=$root/results/profiles/serving-h200-from-load-f-with-growth.yaml
 revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" replay-llm-f-from-load-f-with-growth \
+  "s/^  window_s: .*/  window_s: 400/"
+# ... and the growth session 16's LLM replay fitted (3.; another machine, a replay's own bursts).
+"$psw" profile-serving --from-load "$session18/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$session18/calibrate-load" --training-model resnet152 \
+  --protocol-growth-from "$root/results/profiles/serving-h200-from-llm-d.yaml" --name h200-from-load-f-with-llm-growth \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-load-f-with-llm-growth.yaml"
+profile=$root/results/profiles/serving-h200-from-load-f-with-llm-growth.yaml
+revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" replay-llm-f-from-load-f-with-llm-growth \
   "s/^  window_s: .*/  window_s: 400/"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
