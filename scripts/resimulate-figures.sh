@@ -5,18 +5,22 @@
 # simulator's model or the adopted profiles change: the figures then show the current prediction
 # beside the same measurements. The runs' own simulated values are kept in their raw folders.
 #
-# The runs: results/gpu/raw-figures-2026-12-02-a and -b (Figures 5, 7-9) and
-# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop), one H200 machine of 2026-12-02;
-# Figure 6's stop-and-start from raw-serve-2026-12-02-burst-fig6 (another machine, that afternoon:
-# the first run's 2 and 5 s cycles had failed).
+# The runs: results/gpu/raw-figures-2026-12-03-a and -b (Figures 5, 7-9; two fresh machines of
+# 2026-12-03, the second simulated with the first's request path) and
+# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop, a machine of 2026-12-02); Figure 6's
+# stop-and-start from raw-serve-2026-12-02-burst-fig6 (another machine, that afternoon: the first
+# run's 2 and 5 s cycles had failed).
 # The simulator's profiles: the adopted hardware profile (configs/hardware/h200-pcie5.yaml: its
-# estimated costs calibrated on 2026-12-01's runs by scripts/calibrate-h200.sh, which none of these
-# runs is) and the request path measured in the same session (raw-figures-2026-12-02-a/
-# serving-h200.yaml). So each simulated value is a prediction for runs no fit saw.
+# estimated costs calibrated on 2026-12-01's and 2026-12-02's runs by scripts/calibrate-h200.sh,
+# which none of these runs is) and the request path measured on the figures' first machine
+# through psw load's client (raw-figures-2026-12-03-a/serving-h200-from-load.yaml, gpu-serve.sh
+# part calibrate-load: a 40 s Poisson run of its own, not a figure's); Figure 6 with the paths
+# its own machines measured (psw profile-serving). So each simulated value is a prediction for
+# runs no fit saw.
 # Writes OUT/<mechanism>/ and OUT/fig6-<mechanism>-<cycle_ms>/ (validation.csv and the rest of
 # psw validate's outputs) and OUT/environment.md. Then draw with
 #   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \
-#     results/gpu/raw-figures-2026-12-02-a results/gpu/raw-figures-2026-12-02-b \
+#     results/gpu/raw-figures-2026-12-03-a results/gpu/raw-figures-2026-12-03-b \
 #     results/gpu/raw-serve-2026-12-02-validate-fig6 --replacing results/gpu/raw-serve-2026-12-02-burst-fig6
 # (matplotlib; the CI machine has none).
 #
@@ -26,12 +30,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 psw=${1:-$root/build}/cli/psw
 out=${2:-$root/results/gpu/figures/resimulated}
 runs=$root/results/gpu
-raws=("$runs/raw-figures-2026-12-02-a" "$runs/raw-figures-2026-12-02-b")
+raws=("$runs/raw-figures-2026-12-03-a" "$runs/raw-figures-2026-12-03-b")
 fig6_run=$runs/raw-serve-2026-12-02-validate-fig6
 fig6_later_run=$runs/raw-serve-2026-12-02-burst-fig6  # stop-and-start at 1, 2 and 5 s, with the wait
 fig6_later_serving=$runs/raw-figures-2026-12-02-c/serving-h200.yaml
 hardware=$root/configs/hardware/h200-pcie5.yaml
-serving=${raws[0]}/serving-h200.yaml
+serving=${raws[0]}/serving-h200-from-load.yaml
+fig6_serving=$runs/raw-figures-2026-12-02-a/serving-h200.yaml  # fig6_run's machine, psw profile-serving
 experiments=$root/configs/experiments
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$experiments"/.figures-*.yaml' EXIT
@@ -56,7 +61,7 @@ for measured in "$fig6_later_run"/validation/fig6-* "$fig6_run"/validation/fig6-
   [[ -e $out/fig6-$case ]] && continue  # measured again later
   mechanism=${case%-*} cycle_ms=${case##*-}
   rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
-  case_serving=$serving
+  case_serving=$fig6_serving
   [[ $measured == "$fig6_later_run"/* ]] && case_serving=$fig6_later_serving
   revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$case_serving")" "$measured" "fig6-$case"
 done

@@ -56,6 +56,17 @@
 #        results/validation/replay-llm-f-from-load-f-with-growth/; and A's path with the growth
 #     session 16's LLM replay fitted (3.) -> serving-h200-from-load-f-with-llm-growth.yaml,
 #        results/validation/replay-llm-f-from-load-f-with-llm-growth/
+#  9. session 19's machines: the figures' first machine (raw-figures-2026-12-03-a), its ready,
+#     PipeSwitch, per-layer and grouped runs simulated with the request path psw profile-serving
+#     measured in the same call (one sending thread) instead of calibrate-load's, which
+#     resimulate-figures.sh uses: what the path alone moves in the figures
+#     -> results/validation/figures-<mechanism>-g-from-calibration-g/; and the third machine's
+#     calibrate-load at 30/s (raw-serve-2026-12-03-replay-llm) against the 300 s of the LLM replay
+#     that followed, with its own growth, with session 16's LLM-replay growth, and (for the record,
+#     a bound: fitted on the run it is compared with) with the replay's own path
+#     -> results/profiles/serving-h200-from-{rate30-g,rate30-g-with-llm-growth,llm-g}.yaml,
+#        results/validation/{calibrate-load-g,replay-llm-g}-from-rate30-g/,
+#        results/validation/replay-llm-g-from-{rate30-g-with-llm-growth,llm-g}/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -81,7 +92,7 @@ configure() {  # SOURCE MECHANISM OUT [sed expression]
 }
 # Beside the originals, so that their relative paths (profiles, trace) resolve as they do there.
 experiments=$root/configs/experiments
-trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml' EXIT
+trap 'rm -rf "$work" "$experiments"/.revalidate-*.yaml "$experiments"/.figures-*.yaml' EXIT
 out=$root/results/validation
 # One recorded run simulated again with $profile: SOURCE_CONFIG MEASURED_FOLDER OUT_NAME [sed expression]
 revalidate() {
@@ -183,6 +194,33 @@ revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" repl
 profile=$root/results/profiles/serving-h200-from-load-f-with-llm-growth.yaml
 revalidate "$experiments/replay-azure-llm2023.yaml" "$session18/replay-llm" replay-llm-f-from-load-f-with-llm-growth \
   "s/^  window_s: .*/  window_s: 400/"
+# 9. Session 19: the figures' first machine with profile-serving's path of the same call, and the
+# third machine's 30/s calibration against its LLM replay.
+source "$root/scripts/figures_lib.sh"
+figures_g=$runs/raw-figures-2026-12-03-a
+for mechanism in ready pipeswitch per-layer-pipeline grouped-transmission; do
+  config=$(configure_figures "$mechanism" "$root/configs/hardware/h200-pcie5.yaml" "$figures_g/serving-h200.yaml")
+  "$psw" validate --config "$config" --measured "$figures_g/validation/figures-$mechanism" \
+    --out "$out/figures-$mechanism-g-from-calibration-g"
+done
+session19=$runs/raw-serve-2026-12-03-replay-llm/validation
+llm_300s="s/^  window_s: .*/  window_s: 300/"
+for fitted in rate30-g rate30-g-with-llm-growth llm-g; do
+  case $fitted in
+    rate30-g) from=$session19/calibrate-load growth=() ;;
+    rate30-g-with-llm-growth)
+      from=$session19/calibrate-load growth=(--protocol-growth-from "$root/results/profiles/serving-h200-from-llm-d.yaml") ;;
+    llm-g) from=$session19/replay-llm growth=() ;;
+  esac
+  "$psw" profile-serving --from-load "$from/measured/requests.csv" --training-from-validation "$from" \
+    --training-model resnet152 "${growth[@]}" --name "h200-from-$fitted" --device "NVIDIA H200" \
+    --out "$root/results/profiles/serving-h200-from-$fitted.yaml"
+  profile=$root/results/profiles/serving-h200-from-$fitted.yaml
+  revalidate "$experiments/replay-azure-llm2023.yaml" "$session19/replay-llm" "replay-llm-g-from-$fitted" "$llm_300s"
+done
+profile=$root/results/profiles/serving-h200-from-rate30-g.yaml
+revalidate "$experiments/h200-burst.yaml" "$session19/calibrate-load" calibrate-load-g-from-rate30-g \
+  "s/rate_per_s: 12,/rate_per_s: 30,/"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
