@@ -128,6 +128,31 @@ def print_protocol_ways(folder):
     print()
 
 
+WORKER_READY = re.compile(r"worker (\d+) ready \(pid \d+\) after ([0-9.]+) s: (.*)$")
+
+
+def print_worker_starts(raw):
+    """Each server's worker starts as its log split them (Note [Worker start]), as logged."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(raw, "serve*.log"))):
+        for line in open(path):
+            m = WORKER_READY.search(line.rstrip())
+            if m:
+                phases = dict(part.rsplit(" ", 2)[:2] for part in m.group(3).split(", "))
+                rows.append((os.path.basename(path), m.group(1), m.group(2), phases))
+    if not rows:
+        return
+    names = list(rows[0][3])
+    print("## Worker starts (Note [Worker start])\n")
+    print("Every worker process's start as `psw serve` logged it: from its spawn to its Ready message, by")
+    print("phase (ms). Under stop-and-start and two processes a task waits for one of these.\n")
+    print("| server log | worker | total (s) | " + " | ".join(names) + " |")
+    print("|---|---:|---:|" + "---:|" * len(names))
+    for log, worker, total, phases in rows:
+        print(f"| {log} | {worker} | {total} | " + " | ".join(phases.get(n, "") for n in names) + " |")
+    print()
+
+
 def main():
     raw = sys.argv[1]
     print("# psw serve on the H200\n")
@@ -326,6 +351,7 @@ def main():
                 print(f"| {r['scope']} | {r['measure']} | {cell(r['simulated'])} | {cell(r['measured'])} | {error} | "
                       f"{r['tolerance'] * 100:.0f}% | {r['status']} |")
             print()
+    print_worker_starts(raw)
     if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")
         print_processes(raw, "processes-start.txt", "device-memory.csv", with_rss=False)

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +47,8 @@ inline std::unique_ptr<Controller> start(const ServeConfig& config, const std::s
   options.config = config;
   options.backend = backend;
   options.exec_path = PSW_EXEC_PATH;
+  // PSW_TEST_LOG=1 prints the controller's log (workers started, replaced, ...) while debugging a test.
+  if (std::getenv("PSW_TEST_LOG")) options.log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); };
   return std::make_unique<Controller>(options);
 }
 

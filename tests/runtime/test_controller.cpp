@@ -197,11 +197,47 @@ training:
   // (a worker that ran one task and was not needed again may still be there).
   const std::vector<pid_t> now = controller->worker_pids();
   EXPECT_EQ(std::count(now.begin(), now.end(), seen[0]), 0) << "worker 0's first process is still there";
+  // Note [Worker start]: the two first workers and at least the one that replaced the training
+  // worker said Ready with their start split by phase; building the models takes time on any
+  // machine, and the phases add up to no more than the test has run.
+  EXPECT_GE(stats.worker_starts, 3);
+  std::int64_t started_ns = 0;
+  for (std::int64_t ns : stats.worker_start_ns) {
+    EXPECT_GE(ns, 0);
+    started_ns += ns;
+  }
+  EXPECT_GT(stats.worker_start_ns[static_cast<std::size_t>(WorkerStartPhase::Models)], 0);
+  EXPECT_GT(stats.worker_start_ns[static_cast<std::size_t>(WorkerStartPhase::Process)], 0);
+  EXPECT_LT(started_ns, stats.worker_starts * std::int64_t{300'000'000'000});
+  const std::string metrics = controller->metrics_text();
+  EXPECT_NE(metrics.find("psw_worker_starts_total " + std::to_string(stats.worker_starts)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_worker_start_seconds_total{phase=\"models\"} "), std::string::npos) << metrics;
   // The job's state equals as many uninterrupted steps.
   const torch::Tensor reference = uninterrupted_state(*config.training, kSteps);
   const auto [data, size] = controller->training_segment();
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
+}
+
+TEST(WorkerStart, SplitsAStartIntoItsPhasesAndRefusesTimesOutOfOrder) {
+  constexpr std::int64_t ms = 1'000'000;
+  const std::int64_t spawned = 1000 * ms;
+  const std::int64_t times[6] = {spawned + 30 * ms,   spawned + 430 * ms,  spawned + 433 * ms,
+                                 spawned + 4333 * ms, spawned + 4533 * ms, spawned + 4535 * ms};
+  const std::optional<WorkerStartSplit> split = split_worker_start(spawned, times);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(*split, (WorkerStartSplit{30 * ms, 400 * ms, 3 * ms, 3900 * ms, 200 * ms, 2 * ms}));
+  EXPECT_EQ(describe_worker_start(*split),
+            "after 4.54 s: process 30.0 ms, context 400.0 ms, memory 3.0 ms, models 3900.0 ms, training 200.0 ms, "
+            "other 2.0 ms");
+  const std::int64_t unset[6] = {};
+  EXPECT_FALSE(split_worker_start(spawned, unset).has_value());
+  std::int64_t swapped[6];
+  std::copy(std::begin(times), std::end(times), swapped);
+  std::swap(swapped[2], swapped[3]);
+  EXPECT_FALSE(split_worker_start(spawned, swapped).has_value());
+  EXPECT_FALSE(split_worker_start(times[0] + 1, times).has_value());  // the worker's entry before its spawn
+  EXPECT_FALSE(split_worker_start(0, times).has_value());             // never spawned
 }
 
 // MPS and time slicing: inference runs beside the training job, which is never stopped (on the

@@ -97,6 +97,7 @@ struct Worker {
   WorkerState state = WorkerState::Dead;
   SharedSegment io;
   std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
+  std::int64_t spawned_ns = 0;     // its process was spawned (Note [Worker start])
   bool used = false;               // has run a task since it started (Note [Fresh processes])
   // Note [Inputs read in place]: the client regions this process has been told to map.
   std::set<std::uint64_t> mapped_regions;
@@ -299,6 +300,7 @@ struct Controller::State {
     std::vector<std::string> args = process_args("runtime-worker");
     args.push_back("--worker");
     args.push_back(std::to_string(id));
+    w.spawned_ns = monotonic_ns();
     w.pid = spawn(args, std::move(theirs));
     w.socket = std::move(mine);
     w.state = WorkerState::Starting;
@@ -640,16 +642,31 @@ struct Controller::State {
     if (fresh_processes() && task_waits && free_worker() < 0) renew_a_worker();
   }
 
+  // A worker said Ready (at start-up, or with the mutex held): its start logged and counted by
+  // phase (Note [Worker start]).
+  void worker_ready(Worker& w, const Message& ready) {
+    w.state = WorkerState::Standby;
+    std::string line = "worker " + std::to_string(w.id) + " ready (pid " + std::to_string(w.pid) + ") ";
+    if (const std::optional<WorkerStartSplit> split = split_worker_start(w.spawned_ns, ready.times)) {
+      ++stats.worker_starts;
+      for (std::size_t i = 0; i < kWorkerStartPhases; ++i) stats.worker_start_ns[i] += (*split)[i];
+      line += describe_worker_start(*split);
+    } else {
+      line += "(its start's times are out of order: not counted in psw_worker_start_seconds_total)";
+    }
+    log(line);
+  }
+
   void on_message(int id, const Message& m) {  // with the mutex held
     Worker& w = workers[static_cast<std::size_t>(id)];
     switch (m.type) {
       case MessageType::Hello: return;
-      case MessageType::Ready:
-        w.state = WorkerState::Standby;
-        log("worker " + std::to_string(id) + " ready (pid " + std::to_string(w.pid) + ")");
+      case MessageType::Ready: {
+        worker_ready(w, m);
         all_ready = std::all_of(workers.begin(), workers.end(),
                                 [](const Worker& x) { return x.state != WorkerState::Starting && x.state != WorkerState::Dead; });
         return;
+      }
       case MessageType::InferDone:
       case MessageType::Failed: {
         if (w.state == WorkerState::Starting) {
@@ -886,8 +903,7 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     (void)m;
   }
   for (auto& w : s.workers) {
-    s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000);
-    w.state = WorkerState::Standby;
+    s.worker_ready(w, s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000));
   }
   s.all_ready = true;
   if (config.training && config.training->autostart) s.training_wanted = true;
@@ -1235,6 +1251,14 @@ std::string Controller::metrics_text() {
           s.stats.inputs_read_in_place);
   counter("psw_training_iterations_total", "Completed training steps.",
           s.training_header != nullptr ? s.training_header->completed_steps : 0);
+  counter("psw_worker_starts_total", "Worker processes started whose start was split by phase (Note [Worker start]).",
+          s.stats.worker_starts);
+  out << "# HELP psw_worker_start_seconds_total Time worker processes took to start, from spawned to ready, by phase "
+         "(Note [Worker start]).\n# TYPE psw_worker_start_seconds_total counter\n";
+  for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+    out << "psw_worker_start_seconds_total{phase=\"" << to_string(static_cast<WorkerStartPhase>(i)) << "\"} "
+        << static_cast<double>(s.stats.worker_start_ns[i]) * 1e-9 << "\n";
+  }
   out << "# HELP psw_training_held_seconds_total Time the training job was stopped for requests, from stopped at a "
          "layer boundary to running again.\n# TYPE psw_training_held_seconds_total counter\npsw_training_held_seconds_total "
       << static_cast<double>(s.training_held_ns(monotonic_ns())) * 1e-9 << "\n";

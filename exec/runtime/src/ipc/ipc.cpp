@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -99,6 +101,43 @@ const char* to_string(MessageType type) {
     case MessageType::UnmapInput: return "unmap-input";
   }
   return "?";
+}
+
+const char* to_string(WorkerStartPhase phase) {
+  switch (phase) {
+    case WorkerStartPhase::Process: return "process";
+    case WorkerStartPhase::Context: return "context";
+    case WorkerStartPhase::Memory: return "memory";
+    case WorkerStartPhase::Models: return "models";
+    case WorkerStartPhase::Training: return "training";
+    case WorkerStartPhase::Other: return "other";
+  }
+  return "?";
+}
+
+std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, const std::int64_t (&ready_times)[6]) {
+  if (spawned_ns <= 0) return std::nullopt;
+  WorkerStartSplit split{};
+  std::int64_t previous = spawned_ns;
+  for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+    if (ready_times[i] < previous) return std::nullopt;  // unset (0) or out of order
+    split[i] = ready_times[i] - previous;
+    previous = ready_times[i];
+  }
+  return split;
+}
+
+std::string describe_worker_start(const WorkerStartSplit& split) {
+  std::int64_t total = 0;
+  for (std::int64_t ns : split) total += ns;
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << "after " << static_cast<double>(total) * 1e-9 << " s:"
+      << std::setprecision(1);
+  for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+    out << (i == 0 ? " " : ", ") << to_string(static_cast<WorkerStartPhase>(i)) << " "
+        << static_cast<double>(split[i]) * 1e-6 << " ms";
+  }
+  return out.str();
 }
 
 void Message::set_text(const std::string& s) {

@@ -348,6 +348,9 @@ int run_memory_daemon(const ProcessOptions& options) {
 }
 
 int run_worker(const ProcessOptions& options) {
+  // Note [Worker start]: the start's times, sent with Ready.
+  Message ready;
+  ready.times[0] = monotonic_ns();
   const int socket = options.socket_fd;
   return guarded(socket, [&]() -> int {
     send_hello(socket, options.worker_id);
@@ -367,6 +370,7 @@ int run_worker(const ProcessOptions& options) {
     std::vector<SharedSegment> segments;
     for (auto& fd : fds) segments.push_back(SharedSegment::attach(std::move(fd)));
     auto backend = exec::make_backend(options.backend);
+    ready.times[1] = monotonic_ns();
     const bool on_host = backend->name() == "host";
     const MechanismTraits& mechanism = traits(config.mechanism);
     const bool per_group = mechanism.ipc_handle_per_group;  // Note [Per-group handles]
@@ -405,6 +409,7 @@ int run_worker(const ProcessOptions& options) {
     PSW_CHECK(control_segment.size() >= sizeof(WorkerControl) * kMaxWorkers, "control segment too small");
     auto* control = reinterpret_cast<WorkerControl*>(control_segment.data());
     std::atomic<std::uint64_t>& group_opens = control[options.worker_id].group_opens;
+    ready.times[2] = monotonic_ns();
     std::vector<ServedModel> served = build_served_models(config);
     const bool pinned = mode != exec::TransferMode::Pageable;
     if (mode == exec::TransferMode::OnDemand) {
@@ -479,6 +484,7 @@ int run_worker(const ProcessOptions& options) {
       // request switches a cold model as every later one does.
       if (mode == exec::TransferMode::OnDemand) engines.back()->evict_to_host();
     }
+    ready.times[3] = monotonic_ns();
     std::unique_ptr<exec::ZooModel> training_model;
     std::unique_ptr<TrainingJob> training;
     if (config.training) {
@@ -490,6 +496,7 @@ int run_worker(const ProcessOptions& options) {
       const auto lookahead = static_cast<std::size_t>(config.training->lookahead);
       training->set_boundary_hook([&backend, lookahead] { backend->throttle(lookahead); });
     }
+    ready.times[4] = monotonic_ns();
     const SharedSegment& io = segments[expected - 1];
     const IoLayout io_layout{config.max_tensor_bytes};
     PSW_CHECK(static_cast<std::int64_t>(io.size()) >= io_layout.total(), "io segment too small");
@@ -500,9 +507,9 @@ int run_worker(const ProcessOptions& options) {
 
     std::map<std::uint64_t, InputRegionEntry> input_regions;  // Note [Inputs read in place]
 
-    Message ready;
     ready.type = MessageType::Ready;
     ready.worker = static_cast<std::uint32_t>(options.worker_id);
+    ready.times[5] = monotonic_ns();
     send_message(socket, ready);
 
     std::vector<UniqueFd> region_fds;

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "psw/common/serve_config.hpp"
+#include "psw/runtime/ipc.hpp"
 #include "psw/runtime/service.hpp"
 
 namespace psw::runtime {
@@ -92,6 +93,10 @@ struct ControllerStats {
   // (the device done with what it had queued) to running again, over completed holds.
   std::int64_t training_held_ns = 0;
   std::int64_t worker_restarts = 0;
+  // Note [Worker start] (ipc.hpp): worker processes started (the first ones and every
+  // replacement) whose split was counted, and that split summed over them, by phase.
+  std::int64_t worker_starts = 0;
+  WorkerStartSplit worker_start_ns{};
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
   std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
   std::int64_t region_unmaps = 0;         // UnmapInput messages sent

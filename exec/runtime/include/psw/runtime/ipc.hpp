@@ -7,6 +7,7 @@
 // nothing behind, and two servers cannot collide on a name. Descriptors reach the workers over
 // their control socket.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -107,6 +108,37 @@ struct Message {
   void set_text(const std::string& s);
   std::string get_text() const;
 };
+
+// Note [Worker start]
+// ~~~~~~~~~~~~~~~~~~~
+// A task under stop-and-start (and two processes) waits for a fresh worker process, for which
+// the simulator charges the hardware profile's process start, CUDA context and framework start:
+// estimates, the last of them fitted as the sum of all three to a stop-and-start run, so a miss
+// (the H200's 5.3-6.8 s against 3.8 s simulated on 2026-12-03) could not say which part moved.
+// A worker therefore times its own start and sends the times in its Ready message
+// (Message::times: its steady clock, CLOCK_MONOTONIC, which the controller's is too), and the
+// controller splits every start, from its posix_spawn on, into these phases:
+//   process   spawn -> run_worker entered: exec, the dynamic loader (LibTorch's libraries), static
+//             initialisers, argument parsing                     (profile: startup.process_start_ns)
+//   context   the segments attached, the serve config read (both quick), the backend made: on
+//             cuda LibTorch's CUDA initialisation and the context (profile: startup.cuda_context_ns)
+//   memory    the device regions imported (on cuda the CUDA IPC opens)
+//   models    the served models built, their parameter stores pinned and their engines made, the
+//             switch graphs captured (warm-up forwards included)
+//   training  the training model built and moved to the device
+//   other     the rest until Ready (the io area page-locked)
+// memory + models + training + other is what startup.framework_start_ns stands for. The split
+// is logged with the worker's "ready" line and summed in psw_worker_start_seconds_total.
+enum class WorkerStartPhase : std::size_t { Process, Context, Memory, Models, Training, Other };
+constexpr std::size_t kWorkerStartPhases = 6;
+const char* to_string(WorkerStartPhase phase);
+using WorkerStartSplit = std::array<std::int64_t, kWorkerStartPhases>;
+// Ready's Message::times, in order: run_worker entered, backend made, memory imported, models
+// ready, training job ready, Ready sent. The split of a start spawned at `spawned_ns`; nullopt
+// when the times are not a start's (unset, or out of order).
+std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, const std::int64_t (&ready_times)[6]);
+// "after 5.12 s: process 31.0 ms, context 402.3 ms, ..." (the log's words).
+std::string describe_worker_start(const WorkerStartSplit& split);
 
 constexpr std::uint32_t kFlagTransfer = 1;  // Infer: the parameters are not on the device
 // Infer: the input is not in the io segment but in mapped region `value` at offset `value2`
