@@ -4,7 +4,7 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch gputests link calibrate calibrate-load protocol burst
+#     (parts: main placement lookahead mechanisms dispatch engine gputests link calibrate calibrate-load protocol burst
 #      validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
 #      figures, fig6, the two replays and llm)
 #
@@ -19,6 +19,13 @@
 #               memory and raw inputs
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
+#   engine      psw run of each model alone (no server) under the mechanisms the engine runs by
+#               itself: pipeswitch with --graph, and eagerly pipeswitch, per-layer-pipeline,
+#               no-optimization, no-memory-management and no-pinned-memory (the server runs these
+#               ablations eagerly: exec/runtime/src/worker/processes.cpp, init part 1);
+#               each run's switch, its eager and graph resident forward and the profile's
+#               prediction, into raw/engine/ (PSW_ENGINE_REPEAT repetitions, default 30; PSW_ENGINE_MODES
+#               narrows the mechanisms, `pipeswitch-graph` for the graph switch)
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
 #   link        psw profile --link: the link fitted again into OUT_DIR/profiles/h200-pcie5.yaml, with
 #               the base profile's other costs; calibrate and figures of the same call use it
@@ -75,7 +82,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != engine) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -179,6 +186,21 @@ if has_part main; then
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi
   stop_server
+fi
+
+if has_part engine; then
+  echo "== psw run per model and mechanism, alone ($(date -u +%T))"
+  mkdir -p "$raw/engine"
+  for model in resnet152 inception_v3 bert_base; do
+    for mode in ${PSW_ENGINE_MODES:-pipeswitch-graph pipeswitch per-layer-pipeline no-optimization no-memory-management no-pinned-memory}; do
+      graph=()
+      [[ $mode == *-graph ]] && graph=(--graph)
+      (cd "$root" && "$psw" run --model "$model" --mode "${mode%-graph}" "${graph[@]}" --repeat "${PSW_ENGINE_REPEAT:-30}" \
+        --format json) > "$raw/engine/$model-$mode.json" || { echo "!! psw run $model $mode failed"; continue; }
+      python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "switch %.3f ms (predicted %.3f), ready %.3f ms eager, %.3f graph" % (d["latency_ms"]["median"], d["predicted_ms"], d["ready_ms"]["median"], d["ready_graph_ms"]["median"]))' \
+        "$raw/engine/$model-$mode.json" "$model $mode"
+    done
+  done
 fi
 
 if has_part placement; then

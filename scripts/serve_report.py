@@ -153,6 +153,28 @@ def print_worker_starts(raw):
     print()
 
 
+def print_engine_alone(raw):
+    """Part `engine`: psw run of each model by itself, per mechanism, as its JSON says."""
+    paths = sorted(glob.glob(os.path.join(raw, "engine", "*.json")))
+    if not paths:
+        return
+    print("## The engine alone, per mechanism (part `engine`)\n")
+    print("`psw run` of each model in one process, no server: the switch's median, its startup, the")
+    print("resident forward eagerly and as a graph, and the prediction from the model and hardware")
+    print("profiles the run planned with. `-graph` replays the switch as one captured graph; the other")
+    print("rows run eagerly, as the server runs its ablations.\n")
+    print("| model | mechanism | switch median (ms) | p99 (ms) | startup (ms) | ready eager (ms) | ready graph (ms) | predicted (ms) | switch / predicted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in paths:
+        d = load(path)
+        mode = d["mode"] + ("-graph" if d["graph"] else "")
+        switch = d["latency_ms"]["median"]
+        print(f"| {d['model']} | {mode} | {switch:.3f} | {d['latency_ms']['p99']:.3f} | {d['startup_ms']['median']:.3f} | "
+              f"{d['ready_ms']['median']:.3f} | {d['ready_graph_ms']['median']:.3f} | {d['predicted_ms']:.3f} | "
+              f"{switch / d['predicted_ms']:.2f} |")
+    print()
+
+
 def main():
     raw = sys.argv[1]
     print("# psw serve on the H200\n")
@@ -352,6 +374,7 @@ def main():
                       f"{r['tolerance'] * 100:.0f}% | {r['status']} |")
             print()
     print_worker_starts(raw)
+    print_engine_alone(raw)
     if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")
         print_processes(raw, "processes-start.txt", "device-memory.csv", with_rss=False)
