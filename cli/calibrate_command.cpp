@@ -32,6 +32,9 @@ Action add_calibrate_command(CLI::App& app) {
     costs += (costs.empty() ? "" : ", ") + c.name + " (" + to_string(c.paid_by) + ")";
   }
   costs += std::string(", ") + sim::kMpsContentionCost + " (mps: one point per model beside the config's training job)";
+  costs += std::string(", ") + sim::kWorkerStartCost +
+           " (stop-and-start or two-processes: process start, context and framework start adopted from the server's "
+           "split of its starts)";
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit one estimated cost of a hardware profile to a recorded psw validate run of the mechanism that "
                    "pays it, and write the profile with the fitted value");
@@ -71,6 +74,19 @@ Action add_calibrate_command(CLI::App& app) {
       write_profile(fit.hardware, detail::concat(sim::kMpsContentionCost, " beside ", fit.training_model, " at batch ",
                                                  fit.training_batch, " fitted by psw calibrate to ", o->recorded, ": ",
                                                  fitted));
+      return;
+    }
+    if (o->cost == sim::kWorkerStartCost) {  // Note [Adopting a worker start]
+      const sim::WorkerStartAdoption a =
+          sim::adopt_worker_start(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+      std::printf("%s over %lld starts: process %.1f ms, context %.1f ms, framework %.1f ms (cudaMalloc included)\n",
+                  sim::kWorkerStartCost, static_cast<long long>(a.starts), a.process_ms, a.context_ms, a.framework_ms);
+      std::printf("  latency mean over the run: measured %.4f ms; simulated %.4f ms before, %.4f ms adopted\n",
+                  a.measured_latency_ms, a.simulated_initial_ms, a.simulated_adopted_ms);
+      write_profile(a.hardware, detail::concat("startup.process_start_ns, cuda_context_ns and framework_start_ns "
+                                               "adopted by psw calibrate from the server's split of ", a.starts,
+                                               " worker starts in ", o->recorded, " (process ", a.process_ms,
+                                               " ms, context ", a.context_ms, " ms, the rest ", a.framework_ms, " ms)"));
       return;
     }
     const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);

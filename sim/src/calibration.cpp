@@ -128,7 +128,8 @@ const CalibratableCost& calibratable_cost(const std::string& name) {
     if (c.name == name) return c;
     known += (known.empty() ? "" : ", ") + c.name;
   }
-  throw InputError("no calibratable cost '" + name + "' (the costs: " + known + ", " + kMpsContentionCost + ")");
+  throw InputError("no calibratable cost '" + name + "' (the costs: " + known + ", " + kMpsContentionCost + ", " +
+                   kWorkerStartCost + ")");
 }
 
 double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const std::string& origin) {
@@ -243,6 +244,49 @@ ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann:
   const std::map<std::string, EngineMean> after = simulated_engine_means(fitted);
   for (auto& point : fit.points) point.simulated_fitted_ms = after.at(point.model).mean_ms;
   return fit;
+}
+
+WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                       const std::string& origin) {
+  if (traits(config.mechanism).process != ProcessModel::FreshProcess) {
+    throw InputError(std::string(kWorkerStartCost) + " is adopted from a run of stop-and-start or two-processes, but " +
+                     config.source.string() + " is of " + to_string(config.mechanism));
+  }
+  const auto starts = measured_summary.find("worker_starts");
+  if (starts == measured_summary.end() || !starts->is_object() || !starts->contains("count") ||
+      !(*starts)["count"].is_number_integer() || !starts->contains("mean_ms") || !(*starts)["mean_ms"].is_object()) {
+    throw InputError(origin + ": no worker_starts with an integer count and mean_ms (a run before Note [Worker starts "
+                              "measured], or one in which no worker started)");
+  }
+  auto mean_of = [&](const char* phase) {
+    const nlohmann::json& mean = (*starts)["mean_ms"];
+    if (!mean.contains(phase) || !mean[phase].is_number()) {
+      throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
+    }
+    return mean[phase].get<double>();
+  };
+  WorkerStartAdoption out;
+  out.starts = (*starts)["count"].get<std::int64_t>();
+  out.process_ms = mean_of("process");
+  out.context_ms = mean_of("context");
+  out.framework_ms = mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other");
+  const double malloc_ms = static_cast<double>(config.hardware.cuda_malloc.ns()) / 1e6;
+  if (out.framework_ms < malloc_ms) {
+    throw InputError(detail::concat(origin, ": the starts' rest, ", out.framework_ms,
+                                    " ms, is below one memory.cuda_malloc_ns (", malloc_ms, " ms)"));
+  }
+  out.measured_latency_ms = summary_mean_ms(measured_summary, FitMeasure::Latency, origin);
+  out.simulated_initial_ms =
+      summary_mean_ms(run_simulation(config, SimulationOptions{}).summary, FitMeasure::Latency, "the simulation");
+  ExperimentConfig adopted = config;
+  auto ns = [](double ms) { return nanoseconds(rounded(ms * 1e6)); };
+  adopted.hardware.process_start = ns(out.process_ms);
+  adopted.hardware.cuda_context_create = ns(out.context_ms);
+  adopted.hardware.framework_start = ns(out.framework_ms - malloc_ms);
+  out.simulated_adopted_ms =
+      summary_mean_ms(run_simulation(adopted, SimulationOptions{}).summary, FitMeasure::Latency, "the simulation");
+  out.hardware = adopted.hardware;
+  return out;
 }
 
 }  // namespace psw::sim

@@ -98,10 +98,17 @@ double latency_tolerance(Mechanism mechanism) {
   }
 }
 
+std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, const HardwareProfile& hardware) {
+  if (traits(mechanism).process != ProcessModel::FreshProcess) return std::nullopt;
+  return SimulatedWorkerStart{hardware.process_start, hardware.cuda_context_create,
+                              hardware.framework_start + hardware.cuda_malloc};
+}
+
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
                                    const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
-                                   std::optional<Duration> simulated_step) {
+                                   std::optional<Duration> simulated_step,
+                                   std::optional<SimulatedWorkerStart> worker_start) {
   ValidationReport report;
   report.experiment = experiment;
   report.mechanism = mechanism;
@@ -139,6 +146,26 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
                                number_at(measured_part, measure, "measured"), tolerance});
       }
     }
+  }
+  // Note [Worker start rows]: where the server split the starts of the workload.
+  if (worker_start && measured.contains("worker_starts")) {
+    const nlohmann::json& starts = measured["worker_starts"];
+    auto mean_of = [&](const char* phase) {
+      if (!starts.is_object() || !starts.contains("mean_ms") || !starts["mean_ms"].is_object() ||
+          !starts["mean_ms"].contains(phase) || !starts["mean_ms"][phase].is_number()) {
+        throw InputError(std::string("the measured summary's worker_starts has no number mean_ms.") + phase);
+      }
+      return starts["mean_ms"][phase].get<double>();
+    };
+    const double process = mean_of("process");
+    const double context = mean_of("context");
+    const double framework = mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other");
+    auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
+    report.rows.push_back({"all", "worker_start_ms", ms(worker_start->total()), process + context + framework,
+                           tolerance});
+    report.rows.push_back({"all", "worker_start_process_ms", ms(worker_start->process), process, tolerance});
+    report.rows.push_back({"all", "worker_start_context_ms", ms(worker_start->context), context, tolerance});
+    report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), framework, tolerance});
   }
   auto throughput = [](const nlohmann::json& summary, const char* side) {
     if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {

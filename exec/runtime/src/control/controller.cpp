@@ -325,11 +325,16 @@ struct Controller::State {
   // With the mutex held. Kills and replaces a worker whose process failed or hung, answering
   // what it held (Note [Faults]).
   // Note [Fresh processes]: under stop-and-start (and two processes) every task gets a process
-  // that has run nothing yet: the worker of the previous task is stopped and its process
-  // replaced, and a task waits for a fresh one (process start, CUDA context, LibTorch, the
-  // models' structures). A training job is not paused but abandons its step in flight at the
-  // next layer boundary, before its process goes (a kill could land in the middle of its
-  // update of the weights), and resumes later from its last completed step.
+  // that has run nothing yet: a task waits for a fresh one (process start, CUDA context,
+  // LibTorch, the models' structures), and the process of a finished or stopped task is killed
+  // and replaced only then, one start at a time, as the paper's baseline does ("kill training,
+  // start a new process, load the model, run"): a used worker stays idle until a task needs
+  // its replacement. (Until 2026-12-03 a stopped training worker was replaced at once, so a
+  // request's start ran beside the training's and both took 4-6 s instead of 2-3 s:
+  // results/gpu/2026-12-03-h200-serve-starts.md.) A training job is not paused but abandons its
+  // step in flight at the next layer boundary, before its process goes (a kill could land in the
+  // middle of its update of the weights), and resumes later, in a fresh process, from its last
+  // completed step.
   bool fresh_processes() const { return traits(options.config.mechanism).process == ProcessModel::FreshProcess; }
 
   void restart_worker(int id, const std::string& why) {  // not a fault: the mechanism's own cost
@@ -360,7 +365,11 @@ struct Controller::State {
     w.state = WorkerState::Dead;
     w.socket = UniqueFd();
     ++stats.worker_restarts;
-    if (!stopping) start_worker(id);
+    if (stopping) return;
+    start_worker(id);
+    const auto starting = std::count_if(workers.begin(), workers.end(),
+                                        [](const Worker& other) { return other.state == WorkerState::Starting; });
+    stats.most_replacements_starting = std::max<std::int64_t>(stats.most_replacements_starting, starting);
   }
 
   void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
@@ -771,8 +780,10 @@ struct Controller::State {
         training_worker = -1;
         training_stopping = false;
         stop_requested_for_arrival_ns = 0;
-        if (fresh_processes()) {  // Note [Fresh processes]
-          restart_worker(id, "stopped its training (stop-and-start)");
+        if (fresh_processes()) {
+          // Note [Fresh processes]: left as it is, used, until a task waits for a fresh process;
+          // replaced now, its start would run beside the waiting request's own and slow both.
+          w.used = true;
           return;
         }
         // Off the critical path: the stopped worker drops its task before its next one.

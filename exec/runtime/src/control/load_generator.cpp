@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -303,18 +304,7 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
 
 }  // namespace
 
-LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) {
-  if (!(std::isfinite(options.time_scale) && options.time_scale > 0)) {
-    throw InputError("--time-scale " + std::to_string(options.time_scale) + ": must be a finite number above 0");
-  }
-  if (options.senders < 1) throw InputError("--senders " + std::to_string(options.senders) + ": must be at least 1");
-  if (options.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(options.timeout_ms) + ": must be at least 1");
-  if (options.warmup < 0) throw InputError("--warmup " + std::to_string(options.warmup) + ": must be at least 0");
-  if (options.connections < 0 || options.connections > options.senders) {
-    throw InputError("--connections " + std::to_string(options.connections) + ": must be between 1 and --senders (" +
-                     std::to_string(options.senders) + ")");
-  }
-  if (config.workload.kind == WorkloadKind::Cycles) return run_cycles(config, options);
+static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOptions& options) {
   const std::vector<PlannedRequest> planned = plan_requests(config, options.time_scale);
   std::set<std::uint32_t> used;
   for (const auto& p : planned) used.insert(p.request.model);
@@ -464,6 +454,108 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   if (options.at_last_answer) options.at_last_answer();
   say_progress(planned.size());
   report.summary = summarize(config, options, report.requests, slos);
+  return report;
+}
+
+std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& metrics_text) {
+  std::optional<WorkerStartTotals> totals;
+  std::array<bool, kWorkerStartPhases> seen{};
+  bool counted = false;
+  auto number = [](const std::string& line, std::size_t at) {
+    const std::string text = line.substr(at);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || !std::isfinite(value) || value < 0) {
+      throw InputError("the server's metrics: '" + line + "' has no number of at least 0");
+    }
+    return value;
+  };
+  std::istringstream lines(metrics_text);
+  for (std::string line; std::getline(lines, line);) {
+    static const std::string kStarts = "psw_worker_starts_total ";
+    static const std::string kSeconds = "psw_worker_start_seconds_total{phase=\"";
+    if (line.rfind(kStarts, 0) == 0) {
+      if (!totals) totals.emplace();
+      totals->starts = static_cast<std::int64_t>(number(line, kStarts.size()));
+      counted = true;
+    } else if (line.rfind(kSeconds, 0) == 0) {
+      if (!totals) totals.emplace();
+      const std::size_t close = line.find("\"} ", kSeconds.size());
+      if (close == std::string::npos) throw InputError("the server's metrics: '" + line + "' is not a phase's line");
+      const std::string phase = line.substr(kSeconds.size(), close - kSeconds.size());
+      bool known = false;
+      for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+        if (phase != to_string(static_cast<WorkerStartPhase>(i))) continue;
+        totals->seconds[i] = number(line, close + 3);
+        seen[i] = known = true;
+      }
+      if (!known) throw InputError("the server's metrics: '" + line + "' names no phase of a worker's start");
+    }
+  }
+  if (!totals) return std::nullopt;
+  if (!counted || std::count(seen.begin(), seen.end(), true) != static_cast<std::ptrdiff_t>(kWorkerStartPhases)) {
+    throw InputError("the server's metrics have psw_worker_starts_total or psw_worker_start_seconds_total without "
+                     "the other, or without every phase (Note [Worker starts measured])");
+  }
+  return totals;
+}
+
+nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after) {
+  const std::int64_t starts = after.starts - before.starts;
+  if (starts < 0) {
+    throw InputError(detail::concat("the server counted ", after.starts, " worker starts after the workload but ",
+                                    before.starts, " before it: another server answered"));
+  }
+  if (starts == 0) return nullptr;
+  nlohmann::json mean = nlohmann::json::object();
+  double total = 0;
+  for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+    const double ms = (after.seconds[i] - before.seconds[i]) * 1e3 / static_cast<double>(starts);
+    mean[to_string(static_cast<WorkerStartPhase>(i))] = ms;
+    total += ms;
+  }
+  return {{"count", starts}, {"mean_ms", mean}, {"total_mean_ms", total}};
+}
+
+LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) {
+  if (!(std::isfinite(options.time_scale) && options.time_scale > 0)) {
+    throw InputError("--time-scale " + std::to_string(options.time_scale) + ": must be a finite number above 0");
+  }
+  if (options.senders < 1) throw InputError("--senders " + std::to_string(options.senders) + ": must be at least 1");
+  if (options.timeout_ms < 1) throw InputError("--timeout-ms " + std::to_string(options.timeout_ms) + ": must be at least 1");
+  if (options.warmup < 0) throw InputError("--warmup " + std::to_string(options.warmup) + ": must be at least 0");
+  if (options.connections < 0 || options.connections > options.senders) {
+    throw InputError("--connections " + std::to_string(options.connections) + ": must be between 1 and --senders (" +
+                     std::to_string(options.senders) + ")");
+  }
+  // Note [Worker starts measured]: the server's counts around the workload's clock.
+  Client metrics(options.target);
+  metrics.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  auto worker_starts = [&]() -> std::optional<WorkerStartTotals> {
+    try {
+      return parse_worker_start_totals(metrics.metrics());
+    } catch (const ServiceError&) {
+      return std::nullopt;  // not a psw serve: no Metrics call
+    }
+  };
+  std::optional<WorkerStartTotals> before;
+  LoadOptions counted = options;
+  counted.at_clock_start = [&] {
+    if (options.at_clock_start) options.at_clock_start();
+    before = worker_starts();
+  };
+  std::optional<WorkerStartTotals> after;
+  counted.at_last_answer = [&] {
+    if (options.at_last_answer) options.at_last_answer();
+    after = worker_starts();
+  };
+  LoadReport report =
+      config.workload.kind == WorkloadKind::Cycles ? run_cycles(config, counted) : run_open_loop(config, counted);
+  if (before && after) {
+    if (nlohmann::json starts = worker_starts_json(*before, *after); !starts.is_null()) {
+      report.summary["worker_starts"] = std::move(starts);
+    }
+  }
   return report;
 }
 

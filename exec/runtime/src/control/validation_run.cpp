@@ -202,7 +202,8 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
   run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
-                                      run.training, sim::training_step(config));
+                                      run.training, sim::training_step(config),
+                                      sim::simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 
@@ -288,8 +289,8 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
   run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
-                                      run.training,
-                                      sim::training_step(config));
+                                      run.training, sim::training_step(config),
+                                      sim::simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 

@@ -103,4 +103,30 @@ struct ContentionFit {
 ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                  const std::string& origin);
 
+// Note [Adopting a worker start]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A fresh process's start is measured by the server itself, phase by phase (Note [Worker
+// start], Note [Worker starts measured]), so it is adopted rather than fitted: from a recorded
+// run of stop-and-start or two processes whose summary has `worker_starts`, process_start_ns is
+// the process phase's mean, cuda_context_ns the context phase's, and framework_start_ns the
+// rest (shared regions, models, training job, last steps) less one memory.cuda_malloc_ns, which
+// the simulator adds (Note [Worker start rows]). What a start does not cover (the stop of the
+// old task, the kill of its process, the first copy) stays the simulator's own, so the fitted
+// latency is checked by simulating the run before and after.
+inline constexpr const char* kWorkerStartCost = "startup.worker_start";
+struct WorkerStartAdoption {
+  std::int64_t starts = 0;  // the run's starts the means are over
+  double process_ms = 0;
+  double context_ms = 0;
+  double framework_ms = 0;  // the measured rest, cudaMalloc included
+  double measured_latency_ms = 0;
+  double simulated_initial_ms = 0;
+  double simulated_adopted_ms = 0;
+  HardwareProfile hardware;  // the config's, with the three costs adopted
+};
+// InputError for a config of another mechanism, a summary without worker_starts, or a measured
+// rest below the cudaMalloc.
+WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                       const std::string& origin);
+
 }  // namespace psw::sim

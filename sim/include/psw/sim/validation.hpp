@@ -62,6 +62,19 @@
 // concurrent rate for one that does not). The share is (1 - held fraction) x running share,
 // up to the time the job spends stopping (counted as running on both sides). The rows appear
 // where the server counted its hold (runs from 2026-12-02's session 16 on).
+//
+// Note [Worker start rows]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// Under stop-and-start and two processes the simulator charges each task a fresh process:
+// startup.process_start_ns + cuda_context_ns + framework_start_ns of the hardware profile and
+// one memory.cuda_malloc_ns (MechanismModel::switch_in). Where psw load's summary has the
+// server's own split of the starts in the workload (`worker_starts`, Note [Worker starts
+// measured] in psw/runtime/load_generator.hpp), four rows (scope all) compare them:
+// worker_start_ms (the whole start), worker_start_process_ms (spawn to the worker's main),
+// worker_start_context_ms (the CUDA context and backend) and worker_start_framework_ms (the
+// rest: the shared regions, the models, the training job, the last steps, against the
+// framework start and the cudaMalloc), so that a stop-and-start row outside says which part of
+// the start is wrong and by how much.
 
 #include <cstdint>
 #include <optional>
@@ -70,6 +83,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/units.hpp"
 
@@ -123,10 +137,21 @@ inline constexpr double kTrainingTolerance = 0.05;
 // the rows). InputError when a summary lacks a key both must have (latency, throughput_rps).
 // `simulated_step`: the simulator's step of the training job alone (training_step in
 // gpu_server.hpp), for training_share.
+// `worker_start`: what the simulator charges a fresh process (Note [Worker start rows]).
+struct SimulatedWorkerStart {
+  Duration process;
+  Duration context;
+  Duration framework;  // framework_start and one cudaMalloc
+  Duration total() const { return process + context + framework; }
+};
+// The charge of `hardware` under `mechanism`, or nothing for a mechanism without fresh processes.
+std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, const HardwareProfile& hardware);
+
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
                                    const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
-                                   std::optional<Duration> simulated_step = std::nullopt);
+                                   std::optional<Duration> simulated_step = std::nullopt,
+                                   std::optional<SimulatedWorkerStart> worker_start = std::nullopt);
 
 // validation.csv (scope,measure,simulated,measured,relative_error,tolerance,status; empty cells
 // for missing values) and validation.json (the same rows, with the experiment and totals).

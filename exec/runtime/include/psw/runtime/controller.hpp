@@ -97,6 +97,9 @@ struct ControllerStats {
   // replacement) whose split was counted, and that split summed over them, by phase.
   std::int64_t worker_starts = 0;
   WorkerStartSplit worker_start_ns{};
+  // Note [Fresh processes]: the most workers ever starting at once when a replacement was
+  // spawned (the first workers, started together, are not counted): 1 under stop-and-start.
+  std::int64_t most_replacements_starting = 0;
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
   std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
   std::int64_t region_unmaps = 0;         // UnmapInput messages sent

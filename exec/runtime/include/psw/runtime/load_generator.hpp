@@ -30,9 +30,11 @@
 // (16 senders on one connection paid 10.5 ms, on 16 10.9 ms; one sender 7.5 ms), through the
 // page faults of its heap (Note [Message memory] in message_memory.hpp, which removed them).
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "psw/common/units.hpp"
+#include "psw/runtime/ipc.hpp"
 
 namespace psw::runtime {
 
@@ -106,6 +109,27 @@ struct LoadReport {
 // senders) but for workload.kind: cycles, a closed loop (Note [Closed-loop cycles] in
 // load_generator.cpp).
 LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
+
+// Note [Worker starts measured]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under stop-and-start and two processes a task waits for a fresh worker process, whose start
+// the server splits by phase and counts (Note [Worker start], ipc.hpp; the metrics
+// psw_worker_starts_total and psw_worker_start_seconds_total{phase}). run_load reads both just
+// before the workload's clock starts and after its last answer, and where workers started in
+// between, summary.json has `worker_starts`: their count, their mean per phase and in total
+// (ms). A server without those metrics (not a psw serve) leaves the key out, as does a run in
+// which no worker started; the simulator's side and its comparison are Note [Worker start
+// rows] (psw/sim/validation.hpp).
+struct WorkerStartTotals {
+  std::int64_t starts = 0;
+  std::array<double, kWorkerStartPhases> seconds{};  // by WorkerStartPhase
+};
+// The two metrics of a Prometheus text, or nothing when it has neither (InputError when it
+// has one without the other, or a value that is not a number).
+std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& metrics_text);
+// summary.json's `worker_starts` object for the starts between `before` and `after`, or null
+// when none started (InputError when `after` counts fewer than `before`: another server).
+nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after);
 
 // The first check of run_load alone, without a server: InputError (naming the config file and
 // key) when the workload cannot be driven. Reads the whole workload.
