@@ -156,5 +156,40 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
   }
 }
 
+
+// Note [Worker starts measured]: the two metrics read from the server's text, the starts between
+// two readings turned into summary.json's means, and a text with half of them refused.
+TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) {
+  auto text = [](int starts, double process_s, double models_s) {
+    return "# HELP psw_worker_starts_total x\npsw_worker_starts_total " + std::to_string(starts) +
+           "\npsw_worker_start_seconds_total{phase=\"process\"} " + std::to_string(process_s) +
+           "\npsw_worker_start_seconds_total{phase=\"context\"} 0.5\n"
+           "psw_worker_start_seconds_total{phase=\"memory\"} 0\n"
+           "psw_worker_start_seconds_total{phase=\"models\"} " + std::to_string(models_s) +
+           "\npsw_worker_start_seconds_total{phase=\"training\"} 1\n"
+           "psw_worker_start_seconds_total{phase=\"other\"} 0.25\npsw_requests_total 7\n";
+  };
+  const std::optional<WorkerStartTotals> before = parse_worker_start_totals(text(2, 0.6, 4.0));
+  const std::optional<WorkerStartTotals> after = parse_worker_start_totals(text(6, 1.8, 12.0));
+  ASSERT_TRUE(before && after);
+  EXPECT_EQ(before->starts, 2);
+  EXPECT_DOUBLE_EQ(after->seconds[static_cast<std::size_t>(WorkerStartPhase::Models)], 12.0);
+  const nlohmann::json starts = worker_starts_json(*before, *after);
+  EXPECT_EQ(starts["count"], 4);
+  EXPECT_DOUBLE_EQ(starts["mean_ms"]["process"].get<double>(), 300.0);  // 1.2 s over 4 starts
+  EXPECT_DOUBLE_EQ(starts["mean_ms"]["models"].get<double>(), 2000.0);
+  EXPECT_DOUBLE_EQ(starts["mean_ms"]["context"].get<double>(), 0.0);  // unchanged
+  EXPECT_DOUBLE_EQ(starts["total_mean_ms"].get<double>(), 2300.0);
+  EXPECT_TRUE(worker_starts_json(*after, *after).is_null());  // none started: no key
+  EXPECT_THROW((void)worker_starts_json(*after, *before), InputError);  // fewer after: another server
+  EXPECT_FALSE(parse_worker_start_totals("psw_requests_total 7\n").has_value());  // not a psw serve
+  EXPECT_THROW((void)parse_worker_start_totals("psw_worker_starts_total 3\n"), InputError);  // no phases
+  EXPECT_THROW((void)parse_worker_start_totals(text(2, 0.6, 4.0) + "psw_worker_start_seconds_total{phase=\"lunch\"} 1\n"),
+               InputError);
+  std::string negative = text(2, 0.6, 4.0);
+  negative.replace(negative.find("} 0.5"), 5, "} -0.5");
+  EXPECT_THROW((void)parse_worker_start_totals(negative), InputError);
+}
+
 }  // namespace
 }  // namespace psw::runtime

@@ -136,5 +136,42 @@ TEST(Calibration, MpsContentionInterpolatesInTheTrainingBatch) {
   EXPECT_DOUBLE_EQ(mps_inference_slowdown_percent(mps, "resnet152", "bert_base", 8), 137);
 }
 
+
+// Note [Adopting a worker start]: the three costs taken from a run's split of its starts, the
+// simulated latency moving by the change of the whole start; refused for another mechanism, a
+// summary without the split, or a rest below one cudaMalloc.
+TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
+  // As gpu-serve.sh runs it, one request a model, far enough apart that none waits for another's
+  // start (the base's estimate of a start is 9 s).
+  ExperimentConfig config = figures_case(Mechanism::StopAndStart);
+  config.workload.interval = seconds(30);
+  config.workload.count = 3;
+  nlohmann::json run = run_simulation(config, SimulationOptions{}).summary;
+  run["worker_starts"] = {
+      {"count", 4},
+      {"mean_ms",
+       {{"process", 280.0}, {"context", 140.0}, {"memory", 0.5}, {"models", 1500.0}, {"training", 450.0}, {"other", 19.5}}},
+      {"total_mean_ms", 2390.0}};
+  const WorkerStartAdoption a = adopt_worker_start(config, run, "run.json");
+  EXPECT_EQ(a.starts, 4);
+  EXPECT_EQ(a.hardware.process_start, milliseconds(280));
+  EXPECT_EQ(a.hardware.cuda_context_create, milliseconds(140));
+  EXPECT_EQ(a.hardware.framework_start + a.hardware.cuda_malloc, milliseconds(1970));
+  EXPECT_DOUBLE_EQ(a.measured_latency_ms, run["latency"]["mean_ms"].get<double>());
+  // Every request pays one start: the mean moves by the change of the start, to a millisecond.
+  const double before = (config.hardware.process_start + config.hardware.cuda_context_create +
+                         config.hardware.framework_start).seconds() * 1e3;
+  const double after = 280.0 + 140.0 + 1970.0 - config.hardware.cuda_malloc.seconds() * 1e3;
+  EXPECT_NEAR(a.simulated_initial_ms - a.simulated_adopted_ms, before - after, 1.0);
+  EXPECT_THROW((void)adopt_worker_start(figures_case(Mechanism::PipeSwitch), run, "run.json"), InputError);
+  nlohmann::json without = run;
+  without.erase("worker_starts");
+  EXPECT_THROW((void)adopt_worker_start(config, without, "run.json"), InputError);
+  nlohmann::json tiny = run;
+  tiny["worker_starts"]["mean_ms"] = {{"process", 1.0}, {"context", 1.0}, {"memory", 0.0},
+                                      {"models", 0.0},  {"training", 0.0}, {"other", 0.0}};
+  EXPECT_THROW((void)adopt_worker_start(config, tiny, "run.json"), InputError);
+}
+
 }  // namespace
 }  // namespace psw::sim

@@ -262,5 +262,47 @@ TEST(Validation, CsvAndJsonCarryEveryRow) {
   EXPECT_TRUE(json["rows"][3]["measured"].is_null());
 }
 
+
+// Note [Worker start rows]: a fresh-process mechanism's start beside the server's split of it,
+// the framework row holding every phase after the context; none for other mechanisms or a
+// measurement without the split.
+TEST(Validation, WorkerStartRowsSayWhichPartOfAStartMoved) {
+  const nlohmann::json simulated = {{"latency", latency(3, 3000.0, 3000.0, 3000.0)}, {"throughput_rps", 1.0}};
+  nlohmann::json measured = {{"latency", latency(3, 4000.0, 4000.0, 4000.0)}, {"throughput_rps", 1.0}};
+  measured["worker_starts"] = {
+      {"count", 6},
+      {"mean_ms",
+       {{"process", 300.0}, {"context", 150.0}, {"memory", 1.0}, {"models", 1800.0}, {"training", 500.0}, {"other", 20.0}}},
+      {"total_mean_ms", 2771.0}};
+  HardwareProfile hardware;
+  hardware.process_start = milliseconds(30);
+  hardware.cuda_context_create = milliseconds(150);
+  hardware.framework_start = milliseconds(3000);
+  hardware.cuda_malloc = milliseconds(1);
+  const std::optional<SimulatedWorkerStart> charged = simulated_worker_start(Mechanism::StopAndStart, hardware);
+  ASSERT_TRUE(charged.has_value());
+  EXPECT_EQ(charged->total(), milliseconds(3181));
+  EXPECT_FALSE(simulated_worker_start(Mechanism::PipeSwitch, hardware).has_value());
+  const ValidationReport report =
+      compare_summaries("x", Mechanism::StopAndStart, {}, simulated, measured, std::nullopt, std::nullopt, charged);
+  EXPECT_DOUBLE_EQ(*row(report, "all", "worker_start_ms").measured, 2771.0);
+  EXPECT_DOUBLE_EQ(*row(report, "all", "worker_start_ms").simulated, 3181.0);
+  EXPECT_EQ(row(report, "all", "worker_start_context_ms").status(), ValidationStatus::Within);
+  EXPECT_NEAR(*row(report, "all", "worker_start_process_ms").relative_error(), -0.9, 1e-12);
+  EXPECT_DOUBLE_EQ(*row(report, "all", "worker_start_framework_ms").measured, 2321.0);
+  EXPECT_EQ(row(report, "all", "worker_start_framework_ms").status(), ValidationStatus::Outside);
+  // Without the charge or without the split: no rows.
+  EXPECT_EQ(compare_summaries("x", Mechanism::StopAndStart, {}, simulated, measured, std::nullopt).rows.size(),
+            report.rows.size() - 4);
+  measured.erase("worker_starts");
+  EXPECT_EQ(compare_summaries("x", Mechanism::StopAndStart, {}, simulated, measured, std::nullopt, std::nullopt, charged)
+                .rows.size(),
+            report.rows.size() - 4);
+  measured["worker_starts"] = {{"count", 1}, {"mean_ms", {{"process", 1.0}}}};
+  EXPECT_THROW(
+      (void)compare_summaries("x", Mechanism::StopAndStart, {}, simulated, measured, std::nullopt, std::nullopt, charged),
+      InputError);
+}
+
 }  // namespace
 }  // namespace psw::sim
