@@ -81,12 +81,19 @@ Action add_calibrate_command(CLI::App& app) {
           sim::adopt_worker_start(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
       std::printf("%s over %lld starts: process %.1f ms, context %.1f ms, framework %.1f ms (cudaMalloc included)\n",
                   sim::kWorkerStartCost, static_cast<long long>(a.starts), a.process_ms, a.context_ms, a.framework_ms);
+      std::string firsts;
+      for (const auto& f : a.first_forwards) {
+        std::printf("  %s first forward: %.1f ms (engine mean measured %.4f ms, simulated %.4f ms without it)\n",
+                    f.model.c_str(), f.first_forward_ms, f.measured_engine_ms, f.simulated_engine_ms);
+        firsts += detail::concat(firsts.empty() ? "" : ", ", f.model, " ", f.first_forward_ms, " ms");
+      }
       std::printf("  latency mean over the run: measured %.4f ms; simulated %.4f ms before, %.4f ms adopted\n",
                   a.measured_latency_ms, a.simulated_initial_ms, a.simulated_adopted_ms);
-      write_profile(a.hardware, detail::concat("startup.process_start_ns, cuda_context_ns and framework_start_ns "
-                                               "adopted by psw calibrate from the server's split of ", a.starts,
-                                               " worker starts in ", o->recorded, " (process ", a.process_ms,
-                                               " ms, context ", a.context_ms, " ms, the rest ", a.framework_ms, " ms)"));
+      write_profile(a.hardware, detail::concat("startup.process_start_ns, cuda_context_ns, framework_start_ns and "
+                                               "first_forward adopted by psw calibrate from the server's split of ",
+                                               a.starts, " worker starts in ", o->recorded, " (process ", a.process_ms,
+                                               " ms, context ", a.context_ms, " ms, the rest ", a.framework_ms,
+                                               " ms, first forward ", firsts, ")"));
       return;
     }
     const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);

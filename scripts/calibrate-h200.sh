@@ -5,8 +5,13 @@
 #  1. fit each cost to the run of the mechanism that pays it, chaining the fits into one profile,
 #     results/profiles/h200-calibrated.yaml (the link as raw-figures-2026-12-01-a measured it, its
 #     time_slicing translated to the current model, below):
-#       mps, time-sliced, stop-and-start  in raw-figures-2026-12-01-a (MPS's one number, for
+#       mps, time-sliced                  in raw-figures-2026-12-01-a (MPS's one number, for
 #                                         training jobs without contention points);
+#       stop-and-start                    in raw-serve-2026-12-03-fresh: process start, context,
+#                                         framework start and each model's first forward adopted
+#                                         from the server's split of its starts (Note [Adopting a
+#                                         worker start]); earlier runs started two processes at once
+#                                         (before Note [Fresh processes] changed) and are not used;
 #       mps.contention                    in raw-figures-2026-12-02-mps-batch-2, -c (batch 8) and
 #                                         -mps-batch-32: one point per model and batch;
 #       the memory ablations              in raw-figures-2026-12-02-b: the server as it is now.
@@ -14,8 +19,12 @@
 #         [Message memory] and cost 2-5 times more (no-ipc-optimization's ResNet-152 engine:
 #         87 ms then, 14 ms on 2026-12-02); a fit to them overpriced these costs for today's code.
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
-#       mps, time-sliced, stop-and-start, pipeswitch  on raw-figures-2026-12-02-a (a day later,
+#       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
+#       two-processes (the same fresh process per     on raw-serve-2026-12-03-fresh (the same call
+#       task as stop-and-start)                       and machine as its fit); Figure 6's
+#                                                     stop-and-start of that call is validated by
+#                                                     scripts/resimulate-figures.sh;
 #       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
 #       the memory ablations                          of 2026-12-02, another machine): the held-out
 #                                                     run of the ablation fits after Note [Message
@@ -53,6 +62,8 @@ serving_of() {  # RUN_FOLDER
     raw-figures-2026-12-02-[ab]) echo "$runs/raw-figures-2026-12-02-a/serving-h200.yaml" ;;
     raw-figures-2026-12-02-c) echo "$runs/raw-figures-2026-12-02-c/serving-h200.yaml" ;;
     raw-figures-2026-12-02-mps-batch-*) serving_at_batch "$(batch_of "$1")" "$1" ;;
+    # Its request path was not measured in that call: the morning's first call's (calibrate-load).
+    raw-serve-2026-12-03-fresh) echo "$runs/raw-serve-2026-12-03-fresh/serving-h200-from-load-starts.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -93,7 +104,7 @@ fit no-pinned-memory link.pageable.bandwidth_bytes_per_s "$runs/raw-figures-2026
 fit unified-memory unified_memory.page_fault_ns "$runs/raw-figures-2026-12-02-b"
 fit mps mps.inference_slowdown_percent "$runs/raw-figures-2026-12-01-a"
 fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-01-a"
-fit stop-and-start startup.framework_start_ns "$runs/raw-figures-2026-12-01-a"
+fit stop-and-start startup.worker_start "$runs/raw-serve-2026-12-03-fresh"
 # Note [MPS contention]: one point per model beside the ResNet-152 job at batch 2, 8 and 32; the
 # runs at 4 and 16 are held out (validated below). The one number above stays for other jobs.
 fit_contention() {  # RUN_FOLDER
@@ -113,7 +124,8 @@ fit_contention "$runs/raw-figures-2026-12-02-mps-batch-32"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
-  local run=$1 name=${1##*/raw-figures-} serving batch
+  local run=$1 name=${1##*/raw-} serving batch
+  name=${name#figures-}
   serving=$(serving_of "$1")
   batch=$(batch_of "$1")
   shift
@@ -124,13 +136,14 @@ validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) a
       --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism" > /dev/null
   done
 }
-validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced stop-and-start pipeswitch
+validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced pipeswitch
+validate_on "$runs/raw-serve-2026-12-03-fresh" two-processes
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
-validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced stop-and-start pipeswitch \
+validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a 2026-12-02-c \
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -4,7 +4,8 @@ with the hardware profile before and after calibration (read from psw validate's
 the errors are psw validate's). Only tabulates.
 
 Usage: scripts/calibration_table.py OUT_DIR CALIBRATED_PROFILE RUN... > OUT_DIR/README.md
-  (RUN: a folder OUT_DIR/RUN/ of <mechanism>{,-uncalibrated}/, for results/gpu/raw-figures-RUN)
+  (RUN: a folder OUT_DIR/RUN/ of <mechanism>{,-uncalibrated}/, for results/gpu/raw-figures-RUN, or
+   results/gpu/raw-RUN for a RUN named serve-*)
 """
 import csv
 import os
@@ -17,7 +18,8 @@ MECHANISMS = {
     "unified-memory": "unified_memory.page_fault_ns",
     "mps": "mps.contention (mps.inference_slowdown_percent for other jobs)",
     "time-sliced": "time_slicing.inference_share_percent",
-    "stop-and-start": "startup.framework_start_ns",
+    "stop-and-start": "startup.worker_start",
+    "two-processes": "startup.worker_start (stop-and-start's: the same fresh process per task)",
     "pipeswitch": "(none: the check that the fits leave PipeSwitch alone)",
     "ready": "(none: the check that the fits leave Ready alone)",
 }
@@ -44,6 +46,9 @@ def fitted_on(notes, cost):
     for note in notes:
         if note.startswith(cost.split(" ")[0] + " ") and " fitted by psw calibrate to " in note:
             runs.append(note.split(" fitted by psw calibrate to ", 1)[1].split("/validation/")[0].split("/")[-1])
+        # Note [Adopting a worker start]: adopted, not fitted.
+        if cost.startswith("startup.worker_start") and " adopted by psw calibrate " in note and " worker starts in " in note:
+            runs.append(note.split(" worker starts in ", 1)[1].split("/validation/")[0].split("/")[-1])
     return ", ".join(runs) or None
 
 
@@ -87,7 +92,8 @@ def main(argv):
             print(f"- {mechanism}: {message}")
         print()
     for run in runs:
-        print(f"## Held out: `results/gpu/raw-figures-{run}`\n")
+        folder = f"raw-{run}" if run.startswith("serve-") else f"raw-figures-{run}"
+        print(f"## Held out: `results/gpu/{folder}`\n")
         print("| mechanism | cost fitted | fitted on | model | engine error, before | engine error, after | latency error, before | latency error, after |")
         print("|---|---|---|---|---:|---:|---:|---:|")
         for mechanism, cost in MECHANISMS.items():
@@ -97,7 +103,9 @@ def main(argv):
                 continue
             before, after = rows(before_dir), rows(after_dir)
             source = fitted_on(notes, cost) or "-"
-            for model in MODELS:
+            # A fresh process per task: every request together too, the start being one cost.
+            scopes = MODELS + ["all"] if cost.startswith("startup.worker_start") else MODELS
+            for model in scopes:
                 print(f"| {mechanism} | {cost} | {source} | {model} | {error(before, model, 'engine_mean_ms')} | "
                       f"{error(after, model, 'engine_mean_ms')} | {error(before, model, 'mean_ms')} | "
                       f"{error(after, model, 'mean_ms')} |")

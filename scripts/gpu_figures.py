@@ -7,8 +7,9 @@ Usage: scripts/gpu_figures.py --out OUT_DIR [--sim SIM_DIR] [--resimulated DIR] 
 Each RAW_DIR is a gpu-serve.sh raw folder whose `figures` part ran (validation/figures-<mechanism>/,
 one psw validate per mechanism: the measured and simulated summaries and validation.csv, whose
 relative errors psw validate computed); a run split over several device calls gives one folder
-per call (a mechanism or a Figure 6 case in two folders is an error; a later run of Figure 6 cases
-given with --replacing replaces the same cases of the other folders, named in the README). Writes
+per call (a mechanism or a Figure 6 case in two folders is an error; a later run given with
+--replacing replaces the same cases of the other folders, a later --replacing an earlier one, named
+in the README for Figure 6 and, with --resimulated, under each table). Writes
 OUT_DIR/fig5.png, fig7.png, fig8.png, fig9.png (three series per model and mechanism: measured on
 the H200, simulated for the H200, the artifact's V100), fig6.png and OUT_DIR/README.md with the
 tables and the environment of the run.
@@ -52,15 +53,24 @@ def read_rows(path):
         return {(r["scope"], r["measure"]): r for r in csv.DictReader(f)}
 
 
-def read_validation(raws, mechanism, resimulated=None):
+def by_precedence(raws, replacing):
+    """The folders in the order their cases are taken: the --replacing ones first, a later one before
+    an earlier one, then the rest as given."""
+    return list(reversed(replacing)) + [r for r in raws if r not in replacing]
+
+
+def read_validation(raws, mechanism, resimulated=None, replacing=()):
     """The rows of validation/figures-<mechanism>/validation.csv, or None; the resimulated
-    folder's <mechanism>/validation.csv instead where there is one."""
+    folder's <mechanism>/validation.csv instead where there is one; a --replacing folder's case
+    before the others'."""
     if resimulated is not None:
         path = os.path.join(resimulated, mechanism, "validation.csv")
         if os.path.exists(path):
             return read_rows(path)
-    paths = [p for p in (os.path.join(raw, "validation", f"figures-{mechanism}", "validation.csv") for raw in raws)
-             if os.path.exists(p)]
+    paths = [p for p in (os.path.join(raw, "validation", f"figures-{mechanism}", "validation.csv")
+                         for raw in by_precedence(raws, replacing)) if os.path.exists(p)]
+    if paths and any(paths[0].startswith(os.path.join(r, "")) for r in replacing):
+        return read_rows(paths[0])
     if len(paths) > 1:
         sys.exit(f"gpu_figures: {mechanism} was run in more than one folder: {', '.join(paths)}")
     return read_rows(paths[0]) if paths else None
@@ -74,11 +84,11 @@ def cell(value, digits=2):
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def collect(raws, resimulated=None):
+def collect(raws, resimulated=None, replacing=()):
     """{mechanism: {model: {"measured", "simulated", "error", "tolerance", "status", engine...}}}"""
     data = {}
     for mechanism in {m for fig in BAR_FIGURES for m in FIGURE_MECHS[fig]}:
-        rows = read_validation(raws, mechanism, resimulated)
+        rows = read_validation(raws, mechanism, resimulated, replacing)
         if rows is None:
             continue
         per_model = {}
@@ -135,8 +145,8 @@ def collect_fig6(raws, resimulated=None, replacing=(), replaced=None):
     fig6-<mechanism>-<cycle_ms>/validation.csv where it exists); a case in two folders is an error
     unless one of them is in `replacing`, whose case is taken (and noted in `replaced`: {case: (taken, dropped)})."""
     data, seen = {}, {}
-    # The replacing folders first, so that their cases are the ones kept.
-    raws = [r for r in raws if r in replacing] + [r for r in raws if r not in replacing]
+    # The replacing folders first (the last given first), so that their cases are the ones kept.
+    raws = by_precedence(raws, replacing)
     for raw in raws:
         folder = os.path.join(raw, "validation")
         if not os.path.isdir(folder):
@@ -151,7 +161,7 @@ def collect_fig6(raws, resimulated=None, replacing=(), replaced=None):
             if resimulated is not None and os.path.exists(os.path.join(resimulated, name, "validation.csv")):
                 path = os.path.join(resimulated, name, "validation.csv")
             if name in seen:
-                if seen[name] in replacing and raw not in replacing:
+                if seen[name] in replacing:  # taken before this folder: it replaces it
                     if replaced is not None:
                         replaced[name] = (seen[name], raw)
                     continue
@@ -256,7 +266,7 @@ def main(argv):
     if args.resimulated is not None and not os.path.isdir(args.resimulated):
         print(f"gpu_figures: --resimulated {args.resimulated}: no such folder", file=sys.stderr)
         return 2
-    data = collect(raws, args.resimulated)
+    data = collect(raws, args.resimulated, args.replacing)
     if not data:
         print(f"gpu_figures: no validation/figures-*/validation.csv under {', '.join(raws)}", file=sys.stderr)
         return 2
@@ -314,6 +324,12 @@ def main(argv):
                 lines.append(f"| {plot.MODEL_LABEL[model]} | {mechanism} | {cell(m['measured'])} | {cell(m['simulated'])} | "
                              f"{error} | {tolerance} | {cell(m['engine_measured'])} | {cell(m['engine_simulated'])} | "
                              f"{engine_error} | {cell(artifact, 1)} |")
+        lines.append("")
+        # Which run each mechanism was measured in (scripts/resimulate-figures.sh records it).
+        for mechanism in FIGURE_MECHS[fig]:
+            source = os.path.join(args.resimulated or "", mechanism, "measured-from.txt")
+            if args.resimulated is not None and os.path.exists(source):
+                lines.append(f"- `{mechanism}` measured in `{open(source).read().strip()}`")
         lines.append("")
     lines += ["## Figure 6: ResNet-152 under scheduling cycles", ""]
     replaced = {}

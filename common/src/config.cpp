@@ -141,6 +141,16 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.process_start = read_duration(s, "process_start_ns");
     hw.framework_start = read_duration(s, "framework_start_ns");
     hw.worker_cleanup = read_duration(s, "worker_cleanup_ns");
+    if (s.has("first_forward")) {  // Note [First forward in a fresh process]
+      const YAML::Node entries = s.sequence("first_forward");
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        MapReader e(entries[i], origin, detail::concat("startup.first_forward[", i, "]"));
+        const std::string model = e.string("model");
+        if (hw.first_forward.contains(model)) e.fail_key("model", e.get("model"), "a second entry of " + model);
+        hw.first_forward[model] = read_duration(e, "first_forward_ns");
+        e.finish();
+      }
+    }
     s.finish();
   }
   {
@@ -464,6 +474,16 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "process_start_ns" << YAML::Value << hw.process_start.ns();
   out << YAML::Key << "framework_start_ns" << YAML::Value << hw.framework_start.ns();
   out << YAML::Key << "worker_cleanup_ns" << YAML::Value << hw.worker_cleanup.ns();
+  if (!hw.first_forward.empty()) {  // Note [First forward in a fresh process]
+    out << YAML::Key << "first_forward" << YAML::Value << YAML::BeginSeq;
+    for (const auto& [model, cost] : hw.first_forward) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "model" << YAML::Value << model;
+      out << YAML::Key << "first_forward_ns" << YAML::Value << cost.ns();
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
   out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "cuda_malloc_ns" << YAML::Value << hw.cuda_malloc.ns();

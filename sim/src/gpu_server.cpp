@@ -301,8 +301,8 @@ class GpuServer {
 
   struct ModelStats {
     LatencyHistogram latency;
-    // Note [Request path]: the engine's part alone (dispatch to the forward's end, less the
-    // server's own steps), what a live server reports as psw_engine_ns.
+    // Note [Request path]: the engine's part alone (dispatch, or a fresh process ready, to the
+    // forward's end, less the server's own steps), what a live server reports as psw_engine_ns.
     LatencyHistogram engine;
     // Note [Latency parts]: with a serving profile, the server's whole time (arrival to the
     // server's answer: the queue, the switch, the engine and the server's own steps) and the
@@ -454,6 +454,12 @@ class GpuServer {
       fresh = true;
     }
     if (mechanism_.concurrent()) fresh = false;  // MPS: every model stays resident, nothing to switch
+    // Note [Fresh processes] (the runtime's controller.cpp): psw serve gives every request a
+    // process of its own under stop-and-start and two processes, even one queued behind a request
+    // of the same model. So does the simulator where it models psw serve (a serving profile);
+    // without one, back-to-back requests of one model keep their process, as in the paper's
+    // baseline (its Figure 6 serves requests at 5 s cycles and longer).
+    if (config_.serving && traits(mechanism_.mechanism()).process == ProcessModel::FreshProcess) fresh = true;
     state_ = State::Inference;
 
     const Task task = request.task;  // Note [Training requests]
@@ -488,8 +494,9 @@ class GpuServer {
       if (cost.switched) trace_->slice("switch in " + name, "switch", 2, now, startup);
       trace_->slice((task == Task::Inference ? "infer " : "train ") + name, "compute", 1, startup, finish);
     }
-    sim_.schedule_at(finish, kCompletion, [this, request, now, startup, switched = cost.switched] {
-      complete(request, now, startup, switched);
+    const Duration engine_from = now + wait + cost.worker_ready;
+    sim_.schedule_at(finish, kCompletion, [this, request, now, startup, engine_from, switched = cost.switched] {
+      complete(request, now, startup, engine_from, switched);
     });
   }
 
@@ -573,7 +580,8 @@ class GpuServer {
     in_flight_at_arrival_.push_back(static_cast<std::int64_t>(queue_.size() + (serving ? 1 : 0) + unanswered_.size()));
   }
 
-  void complete(const Request& request, Duration dispatched, Duration startup, bool switched) {
+  // `engine_from`: when the engine's clock starts (the dispatch, or a fresh process ready).
+  void complete(const Request& request, Duration dispatched, Duration startup, Duration engine_from, bool switched) {
     const Duration now = sim_.now();
     // When the client has the answer (Note [Request path]): the server's completion, plus the
     // protocol where a serving profile has one.
@@ -588,7 +596,7 @@ class GpuServer {
     if (request.task == Task::Inference) {
       latency_.add(latency);
       per_model_[request.model].latency.add(latency);
-      per_model_[request.model].engine.add(now - dispatched - server_path(request));
+      per_model_[request.model].engine.add(now - engine_from - server_path(request));
       if (config_.serving) {
         per_model_[request.model].server.add(now - request.arrival);
         per_model_[request.model].protocol.add(answered - now);

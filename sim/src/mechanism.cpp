@@ -100,6 +100,9 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       pm.forward = costs.total_compute();
       pm.backward = base.tail();
       pm.first_arrival = timeline.groups.front().transfer_end;
+      if (const auto first = hardware.first_forward.find(model.name); first != hardware.first_forward.end()) {
+        pm.first_forward = first->second;
+      }
       pm.pipelined_total = timeline.total;
       pm.compute_and_sync = costs.total_compute() + sync * static_cast<std::int64_t>(pm.groups.size());
       pm.sequential_copies = Duration::zero();
@@ -170,7 +173,10 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
       const Duration prep = hardware_.process_start + hardware_.framework_start +
                             hardware_.cuda_context_create + hardware_.cuda_malloc;
       const Duration start = max(stop, prep + pm.single_copy) + sync;
-      return {start, start + work.forward + tail, true};
+      // Note [First forward in a fresh process]: measured for requests; a training job's first
+      // step in its fresh process is not (its resumption pays its layers' times only).
+      const Duration first = task == Task::Inference ? pm.first_forward : Duration::zero();
+      return {start, start + first + work.forward + tail, true, prep};
     }
     case Mechanism::OneProcess: {
       Duration prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);

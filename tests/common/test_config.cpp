@@ -81,6 +81,7 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.cuda_context_create, b.cuda_context_create);
   EXPECT_EQ(a.process_start, b.process_start);
   EXPECT_EQ(a.framework_start, b.framework_start);
+  EXPECT_EQ(a.first_forward, b.first_forward);
   EXPECT_EQ(a.cuda_malloc, b.cuda_malloc);
   EXPECT_EQ(a.cuda_free, b.cuda_free);
   EXPECT_EQ(a.ipc_handle_open, b.ipc_handle_open);
@@ -525,6 +526,32 @@ TEST(ConfigErrors, MpsContention) {
   expect_contains(hardware_error(with("    - {inference_model: bert_base, training_batch: 8, "
                                       "inference_slowdown_percent: 120}")),
                   {"key 'mps.contention[0].training_model' is missing"});
+}
+
+// Note [First forward in a fresh process]: the entries parse and round-trip; a repeated model
+// and a negative time are named.
+TEST(ConfigErrors, FirstForward) {
+  const std::string good = h200_text();
+  const std::string anchor = "worker_cleanup_ns: ";
+  const auto with = [&](const std::string& entries) {
+    const std::size_t at = good.find(anchor);
+    const std::size_t line_end = good.find('\n', at);
+    std::string text = good;
+    text.insert(line_end, "\n  first_forward:\n" + entries);
+    return text;
+  };
+  const std::string two = "    - {model: resnet152, first_forward_ns: 200000000}\n"
+                          "    - {model: bert_base, first_forward_ns: 90000000}";
+  const HardwareProfile parsed = parse_hardware_profile(with(two), "hw.yaml");
+  ASSERT_EQ(parsed.first_forward.size(), 2u);
+  EXPECT_EQ(parsed.first_forward.at("resnet152"), milliseconds(200));
+  expect_same_hardware(parsed, parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)"));
+  expect_contains(hardware_error(with(two + "\n    - {model: resnet152, first_forward_ns: 1}")),
+                  {"hw.yaml:", "key 'startup.first_forward[2].model'", "a second entry of resnet152"});
+  expect_contains(hardware_error(with("    - {model: resnet152, first_forward_ns: -5}")),
+                  {"key 'startup.first_forward[0].first_forward_ns'"});
+  expect_contains(hardware_error(with("    - {first_forward_ns: 5}")),
+                  {"key 'startup.first_forward[0].model' is missing"});
 }
 
 // Note [Request path]: a serving profile round-trips, and each bad entry is named.

@@ -198,6 +198,22 @@ TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
   EXPECT_LT(served.at("throughput_rps").get<double>(), bare.at("throughput_rps").get<double>());
 }
 
+// Note [Fresh processes]: psw serve starts a process for every request under stop-and-start,
+// even one queued behind a request of the same model; the simulator does so with a serving
+// profile (modelling psw serve), and without one keeps the model's process for back-to-back
+// requests of one model, as the paper's baseline.
+TEST(SimRequestPath, UnderStopAndStartEveryRequestOfPswServeGetsAProcess) {
+  // One model, requests 500 ms apart: far less than a start, so they queue behind each other.
+  const Overrides one_model = {{"mechanism", "stop-and-start"},
+                               {"workload", "{kind: periodic, interval_ms: 500, count: 4, models: [resnet152]}"}};
+  Overrides served_overrides = one_model;
+  served_overrides.push_back({"serving", quoted(data("serving-small.yaml"))});
+  const auto served = simulate("solo.yaml", served_overrides);
+  const auto bare = simulate("solo.yaml", one_model);
+  EXPECT_EQ(count(served, "switches"), 4);
+  EXPECT_EQ(count(bare, "switches"), 1);  // the first starts the process, the rest queue on it
+}
+
 // Note [Protocol spread]: with the protocol's quantiles each request draws its own, so the
 // latency spreads as they do; the same seed draws the same, and the median stays in place.
 TEST(SimRequestPath, ProtocolQuantilesSpreadTheLatency) {

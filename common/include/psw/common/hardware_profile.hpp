@@ -5,6 +5,7 @@
 // here or from a ModelProfile, never from a literal in code. Shipped profiles live in
 // configs/hardware/ and say where each number comes from.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -162,6 +163,16 @@ struct HardwareProfile {
   Duration cuda_context_create;
   Duration process_start;     // fork+exec of a worker process
   Duration framework_start;   // import/initialise the DL framework in a new process
+  // Note [First forward in a fresh process]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A task's first forward in a process that has run nothing yet (stop-and-start, two
+  // processes) takes longer than its layers' times: the kernels load at their first launch
+  // (CUDA's lazy module loading), cuDNN and cuBLAS make their first plans and handles, the
+  // allocator its first blocks. On the H200 the server's engine for a fresh process's first
+  // request was 150-450 ms where the layers take 4-6 ms (2026-12-03). Per model, what that
+  // forward costs beyond the layer times (the startup section's `first_forward`, adopted by psw
+  // calibrate --cost startup.worker_start); a model without an entry pays nothing more.
+  std::map<std::string, Duration> first_forward;
   Duration worker_cleanup;    // a worker drops its task's state and becomes standby again
   Duration cuda_malloc;       // one cudaMalloc on the critical path
   Duration cuda_free;

@@ -110,19 +110,28 @@ ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann:
 // run of stop-and-start or two processes whose summary has `worker_starts`, process_start_ns is
 // the process phase's mean, cuda_context_ns the context phase's, and framework_start_ns the
 // rest (shared regions, models, training job, last steps) less one memory.cuda_malloc_ns, which
-// the simulator adds (Note [Worker start rows]). What a start does not cover (the stop of the
-// old task, the kill of its process, the first copy) stays the simulator's own, so the fitted
-// latency is checked by simulating the run before and after.
+// the simulator adds (Note [Worker start rows]). Then per model the first forward in the fresh
+// process (Note [First forward in a fresh process]): the run's engine mean less the simulated
+// engine (the copy and the layers' times, the start adopted), none where that is negative. What
+// neither covers (the stop of the old task, the kill of its process) stays the simulator's own,
+// so the latency is checked by simulating the run before and after.
 inline constexpr const char* kWorkerStartCost = "startup.worker_start";
 struct WorkerStartAdoption {
   std::int64_t starts = 0;  // the run's starts the means are over
   double process_ms = 0;
   double context_ms = 0;
   double framework_ms = 0;  // the measured rest, cudaMalloc included
+  struct FirstForward {
+    std::string model;
+    double measured_engine_ms = 0;
+    double simulated_engine_ms = 0;  // the start adopted, no first forward
+    double first_forward_ms = 0;     // adopted: the difference, or 0
+  };
+  std::vector<FirstForward> first_forwards;
   double measured_latency_ms = 0;
   double simulated_initial_ms = 0;
   double simulated_adopted_ms = 0;
-  HardwareProfile hardware;  // the config's, with the three costs adopted
+  HardwareProfile hardware;  // the config's, with the three costs and the first forwards adopted
 };
 // InputError for a config of another mechanism, a summary without worker_starts, or a measured
 // rest below the cudaMalloc.

@@ -34,6 +34,10 @@ struct SwitchInCost {
   Duration startup;  // the new task's first layer starts
   Duration finish;   // the new task's work is done (reply)
   bool switched = true;
+  // A fresh process (stop-and-start, two processes) ready to take the task, its start done:
+  // a live server hands it the request only then, so its engine's clock starts there (Note
+  // [Worker start rows] in validation.hpp). Zero for the mechanisms without one.
+  Duration worker_ready = Duration::zero();
 };
 
 // Precomputed per-model costs of one mechanism on one hardware profile.
@@ -151,6 +155,7 @@ class MechanismModel {
     // Note [MPS contention]: the inference's slowdown factor beside the training job (set once
     // by set_training_job, not looked up per request); the profile's one number without one.
     double mps_slowdown = 1.0;
+    Duration first_forward;  // Note [First forward in a fresh process]: fresh processes only
   };
   const PerModel& costs_of(std::uint32_t model, Task task) const;
   // What a prompt's length changes in a switch (Note [Prefill curve]): pm's own values for
