@@ -453,6 +453,11 @@ class GpuServer {
       previous_paused = training_paused_;
       fresh = true;
     }
+    // Note [Fresh processes]: psw serve hands the request the process it is starting for the
+    // training job, which it waits for no longer than the rest of that start.
+    Duration process_started_ago = Duration::zero();
+    if (state_ == State::Resuming && fresh_process_since_) process_started_ago = now - *fresh_process_since_;
+    fresh_process_since_.reset();
     if (mechanism_.concurrent()) fresh = false;  // MPS: every model stays resident, nothing to switch
     // Note [Fresh processes] (the runtime's controller.cpp): psw serve gives every request a
     // process of its own under stop-and-start and two processes, even one queued behind a request
@@ -469,7 +474,7 @@ class GpuServer {
       cost = {Duration::zero(), mechanism_.resident_run(request.model, task, beside_training, request.prompt_tokens),
               false};
     } else {
-      cost = mechanism_.switch_in(request.model, task, stop, previous, request.prompt_tokens);
+      cost = mechanism_.switch_in(request.model, task, stop, previous, request.prompt_tokens, process_started_ago);
     }
     if (cost.switched && mechanism_.uses_standby_workers()) {
       wait = take_standby(now, previous, previous_paused);
@@ -602,7 +607,7 @@ class GpuServer {
         per_model_[request.model].protocol.add(answered - now);
       }
       overhead_sum_ += (now - dispatched) - ready;
-      if (cycle_phase_end_ && answered <= *cycle_phase_end_) ++completed_in_phase_;
+      if (const auto end = phase_end_of(request); end && answered <= *end) ++completed_in_phase_;
     } else {
       ++training_requests_;
     }
@@ -632,7 +637,9 @@ class GpuServer {
     // issues the next inference request when it has the answer. Without a protocol that is now,
     // and the model keeps the GPU; with one, the request arrives a protocol later, and the
     // server, its queue empty meanwhile, resumes training as psw serve does.
-    if (cycle_inference_until_ && answered < *cycle_inference_until_ && request.task == Task::Inference) {
+    // A request answered after its own phase issues none (psw load goes on to the next round).
+    const auto own_end = phase_end_of(request);
+    if (cycle_inference_until_ && own_end && answered < *own_end && request.task == Task::Inference) {
       if (answered == now) {
         note_in_flight(false);  // the request just answered is no longer in flight
         queue_.push_back(cycle_request(now));
@@ -676,6 +683,11 @@ class GpuServer {
     if (cost.switched && mechanism_.uses_standby_workers()) wait = take_standby(now, active_model_);
     active_model_.reset();
     state_ = State::Resuming;
+    // Note [Fresh processes]: where the simulator models psw serve, a request arriving meanwhile
+    // takes the process starting now (dispatch).
+    if (config_.serving && traits(mechanism_.mechanism()).process == ProcessModel::FreshProcess) {
+      fresh_process_since_ = now + wait;
+    }
     const Duration at = now + wait + std::max(overhead, Duration::zero());
     if (trace_ && at > now) trace_->slice("switch in training", "switch", 2, now, at);
     resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] { run_training_again(switched); });
@@ -683,12 +695,22 @@ class GpuServer {
 
   void run_training_again(bool switched) {
     state_ = State::Training;
+    fresh_process_since_.reset();
     training_paused_ = false;
     if (held_since_) training_held_ += sim_.now() - *held_since_;
     held_since_.reset();
     training_since_ = sim_.now();
     training_started_ = sim_.now();
     if (switched) ++training_switch_ins_;
+  }
+
+  // Cycles: the end of the inference phase a request was issued in (every request of the
+  // workload arrives inside one: the first at its start, the others at an answer within it),
+  // which bounds what counts as answered in its phase and whether it issues the next one.
+  std::optional<Duration> phase_end_of(const Request& request) const {
+    if (config_.workload.kind != WorkloadKind::Cycles) return std::nullopt;
+    const Duration cycle = config_.workload.cycle;
+    return cycle * (request.arrival.ns() / cycle.ns() + 1);
   }
 
   Request cycle_request(Duration at) const {
@@ -703,7 +725,6 @@ class GpuServer {
       const Duration inference_end = w.cycle * (2 * r + 2);
       sim_.schedule_at(inference_start, kPhase, [this, inference_end] {
         cycle_inference_until_ = inference_end;
-        cycle_phase_end_ = inference_end;
         ++issued_;
         arrive(cycle_request(sim_.now()));
       });
@@ -734,7 +755,6 @@ class GpuServer {
   std::deque<std::int64_t> in_flight_at_arrival_;
   std::priority_queue<Duration, std::vector<Duration>, std::greater<>> unanswered_;
   std::optional<Duration> cycle_inference_until_;
-  std::optional<Duration> cycle_phase_end_;  // end of the latest inference phase
   std::int64_t completed_in_phase_ = 0;      // cycles: completions inside their inference phase
 
   int standby_;
@@ -755,6 +775,9 @@ class GpuServer {
   // [Training held]): summed, and the start of the hold in progress.
   Duration training_held_;
   std::optional<Duration> held_since_;
+  // Note [Fresh processes]: when the fresh process that training resumes in began to start,
+  // while it starts (psw serve semantics: a serving profile).
+  std::optional<Duration> fresh_process_since_;
   std::int64_t switched_ = 0;
   std::int64_t standby_waits_ = 0;
   Duration startup_sum_;

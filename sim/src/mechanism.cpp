@@ -151,7 +151,8 @@ MechanismModel::ComputeCosts MechanismModel::compute_costs(const PerModel& pm, T
 }
 
 SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration stop,
-                                       std::optional<std::uint32_t> previous, std::int64_t prompt_tokens) const {
+                                       std::optional<std::uint32_t> previous, std::int64_t prompt_tokens,
+                                       Duration process_started_ago) const {
   const PerModel& pm = costs_of(model, task);
   const ComputeCosts work = compute_costs(pm, task, prompt_tokens);
   const Duration tail = task == Task::Training ? pm.backward : Duration::zero();
@@ -170,8 +171,9 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
       return {stop + pm.first_layer_fault, stop + pm.um_migration + work.forward + tail, true};
     case Mechanism::StopAndStart:
     case Mechanism::TwoProcesses: {
-      const Duration prep = hardware_.process_start + hardware_.framework_start +
-                            hardware_.cuda_context_create + hardware_.cuda_malloc;
+      const Duration prep = max(Duration::zero(), hardware_.process_start + hardware_.framework_start +
+                                                      hardware_.cuda_context_create + hardware_.cuda_malloc -
+                                                      process_started_ago);
       const Duration start = max(stop, prep + pm.single_copy) + sync;
       // Note [First forward in a fresh process]: measured for requests; a training job's first
       // step in its fresh process is not (its resumption pays its layers' times only).

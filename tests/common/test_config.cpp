@@ -327,17 +327,25 @@ TEST(ConfigShippedHardware, H200Measurements) {
   EXPECT_GT(hw.pinned.bandwidth.bytes_per_second(), 45'000'000'000);  // PCIe Gen5 x16
   EXPECT_LT(hw.pinned.bandwidth.bytes_per_second(), 64'000'000'000);
   EXPECT_LT(hw.pageable.bandwidth.bytes_per_second(), hw.pinned.bandwidth.bytes_per_second());
-  for (const char* fitted : {"startup.framework_start_ns", "memory.cuda_malloc_ns", "memory.ipc_handle_open_ns",
+  for (const char* fitted : {"memory.cuda_malloc_ns", "memory.ipc_handle_open_ns",
                              "link.pageable.bandwidth_bytes_per_s", "unified_memory.page_fault_ns",
                              "mps.inference_slowdown_percent", "time_slicing.inference_share_percent"}) {
     EXPECT_NE(hw.source.note.find(std::string(fitted) + " fitted by psw calibrate to results/gpu/"), std::string::npos)
         << fitted << " has no source in the note";
   }
   EXPECT_NE(hw.mps.inference_slowdown_percent, base.mps.inference_slowdown_percent);
+  // Note [Adopting a worker start]: a fresh process's start, split as the server measured it,
+  // and each served model's first forward in it.
+  EXPECT_NE(hw.source.note.find("startup.process_start_ns, cuda_context_ns, framework_start_ns and first_forward "
+                                "adopted by psw calibrate from the server's split of "),
+            std::string::npos);
   EXPECT_NE(hw.framework_start, base.framework_start);
+  EXPECT_NE(hw.cuda_context_create, base.cuda_context_create);
+  EXPECT_NE(hw.process_start, base.process_start);
+  for (const char* model : {"resnet152", "inception_v3", "bert_base"}) {
+    EXPECT_TRUE(hw.first_forward.contains(model)) << model;
+  }
   // What no run has calibrated stays the base's estimate.
-  EXPECT_EQ(hw.cuda_context_create, base.cuda_context_create);
-  EXPECT_EQ(hw.process_start, base.process_start);
   EXPECT_EQ(hw.group_sync, base.group_sync);
   EXPECT_EQ(hw.worker_cleanup, base.worker_cleanup);
   EXPECT_EQ(hw.mps.training_slowdown_percent, base.mps.training_slowdown_percent);

@@ -58,8 +58,12 @@ class MechanismModel {
   // nothing is switched: the model alone on the GPU (see resident_run for the slowdown).
   // `prompt_tokens` (inference of a decoder whose profile has a prefill curve; 0: the
   // profile's prompt) scales the forward's compute, not its transfers (Note [Prefill curve]).
+  // `process_started_ago` (stop-and-start, two processes): a fresh process started that long
+  // ago for another task serves this one, which waits only for the rest of its start (Note
+  // [Fresh processes] in the runtime's controller.cpp).
   SwitchInCost switch_in(std::uint32_t model, Task task, Duration stop,
-                         std::optional<std::uint32_t> previous, std::int64_t prompt_tokens = 0) const;
+                         std::optional<std::uint32_t> previous, std::int64_t prompt_tokens = 0,
+                         Duration process_started_ago = Duration::zero()) const;
   // Running `model` when it is already active on the GPU. Under MPS an inference beside a
   // training job that is resident and running is slowed down by the profile's factor
   // (Note [MPS slowdown] in mechanism.cpp); alone on the GPU it runs at the ready speed.
