@@ -25,6 +25,8 @@
 #       task as stop-and-start)                       and machine as its fit); Figure 6's
 #                                                     stop-and-start of that call is validated by
 #                                                     scripts/resimulate-figures.sh;
+#       stop-and-start, two-processes                 on raw-serve-2026-12-03-fresh-b (a third
+#                                                     machine, the same afternoon);
 #       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
 #       the memory ablations                          of 2026-12-02, another machine): the held-out
 #                                                     run of the ablation fits after Note [Message
@@ -63,7 +65,7 @@ serving_of() {  # RUN_FOLDER
     raw-figures-2026-12-02-c) echo "$runs/raw-figures-2026-12-02-c/serving-h200.yaml" ;;
     raw-figures-2026-12-02-mps-batch-*) serving_at_batch "$(batch_of "$1")" "$1" ;;
     # Its request path was not measured in that call: the morning's first call's (calibrate-load).
-    raw-serve-2026-12-03-fresh) echo "$runs/raw-serve-2026-12-03-fresh/serving-h200-from-load-starts.yaml" ;;
+    raw-serve-2026-12-03-fresh*) echo "$1/serving-h200-from-load-starts.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -138,12 +140,13 @@ validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) a
 }
 validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced pipeswitch
 validate_on "$runs/raw-serve-2026-12-03-fresh" two-processes
+validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh 2026-12-02-c \
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"
