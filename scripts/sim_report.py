@@ -835,9 +835,10 @@ def sec_h200(d, groups, profiles):
         if pv:
             L.append("- **Utilisation** (Figure 6): PipeSwitch delivers %s of Ready's throughput on the "
                      "H200 for every cycle down to 1 s." % pct_range(min(pv), max(pv)))
-    L.append("- The H200's group sync, process start, CUDA context, worker cleanup, MPS training slowdown and "
-             "unified-memory migration numbers are still estimates (see the profile); the framework start is "
-             "fitted with process start and context at their estimates, not measured apart.")
+    L.append("- The H200's group sync, worker cleanup, MPS training slowdown and unified-memory migration numbers "
+             "are still estimates (see the profile); its process start, CUDA context, framework start and each "
+             "model's first forward in a fresh process are adopted from the server's split of a stop-and-start "
+             "run on one machine (they moved by about 60% on another).")
     return "\n".join(L)
 
 
