@@ -306,9 +306,11 @@ def sec_setup(d, profiles, plan_ok, groups, base):
                  "contention]), which replace its factor for that job. Every number carries its source in "
                  "`configs/hardware/*.yaml`. The H200 profile is `results/profiles/h200-calibrated.yaml` "
                  "(adopted by `scripts/adopt-profiles.sh`): its links as `psw profile --link` measured them on the "
-                 "lent H200, and the costs that `scripts/calibrate-h200.sh` fitted to the server's recorded runs "
-                 "(framework start, cudaMalloc, IPC open, the pageable link's bandwidth, unified memory's page "
-                 "fault, MPS's inference slowdown and its contention points, the time-sliced inference's share); "
+                 "lent H200, the costs that `scripts/calibrate-h200.sh` fitted to the server's recorded runs "
+                 "(cudaMalloc, IPC open, the pageable link's bandwidth, unified memory's page "
+                 "fault, MPS's inference slowdown and its contention points, the time-sliced inference's share) "
+                 "and the ones it adopted from the server's split of a stop-and-start run's process starts (process "
+                 "start, CUDA context, framework start, each model's first forward in the new process); "
                  "its other costs are the "
                  "estimates of `configs/hardware/h200-pcie5-base.yaml`.\n")
     lines.append(
@@ -813,8 +815,9 @@ def sec_h200(d, groups, profiles):
     h_ratio, v_ratio = ratio_range(d, H200), ratio_range(d, V100)
     L.append(
         "- **Stop-and-start: %.1f s** for ResNet-152 (V100: %.1f s). A new worker process costs %.1f s in the "
-        "profile (its framework start fitted to the server's stop-and-start run on the H200; a Python process "
-        "importing PyTorch 2.11 took 9.3–9.7 s there). Stop-and-start takes %.0f–%.0f× PipeSwitch's latency on "
+        "profile (adopted from the server's split of a stop-and-start run's starts on the H200: LibTorch's "
+        "process, its context and three models built; a Python process importing PyTorch 2.11 took 9.3–9.7 s "
+        "there). Stop-and-start takes %.0f–%.0f× PipeSwitch's latency on "
         "the H200 against %.0f–%.0f× on the V100: PipeSwitch gained %s than a process start did, so the case "
         "for standby workers is %s on current hardware and software." % (
             (ss / 1000 if ss else float("nan"), ss_v / 1000 if ss_v else float("nan"), new_process_h)
