@@ -301,7 +301,8 @@ class GpuServer {
 
   struct ModelStats {
     LatencyHistogram latency;
-    // Note [Request path]: the engine's part alone (dispatch, or a fresh process ready, to the
+    // Note [Request path]: the engine's part alone (from a worker taking the request: the
+    // dispatch, after any wait for a standby worker or for a fresh process to start, to the
     // forward's end, less the server's own steps), what a live server reports as psw_engine_ns.
     LatencyHistogram engine;
     // Note [Latency parts]: with a serving profile, the server's whole time (arrival to the
@@ -585,7 +586,7 @@ class GpuServer {
     in_flight_at_arrival_.push_back(static_cast<std::int64_t>(queue_.size() + (serving ? 1 : 0) + unanswered_.size()));
   }
 
-  // `engine_from`: when the engine's clock starts (the dispatch, or a fresh process ready).
+  // `engine_from`: when the engine's clock starts (a standby worker or a fresh process taking it).
   void complete(const Request& request, Duration dispatched, Duration startup, Duration engine_from, bool switched) {
     const Duration now = sim_.now();
     // When the client has the answer (Note [Request path]): the server's completion, plus the
