@@ -41,7 +41,9 @@
 #     Each run is simulated with the request path calibrated in its own session (serving-h200.yaml
 #     of raw-figures-2026-12-01-a for 2026-12-01's runs, of raw-figures-2026-12-02-a for
 #     2026-12-02's morning runs, of raw-figures-2026-12-02-c for its afternoon's; the batch runs
-#     were simulated with batch 8's training step, as they ran). Writes results/validation/calibrated/<run>/<mechanism>{,-uncalibrated}/ and a
+#     were simulated with batch 8's training step, as they ran; the fresh runs of 2026-12-03 with
+#     the path that morning's first call fitted on its own machine, a few ms beside seconds of
+#     start). Writes results/validation/calibrated/<run>/<mechanism>{,-uncalibrated}/ and a
 #     table in results/validation/calibrated/README.md.
 #
 #   scripts/calibrate-h200.sh [BUILD_DIR]
