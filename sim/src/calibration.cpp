@@ -6,6 +6,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/sim/gpu_server.hpp"
+#include "psw/sim/validation.hpp"
 
 namespace psw::sim {
 
@@ -252,24 +253,16 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
     throw InputError(std::string(kWorkerStartCost) + " is adopted from a run of stop-and-start or two-processes, but " +
                      config.source.string() + " is of " + to_string(config.mechanism));
   }
-  const auto starts = measured_summary.find("worker_starts");
-  if (starts == measured_summary.end() || !starts->is_object() || !starts->contains("count") ||
-      !(*starts)["count"].is_number_integer() || !starts->contains("mean_ms") || !(*starts)["mean_ms"].is_object()) {
-    throw InputError(origin + ": no worker_starts with an integer count and mean_ms (a run before Note [Worker starts "
-                              "measured], or one in which no worker started)");
+  const std::optional<MeasuredWorkerStart> measured = measured_worker_start(measured_summary, origin);
+  if (!measured) {
+    throw InputError(origin + ": no worker_starts (a run before Note [Worker starts measured], or one in which no "
+                              "worker started)");
   }
-  auto mean_of = [&](const char* phase) {
-    const nlohmann::json& mean = (*starts)["mean_ms"];
-    if (!mean.contains(phase) || !mean[phase].is_number()) {
-      throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
-    }
-    return mean[phase].get<double>();
-  };
   WorkerStartAdoption out;
-  out.starts = (*starts)["count"].get<std::int64_t>();
-  out.process_ms = mean_of("process");
-  out.context_ms = mean_of("context");
-  out.framework_ms = mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other");
+  out.starts = measured->starts;
+  out.process_ms = measured->process_ms;
+  out.context_ms = measured->context_ms;
+  out.framework_ms = measured->framework_ms;
   const double malloc_ms = static_cast<double>(config.hardware.cuda_malloc.ns()) / 1e6;
   if (out.framework_ms < malloc_ms) {
     throw InputError(detail::concat(origin, ": the starts' rest, ", out.framework_ms,

@@ -104,6 +104,24 @@ std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, 
                               hardware.framework_start + hardware.cuda_malloc};
 }
 
+std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin) {
+  const auto starts = summary.find("worker_starts");
+  if (starts == summary.end()) return std::nullopt;
+  if (!starts->is_object() || !starts->contains("count") || !(*starts)["count"].is_number_integer() ||
+      !starts->contains("mean_ms") || !(*starts)["mean_ms"].is_object()) {
+    throw InputError(origin + ": worker_starts needs an integer count and an object mean_ms");
+  }
+  const nlohmann::json& mean = (*starts)["mean_ms"];
+  auto mean_of = [&](const char* phase) {
+    if (!mean.contains(phase) || !mean[phase].is_number()) {
+      throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
+    }
+    return mean[phase].get<double>();
+  };
+  return MeasuredWorkerStart{(*starts)["count"].get<std::int64_t>(), mean_of("process"), mean_of("context"),
+                             mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other")};
+}
+
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
                                    const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
@@ -148,24 +166,16 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     }
   }
   // Note [Worker start rows]: where the server split the starts of the workload.
-  if (worker_start && measured.contains("worker_starts")) {
-    const nlohmann::json& starts = measured["worker_starts"];
-    auto mean_of = [&](const char* phase) {
-      if (!starts.is_object() || !starts.contains("mean_ms") || !starts["mean_ms"].is_object() ||
-          !starts["mean_ms"].contains(phase) || !starts["mean_ms"][phase].is_number()) {
-        throw InputError(std::string("the measured summary's worker_starts has no number mean_ms.") + phase);
-      }
-      return starts["mean_ms"][phase].get<double>();
-    };
-    const double process = mean_of("process");
-    const double context = mean_of("context");
-    const double framework = mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other");
+  const std::optional<MeasuredWorkerStart> measured_start =
+      worker_start ? measured_worker_start(measured, "the measured summary") : std::nullopt;
+  if (measured_start) {
+    const MeasuredWorkerStart& m = *measured_start;
     auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
-    report.rows.push_back({"all", "worker_start_ms", ms(worker_start->total()), process + context + framework,
-                           tolerance});
-    report.rows.push_back({"all", "worker_start_process_ms", ms(worker_start->process), process, tolerance});
-    report.rows.push_back({"all", "worker_start_context_ms", ms(worker_start->context), context, tolerance});
-    report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), framework, tolerance});
+    report.rows.push_back({"all", "worker_start_ms", ms(worker_start->total()),
+                           m.process_ms + m.context_ms + m.framework_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_process_ms", ms(worker_start->process), m.process_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_context_ms", ms(worker_start->context), m.context_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), m.framework_ms, tolerance});
   }
   auto throughput = [](const nlohmann::json& summary, const char* side) {
     if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {

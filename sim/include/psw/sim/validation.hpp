@@ -147,6 +147,17 @@ struct SimulatedWorkerStart {
 // The charge of `hardware` under `mechanism`, or nothing for a mechanism without fresh processes.
 std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, const HardwareProfile& hardware);
 
+// psw load's `worker_starts` of a summary (Note [Worker starts measured]) in the simulator's
+// three parts: the framework part is every phase after the context. Nothing when the summary
+// has no such key; InputError naming `origin` when it lacks the count or a phase.
+struct MeasuredWorkerStart {
+  std::int64_t starts = 0;
+  double process_ms = 0;
+  double context_ms = 0;
+  double framework_ms = 0;  // memory + models + training + other
+};
+std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin);
+
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
                                    const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
