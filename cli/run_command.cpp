@@ -136,6 +136,10 @@ void run(const RunOptions& o) {
         {"profile_compute_ms", r.profile_compute.ms()},
         {"predicted_startup_ms", r.predicted.startup.ms()},
         {"prediction_error", r.prediction_error()}};
+    if (!o.graph && spec.mechanism != Mechanism::Ready) {  // Note [Host time of an eager switch]
+      out["host_prepare_ms"] = {{"median", r.host_prepare.median_ms}, {"p99", r.host_prepare.p99_ms}};
+      out["host_forward_ms"] = {{"median", r.host_forward.median_ms}, {"p99", r.host_forward.p99_ms}};
+    }
     if (r.measured) out["traced_switch_ms"] = {{"total", r.measured->total.ms()}, {"startup", r.measured->startup.ms()}};
     if (r.decoder) {
       const exec::DecoderReport& d = *r.decoder;
@@ -190,6 +194,10 @@ void run(const RunOptions& o) {
   std::printf("%-18s median %.3f ms (latency - ready)\n", "overhead", r.overhead_ms());
   std::printf("%-18s median %.3f ms  p99 %.3f ms (device: switch begins -> first layer)\n", "startup",
               r.startup.median_ms, r.startup.p99_ms);
+  if (!o.graph && spec.mechanism != Mechanism::Ready) {  // Note [Host time of an eager switch]
+    std::printf("%-18s prepare median %.3f ms, forward's calls median %.3f ms (host, eager switch)\n", "host",
+                r.host_prepare.median_ms, r.host_forward.median_ms);
+  }
   std::printf("%-18s %.3f ms predicted by the timeline from %s on %s; pipeline bound %.3f ms\n", "prediction",
               r.predicted.total.ms(), spec.profile_origin.c_str(), spec.hardware.name.c_str(), r.bound.ms());
   if (r.decoder) {

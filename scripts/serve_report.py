@@ -153,6 +153,39 @@ def print_worker_starts(raw):
     print()
 
 
+def print_eager_switches(raw):
+    """Per case, the host's time in the server's eager switches (Note [Eager switches measured])."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(raw, "validation", "*", "measured", "summary.json"))):
+        eager = load(path).get("eager_switches")
+        if not eager:
+            continue
+        case = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        engine = {}
+        validation = os.path.join(os.path.dirname(os.path.dirname(path)), "validation.json")
+        if os.path.exists(validation):
+            for r in load(validation)["rows"]:
+                if r["measure"] == "engine_mean_ms":
+                    engine[r["scope"]] = r["measured"]
+        for model, e in sorted(eager.items()):
+            rows.append((case, model, e, engine.get(model)))
+    if not rows:
+        return
+    print("## The host's time in eager switches (Note [Host time of an eager switch])\n")
+    print("Where the server cannot replay a switch from its graph (per-group memory, per-tensor")
+    print("allocations, pageable copies), the worker times its host calls: prepare (memory made ready,")
+    print("copies enqueued) and the forward's calls; means over the case's switches, in ms, beside the")
+    print("engine's measured mean (the device's input on it to the forward's end).\n")
+    print("| case | model | switches | host prepare | host forward | host total | engine mean |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for case, model, e, engine in rows:
+        total = e["prepare_mean_ms"] + e["forward_mean_ms"]
+        cell = "-" if engine is None else f"{engine:.3f}"
+        print(f"| {case} | {model} | {e['count']} | {e['prepare_mean_ms']:.3f} | {e['forward_mean_ms']:.3f} | "
+              f"{total:.3f} | {cell} |")
+    print()
+
+
 def print_engine_alone(raw):
     """Part `engine`: psw run of each model by itself, per mechanism, as its JSON says."""
     paths = sorted(glob.glob(os.path.join(raw, "engine", "*.json")))
@@ -163,13 +196,17 @@ def print_engine_alone(raw):
     print("resident forward eagerly and as a graph, and the prediction from the model and hardware")
     print("profiles the run planned with. `-graph` replays the switch as one captured graph; the other")
     print("rows run eagerly, as the server runs its ablations.\n")
-    print("| model | mechanism | switch median (ms) | p99 (ms) | startup (ms) | ready eager (ms) | ready graph (ms) | predicted (ms) | switch / predicted |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("Host prepare and host forward: the eager switch's host calls (Note [Host time of an eager")
+    print("switch]); '-' for a graph replay or a run made before they were timed.\n")
+    print("| model | mechanism | switch median (ms) | p99 (ms) | startup (ms) | host prepare (ms) | host forward (ms) | ready eager (ms) | ready graph (ms) | predicted (ms) | switch / predicted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in paths:
         d = load(path)
         mode = d["mode"] + ("-graph" if d["graph"] else "")
         switch = d["latency_ms"]["median"]
+        host = lambda key: f"{d[key]['median']:.3f}" if key in d else "-"
         print(f"| {d['model']} | {mode} | {switch:.3f} | {d['latency_ms']['p99']:.3f} | {d['startup_ms']['median']:.3f} | "
+              f"{host('host_prepare_ms')} | {host('host_forward_ms')} | "
               f"{d['ready_ms']['median']:.3f} | {d['ready_graph_ms']['median']:.3f} | {d['predicted_ms']:.3f} | "
               f"{switch / d['predicted_ms']:.2f} |")
     print()
@@ -374,6 +411,7 @@ def main():
                       f"{r['tolerance'] * 100:.0f}% | {r['status']} |")
             print()
     print_worker_starts(raw)
+    print_eager_switches(raw)
     print_engine_alone(raw)
     if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")

@@ -1,6 +1,7 @@
 #include "psw/exec/pipeline.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "psw/common/error.hpp"
 
@@ -174,11 +175,24 @@ void PipelineEngine::poison_device_parameters(std::uint8_t value) {
 
 torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
+  // Note [Host time of an eager switch]: from here to the forward's first call, and the
+  // forward's calls.
+  using HostClock = std::chrono::steady_clock;
+  const HostClock::time_point entered = HostClock::now();
+  auto host_ns = [](HostClock::duration d) {
+    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  auto timed_forward = [&](const LayerGate& gate) {
+    const HostClock::time_point forward_called = HostClock::now();
+    torch::Tensor out = forward_marked(input, gate);
+    eager_host_ = {host_ns(forward_called - entered), host_ns(HostClock::now() - forward_called)};
+    return out;
+  };
   if (mode_ == TransferMode::OnDemand) {
     // Unified memory: nothing to copy; the forward touches the pages and they migrate. The
     // copy stream stays out of it (begin_switch would fork it into a graph capture).
     backend_.mark(kMarkBegin);
-    return forward_marked(input, [](std::size_t) {});
+    return timed_forward([](std::size_t) {});
   }
   backend_.begin_switch(groups_.size());
   backend_.mark(kMarkBegin);
@@ -190,7 +204,7 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
       fresh.copy_(view_as(host_, slot.offset, slot.bytes, slot.dtype, slot.sizes), /*non_blocking=*/true);
       slot.tensor.set_data(fresh);
     }
-    return forward_marked(input, [](std::size_t) {});
+    return timed_forward([](std::size_t) {});
   }
 
   // Enqueue every group's copy at once; the copy stream runs them back to back.
@@ -224,7 +238,7 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   }
   // Groups are consecutive in execution order, so the running group only moves forward.
   std::size_t running = groups_.size();  // none yet
-  torch::Tensor out = forward_marked(input, [this, &waited, &running](std::size_t layer) {
+  torch::Tensor out = timed_forward([this, &waited, &running](std::size_t layer) {
     const std::size_t g = group_of_layer_[layer];
     const bool entering = g != running;
     if (tracing_ && entering && running < groups_.size()) backend_.mark(trace_compute_end(running));
@@ -272,6 +286,7 @@ void PipelineEngine::capture_graphs(const torch::Tensor& example, bool traced) {
 torch::Tensor PipelineEngine::switch_in_and_run_graph(const torch::Tensor& input, bool traced) {
   PSW_CHECK(graph_switch_output_.defined(), "capture_graphs() first");
   graph_input_.copy_(input, /*non_blocking=*/true);
+  eager_host_ = {};
   backend_.replay(traced ? traced_switch_graph_ : switch_graph_);
   return traced ? graph_traced_output_ : graph_switch_output_;
 }
@@ -315,6 +330,7 @@ Timeline PipelineEngine::measured_timeline() {
 torch::Tensor PipelineEngine::run_resident_graph(const torch::Tensor& input) {
   PSW_CHECK(graph_resident_output_.defined(), "capture_graphs() first");
   graph_input_.copy_(input, /*non_blocking=*/true);
+  eager_host_ = {};
   backend_.replay(resident_graph_);
   return graph_resident_output_;
 }
@@ -334,6 +350,7 @@ torch::Tensor PipelineEngine::forward_marked(const torch::Tensor& input, const L
 
 torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) {
   torch::NoGradGuard no_grad;
+  eager_host_ = {};
   backend_.mark(kMarkBegin);
   // Note [Per-group handles]: the parameters are in the daemon's memory; reaching them still
   // takes the handles.

@@ -195,6 +195,8 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   std::vector<Duration> switch_wall;
   std::vector<Duration> switch_startup;
   std::vector<Duration> device_total;
+  std::vector<Duration> host_prepare;
+  std::vector<Duration> host_forward;
   auto wall = [&](auto&& fn) {
     backend->synchronize();
     const auto t0 = std::chrono::steady_clock::now();
@@ -234,6 +236,11 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
         switch_wall.push_back(w);
         switch_startup.push_back(t.startup);
         device_total.push_back(t.total);
+        if (!spec.graph) {
+          const EagerHostTimes host = engine.last_eager_host_times();
+          host_prepare.push_back(host.prepare);
+          host_forward.push_back(host.forward);
+        }
       }
     }
   }
@@ -242,6 +249,8 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   report.latency = switches ? latency_stats(switch_wall) : report.ready;
   report.startup = latency_stats(switch_startup);
   report.device_total = latency_stats(device_total);
+  report.host_prepare = latency_stats(host_prepare);
+  report.host_forward = latency_stats(host_forward);
   report.predicted = evaluate_timeline(costs, plan.groups);
   report.bound = pipeline_bound(costs);
   report.param_bytes = costs.total_bytes();

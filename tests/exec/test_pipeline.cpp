@@ -229,8 +229,12 @@ TEST(Pipeline, PerGroupMemoryIsOpenedEverySwitchAndClosedAfterTheTask) {
   };
   EXPECT_TRUE(all_unbound()) << "the model's tensors are bound before any switch";
   EXPECT_EQ(opened, 0u);
+  EXPECT_EQ(engine.last_eager_host_times().forward, Duration::zero());
   EXPECT_LT(relative_error(engine.switch_in_and_run(input), reference), 1e-5);
   EXPECT_EQ(opened, with_parameters);
+  // Note [Host time of an eager switch]: the opens, bindings and copies before the forward.
+  EXPECT_GT(engine.last_eager_host_times().prepare, Duration::zero());
+  EXPECT_GT(engine.last_eager_host_times().forward, Duration::zero());
   EXPECT_EQ(engine.group_opens(), with_parameters);
   EXPECT_EQ(closed, 0u) << "group memory closed during the task";
   engine.close_groups();
@@ -239,6 +243,8 @@ TEST(Pipeline, PerGroupMemoryIsOpenedEverySwitchAndClosedAfterTheTask) {
   // A resident run opens the handles again and reads what the switch left in the daemon's memory.
   EXPECT_LT(relative_error(engine.run_resident(input), reference), 1e-5);
   EXPECT_EQ(opened, 2 * with_parameters);
+  EXPECT_EQ(engine.last_eager_host_times().prepare, Duration::zero()) << "a resident run is no switch";
+  EXPECT_EQ(engine.last_eager_host_times().forward, Duration::zero());
   engine.close_groups();
   // It reads the daemon's memory, nothing of its own: zeroed there, the output changes...
   for (auto& d : daemon) d.zero_();

@@ -36,6 +36,12 @@ assert summary["models"]["bert_base"]["engine_latency"]["count"] == 4, summary
 assert summary["generated"] == 4 and summary["requests"] == 4 and summary["errors"] == 0, summary
 assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["latency"]["count"] == 4, summary
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
+# Note [Eager switches measured]: `host` replays no graphs and the cache is off, so each of the
+# four requests switched eagerly, and the server's host time for them is in the summary.
+eager = summary["eager_switches"]
+assert list(eager) == ["bert_base"] and eager["bert_base"]["count"] == 4, eager
+assert eager["bert_base"]["prepare_mean_ms"] > 0 and eager["bert_base"]["forward_mean_ms"] > 0, eager
+assert "eager_switches" not in json.load(open(f"{sim_dir}/summary.json")), "the simulator has no host times"
 PY
 # Senders sharing one connection (Note [Client connections]), after a warm-up request: every
 # request answered, the warm-up not among them, and the protocol part of each (the latency less

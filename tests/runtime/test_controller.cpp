@@ -400,6 +400,20 @@ training:
   EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
   EXPECT_EQ(stats.worker_restarts, 0);
   EXPECT_GE(stats.preemptions, 1);
+  // Note [Host time of an eager switch]: `host` captures no graphs, so every switch ran
+  // eagerly and its host time was counted per model, for psw load in the metrics.
+  const std::string metrics = controller->metrics_text();
+  for (const std::string model : {"bert_base", "resnet152"}) {
+    ASSERT_TRUE(stats.eager_switch_host.contains(model)) << model;
+    const ControllerStats::EagerSwitchHost& host = stats.eager_switch_host.at(model);
+    EXPECT_EQ(host.switches, 2) << model;
+    EXPECT_GT(host.forward_ns, 0) << model;
+    if (per_group) EXPECT_GT(host.prepare_ns, 0) << model << ": opening its groups took no time";
+    EXPECT_NE(metrics.find("psw_eager_switches_total{model=\"" + model + "\"} 2\n"), std::string::npos) << metrics;
+    EXPECT_NE(metrics.find("psw_eager_switch_host_seconds_total{model=\"" + model + "\",part=\"forward\"} "),
+              std::string::npos)
+        << metrics;
+  }
   // The job's state equals as many uninterrupted steps of the same job, bit for bit.
   const torch::Tensor reference = uninterrupted_state(*config.training, steps);
   const auto [data, size] = controller->training_segment();

@@ -191,5 +191,41 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   EXPECT_THROW((void)parse_worker_start_totals(negative), InputError);
 }
 
+TEST(EagerSwitchesMeasured, PerModelTheMeanHostTimeOfTheWorkloadsEagerSwitches) {
+  auto text = [](int resnet, double prepare_s, double forward_s) {
+    return "psw_eager_switches_total{model=\"resnet152\"} " + std::to_string(resnet) +
+           "\npsw_eager_switches_total{model=\"bert_base\"} 3\n"
+           "psw_eager_switch_host_seconds_total{model=\"resnet152\",part=\"prepare\"} " + std::to_string(prepare_s) +
+           "\npsw_eager_switch_host_seconds_total{model=\"resnet152\",part=\"forward\"} " + std::to_string(forward_s) +
+           "\npsw_eager_switch_host_seconds_total{model=\"bert_base\",part=\"prepare\"} 0.003\n"
+           "psw_eager_switch_host_seconds_total{model=\"bert_base\",part=\"forward\"} 0.006\npsw_requests_total 7\n";
+  };
+  const auto before = parse_eager_switch_totals(text(2, 0.01, 0.004));
+  const auto after = parse_eager_switch_totals(text(6, 0.03, 0.012));
+  ASSERT_EQ(after.size(), 2U);
+  EXPECT_EQ(after.at("resnet152").switches, 6);
+  EXPECT_DOUBLE_EQ(after.at("bert_base").forward_seconds, 0.006);
+  const nlohmann::json eager = eager_switches_json(before, after);
+  EXPECT_EQ(eager["resnet152"]["count"], 4);
+  EXPECT_NEAR(eager["resnet152"]["prepare_mean_ms"].get<double>(), 5.0, 1e-9);  // 20 ms over 4 switches
+  EXPECT_NEAR(eager["resnet152"]["forward_mean_ms"].get<double>(), 2.0, 1e-9);
+  EXPECT_FALSE(eager.contains("bert_base"));  // no eager switch of it in between
+  // A model first counted during the workload: all of its switches are the workload's.
+  const nlohmann::json from_nothing = eager_switches_json({}, after);
+  EXPECT_EQ(from_nothing["bert_base"]["count"], 3);
+  EXPECT_NEAR(from_nothing["bert_base"]["forward_mean_ms"].get<double>(), 2.0, 1e-9);
+  EXPECT_TRUE(eager_switches_json(after, after).is_null());  // none switched eagerly: no key
+  EXPECT_THROW((void)eager_switches_json(after, before), InputError);  // fewer after: another server
+  EXPECT_THROW((void)eager_switches_json(after, {}), InputError);      // a model gone: another server
+  EXPECT_TRUE(parse_eager_switch_totals("psw_requests_total 7\n").empty());  // graphs only, or not a psw serve
+  EXPECT_THROW((void)parse_eager_switch_totals("psw_eager_switches_total{model=\"resnet152\"} 3\n"), InputError);
+  EXPECT_THROW((void)parse_eager_switch_totals(text(2, 0.01, 0.004) +
+                                               "psw_eager_switch_host_seconds_total{model=\"resnet152\",part=\"lunch\"} 1\n"),
+               InputError);
+  std::string negative = text(2, 0.01, 0.004);
+  negative.replace(negative.find("} 0.003"), 7, "} -0.003");
+  EXPECT_THROW((void)parse_eager_switch_totals(negative), InputError);
+}
+
 }  // namespace
 }  // namespace psw::runtime

@@ -61,6 +61,26 @@ struct SwitchTiming {
   Duration total;    // until the forward is done
 };
 
+// Note [Host time of an eager switch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A switch replayed from its graph costs the host one launch; an eager one (per-group memory,
+// per-tensor allocations, pageable copies: the ablations the server cannot capture) costs it
+// every call into CUDA and LibTorch, and the device waits where the host is slower. The
+// device-side times cannot say how much of a slow eager switch is host: so the engine times,
+// on the host's steady clock, the two parts of its last eager switch_in_and_run:
+//   prepare  entry -> the forward's first call: the memory made ready and the copies enqueued
+//            (per group: its open, its tensors bound to it, its copies; per tensor: the
+//            allocation, its copy, its binding)
+//   forward  the forward's calls, every layer's kernels enqueued (and, pageable, the host's
+//            waits in copies that the driver stages through its own buffer)
+// Both zero after a graph replay or a resident run. The server sums them per model
+// (psw_eager_switch_host_seconds_total), psw load reads the sums around a workload (Note
+// [Eager switches measured], load_generator.hpp).
+struct EagerHostTimes {
+  Duration prepare;
+  Duration forward;
+};
+
 class PipelineEngine {
  public:
   static constexpr std::size_t kMarkBegin = 0;
@@ -107,6 +127,9 @@ class PipelineEngine {
   void poison_device_parameters(std::uint8_t value = 0xFF);
   // Waits for the last switch_in_and_run / run_resident and returns its device-side times.
   SwitchTiming last_timing();
+  // Note [Host time of an eager switch]: of the last switch_in_and_run outside a graph
+  // capture; zero after a graph replay or a resident run.
+  EagerHostTimes last_eager_host_times() const { return eager_host_; }
 
   // Note [After the task]: what a mode undoes once the task's reply is out, off the critical
   // path. close_groups(): waits for the device, unbinds the model's tensors and drops the
@@ -181,6 +204,7 @@ class PipelineEngine {
   std::vector<torch::Tensor> group_memory_; // per group, while open
   std::vector<std::size_t> group_slots_;    // per group, its first slot (slots are in layer order)
   std::uint64_t group_opens_ = 0;
+  EagerHostTimes eager_host_{};  // Note [Host time of an eager switch]
 };
 
 // An engine with a store and a region of its own, made for it (psw run, tests): allocates

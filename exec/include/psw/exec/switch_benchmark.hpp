@@ -66,6 +66,9 @@ struct SwitchBenchmarkReport {
   LatencyStats ready_graph;  // resident forward replayed as a graph (graph runs only)
   LatencyStats startup;      // device: switch begins -> first layer computes
   LatencyStats device_total; // device: switch begins -> forward done
+  // Note [Host time of an eager switch] (pipeline.hpp): of eager switches (empty with graphs).
+  LatencyStats host_prepare;
+  LatencyStats host_forward;
   Timeline predicted;        // the timeline of the plan from the profiles
   Duration bound;            // the pipeline bound from the profiles
   Bytes param_bytes = 0;

@@ -755,6 +755,14 @@ struct Controller::State {
         // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
         response.server_ns = now - p->arrival_ns;
         response.engine_ns = m.times[4] - m.times[3];
+        // Note [Host time of an eager switch]: the worker's times[5] and [6], zero unless the
+        // switch ran eagerly.
+        if (p->transfer && (m.times[5] > 0 || m.times[6] > 0)) {
+          ControllerStats::EagerSwitchHost& host = stats.eager_switch_host[p->model_name];
+          ++host.switches;
+          host.prepare_ns += m.times[5];
+          host.forward_ns += m.times[6];
+        }
         p->reply.set_value(std::move(response));
         return;
       }
@@ -1269,6 +1277,21 @@ std::string Controller::metrics_text() {
   for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
     out << "psw_worker_start_seconds_total{phase=\"" << to_string(static_cast<WorkerStartPhase>(i)) << "\"} "
         << static_cast<double>(s.stats.worker_start_ns[i]) * 1e-9 << "\n";
+  }
+  // Note [Host time of an eager switch] (exec/pipeline.hpp).
+  out << "# HELP psw_eager_switches_total Switches a worker ran eagerly (not replayed from a graph), by model.\n"
+         "# TYPE psw_eager_switches_total counter\n";
+  for (const auto& [model, host] : s.stats.eager_switch_host) {
+    out << "psw_eager_switches_total{model=\"" << model << "\"} " << host.switches << "\n";
+  }
+  out << "# HELP psw_eager_switch_host_seconds_total The host's time in eager switches, by model and part "
+         "(prepare: memory and copies enqueued; forward: the forward's calls).\n"
+         "# TYPE psw_eager_switch_host_seconds_total counter\n";
+  for (const auto& [model, host] : s.stats.eager_switch_host) {
+    out << "psw_eager_switch_host_seconds_total{model=\"" << model << "\",part=\"prepare\"} "
+        << static_cast<double>(host.prepare_ns) * 1e-9 << "\n";
+    out << "psw_eager_switch_host_seconds_total{model=\"" << model << "\",part=\"forward\"} "
+        << static_cast<double>(host.forward_ns) * 1e-9 << "\n";
   }
   out << "# HELP psw_training_held_seconds_total Time the training job was stopped for requests, from stopped at a "
          "layer boundary to running again.\n# TYPE psw_training_held_seconds_total counter\npsw_training_held_seconds_total "

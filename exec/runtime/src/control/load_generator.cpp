@@ -517,6 +517,86 @@ nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerS
   return {{"count", starts}, {"mean_ms", mean}, {"total_mean_ms", total}};
 }
 
+std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::string& metrics_text) {
+  struct Seen {
+    bool count = false, prepare = false, forward = false;
+  };
+  std::map<std::string, EagerSwitchSums> sums;
+  std::map<std::string, Seen> seen;
+  auto number = [](const std::string& line, std::size_t at) {
+    const std::string text = line.substr(at);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || !std::isfinite(value) || value < 0) {
+      throw InputError("the server's metrics: '" + line + "' has no number of at least 0");
+    }
+    return value;
+  };
+  // `rest` follows `{model="`: the model, then the line's other labels and the value.
+  auto model_of = [](const std::string& line, std::size_t at) {
+    const std::size_t quote = line.find('"', at);
+    if (quote == std::string::npos || quote == at) throw InputError("the server's metrics: '" + line + "' names no model");
+    return std::pair{line.substr(at, quote - at), quote + 1};
+  };
+  static const std::string kCount = "psw_eager_switches_total{model=\"";
+  static const std::string kSeconds = "psw_eager_switch_host_seconds_total{model=\"";
+  std::istringstream lines(metrics_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(kCount, 0) == 0) {
+      const auto [model, after] = model_of(line, kCount.size());
+      if (line.compare(after, 2, "} ") != 0) throw InputError("the server's metrics: '" + line + "' is not a model's count");
+      sums[model].switches = static_cast<std::int64_t>(number(line, after + 2));
+      seen[model].count = true;
+    } else if (line.rfind(kSeconds, 0) == 0) {
+      const auto [model, after] = model_of(line, kSeconds.size());
+      static const std::string kPrepare = ",part=\"prepare\"} ", kForward = ",part=\"forward\"} ";
+      if (line.compare(after, kPrepare.size(), kPrepare) == 0) {
+        sums[model].prepare_seconds = number(line, after + kPrepare.size());
+        seen[model].prepare = true;
+      } else if (line.compare(after, kForward.size(), kForward) == 0) {
+        sums[model].forward_seconds = number(line, after + kForward.size());
+        seen[model].forward = true;
+      } else {
+        throw InputError("the server's metrics: '" + line + "' names no part of an eager switch");
+      }
+    }
+  }
+  for (const auto& [model, s] : seen) {
+    if (!(s.count && s.prepare && s.forward)) {
+      throw InputError("the server's metrics have psw_eager_switches_total and psw_eager_switch_host_seconds_total "
+                       "(prepare, forward) not all three for model '" + model + "' (Note [Eager switches measured])");
+    }
+  }
+  return sums;
+}
+
+nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>& before,
+                                   const std::map<std::string, EagerSwitchSums>& after) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [model, a] : after) {
+    EagerSwitchSums b;
+    if (const auto it = before.find(model); it != before.end()) b = it->second;
+    const std::int64_t switches = a.switches - b.switches;
+    if (switches < 0) {
+      throw InputError(detail::concat("the server counted ", a.switches, " eager switches of '", model,
+                                      "' after the workload but ", b.switches, " before it: another server answered"));
+    }
+    if (switches == 0) continue;
+    const auto n = static_cast<double>(switches);
+    out[model] = {{"count", switches},
+                  {"prepare_mean_ms", (a.prepare_seconds - b.prepare_seconds) * 1e3 / n},
+                  {"forward_mean_ms", (a.forward_seconds - b.forward_seconds) * 1e3 / n}};
+  }
+  for (const auto& [model, b] : before) {
+    if (!after.contains(model)) {
+      throw InputError("the server counted eager switches of '" + model +
+                       "' before the workload but none after it: another server answered");
+    }
+  }
+  if (out.empty()) return nullptr;
+  return out;
+}
+
 LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) {
   if (!(std::isfinite(options.time_scale) && options.time_scale > 0)) {
     throw InputError("--time-scale " + std::to_string(options.time_scale) + ": must be a finite number above 0");
@@ -531,29 +611,41 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   // Note [Worker starts measured]: the server's counts around the workload's clock.
   Client metrics(options.target);
   metrics.set_timeout(std::chrono::milliseconds(options.timeout_ms));
-  auto worker_starts = [&]() -> std::optional<WorkerStartTotals> {
+  // The server's counters (Note [Worker starts measured], Note [Eager switches measured]).
+  struct Counters {
+    std::optional<WorkerStartTotals> worker_starts;
+    std::map<std::string, EagerSwitchSums> eager_switches;
+  };
+  auto read_counters = [&]() -> std::optional<Counters> {
+    std::string text;
     try {
-      return parse_worker_start_totals(metrics.metrics());
+      text = metrics.metrics();
     } catch (const ServiceError&) {
       return std::nullopt;  // not a psw serve: no Metrics call
     }
+    return Counters{parse_worker_start_totals(text), parse_eager_switch_totals(text)};
   };
-  std::optional<WorkerStartTotals> before;
+  std::optional<Counters> before;
   LoadOptions counted = options;
   counted.at_clock_start = [&] {
     if (options.at_clock_start) options.at_clock_start();
-    before = worker_starts();
+    before = read_counters();
   };
-  std::optional<WorkerStartTotals> after;
+  std::optional<Counters> after;
   counted.at_last_answer = [&] {
     if (options.at_last_answer) options.at_last_answer();
-    after = worker_starts();
+    after = read_counters();
   };
   LoadReport report =
       config.workload.kind == WorkloadKind::Cycles ? run_cycles(config, counted) : run_open_loop(config, counted);
   if (before && after) {
-    if (nlohmann::json starts = worker_starts_json(*before, *after); !starts.is_null()) {
-      report.summary["worker_starts"] = std::move(starts);
+    if (before->worker_starts && after->worker_starts) {
+      if (nlohmann::json starts = worker_starts_json(*before->worker_starts, *after->worker_starts); !starts.is_null()) {
+        report.summary["worker_starts"] = std::move(starts);
+      }
+    }
+    if (nlohmann::json eager = eager_switches_json(before->eager_switches, after->eager_switches); !eager.is_null()) {
+      report.summary["eager_switches"] = std::move(eager);
     }
   }
   return report;

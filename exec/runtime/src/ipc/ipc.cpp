@@ -115,8 +115,8 @@ const char* to_string(WorkerStartPhase phase) {
   return "?";
 }
 
-std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, const std::int64_t (&ready_times)[6]) {
-  if (spawned_ns <= 0) return std::nullopt;
+std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, std::span<const std::int64_t> ready_times) {
+  if (spawned_ns <= 0 || ready_times.size() < kWorkerStartPhases) return std::nullopt;
   WorkerStartSplit split{};
   std::int64_t previous = spawned_ns;
   for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {

@@ -580,6 +580,11 @@ int run_worker(const ProcessOptions& options) {
             torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
                                          : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
             engine.last_timing();  // synchronizes
+            if (transfer && !graph) {  // Note [Host time of an eager switch]
+              const exec::EagerHostTimes host = engine.last_eager_host_times();
+              reply.times[5] = host.prepare.ns();
+              reply.times[6] = host.forward.ns();
+            }
             reply.times[2] = backend->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
             reply.times[3] = backend->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
             reply.times[4] = backend->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();

@@ -42,6 +42,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -100,6 +101,14 @@ struct ControllerStats {
   // Note [Fresh processes]: the most workers ever starting at once when a replacement was
   // spawned (the first workers, started together, are not counted): 1 under stop-and-start.
   std::int64_t most_replacements_starting = 0;
+  // Note [Host time of an eager switch] (exec/pipeline.hpp): per model, the switches its
+  // workers ran eagerly (not replayed from a graph) and their host time summed, by part.
+  struct EagerSwitchHost {
+    std::int64_t switches = 0;
+    std::int64_t prepare_ns = 0;
+    std::int64_t forward_ns = 0;
+  };
+  std::map<std::string, EagerSwitchHost> eager_switch_host;
   std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
   std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
   std::int64_t region_unmaps = 0;         // UnmapInput messages sent

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,10 @@ struct Message {
   std::uint32_t rank = 0;
   std::int64_t shape[kMaxRank] = {};
   std::int64_t bytes = 0;      // of the tensor in the io segment
-  // Phases measured by the worker (ns, its steady clock): e.g. started, first layer, done.
-  std::int64_t times[6] = {};
+  // Phases measured by the worker (ns, its steady clock): e.g. started, first layer, done;
+  // InferDone's [5] and [6] are an eager switch's host times (Note [Host time of an eager
+  // switch], exec/pipeline.hpp).
+  std::int64_t times[8] = {};
   std::uint8_t handle[64] = {};  // Region: the CUDA IPC handle (cudaIpcMemHandle_t is 64 bytes)
   char text[kMessageText] = {};
 
@@ -136,7 +139,7 @@ using WorkerStartSplit = std::array<std::int64_t, kWorkerStartPhases>;
 // Ready's Message::times, in order: run_worker entered, backend made, memory imported, models
 // ready, training job ready, Ready sent. The split of a start spawned at `spawned_ns`; nullopt
 // when the times are not a start's (unset, or out of order).
-std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, const std::int64_t (&ready_times)[6]);
+std::optional<WorkerStartSplit> split_worker_start(std::int64_t spawned_ns, std::span<const std::int64_t> ready_times);
 // "after 5.12 s: process 31.0 ms, context 402.3 ms, ..." (the log's words).
 std::string describe_worker_start(const WorkerStartSplit& split);
 

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,6 +131,28 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
 // summary.json's `worker_starts` object for the starts between `before` and `after`, or null
 // when none started (InputError when `after` counts fewer than `before`: another server).
 nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after);
+
+// Note [Eager switches measured]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Where the server's workers switch eagerly (the ablations it cannot capture in a graph), it
+// sums the host's time per switch by model and part (Note [Host time of an eager switch] in
+// exec/pipeline.hpp; the metrics psw_eager_switches_total{model} and
+// psw_eager_switch_host_seconds_total{model,part}). run_load reads them where it reads the
+// worker starts, and where a model switched eagerly in between, summary.json has
+// `eager_switches`: per model its count and the mean host time of its prepare and forward
+// (ms). Neither exists in the simulator's summary; psw validate prints them beside the engine.
+struct EagerSwitchSums {
+  std::int64_t switches = 0;
+  double prepare_seconds = 0;
+  double forward_seconds = 0;
+};
+// Per model, the two metrics of a Prometheus text (empty when it has neither; InputError for
+// a model counted without both parts, a part without a count, or a value that is not a number).
+std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::string& metrics_text);
+// summary.json's `eager_switches` object for the switches between `before` and `after`, or
+// null when no model switched eagerly (InputError when a count went down: another server).
+nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>& before,
+                                   const std::map<std::string, EagerSwitchSums>& after);
 
 // The first check of run_load alone, without a server: InputError (naming the config file and
 // key) when the workload cannot be driven. Reads the whole workload.
