@@ -35,6 +35,9 @@ Action add_calibrate_command(CLI::App& app) {
   costs += std::string(", ") + sim::kWorkerStartCost +
            " (stop-and-start or two-processes: process start, context and framework start adopted from the server's "
            "split of its starts)";
+  costs += std::string(", ") + sim::kEagerSwitchCost +
+           " (no-memory-management, no-ipc-optimization or no-pinned-memory: each model's host time of an eager "
+           "switch adopted from the server's measurement)";
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit one estimated cost of a hardware profile to a recorded psw validate run of the mechanism that "
                    "pays it, and write the profile with the fitted value");
@@ -94,6 +97,24 @@ Action add_calibrate_command(CLI::App& app) {
                                                a.starts, " worker starts in ", o->recorded, " (process ", a.process_ms,
                                                " ms, context ", a.context_ms, " ms, the rest ", a.framework_ms,
                                                " ms, first forward ", firsts, ")"));
+      return;
+    }
+    if (o->cost == sim::kEagerSwitchCost) {  // Note [Adopting eager host times]
+      const sim::EagerSwitchAdoption a =
+          sim::adopt_eager_switch(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+      std::printf("%s under %s, per model over its eager switches:\n", sim::kEagerSwitchCost,
+                  to_string(config.mechanism).c_str());
+      std::string adopted;
+      for (const auto& m : a.models) {
+        std::printf("  %s: prepare %.3f ms, forward %.3f ms (%lld switches); engine mean measured %.4f ms; simulated "
+                    "%.4f ms before, %.4f ms adopted\n",
+                    m.model.c_str(), m.prepare_ms, m.forward_ms, static_cast<long long>(m.switches),
+                    m.measured_engine_ms, m.simulated_initial_ms, m.simulated_adopted_ms);
+        adopted += detail::concat(adopted.empty() ? "" : ", ", m.model, " prepare ", m.prepare_ms, " ms forward ",
+                                  m.forward_ms, " ms");
+      }
+      write_profile(a.hardware, detail::concat(sim::kEagerSwitchCost, " under ", to_string(config.mechanism),
+                                               " adopted by psw calibrate from ", o->recorded, " (", adopted, ")"));
       return;
     }
     const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "psw/common/error.hpp"
+#include "psw/common/mechanism.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "yaml_reader.hpp"
 
@@ -152,6 +153,31 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
       }
     }
     s.finish();
+  }
+  if (r.has("eager_switch")) {  // Note [Eager switch in the simulator]
+    const YAML::Node entries = r.sequence("eager_switch");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      MapReader e(entries[i], origin, detail::concat("eager_switch[", i, "]"));
+      const std::string model = e.string("model");
+      const std::string name = e.string("mechanism");
+      Mechanism mechanism{};
+      try {
+        mechanism = parse_mechanism(name);
+      } catch (const InputError& bad) {
+        e.fail_key("mechanism", e.get("mechanism"), bad.what());
+      }
+      if (!traits(mechanism).pipeswitch_family || !switches_eagerly_in_server(mechanism)) {
+        e.fail_key("mechanism", e.get("mechanism"),
+                   "the host times of an eager switch are for PipeSwitch's variants the server runs eagerly "
+                   "(no-memory-management, no-ipc-optimization, no-pinned-memory)");
+      }
+      const std::pair<std::string, std::string> key{model, to_string(mechanism)};
+      if (hw.eager_switch.contains(key)) {
+        e.fail_key("model", e.get("model"), "a second entry of " + model + " under " + key.second);
+      }
+      hw.eager_switch[key] = {read_duration(e, "prepare_ns"), read_duration(e, "forward_ns")};
+      e.finish();
+    }
   }
   {
     MapReader m = r.map("memory");
@@ -485,6 +511,18 @@ std::string to_yaml(const HardwareProfile& hw) {
     out << YAML::EndSeq;
   }
   out << YAML::EndMap;
+  if (!hw.eager_switch.empty()) {  // Note [Eager switch in the simulator]
+    out << YAML::Key << "eager_switch" << YAML::Value << YAML::BeginSeq;
+    for (const auto& [key, host] : hw.eager_switch) {
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "model" << YAML::Value << key.first;
+      out << YAML::Key << "mechanism" << YAML::Value << key.second;
+      out << YAML::Key << "prepare_ns" << YAML::Value << host.prepare.ns();
+      out << YAML::Key << "forward_ns" << YAML::Value << host.forward.ns();
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "cuda_malloc_ns" << YAML::Value << hw.cuda_malloc.ns();
   out << YAML::Key << "cuda_free_ns" << YAML::Value << hw.cuda_free.ns();

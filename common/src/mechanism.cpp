@@ -55,6 +55,11 @@ Strategy grouping_strategy(Mechanism mechanism, Strategy planner) {
   return traits(mechanism).grouping.value_or(planner);
 }
 
+bool switches_eagerly_in_server(Mechanism mechanism) {
+  const MechanismTraits& t = traits(mechanism);
+  return t.ipc_handle_per_group || t.allocation == Allocation::PerTensorMalloc || t.host_memory == HostMemory::Pageable;
+}
+
 Mechanism parse_mechanism(const std::string& text) {
   std::string choices;
   for (const auto& n : kTraits) {

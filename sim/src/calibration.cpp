@@ -295,4 +295,51 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   return out;
 }
 
+EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                       const std::string& origin) {
+  const std::string mechanism = to_string(config.mechanism);
+  if (!traits(config.mechanism).pipeswitch_family || !switches_eagerly_in_server(config.mechanism)) {
+    throw InputError(std::string(kEagerSwitchCost) +
+                     " is adopted from a run of no-memory-management, no-ipc-optimization or no-pinned-memory, but " +
+                     config.source.string() + " is of " + mechanism);
+  }
+  const auto eager = measured_summary.find("eager_switches");
+  if (eager == measured_summary.end() || !eager->is_object() || eager->empty()) {
+    throw InputError(origin + ": no eager_switches (a run before Note [Eager switches measured], or one whose "
+                              "server switched nothing eagerly)");
+  }
+  EagerSwitchAdoption out;
+  ExperimentConfig adopted = config;
+  const std::map<std::string, EngineMean> before = simulated_engine_means(config);
+  const std::map<std::string, EngineMean> measured = engine_means(measured_summary, origin);
+  for (const auto& [model, entry] : eager->items()) {
+    if (!before.contains(model)) {
+      throw InputError(detail::concat(origin, ": eager_switches has model '", model, "', but the simulation of ",
+                                      config.source.string(), " requests it not"));
+    }
+    auto number = [&](const char* key) {
+      const auto it = entry.find(key);
+      if (it == entry.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+        throw InputError(detail::concat(origin, ": eager_switches.", model, ".", key, ": expected a number of at least 0"));
+      }
+      return it->get<double>();
+    };
+    EagerSwitchAdoption::PerModel m;
+    m.model = model;
+    m.switches = static_cast<std::int64_t>(number("count"));
+    m.prepare_ms = number("prepare_mean_ms");
+    m.forward_ms = number("forward_mean_ms");
+    const auto engine = measured.find(model);
+    m.measured_engine_ms = engine == measured.end() ? std::nan("") : engine->second.mean_ms;
+    m.simulated_initial_ms = before.at(model).mean_ms;
+    auto ns = [](double ms) { return nanoseconds(rounded(ms * 1e6)); };
+    adopted.hardware.eager_switch[{model, mechanism}] = {ns(m.prepare_ms), ns(m.forward_ms)};
+    out.models.push_back(std::move(m));
+  }
+  const std::map<std::string, EngineMean> after = simulated_engine_means(adopted);
+  for (auto& m : out.models) m.simulated_adopted_ms = after.at(m.model).mean_ms;
+  out.hardware = adopted.hardware;
+  return out;
+}
+
 }  // namespace psw::sim

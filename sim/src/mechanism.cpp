@@ -31,6 +31,54 @@ const MechanismModel::PerModel& MechanismModel::costs_of(std::uint32_t model, Ta
   return pm;
 }
 
+EagerCopies eager_copies_of(Mechanism mechanism) {
+  const MechanismTraits& t = traits(mechanism);
+  if (t.allocation == Allocation::PerTensorMalloc) return EagerCopies::PerTensor;
+  if (t.host_memory == HostMemory::Pageable) return EagerCopies::Pageable;
+  return EagerCopies::Enqueued;
+}
+
+// Note [Eager switch in the simulator].
+EagerSwitchTimes eager_switch_times(const SwitchCosts& costs, const Grouping& groups, const EagerHostTimes& host,
+                                   EagerCopies copies, Duration gpu_free) {
+  validate_grouping(groups, costs.num_layers(), "eager switch");
+  const auto layers = static_cast<std::int64_t>(costs.num_layers());
+  // `part` of `whole` of a duration, in integers (a product of ns and bytes overflows 64 bits).
+  auto share = [](Duration d, std::int64_t part, std::int64_t whole) {
+    return nanoseconds(static_cast<std::int64_t>(static_cast<__int128>(d.ns()) * part / whole));
+  };
+  const bool by_bytes = copies == EagerCopies::Pageable && costs.total_bytes() > 0;
+  const std::int64_t weight_total = by_bytes ? costs.total_bytes() : layers;
+  std::vector<Duration> arrival;
+  arrival.reserve(groups.size());
+  std::int64_t weight_done = 0;
+  Duration copy_end = Duration::zero();
+  for (const LayerGroup& g : groups) {
+    weight_done += by_bytes ? costs.bytes(g.first, g.last) : static_cast<std::int64_t>(g.last - g.first + 1);
+    const Duration enqueued = share(host.prepare, weight_done, weight_total);
+    const Duration copy = costs.transfer_time(g.first, g.last);
+    copy_end = copies == EagerCopies::Pageable ? max(enqueued, copy_end + copy) : max(enqueued, copy_end) + copy;
+    arrival.push_back(copy_end);
+  }
+  if (copies == EagerCopies::PerTensor) arrival.assign(groups.size(), copy_end);
+  const Duration prepared = host.prepare;
+  auto called = [&](std::int64_t layer) { return prepared + share(host.forward, layer, layers); };
+  EagerSwitchTimes out;
+  Duration end = gpu_free;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const LayerGroup& g = groups[gi];
+    for (std::size_t l = g.first; l <= g.last; ++l) {
+      const auto layer = static_cast<std::int64_t>(l);
+      Duration start = max(end, called(layer));
+      if (l == g.first) start = max(start, max(arrival[gi], end) + costs.group_sync());
+      if (l == 0) out.startup = start;
+      end = max(start + costs.layer_compute(l), called(layer + 1));
+    }
+  }
+  out.total = end + costs.tail();
+  return out;
+}
+
 MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardware,
                                const std::vector<ModelProfile>& models, Strategy planner, Placement placement,
                                ParallelSpec parallel)
@@ -102,6 +150,13 @@ MechanismModel::MechanismModel(Mechanism mechanism, const HardwareProfile& hardw
       pm.first_arrival = timeline.groups.front().transfer_end;
       if (const auto first = hardware.first_forward.find(model.name); first != hardware.first_forward.end()) {
         pm.first_forward = first->second;
+      }
+      if (task == Task::Inference) {  // Note [Eager switch in the simulator]
+        if (const auto eager = hardware.eager_switch.find({model.name, to_string(mechanism)});
+            eager != hardware.eager_switch.end()) {
+          pm.eager = eager->second;
+          pm.eager_costs = SwitchCosts(bytes, compute, base.link(), hardware.group_sync);
+        }
       }
       pm.pipelined_total = timeline.total;
       pm.compute_and_sync = costs.total_compute() + sync * static_cast<std::int64_t>(pm.groups.size());
@@ -195,6 +250,15 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
       break;
   }
   PSW_CHECK(is_pipelined(mechanism_), "unhandled mechanism ", to_string(mechanism_));
+  if (pm.eager) {  // Note [Eager switch in the simulator]: the GPU free once the old task stopped
+    SwitchCosts costs = *pm.eager_costs;
+    if (pm.costs) {  // Note [Prefill curve]: another prompt's compute, the same host times
+      const double factor = prefill_scale(pm.prompt_tokens, pm.prefill_curve, prompt_tokens);
+      if (factor != 1.0) costs = costs.with_compute_scaled(factor);
+    }
+    const EagerSwitchTimes t = eager_switch_times(costs, pm.groups, *pm.eager, eager_copies_of(mechanism_), stop);
+    return {t.startup, t.total + tail, true};
+  }
   Duration prep = Duration::zero();
   if (mechanism_ == Mechanism::NoMemoryManagement) {
     prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);

@@ -82,6 +82,12 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.process_start, b.process_start);
   EXPECT_EQ(a.framework_start, b.framework_start);
   EXPECT_EQ(a.first_forward, b.first_forward);
+  ASSERT_EQ(a.eager_switch.size(), b.eager_switch.size());
+  for (const auto& [key, host] : a.eager_switch) {
+    ASSERT_TRUE(b.eager_switch.contains(key)) << key.first << " " << key.second;
+    EXPECT_EQ(host.prepare, b.eager_switch.at(key).prepare);
+    EXPECT_EQ(host.forward, b.eager_switch.at(key).forward);
+  }
   EXPECT_EQ(a.cuda_malloc, b.cuda_malloc);
   EXPECT_EQ(a.cuda_free, b.cuda_free);
   EXPECT_EQ(a.ipc_handle_open, b.ipc_handle_open);
@@ -560,6 +566,33 @@ TEST(ConfigErrors, FirstForward) {
                   {"key 'startup.first_forward[0].first_forward_ns'"});
   expect_contains(hardware_error(with("    - {first_forward_ns: 5}")),
                   {"key 'startup.first_forward[0].model' is missing"});
+}
+
+// Note [Eager switch in the simulator]: per model and eager ablation, the server's host times.
+TEST(ConfigErrors, EagerSwitch) {
+  const std::string good = h200_text();
+  const auto with = [&](const std::string& entries) { return good + "\neager_switch:\n" + entries + "\n"; };
+  const std::string two = "  - {model: resnet152, mechanism: no-ipc-optimization, prepare_ns: 6000000, forward_ns: 4000000}\n"
+                          "  - {model: resnet152, mechanism: no-memory-management, prepare_ns: 9000000, forward_ns: 4100000}";
+  const HardwareProfile parsed = parse_hardware_profile(with(two), "hw.yaml");
+  ASSERT_EQ(parsed.eager_switch.size(), 2u);
+  EXPECT_EQ(parsed.eager_switch.at({"resnet152", "no-ipc-optimization"}).prepare, milliseconds(6));
+  EXPECT_EQ(parsed.eager_switch.at({"resnet152", "no-memory-management"}).forward, microseconds(4100));
+  expect_same_hardware(parsed, parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)"));
+  expect_contains(hardware_error(with(two + "\n  - {model: resnet152, mechanism: no-ipc-optimization, prepare_ns: 1, forward_ns: 1}")),
+                  {"hw.yaml:", "key 'eager_switch[2].model'", "a second entry of resnet152 under no-ipc-optimization"});
+  // PipeSwitch replays its switch from a graph, stop-and-start is no variant of it.
+  for (const char* replayed : {"pipeswitch", "stop-and-start"}) {
+    expect_contains(hardware_error(with(std::string("  - {model: resnet152, mechanism: ") + replayed +
+                                        ", prepare_ns: 1, forward_ns: 1}")),
+                    {"key 'eager_switch[0].mechanism'", "PipeSwitch's variants the server runs eagerly"});
+  }
+  expect_contains(hardware_error(with("  - {model: resnet152, mechanism: warp-drive, prepare_ns: 1, forward_ns: 1}")),
+                  {"key 'eager_switch[0].mechanism'", "warp-drive"});
+  expect_contains(hardware_error(with("  - {model: resnet152, mechanism: no-pinned-memory, prepare_ns: -1, forward_ns: 1}")),
+                  {"key 'eager_switch[0].prepare_ns'"});
+  expect_contains(hardware_error(with("  - {model: resnet152, mechanism: no-pinned-memory, prepare_ns: 1}")),
+                  {"key 'eager_switch[0].forward_ns' is missing"});
 }
 
 // Note [Request path]: a serving profile round-trips, and each bad entry is named.

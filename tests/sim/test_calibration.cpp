@@ -184,5 +184,39 @@ TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
   EXPECT_THROW((void)adopt_worker_start(config, tiny, "run.json"), InputError);
 }
 
+// Note [Adopting eager host times]: each model's measured host times become its entry under the
+// run's mechanism, and a host that slow moves the simulated engine to at least its own time.
+TEST(Calibration, AdoptsTheHostTimesOfEagerSwitches) {
+  const ExperimentConfig config = figures_case(Mechanism::NoIpcOptimization);
+  nlohmann::json run = run_simulation(config, SimulationOptions{}).summary;
+  run["eager_switches"] = {{"resnet152", {{"count", 20}, {"prepare_mean_ms", 6.5}, {"forward_mean_ms", 9.0}}},
+                           {"bert_base", {{"count", 20}, {"prepare_mean_ms", 0.5}, {"forward_mean_ms", 2.0}}}};
+  const EagerSwitchAdoption a = adopt_eager_switch(config, run, "run.json");
+  ASSERT_EQ(a.models.size(), 2u);
+  ASSERT_EQ(a.hardware.eager_switch.size(), 2u);
+  const EagerHostTimes& resnet = a.hardware.eager_switch.at({"resnet152", "no-ipc-optimization"});
+  EXPECT_EQ(resnet.prepare, microseconds(6500));
+  EXPECT_EQ(resnet.forward, milliseconds(9));
+  for (const auto& m : a.models) {
+    EXPECT_EQ(m.switches, 20) << m.model;
+    EXPECT_DOUBLE_EQ(m.measured_engine_ms, run["models"][m.model]["engine_latency"]["mean_ms"].get<double>());
+    if (m.model == "resnet152") EXPECT_GE(m.simulated_adopted_ms, 6.5 + 9.0) << "the host's own time";
+  }
+  // Inception-v3 switched nothing eagerly in this run: no entry, its analytic costs.
+  EXPECT_FALSE(a.hardware.eager_switch.contains({"inception_v3", "no-ipc-optimization"}));
+  // A mechanism the server replays from graphs, a run without the measurement, a model the
+  // workload does not request, a negative time: each refused.
+  EXPECT_THROW((void)adopt_eager_switch(figures_case(Mechanism::PipeSwitch), run, "run.json"), InputError);
+  nlohmann::json without = run;
+  without.erase("eager_switches");
+  EXPECT_THROW((void)adopt_eager_switch(config, without, "run.json"), InputError);
+  nlohmann::json stranger = run;
+  stranger["eager_switches"]["gpt2"] = {{"count", 1}, {"prepare_mean_ms", 1.0}, {"forward_mean_ms", 1.0}};
+  EXPECT_THROW((void)adopt_eager_switch(config, stranger, "run.json"), InputError);
+  nlohmann::json negative = run;
+  negative["eager_switches"]["bert_base"]["prepare_mean_ms"] = -1.0;
+  EXPECT_THROW((void)adopt_eager_switch(config, negative, "run.json"), InputError);
+}
+
 }  // namespace
 }  // namespace psw::sim

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "psw/common/model_profile.hpp"
@@ -145,6 +146,13 @@ struct MultiGpuModel {
   int helper_busy_share_percent = 100;  // of a training helper's host link, for forwarding
 };
 
+// Note [Host time of an eager switch] (exec/pipeline.hpp): the host's two parts of a switch run
+// call by call, measured by the engine, summed by the server, read by psw load.
+struct EagerHostTimes {
+  Duration prepare;  // entry -> the forward's first call: memory made ready, copies enqueued
+  Duration forward;  // the forward's calls, every layer's kernels enqueued
+};
+
 struct HardwareProfile {
   std::string name;
   std::string gpu_name;
@@ -173,6 +181,13 @@ struct HardwareProfile {
   // forward costs beyond the layer times (the startup section's `first_forward`, adopted by psw
   // calibrate --cost startup.worker_start); a model without an entry pays nothing more.
   std::map<std::string, Duration> first_forward;
+  // Note [Eager switch in the simulator] (sim/mechanism.hpp): per model and mechanism (one the
+  // server switches eagerly, of PipeSwitch's family), the host's time of a switch as the server
+  // measured it (Note [Host time of an eager switch], exec/pipeline.hpp): the `eager_switch`
+  // section, adopted by psw calibrate --cost eager_switch.host. Absent for a model: the
+  // mechanism's analytic costs (cuda_malloc_ns, ipc_handle_open_ns, the pageable link).
+  // Keyed by (model, mechanism's name).
+  std::map<std::pair<std::string, std::string>, EagerHostTimes> eager_switch;
   Duration worker_cleanup;    // a worker drops its task's state and becomes standby again
   Duration cuda_malloc;       // one cudaMalloc on the critical path
   Duration cuda_free;

@@ -66,6 +66,12 @@ const MechanismTraits& traits(Mechanism mechanism);
 // The grouping strategy a mechanism uses when the configuration asks for `planner`.
 Strategy grouping_strategy(Mechanism mechanism, Strategy planner);
 
+// Whether psw serve's workers run the mechanism's switches eagerly, call by call, instead of
+// replaying them from a graph captured at start: where the switch's memory changes from one
+// switch to the next (per-group handles, per-tensor allocations) or its copies cannot be
+// captured (pageable memory). Note [Host time of an eager switch] (exec/pipeline.hpp).
+bool switches_eagerly_in_server(Mechanism mechanism);
+
 Mechanism parse_mechanism(const std::string& text);  // throws InputError listing the choices
 std::string to_string(Mechanism mechanism);
 const std::vector<Mechanism>& all_mechanisms();

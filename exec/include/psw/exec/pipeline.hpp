@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "psw/common/hardware_profile.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/timeline.hpp"
 #include "psw/exec/backend.hpp"
@@ -75,11 +76,9 @@ struct SwitchTiming {
 //            waits in copies that the driver stages through its own buffer)
 // Both zero after a graph replay or a resident run. The server sums them per model
 // (psw_eager_switch_host_seconds_total), psw load reads the sums around a workload (Note
-// [Eager switches measured], load_generator.hpp).
-struct EagerHostTimes {
-  Duration prepare;
-  Duration forward;
-};
+// [Eager switches measured], load_generator.hpp), and the simulator charges them (Note [Eager
+// switch in the simulator], sim/mechanism.hpp). The struct is psw::EagerHostTimes
+// (common/hardware_profile.hpp).
 
 class PipelineEngine {
  public:

@@ -581,7 +581,7 @@ int run_worker(const ProcessOptions& options) {
                                          : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
             engine.last_timing();  // synchronizes
             if (transfer && !graph) {  // Note [Host time of an eager switch]
-              const exec::EagerHostTimes host = engine.last_eager_host_times();
+              const EagerHostTimes host = engine.last_eager_host_times();
               reply.times[5] = host.prepare.ns();
               reply.times[6] = host.forward.ns();
             }

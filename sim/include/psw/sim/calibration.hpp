@@ -138,4 +138,32 @@ struct WorkerStartAdoption {
 WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                        const std::string& origin);
 
+// Note [Adopting eager host times]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The host's time of an eager switch is measured by the server per model (Note [Eager switches
+// measured]), so it is adopted, not fitted: from a recorded run of no-memory-management,
+// no-ipc-optimization or no-pinned-memory whose summary has `eager_switches`, each model's mean
+// prepare and forward become its `eager_switch` entry under that mechanism (Note [Eager switch
+// in the simulator]), replacing an earlier one. The device's part (the copies, the layers)
+// stays the profiles', so each model's engine mean is simulated before and after beside the
+// measured one.
+inline constexpr const char* kEagerSwitchCost = "eager_switch.host";
+struct EagerSwitchAdoption {
+  struct PerModel {
+    std::string model;
+    std::int64_t switches = 0;
+    double prepare_ms = 0;
+    double forward_ms = 0;
+    double measured_engine_ms = 0;
+    double simulated_initial_ms = 0;  // engine mean with the profile as it was
+    double simulated_adopted_ms = 0;  // engine mean with the host times adopted
+  };
+  std::vector<PerModel> models;
+  HardwareProfile hardware;  // the config's, with the run's models' entries under its mechanism
+};
+// InputError for a config of a mechanism the server does not run eagerly, a summary without
+// eager_switches, or a model in it that the config's workload does not request.
+EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlohmann::json& measured_summary,
+                                       const std::string& origin);
+
 }  // namespace psw::sim

@@ -40,6 +40,41 @@ struct SwitchInCost {
   Duration worker_ready = Duration::zero();
 };
 
+// Note [Eager switch in the simulator]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// psw serve runs three of PipeSwitch's ablations call by call, not from a captured graph
+// (switches_eagerly_in_server): per-group handles (no-ipc-optimization), per-tensor
+// allocations (no-memory-management), pageable copies (no-pinned-memory). There the host, not
+// the device, sets the pace: the engine opens or allocates and enqueues every group's copies
+// (its prepare), then calls the forward layer by layer, and a kernel cannot start before its
+// call. The analytic costs (one cudaMalloc per layer, one handle open per group on the
+// compute path, a pipelined copy over the pageable link) did not say that: fitted to one run,
+// they missed another by -44% to +113% per model (2026-12-02-c), because the host's time
+// follows the model's tensors, not its groups or bytes. So where the hardware profile has the
+// server's measured host times of a model under the mechanism (`eager_switch`), the switch is
+// this timeline, per layer:
+//   - the prepare is spread over the groups in order, by layers (by bytes for pageable
+//     copies); group g's copies are enqueued when its share is done, at H_g;
+//   - copies: enqueued ones run on the copy stream, C_g = max(H_g, C_{g-1}) + copy_g; pageable
+//     ones are done when the host returns from them, C_g = max(H_g, C_{g-1} + copy_g); per
+//     tensor (no-memory-management) they run on the compute stream, so every layer waits for
+//     the last, C_{G-1};
+//   - the forward's calls start at the prepare's end P and are spread evenly over the layers:
+//     layer l is called at P + forward * l / L and cannot end before its last call, P +
+//     forward * (l + 1) / L; it starts once called, its group arrived (plus the group sync) and
+//     the GPU free (the previous layer, the old task's stop).
+// With no host time (prepare = forward = 0) it is evaluate_timeline's pipeline exactly (a test
+// says so). Training switches, and models without an entry, keep the analytic costs.
+enum class EagerCopies { Enqueued, Pageable, PerTensor };
+struct EagerSwitchTimes {
+  Duration startup;  // the first layer starts
+  Duration total;    // the last layer ends (plus the costs' tail)
+};
+EagerCopies eager_copies_of(Mechanism mechanism);
+// `costs` with the plain group sync; `gpu_free`: when the GPU is free for the first layer.
+EagerSwitchTimes eager_switch_times(const SwitchCosts& costs, const Grouping& groups, const EagerHostTimes& host,
+                                   EagerCopies copies, Duration gpu_free);
+
 // Precomputed per-model costs of one mechanism on one hardware profile.
 class MechanismModel {
  public:
@@ -160,6 +195,10 @@ class MechanismModel {
     // by set_training_job, not looked up per request); the profile's one number without one.
     double mps_slowdown = 1.0;
     Duration first_forward;  // Note [First forward in a fresh process]: fresh processes only
+    // Note [Eager switch in the simulator]: the server's host times and the costs with the
+    // plain group sync (inference under an eager mechanism, where the profile has them).
+    std::optional<EagerHostTimes> eager;
+    std::optional<SwitchCosts> eager_costs;
   };
   const PerModel& costs_of(std::uint32_t model, Task task) const;
   // What a prompt's length changes in a switch (Note [Prefill curve]): pm's own values for
