@@ -18,6 +18,10 @@
 #         Their runs of 2026-12-01 (raw-figures-2026-12-01-b, -c) were measured before Note
 #         [Message memory] and cost 2-5 times more (no-ipc-optimization's ResNet-152 engine:
 #         87 ms then, 14 ms on 2026-12-02); a fit to them overpriced these costs for today's code.
+#         Then the three the server runs eagerly (no-ipc-optimization, no-memory-management,
+#         no-pinned-memory): each model's host times adopted from raw-serve-2026-12-03-eager,
+#         whose server measured them (Note [Adopting eager host times]); the analytic fits stay
+#         for models without an entry;
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
@@ -32,6 +36,11 @@
 #                                                     run of the ablation fits after Note [Message
 #                                                     memory]; and on raw-figures-2026-12-01-c,
 #                                                     from before it: that shows the change;
+#       unified-memory, pipeswitch, ready             on raw-serve-2026-12-03-eager (the eager
+#                                                     adoption's run, no fit of theirs);
+#       the eager ablations                           on raw-serve-2026-12-03-starts (the server
+#                                                     as it is now, another machine; the
+#                                                     resimulated figures add raw-figures-2026-12-03-b);
 #       mps, time-sliced with the training job at     on raw-figures-2026-12-02-mps-batch-N (same
 #       batch 2, 4, 16 and 32                         machine as run c; Note [MPS contention]);
 #                                                     MPS's contention points are fitted on batch
@@ -68,6 +77,7 @@ serving_of() {  # RUN_FOLDER
     raw-figures-2026-12-02-mps-batch-*) serving_at_batch "$(batch_of "$1")" "$1" ;;
     # Its request path was not measured in that call: the morning's first call's (calibrate-load).
     raw-serve-2026-12-03-fresh*) echo "$1/serving-h200-from-load-starts.yaml" ;;
+    raw-serve-2026-12-03-eager | raw-serve-2026-12-03-starts) echo "$1/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -94,13 +104,16 @@ current=$hardware
 # A cost no value of which gives the measurement (psw calibrate exits 2 and says so: another
 # cost, or the mechanism's model, is wrong) stays as it was; its message goes into the table.
 fit() {  # MECHANISM COST RUN_FOLDER
-  local next=$work/after-$2.yaml
+  # One output per mechanism and cost (a mechanism's analytic fit, then its eager host times).
+  local name=$1
+  [[ $2 == eager_switch.host ]] && name=$1-eager
+  local next=$work/after-$name-$2.yaml
   if "$psw" calibrate --config "$(configure_figures "$1" "$current" "$(serving_of "$3")")" \
-       --measured "$3/validation/figures-$1" --cost "$2" --hardware "$current" --out "$next" > "$out/fit-$1.txt" 2>&1; then
+       --measured "$3/validation/figures-$1" --cost "$2" --hardware "$current" --out "$next" > "$out/fit-$name.txt" 2>&1; then
     current=$next
   fi
-  sed "s#$root/##g" "$out/fit-$1.txt" | grep -v "wrote " | tee "$out/fit-$1.txt.tmp"
-  mv "$out/fit-$1.txt.tmp" "$out/fit-$1.txt"
+  sed "s#$root/##g" "$out/fit-$name.txt" | grep -v "wrote " | tee "$out/fit-$name.txt.tmp"
+  mv "$out/fit-$name.txt.tmp" "$out/fit-$name.txt"
 }
 fit no-memory-management memory.cuda_malloc_ns "$runs/raw-figures-2026-12-02-b"
 fit no-ipc-optimization memory.ipc_handle_open_ns "$runs/raw-figures-2026-12-02-b"
@@ -125,6 +138,12 @@ fit_contention() {  # RUN_FOLDER
 fit_contention "$runs/raw-figures-2026-12-02-mps-batch-2"
 fit_contention "$runs/raw-figures-2026-12-02-c"
 fit_contention "$runs/raw-figures-2026-12-02-mps-batch-32"
+# Note [Adopting eager host times]: the three ablations the server runs eagerly, each model's host
+# times from the run that measured them (after the analytic fits above, which the models
+# without an entry keep).
+fit no-ipc-optimization eager_switch.host "$runs/raw-serve-2026-12-03-eager"
+fit no-memory-management eager_switch.host "$runs/raw-serve-2026-12-03-eager"
+fit no-pinned-memory eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
@@ -143,12 +162,16 @@ validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) a
 validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced pipeswitch
 validate_on "$runs/raw-serve-2026-12-03-fresh" two-processes
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
+validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
+# The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
+validate_on "$runs/raw-serve-2026-12-03-starts" no-ipc-optimization no-memory-management no-pinned-memory
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b 2026-12-02-c \
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
+  serve-2026-12-03-eager serve-2026-12-03-starts 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -12,9 +12,11 @@ import os
 import sys
 
 MECHANISMS = {
-    "no-memory-management": "memory.cuda_malloc_ns",
-    "no-ipc-optimization": "memory.ipc_handle_open_ns",
-    "no-pinned-memory": "link.pageable.bandwidth_bytes_per_s",
+    # Note [Eager switch in the simulator]: the server's host times where adopted; the fitted
+    # analytic cost stays the profile's for other models.
+    "no-memory-management": "eager_switch.host (memory.cuda_malloc_ns fitted before)",
+    "no-ipc-optimization": "eager_switch.host (memory.ipc_handle_open_ns fitted before)",
+    "no-pinned-memory": "eager_switch.host (link.pageable.bandwidth_bytes_per_s fitted before)",
     "unified-memory": "unified_memory.page_fault_ns",
     "mps": "mps.contention (mps.inference_slowdown_percent for other jobs)",
     "time-sliced": "time_slicing.inference_share_percent",
@@ -49,6 +51,12 @@ def fitted_on(notes, cost):
         # Note [Adopting a worker start]: adopted, not fitted.
         if cost.startswith("startup.worker_start") and " adopted by psw calibrate " in note and " worker starts in " in note:
             runs.append(note.split(" worker starts in ", 1)[1].split("/validation/")[0].split("/")[-1])
+        # Note [Adopting eager host times]: adopted per mechanism; the note names it.
+        if cost.startswith("eager_switch.host") and note.startswith("eager_switch.host under ") \
+                and " adopted by psw calibrate from " in note:
+            run = note.split(" adopted by psw calibrate from ", 1)[1].split("/validation/")[0].split("/")[-1]
+            if run not in runs:
+                runs.append(run)
     return ", ".join(runs) or None
 
 
