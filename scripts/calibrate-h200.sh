@@ -39,8 +39,9 @@
 #       unified-memory, pipeswitch, ready             on raw-serve-2026-12-03-eager (the eager
 #                                                     adoption's run, no fit of theirs);
 #       the eager ablations                           on raw-serve-2026-12-03-starts (the server
-#                                                     as it is now, another machine; the
-#                                                     resimulated figures add raw-figures-2026-12-03-b);
+#                                                     as it is now, another machine), -eager-a and
+#                                                     -eager-b (two more, that afternoon); the
+#                                                     resimulated figures add raw-figures-2026-12-03-b;
 #       mps, time-sliced with the training job at     on raw-figures-2026-12-02-mps-batch-N (same
 #       batch 2, 4, 16 and 32                         machine as run c; Note [MPS contention]);
 #                                                     MPS's contention points are fitted on batch
@@ -77,7 +78,10 @@ serving_of() {  # RUN_FOLDER
     raw-figures-2026-12-02-mps-batch-*) serving_at_batch "$(batch_of "$1")" "$1" ;;
     # Its request path was not measured in that call: the morning's first call's (calibrate-load).
     raw-serve-2026-12-03-fresh*) echo "$1/serving-h200-from-load-starts.yaml" ;;
-    raw-serve-2026-12-03-eager | raw-serve-2026-12-03-starts) echo "$1/serving-h200-from-load.yaml" ;;
+    raw-serve-2026-12-03-eager | raw-serve-2026-12-03-eager-a | raw-serve-2026-12-03-starts)
+      echo "$1/serving-h200-from-load.yaml" ;;
+    # Its request path was not measured in that call: the previous call's (calibrate-load).
+    raw-serve-2026-12-03-eager-b) echo "$1/serving-h200-from-load-a.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -165,6 +169,9 @@ validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
 validate_on "$runs/raw-serve-2026-12-03-starts" no-ipc-optimization no-memory-management no-pinned-memory
+# ... and on two more machines of the afternoon, after the adoption's.
+validate_on "$runs/raw-serve-2026-12-03-eager-a" no-ipc-optimization no-memory-management no-pinned-memory
+validate_on "$runs/raw-serve-2026-12-03-eager-b" no-ipc-optimization no-memory-management no-pinned-memory
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
@@ -172,6 +179,6 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
-  serve-2026-12-03-eager serve-2026-12-03-starts 2026-12-02-c \
+  serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -82,6 +82,15 @@ inline double dtype_tolerance(const std::string& dtype) {
   return 0.0;
 }
 
+// On the CPU (tests/exec/test_zoo_dtype.cpp) the bound depends on the CPU: LibTorch 1.13's bf16
+// convolutions on a CPU with AVX2 only (no AVX-512) gave ResNet-152 0.038 and Inception-v3 0.071
+// (5-7x the figures above, measured where AVX-512 was available; BERT-base, without
+// convolutions, 0.017 on both), so the CPU's bf16 bound is 2x the largest of those; still far
+// below a broken conversion's errors of order 1.
+inline double dtype_tolerance_on_cpu(const std::string& dtype) {
+  return dtype == "bf16" ? 0.15 : dtype_tolerance(dtype);
+}
+
 // Note [Measured trace]: every group's compute starts after its copies end, copies run back
 // to back in group order, and compute only moves forward.
 inline void expect_causal_trace(const Timeline& t, const Grouping& groups) {

@@ -589,6 +589,7 @@ TEST(SimClosedForm, SwitchCostEqualsTheTimelineForEveryShippedProfile) {
   ASSERT_GE(models.size(), 6u);
   ASSERT_GE(hardware.size(), 4u);
   int compared = 0;
+  int eager_compared = 0;
   for (const HardwareProfile& hw : hardware) {
     for (Mechanism m : all_mechanisms()) {
       const MechanismTraits& t = traits(m);
@@ -613,7 +614,20 @@ TEST(SimClosedForm, SwitchCostEqualsTheTimelineForEveryShippedProfile) {
             prep = hw.process_start + hw.framework_start + hw.cuda_context_create + hw.cuda_malloc;
           }
           const Grouping plan = one_copy ? Grouping{{0, base.num_layers() - 1}} : mechanism.grouping(i, task);
+          // Note [Eager switch in the simulator]: where the profile has the server's host times of
+          // this model under this mechanism, its own timeline (tests/sim/test_eager_switch.cpp).
+          const auto eager = task == Task::Inference ? hw.eager_switch.find({models[i].name, to_string(m)})
+                                                     : hw.eager_switch.end();
           for (Duration stop : {Duration::zero(), microseconds(300), milliseconds(40), seconds(20)}) {
+            if (eager != hw.eager_switch.end()) {
+              const SwitchCosts plain(bytes, compute, base.link(), hw.group_sync);
+              const EagerSwitchTimes expected = eager_switch_times(plain, plan, eager->second, eager_copies_of(m), stop);
+              const SwitchInCost closed = mechanism.switch_in(i, task, stop, std::nullopt);
+              EXPECT_EQ(closed.startup, expected.startup) << hw.name << " " << to_string(m) << " " << models[i].name;
+              EXPECT_EQ(closed.finish, expected.total) << hw.name << " " << to_string(m) << " " << models[i].name;
+              ++eager_compared;
+              continue;
+            }
             // The timeline starts its transfers at 0: shift the GPU's release by `prep`.
             const Duration gpu_free = max(stop, prep) - prep;
             const SwitchCosts costs(bytes, compute, base.link(), one_copy ? hw.group_sync : sync, base.tail(), gpu_free);
@@ -636,6 +650,8 @@ TEST(SimClosedForm, SwitchCostEqualsTheTimelineForEveryShippedProfile) {
     }
   }
   EXPECT_GT(compared, 500);
+  // The H200 profiles (and its NVLink variant) carry the three eager ablations' host times.
+  EXPECT_GT(eager_compared, 0);
 }
 
 }  // namespace
