@@ -135,7 +135,8 @@ def plans(psw, profiles):
     """{(hw, model): plan json} for PipeSwitch (optimal planner, the figures' `planner:`).
     Every ablation uses the same groups: the simulator plans an ablation on PipeSwitch's own
     costs (pinned link, plain group sync; Note [Ablation grouping] in sim/src/mechanism.cpp),
-    so these are also the no-IPC variant's groups, which add the IPC open to each group's sync."""
+    so these are also the no-IPC variant's groups, which add the IPC open to each group's sync
+    (where the hardware profile has no eager host times: Note [Eager switch in the simulator])."""
     result = {}
     if not psw:
         return result
@@ -310,7 +311,9 @@ def sec_setup(d, profiles, plan_ok, groups, base):
                  "(cudaMalloc, IPC open, the pageable link's bandwidth, unified memory's page "
                  "fault, MPS's inference slowdown and its contention points, the time-sliced inference's share) "
                  "and the ones it adopted from the server's split of a stop-and-start run's process starts (process "
-                 "start, CUDA context, framework start, each model's first forward in the new process); "
+                 "start, CUDA context, framework start, each model's first forward in the new process) and from its "
+                 "eager switches (each model's host times under no-memory-management, no-ipc-optimization and "
+                 "no-pinned-memory, Note [Eager switch in the simulator], which replace the analytic costs there); "
                  "its other costs are the "
                  "estimates of `configs/hardware/h200-pcie5-base.yaml`.\n")
     lines.append(

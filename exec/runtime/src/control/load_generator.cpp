@@ -457,26 +457,32 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   return report;
 }
 
+namespace {
+
+// The value of a Prometheus text's `line` from `at` on: a number of at least 0, or InputError.
+double metric_value(const std::string& line, std::size_t at) {
+  const std::string text = line.substr(at);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(value) || value < 0) {
+    throw InputError("the server's metrics: '" + line + "' has no number of at least 0");
+  }
+  return value;
+}
+
+}  // namespace
+
 std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& metrics_text) {
   std::optional<WorkerStartTotals> totals;
   std::array<bool, kWorkerStartPhases> seen{};
   bool counted = false;
-  auto number = [](const std::string& line, std::size_t at) {
-    const std::string text = line.substr(at);
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || !std::isfinite(value) || value < 0) {
-      throw InputError("the server's metrics: '" + line + "' has no number of at least 0");
-    }
-    return value;
-  };
   std::istringstream lines(metrics_text);
   for (std::string line; std::getline(lines, line);) {
     static const std::string kStarts = "psw_worker_starts_total ";
     static const std::string kSeconds = "psw_worker_start_seconds_total{phase=\"";
     if (line.rfind(kStarts, 0) == 0) {
       if (!totals) totals.emplace();
-      totals->starts = static_cast<std::int64_t>(number(line, kStarts.size()));
+      totals->starts = static_cast<std::int64_t>(metric_value(line, kStarts.size()));
       counted = true;
     } else if (line.rfind(kSeconds, 0) == 0) {
       if (!totals) totals.emplace();
@@ -486,7 +492,7 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
       bool known = false;
       for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
         if (phase != to_string(static_cast<WorkerStartPhase>(i))) continue;
-        totals->seconds[i] = number(line, close + 3);
+        totals->seconds[i] = metric_value(line, close + 3);
         seen[i] = known = true;
       }
       if (!known) throw InputError("the server's metrics: '" + line + "' names no phase of a worker's start");
@@ -523,15 +529,6 @@ std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::stri
   };
   std::map<std::string, EagerSwitchSums> sums;
   std::map<std::string, Seen> seen;
-  auto number = [](const std::string& line, std::size_t at) {
-    const std::string text = line.substr(at);
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    if (end == text.c_str() || !std::isfinite(value) || value < 0) {
-      throw InputError("the server's metrics: '" + line + "' has no number of at least 0");
-    }
-    return value;
-  };
   // `rest` follows `{model="`: the model, then the line's other labels and the value.
   auto model_of = [](const std::string& line, std::size_t at) {
     const std::size_t quote = line.find('"', at);
@@ -545,16 +542,16 @@ std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::stri
     if (line.rfind(kCount, 0) == 0) {
       const auto [model, after] = model_of(line, kCount.size());
       if (line.compare(after, 2, "} ") != 0) throw InputError("the server's metrics: '" + line + "' is not a model's count");
-      sums[model].switches = static_cast<std::int64_t>(number(line, after + 2));
+      sums[model].switches = static_cast<std::int64_t>(metric_value(line, after + 2));
       seen[model].count = true;
     } else if (line.rfind(kSeconds, 0) == 0) {
       const auto [model, after] = model_of(line, kSeconds.size());
       static const std::string kPrepare = ",part=\"prepare\"} ", kForward = ",part=\"forward\"} ";
       if (line.compare(after, kPrepare.size(), kPrepare) == 0) {
-        sums[model].prepare_seconds = number(line, after + kPrepare.size());
+        sums[model].prepare_seconds = metric_value(line, after + kPrepare.size());
         seen[model].prepare = true;
       } else if (line.compare(after, kForward.size(), kForward) == 0) {
-        sums[model].forward_seconds = number(line, after + kForward.size());
+        sums[model].forward_seconds = metric_value(line, after + kForward.size());
         seen[model].forward = true;
       } else {
         throw InputError("the server's metrics: '" + line + "' names no part of an eager switch");
