@@ -279,14 +279,14 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   // Note [First forward in a fresh process]: what the engine measured beyond the simulated one.
   adopted.hardware.first_forward.clear();
   const std::map<std::string, EngineMean> simulated_engines = simulated_engine_means(adopted);
-  for (const auto& [model, measured] : engine_means(measured_summary, origin)) {
+  for (const auto& [model, engine] : engine_means(measured_summary, origin)) {
     const auto simulated = simulated_engines.find(model);
     if (simulated == simulated_engines.end()) {
       throw InputError(detail::concat(origin, ": model '", model, "' has engine times, but the simulation of ",
                                       config.source.string(), " requests it not"));
     }
-    const double first_ms = std::max(0.0, measured.mean_ms - simulated->second.mean_ms);
-    out.first_forwards.push_back({model, measured.mean_ms, simulated->second.mean_ms, first_ms});
+    const double first_ms = std::max(0.0, engine.mean_ms - simulated->second.mean_ms);
+    out.first_forwards.push_back({model, engine.mean_ms, simulated->second.mean_ms, first_ms});
     if (first_ms > 0) adopted.hardware.first_forward[model] = ns(first_ms);
   }
   out.simulated_adopted_ms =

@@ -43,9 +43,11 @@ EagerSwitchTimes eager_switch_times(const SwitchCosts& costs, const Grouping& gr
                                    EagerCopies copies, Duration gpu_free) {
   validate_grouping(groups, costs.num_layers(), "eager switch");
   const auto layers = static_cast<std::int64_t>(costs.num_layers());
-  // `part` of `whole` of a duration, in integers (a product of ns and bytes overflows 64 bits).
+  // `part` of `whole` of a duration, in integers (a product of ns and bytes overflows 64 bits;
+  // `__extension__` keeps -Wpedantic quiet about the 128-bit intermediate, as in units.hpp).
+  __extension__ using Wide = __int128;
   auto share = [](Duration d, std::int64_t part, std::int64_t whole) {
-    return nanoseconds(static_cast<std::int64_t>(static_cast<__int128>(d.ns()) * part / whole));
+    return nanoseconds(static_cast<std::int64_t>(static_cast<Wide>(d.ns()) * part / whole));
   };
   const bool by_bytes = copies == EagerCopies::Pageable && costs.total_bytes() > 0;
   const std::int64_t weight_total = by_bytes ? costs.total_bytes() : layers;
