@@ -312,7 +312,10 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
   ExperimentConfig adopted = config;
   const std::map<std::string, EngineMean> before = simulated_engine_means(config);
   const std::map<std::string, EngineMean> measured = engine_means(measured_summary, origin);
-  for (const auto& [model, entry] : eager->items()) {
+  for (const auto& item : eager->items()) {
+    // Named, not bound: a lambda below reads them (clang 14 cannot capture structured bindings).
+    const std::string model = item.key();
+    const nlohmann::json& entry = item.value();
     if (!before.contains(model)) {
       throw InputError(detail::concat(origin, ": eager_switches has model '", model, "', but the simulation of ",
                                       config.source.string(), " requests it not"));
