@@ -529,7 +529,7 @@ std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::stri
   };
   std::map<std::string, EagerSwitchSums> sums;
   std::map<std::string, Seen> seen;
-  // `rest` follows `{model="`: the model, then the line's other labels and the value.
+  // From `at`, just after `{model="`: the model's name and where the rest of the line starts.
   auto model_of = [](const std::string& line, std::size_t at) {
     const std::size_t quote = line.find('"', at);
     if (quote == std::string::npos || quote == at) throw InputError("the server's metrics: '" + line + "' names no model");

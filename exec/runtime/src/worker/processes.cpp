@@ -470,10 +470,8 @@ int run_worker(const ProcessOptions& options) {
       // Init part 1: the switch and resident graphs, captured before any request, for the
       // configured batch (other batches run eagerly). Not for per-group memory, whose
       // addresses change with every switch, nor from pageable memory or per-tensor
-      // allocations.
-      const bool graphs = mode == exec::TransferMode::Pipelined || mode == exec::TransferMode::Unpipelined ||
-                          mode == exec::TransferMode::OnDemand;
-      if (backend->supports_graphs() && graphs && !per_group) {
+      // allocations: switches_eagerly_in_server, the definition the simulator's profile entries use.
+      if (backend->supports_graphs() && !switches_eagerly_in_server(config.mechanism)) {
         const torch::Tensor example = served_example_input(*s.model, config.models[i], 0).to(backend->device());
         engines.back()->capture_graphs(example, /*traced=*/false);
         graph_inputs.push_back(example);
