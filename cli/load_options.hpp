@@ -37,6 +37,11 @@ inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
   cmd->add_option("--warmup", o.load.warmup,
                   "Requests per model sent one at a time before the workload, not recorded (a new server's heap grows)")
       ->check(CLI::Range(0, 1000))->capture_default_str();
+  cmd->add_flag_function(
+      "--shared-memory",
+      [&o](std::int64_t) { o.load.inputs = InputTransport::SharedMemory; },
+      "Inputs and outputs in POSIX shared memory registered with the server, one region per sender and model, "
+      "instead of in the messages (the server's host and Unix socket only; Note [Shared memory senders])");
   cmd->add_option("--timeout-ms", o.load.timeout_ms, "Deadline of each request")
       ->check(CLI::Range(1, 3'600'000))->capture_default_str();
 }

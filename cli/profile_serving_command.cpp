@@ -29,6 +29,7 @@ struct ProfileServingOptions {
   std::string training_from_validation;  // a psw validate folder whose alone windows give the step
   std::string training_model;
   std::string growth_from;  // a serving profile whose protocol growth per request in flight is kept
+  std::string inputs;       // with --from-load and no summary.json beside it: how the load sent inputs
   runtime::ServingProfileSpec spec;
 };
 
@@ -72,6 +73,10 @@ Action add_profile_serving_command(CLI::App& app) {
                   "With --from-load: the protocol's growth per request in flight from this serving profile, not fitted "
                   "(Note [Protocol under load])")
       ->check(CLI::ExistingFile)->needs(from_load);
+  cmd->add_option("--inputs", o->inputs,
+                  "With --from-load: how the load sent its inputs, where no psw load summary.json lies beside the "
+                  "requests.csv to say it (Note [Inputs in shared memory])")
+      ->check(CLI::IsMember({"raw", "shared-memory"}))->needs(from_load);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
   return [o] {
     ServingProfile profile;
@@ -79,7 +84,8 @@ Action add_profile_serving_command(CLI::App& app) {
       std::optional<ServingProfile> growth_from;
       if (!o->growth_from.empty()) growth_from = load_serving_profile(o->growth_from);
       profile = runtime::serving_profile_from_load(sim::read_input(o->from_load, "psw load's requests.csv"), o->from_load,
-                                                   o->spec.name, o->spec.device, growth_from ? &*growth_from : nullptr);
+                                                   o->spec.name, o->spec.device, runtime::inputs_of_load(o->from_load, o->inputs),
+                                                   growth_from ? &*growth_from : nullptr);
       if (growth_from) profile.source.note += "; protocol growth per request in flight from " + o->growth_from;
       if (!o->training_from.empty()) {
         profile.training = load_serving_profile(o->training_from).training;

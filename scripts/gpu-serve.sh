@@ -72,6 +72,9 @@
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
 #               server's start fit in one 10-minute device call; issue 9 asks for 600)
+# PSW_INPUTS=shared-memory makes every psw validate send its inputs in shared memory (psw load
+# --shared-memory, Note [Inputs in shared memory]); calibrate-load's profile then says so, and a
+# profile of raw inputs (PSW_SERVING_PROFILE, an experiment's own) is refused by the runs.
 # PSW_TRAINING_BATCH runs every part's server with its training job at that batch (default:
 # configs/serve/h200.yaml's 8); the simulator keeps batch 8's step (PSW_SERVING_PROFILE), so the
 # training rows compare unlike jobs and the engines are the point (2026-12-02-h200-serve-mps-batch-*).
@@ -91,6 +94,11 @@ warmup=${PSW_WARMUP:-2}
 # (--training-alone; Note [Training share]: the training_share row).
 training_alone=${PSW_TRAINING_ALONE:-5}
 window=${PSW_WINDOW_S:-20}
+case ${PSW_INPUTS:-raw} in
+  raw) input_flags=() ;;
+  shared-memory) input_flags=(--shared-memory) ;;
+  *) echo "gpu-serve: PSW_INPUTS='$PSW_INPUTS': expected raw or shared-memory" >&2; exit 2 ;;
+esac
 # The simulator takes its training step from a serving profile whose batch must be the model
 # profiles' (8): one calibrated at another batch would make every validation refuse it.
 if [[ -n ${PSW_CALIBRATE_LOAD_RATE:-} && ! $PSW_CALIBRATE_LOAD_RATE =~ ^[1-9][0-9]*([.][0-9]+)?$ ]]; then
@@ -371,7 +379,7 @@ use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
 validate_on_server() {  # EXPERIMENT_CONFIG NAME: against the running server
   local experiment=$1 name=$2
   (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "$warmup" \
-    --training-alone "$training_alone" --out "$raw/validation/$name") \
+    --training-alone "$training_alone" ${input_flags[@]+"${input_flags[@]}"} --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
 }
 validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve config]
@@ -390,6 +398,9 @@ if has_part calibrate-load; then
   experiment="$sock_dir/calibrate-load.yaml"
   sed "s/^name: .*/name: calibrate-load/; s/rate_per_s: 12,/rate_per_s: ${PSW_CALIBRATE_LOAD_RATE:-12},/; s#\.\./#$root/configs/#g" \
     "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+  # The experiment's own profile is of raw inputs, which a shared-memory run refuses: simulate
+  # without a request path (only the measured side is used here).
+  if [[ ${PSW_INPUTS:-raw} == shared-memory ]]; then sed -i '/^serving:/d' "$experiment"; fi
   validate_with pipeswitch "$experiment" calibrate-load
   run=$raw/validation/calibrate-load
   training_model=$(awk '/^training:/ {t = 1} t && /^  model:/ {print $2; exit}' "$serve_config")

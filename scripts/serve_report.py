@@ -402,6 +402,11 @@ def main():
             v = load(path)
             name = os.path.basename(os.path.dirname(path))
             print(f"### {name} ({v['mechanism']}): {v['within']} within tolerance, {v['outside']} outside\n")
+            measured = os.path.join(os.path.dirname(path), "measured", "summary.json")
+            # Note [Inputs in shared memory]: runs before the key sent raw inputs.
+            inputs = load(measured).get("inputs", "raw") if os.path.exists(measured) else "raw"
+            if inputs != "raw":
+                print(f"Inputs sent in {inputs} (psw load --shared-memory), not in the messages.\n")
             print("| scope | measure | simulated | measured | error | tolerance | status |")
             print("|---|---|---:|---:|---:|---:|---|")
             for r in v["rows"]:

@@ -604,6 +604,16 @@ Duration quantile_at(const std::vector<Duration>& quantiles, double u) {
   return nanoseconds(std::llround(low + weight * (high - low)));
 }
 
+const char* to_string(InputTransport inputs) {
+  switch (inputs) {
+    case InputTransport::Raw:
+      return "raw";
+    case InputTransport::SharedMemory:
+      return "shared-memory";
+  }
+  return "?";
+}
+
 const RequestPathCost* ServingProfile::path_of(const std::string& model) const {
   for (const auto& p : request_path) {
     if (p.model == model) return &p;
@@ -624,10 +634,16 @@ ServingProfile parse_serving_profile(const std::string& text, const std::string&
   ServingProfile profile;
   profile.name = r.string("name");
   profile.source = read_source(r);
-  // Note [Request path]: the numbers are of inputs in the messages; the key says so.
+  // Note [Inputs in shared memory]: the numbers hold for one way of sending inputs; the key says which.
   const std::string inputs = r.string("inputs");
-  if (inputs != "raw") {
-    r.fail_key("inputs", r.get("inputs"), "expected raw (inputs in the messages, as psw load sends them), got '" + inputs + "'");
+  if (inputs == to_string(InputTransport::Raw)) {
+    profile.inputs = InputTransport::Raw;
+  } else if (inputs == to_string(InputTransport::SharedMemory)) {
+    profile.inputs = InputTransport::SharedMemory;
+  } else {
+    r.fail_key("inputs", r.get("inputs"),
+               "expected raw (inputs in the messages) or shared-memory (in registered shared memory, psw load "
+               "--shared-memory), got '" + inputs + "'");
   }
   std::set<std::string> models;
   YAML::Node paths = r.sequence("request_path");
@@ -683,7 +699,7 @@ std::string to_yaml(const ServingProfile& profile) {
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << profile.name;
   emit_source(out, profile.source);
-  out << YAML::Key << "inputs" << YAML::Value << "raw";
+  out << YAML::Key << "inputs" << YAML::Value << to_string(profile.inputs);
   out << YAML::Key << "request_path" << YAML::Value << YAML::BeginSeq;
   for (const auto& p : profile.request_path) {
     out << YAML::Flow << YAML::BeginMap;

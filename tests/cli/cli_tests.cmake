@@ -369,22 +369,25 @@ psw_cli_test(validate.training_alone_negative 2 "--training-alone: Value -1 not 
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --training-alone -1)
 # psw profile-serving --from-load: a file that is not psw load's requests.csv.
 psw_cli_test(profile_serving.from_load_not_a_load 2 "serving-small.yaml: no column 'model'. expected psw load's requests.csv" profile-serving
-  --from-load ${PSW_SIM_DATA}/serving-small.yaml --name x --device y)
+  --from-load ${PSW_SIM_DATA}/serving-small.yaml --name x --device y --inputs raw)
+# Note [Inputs in shared memory]: a requests.csv with no summary.json beside it needs --inputs.
+psw_cli_test(profile_serving.from_load_without_inputs 2 "load-requests.csv: no psw load summary.json beside it to say how the load sent its inputs" profile-serving
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y)
 # Note [Protocol under load]: the growth taken from a profile that lacks one of the load's models.
 psw_cli_test(profile_serving.growth_from_without_model 2
   "load-requests.csv: model 'bert_base' has no request path in the profile 'growth-resnet'" profile-serving
-  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw
   --protocol-growth-from ${PSW_SIM_DATA}/serving-growth-resnet.yaml)
 # Note [MPS contention]: the training step of a run at another batch, from its job alone
 # (146 steps in 10 s: 68,493,151 ns), beside the load's request path; a run without it refused.
 psw_cli_test(profile_serving.training_from_validation 0
   "- .model: resnet152, batch: 32, step_ns: 68493151." profile-serving
-  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-batch32 --training-model resnet152 --training-batch 32)
 psw_cli_test(profile_serving.training_from_validation_untrained 2
   "validation-untrained/validation.json: no object 'training'" profile-serving
-  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-untrained --training-model resnet152 --training-batch 32)
 psw_cli_test(profile_serving.training_from_validation_without_model 2 "--training-from-validation requires --training-model"
-  profile-serving --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --training-from-validation
+  profile-serving --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-batch32)

@@ -618,10 +618,16 @@ TEST(ServingProfile, RoundTripsAndRefusesBadEntries) {
   EXPECT_EQ(again.path_of("resnet152")->protocol.ns(), 900000);
   EXPECT_EQ(again.training_of("resnet152")->batch, 8);
   EXPECT_EQ(again.source.device, "NVIDIA H200");
+  EXPECT_EQ(again.inputs, InputTransport::Raw);
+  // Note [Inputs in shared memory]: the other way of sending inputs round-trips too.
+  const ServingProfile shared = parse_serving_profile(replace_once(good, "inputs: raw", "inputs: shared-memory"), "m.yaml");
+  EXPECT_EQ(shared.inputs, InputTransport::SharedMemory);
+  EXPECT_EQ(parse_serving_profile(to_yaml(shared), "m.yaml (to_yaml)").inputs, InputTransport::SharedMemory);
   auto error = [](const std::string& text) {
     return input_error_of([&] { parse_serving_profile(text, "s.yaml"); });
   };
-  expect_contains(error(replace_once(good, "inputs: raw", "inputs: shm")), {"s.yaml:3:", "key 'inputs'", "expected raw"});
+  expect_contains(error(replace_once(good, "inputs: raw", "inputs: shm")),
+                  {"s.yaml:3:", "key 'inputs'", "expected raw", "or shared-memory", "got 'shm'"});
   expect_contains(error(replace_once(good, "model: bert_base", "model: resnet152")),
                   {"s.yaml:6:", "key 'request_path[1].model'", "given twice"});
   expect_contains(error(replace_once(good, "server_ns: 300000", "server_ns: -3")),

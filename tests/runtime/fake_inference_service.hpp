@@ -37,6 +37,12 @@ class FakeInferenceService final : public InferenceService {
     return last_input_borrowed_;
   }
 
+  // Requests whose input reached the service as borrowed shared memory, so far.
+  std::int64_t borrowed_inputs() {
+    std::lock_guard lock(mutex_);
+    return borrowed_inputs_;
+  }
+
   // Requests of `model` that reached infer() so far (a test waits on it rather than sleeping
   // for a request to arrive).
   std::int64_t requests_received(const std::string& model) {
@@ -105,6 +111,7 @@ class FakeInferenceService final : public InferenceService {
     {
       std::lock_guard lock(mutex_);
       last_input_borrowed_ = x.is_borrowed();
+      if (last_input_borrowed_) ++borrowed_inputs_;
     }
     return InferResponse{model, "1", request.id, {y}};
   }
@@ -158,6 +165,7 @@ class FakeInferenceService final : public InferenceService {
   std::map<std::string, std::int64_t> requests_;
   TrainingStatus training_;
   bool last_input_borrowed_ = false;
+  std::int64_t borrowed_inputs_ = 0;
 };
 
 }  // namespace psw::runtime::testing

@@ -9,6 +9,7 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_client_tools.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_cycles.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_shared_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_validation_run.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
 # C++ Client never sends. psw::sim: validation_run.hpp names the simulator's comparison types.

@@ -61,6 +61,33 @@ assert protocol["count"] == 4, protocol
 paid = sorted((int(r["latency_ns"]) - int(r["server_ns"])) / 1e6 for r in rows)  # the send's lateness in it
 assert 0 < protocol["min_ms"] and abs(protocol["max_ms"] - paid[-1]) < 1e-3, (protocol, paid)
 PY
+# Inputs in shared memory (Note [Shared memory senders]): every request answered through the
+# controller, which reads each input from the sender's region (psw_inputs_read_in_place_total is
+# placement auto's, not this); the summary says so, and the request path fitted from the run says
+# so too; a validation with a serving profile of raw inputs is refused before anything is sent.
+"$psw" load --config "$config" --socket "$sock" --senders 2 --warmup 1 --shared-memory --out "$work/shm" > /dev/null 2> "$work/shm.err" \
+  || { cat "$work/shm.err"; echo "FAIL: psw load --shared-memory"; exit 1; }
+/usr/bin/python3 - "$work/shm" <<'PY'
+import csv, json, sys
+out = sys.argv[1]
+summary = json.load(open(f"{out}/summary.json"))
+rows = list(csv.DictReader(open(f"{out}/requests.csv")))
+assert summary["inputs"] == "shared-memory" and summary["requests"] == 4 and summary["errors"] == 0, summary
+assert all(r["status"] == "ok" and 0 < int(r["engine_ns"]) < int(r["server_ns"]) for r in rows), rows
+PY
+"$psw" profile-serving --from-load "$work/shm/requests.csv" --name shm --device host --out "$work/shm.yaml" 2> "$work/shm-fit.err" \
+  || { cat "$work/shm-fit.err"; echo "FAIL: profile-serving --from-load of a shared-memory load"; exit 1; }
+grep -q "^inputs: shared-memory$" "$work/shm.yaml" || { cat "$work/shm.yaml"; echo "FAIL: the fitted profile's inputs"; exit 1; }
+sed "s#\.\./\.\./\.\./#$PWD/#g" tests/data/sim/validate-periodic.yaml > "$work/validate-raw-path.yaml"
+echo "serving: $PWD/configs/serving/h200.yaml" >> "$work/validate-raw-path.yaml"
+set +e
+"$psw" validate --config "$work/validate-raw-path.yaml" --socket "$sock" --shared-memory --training-alone 0 \
+  --out "$work/shm-refused" > /dev/null 2> "$work/shm-refused.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "validate-raw-path.yaml: key 'serving': the serving profile 'h200-from-burst-c' was measured with inputs raw, but this run sends them shared-memory" "$work/shm-refused.err" \
+  || { cat "$work/shm-refused.err"; echo "FAIL: validate --shared-memory with a raw profile: exit $rc"; exit 1; }
+test ! -e "$work/shm-refused" || { echo "FAIL: an output folder for a refused validation"; exit 1; }
 set +e
 "$psw" load --config "$config" --socket "$sock" --senders 2 --connections 3 > /dev/null 2> "$work/conns.err"
 rc=$?

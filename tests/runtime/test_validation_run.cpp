@@ -108,7 +108,7 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
     add("bert_base", t, 500'000, 2'000'000);
     if (b < 5) add("bert_base", t + 100'000, 900'000, 2'000'000);
   }
-  const ServingProfile profile = serving_profile_from_load(csv, "load.csv", "fit", "cpu");
+  const ServingProfile profile = serving_profile_from_load(csv, "load.csv", "fit", "cpu", InputTransport::Raw);
   const RequestPathCost* resnet = profile.path_of("resnet152");
   ASSERT_NE(resnet, nullptr);
   EXPECT_EQ(resnet->protocol_per_in_flight, nanoseconds(3'000'000));
@@ -134,13 +134,13 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
     path.protocol_per_in_flight = nanoseconds(growth);
     given.request_path.push_back(path);
   }
-  const ServingProfile with_given = serving_profile_from_load(csv, "load.csv", "fit", "cpu", &given);
+  const ServingProfile with_given = serving_profile_from_load(csv, "load.csv", "fit", "cpu", InputTransport::Raw, &given);
   EXPECT_EQ(with_given.path_of("resnet152")->protocol_per_in_flight, nanoseconds(1'000'000));
   EXPECT_EQ(with_given.path_of("resnet152")->protocol, nanoseconds(3'000'000));  // 1, 3, 5 ms less 0, 1, 2: median 3
   EXPECT_EQ(with_given.path_of("bert_base")->protocol_quantiles.back(), nanoseconds(500'000));
   given.request_path.pop_back();  // a profile without a model of the load: refused, named
   try {
-    serving_profile_from_load(csv, "load.csv", "fit", "cpu", &given);
+    serving_profile_from_load(csv, "load.csv", "fit", "cpu", InputTransport::Raw, &given);
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("model 'bert_base' has no request path in the profile 'given'"), std::string::npos)
@@ -149,7 +149,7 @@ TEST(ProtocolUnderLoad, TheGrowthPerRequestInFlightIsFittedFromALoad) {
   // A request answered before it was sent is refused, named.
   try {
     serving_profile_from_load(csv + "999,resnet152,inference,10,10,50,0,40,5000000,3000000,2000000,ok,\n", "load.csv",
-                              "fit", "cpu");
+                              "fit", "cpu", InputTransport::Raw);
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("finish_ns 40 before send_start_ns 50"), std::string::npos) << e.what();

@@ -18,8 +18,23 @@
 // request is split exactly; the medians make the profile. The simulator adds server_ns to a
 // request's service time (the worker and the controller are busy with it: a request queued
 // behind it waits for it too) and protocol_ns to its latency only (gRPC serves calls on
-// threads of their own, in parallel). The numbers hold for inputs sent as the profile says:
-// `inputs: raw`, the bytes in the message, as `psw load` sends them (the only way measured).
+// threads of their own, in parallel). The numbers hold for inputs sent as the profile says
+// (Note [Inputs in shared memory]): `inputs: raw`, the bytes in the message, or `inputs:
+// shared-memory`, the tensors in registered shared memory regions and only their references in
+// the message (`psw load --shared-memory`); the protocol of the two differs by milliseconds.
+//
+// Note [Inputs in shared memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With raw inputs gRPC carries each request's tensors (4.8 MB for ResNet-152 at batch 8, 8.6 MB
+// for Inception-v3): on the H200 that protocol took 4-9 ms, more than the switch it wraps, and it
+// moved by 10-25% between runs and machines, which set the validations' latency errors
+// (2026-12-02-c: PipeSwitch's engine within 3%, its latency 7-12% short, all of it protocol).
+// A client on the server's host can instead put the tensors in POSIX shared memory registered
+// with the server (Triton's system shared memory extension, which `psw serve` speaks) and send
+// references: the path then costs what Triton's users pay. psw load does that with
+// --shared-memory (Note [Shared memory senders] in load_generator.hpp), the serving profile fitted
+// from such a run says `inputs: shared-memory`, and psw validate refuses a profile whose inputs
+// are not the run's, since its request path would be the other protocol's.
 //
 // Note [Protocol spread]
 // ~~~~~~~~~~~~~~~~~~~~~~
@@ -101,9 +116,14 @@ struct TrainingStepCost {
   Duration step;  // one step of the server's training job, alone
 };
 
+// Note [Inputs in shared memory]: how the requests a profile was measured with carried their inputs.
+enum class InputTransport { Raw, SharedMemory };
+const char* to_string(InputTransport inputs);  // "raw", "shared-memory" (the YAML's words)
+
 struct ServingProfile {
   std::string name;
   SourceInfo source;
+  InputTransport inputs = InputTransport::Raw;
   std::vector<RequestPathCost> request_path;
   std::vector<TrainingStepCost> training;
 

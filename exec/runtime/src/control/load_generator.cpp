@@ -23,6 +23,7 @@
 #include "psw/common/output.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/client_tools.hpp"
+#include "psw/sim/compare.hpp"
 #include "psw/sim/metrics.hpp"
 #include "psw/sim/workload_source.hpp"
 
@@ -66,21 +67,27 @@ std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double
   return planned;
 }
 
-// One request body per model the workload uses: random tensors of the server's metadata at the
+// One request per model the workload uses: random tensors of the server's metadata at the
 // model's profile batch (Note [Batch of a request] in sim/src/workload_source.cpp), built once
-// and shared read-only by the senders. A model the server does not serve is refused here.
-std::map<std::uint32_t, InferRequest> build_requests(const ExperimentConfig& config, const LoadOptions& options,
-                                                     const std::set<std::uint32_t>& used) {
+// and shared read-only by the senders, with the metadata (the outputs a shared memory region
+// holds). A model the server does not serve is refused here.
+struct PreparedRequest {
+  ModelInfo info;
+  InferRequest body;
+};
+
+std::map<std::uint32_t, PreparedRequest> build_requests(const ExperimentConfig& config, const LoadOptions& options,
+                                                        const std::set<std::uint32_t>& used) {
   Client client(options.target);
   client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
-  std::map<std::uint32_t, InferRequest> bodies;
+  std::map<std::uint32_t, PreparedRequest> prepared;
   std::uint64_t seed = options.seed;
   for (std::uint32_t m : used) {
     const ModelProfile& model = config.models[m];
     const std::string key = where(config) + ": models[" + std::to_string(m) + "].name '" + model.name + "'";
-    ModelInfo info;
+    PreparedRequest request;
     try {
-      info = client.model_metadata(model.name);
+      request.info = client.model_metadata(model.name);
     } catch (const ServiceError& e) {
       if (e.code() == ServiceError::Code::NotFound || e.code() == ServiceError::Code::InvalidArgument) {
         throw InputError(key + ": the server at " + options.target + " does not serve this model (" + e.what() + ")");
@@ -88,17 +95,42 @@ std::map<std::uint32_t, InferRequest> build_requests(const ExperimentConfig& con
       throw Error("the server at " + options.target + " did not answer the metadata of '" + model.name + "': " +
                   e.what());
     }
-    InferRequest body;
-    body.model = model.name;
+    request.body.model = model.name;
     try {
-      for (const auto& spec : info.inputs) body.inputs.push_back(random_tensor(spec, model.batch, seed++));
+      for (const auto& spec : request.info.inputs) request.body.inputs.push_back(random_tensor(spec, model.batch, seed++));
     } catch (const InputError& e) {
       throw InputError(key + " at batch " + std::to_string(model.batch) + " (its profile's): " + e.what());
     }
-    bodies.emplace(m, std::move(body));
+    prepared.emplace(m, std::move(request));
   }
-  return bodies;
+  return prepared;
 }
+
+// Note [Shared memory senders]: where one connection's requests find their tensors: a region
+// per model, registered through that connection, or (raw inputs) nowhere: in the messages.
+class SenderInputs {
+ public:
+  SenderInputs(Client& client, const std::map<std::uint32_t, PreparedRequest>& requests, const LoadOptions& options) {
+    if (options.inputs != InputTransport::SharedMemory) return;
+    for (const auto& [model, request] : requests) {
+      try {
+        staged_.emplace(model, std::make_unique<SharedMemoryStaging>(client, request.info, request.body));
+      } catch (const std::exception& e) {
+        throw Error("--shared-memory: the inputs of '" + request.body.model + "' could not be placed in shared memory " +
+                    "registered with the server at " + options.target +
+                    " (the extension needs the server's host and its Unix socket): " + e.what());
+      }
+    }
+  }
+  const SharedMemoryPlacement& placement(std::uint32_t model) const {
+    const auto staged = staged_.find(model);
+    return staged == staged_.end() ? in_messages_ : staged->second->placement();
+  }
+
+ private:
+  std::map<std::uint32_t, std::unique_ptr<SharedMemoryStaging>> staged_;
+  SharedMemoryPlacement in_messages_;
+};
 
 Duration since(Clock::time_point start, Clock::time_point t) {
   return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(t - start).count());
@@ -182,6 +214,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"seed", config.seed},
       {"time_scale", options.time_scale},
       {"senders", options.senders},
+      {"inputs", to_string(options.inputs)},  // Note [Shared memory senders]
       {"connections", options.connections > 0 ? options.connections : options.senders},
       {"warmup_per_model", options.warmup},
       {"generated", static_cast<std::int64_t>(records.size())},
@@ -202,10 +235,11 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
 }
 
 // Sends one request and records its send, its answer (or error) and the server's times.
-void send_and_record(Client& client, const InferRequest& body, Clock::time_point start, LoadRequestRecord& r) {
+void send_and_record(Client& client, const InferRequest& body, const SharedMemoryPlacement& placement,
+                     Clock::time_point start, LoadRequestRecord& r) {
   r.send_start = since(start, Clock::now());
   try {
-    const InferResponse response = client.infer(body);
+    const InferResponse response = client.infer(body, placement);
     r.server = nanoseconds(response.server_ns);
     r.engine = nanoseconds(response.engine_ns);
     r.ok = true;
@@ -215,10 +249,12 @@ void send_and_record(Client& client, const InferRequest& body, Clock::time_point
   r.finish = since(start, Clock::now());
 }
 
-// LoadOptions::warmup requests per model, one at a time, not recorded.
-void warm_up(Client& client, const std::map<std::uint32_t, InferRequest>& bodies, int per_model) {
-  for (const auto& [model, body] : bodies) {
-    for (int w = 0; w < per_model; ++w) client.infer(body);
+// LoadOptions::warmup requests per model, one at a time, not recorded, sent as the workload's
+// are (through regions of their own: Note [Shared memory senders]).
+void warm_up(Client& client, const std::map<std::uint32_t, PreparedRequest>& requests, const LoadOptions& options) {
+  const SenderInputs inputs(client, requests, options);
+  for (const auto& [model, request] : requests) {
+    for (int w = 0; w < options.warmup; ++w) client.infer(request.body, inputs.placement(model));
   }
 }
 
@@ -241,13 +277,15 @@ constexpr int kMaxFailuresInARow = 100;
 LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options) {
   const WorkloadSpec& workload = config.workload;
   const std::uint32_t model = workload.cycle_model;
-  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, {model});
-  const InferRequest& body = bodies.at(model);
+  const std::map<std::uint32_t, PreparedRequest> requests = build_requests(config, options, {model});
+  const InferRequest& body = requests.at(model).body;
   Client client(options.target);
   client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  std::optional<SenderInputs> inputs;
   try {
     if (!client.server_live()) throw Error("the server at " + options.target + " is not live");
-    if (options.warmup > 0) warm_up(client, bodies, options.warmup);
+    if (options.warmup > 0) warm_up(client, requests, options);
+    inputs.emplace(client, requests, options);
   } catch (const ServiceError& e) {
     throw Error("cannot reach the server at " + options.target + ": " + e.what());
   }
@@ -274,7 +312,7 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
       r.model = model;
       r.scheduled = issued;
       r.arrival = unscaled(issued);
-      send_and_record(client, body, start, r);
+      send_and_record(client, body, inputs->placement(model), start, r);
       if (r.ok && r.finish <= phase_end) ++in_phase;
       failures_in_a_row = r.ok ? 0 : failures_in_a_row + 1;
       report.requests.push_back(r);
@@ -308,7 +346,7 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   const std::vector<PlannedRequest> planned = plan_requests(config, options.time_scale);
   std::set<std::uint32_t> used;
   for (const auto& p : planned) used.insert(p.request.model);
-  const std::map<std::uint32_t, InferRequest> bodies = build_requests(config, options, used);
+  const std::map<std::uint32_t, PreparedRequest> requests = build_requests(config, options, used);
 
   LoadReport report;
   report.requests.resize(planned.size());
@@ -349,6 +387,7 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
     // request's latency includes connecting.
     std::unique_ptr<Client> own;
     Client* client = nullptr;
+    std::optional<SenderInputs> inputs;  // before the clock too (Note [Shared memory senders])
     std::string error;
     try {  // nothing may escape a thread
       if (shared.empty()) {
@@ -357,7 +396,11 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
       } else {
         client = shared[static_cast<std::size_t>(index) % shared.size()].get();
       }
-      if (!client->server_live()) error = "the server at " + options.target + " is not live";
+      if (!client->server_live()) {
+        error = "the server at " + options.target + " is not live";
+      } else {
+        inputs.emplace(*client, requests, options);
+      }
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -377,7 +420,7 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
         due.pop_front();
       }
       LoadRequestRecord& r = report.requests[i];
-      send_and_record(*client, bodies.at(r.model), start, r);
+      send_and_record(*client, requests.at(r.model).body, inputs->placement(r.model), start, r);
       (r.ok ? answered : failed).fetch_add(1, std::memory_order_relaxed);
     }
   };
@@ -407,7 +450,7 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   if (options.warmup > 0) {
     try {
       const std::unique_ptr<Client> own = shared.empty() ? connect() : nullptr;
-      warm_up(own ? *own : *shared.front(), bodies, options.warmup);
+      warm_up(own ? *own : *shared.front(), requests, options);
     } catch (const std::exception& e) {
       stop_senders();
       throw Error(std::string("a warm-up request failed: ") + e.what());
@@ -713,8 +756,51 @@ std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_
   return answered;
 }
 
+InputTransport recorded_inputs(const nlohmann::json& summary, const std::string& origin) {
+  if (!summary.contains("inputs")) return InputTransport::Raw;
+  const nlohmann::json& inputs = summary["inputs"];
+  for (const InputTransport t : {InputTransport::Raw, InputTransport::SharedMemory}) {
+    if (inputs.is_string() && inputs.get<std::string>() == to_string(t)) return t;
+  }
+  throw InputError(origin + ": 'inputs' is " + inputs.dump() + ", expected \"raw\" or \"shared-memory\"");
+}
+
+InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const std::string& given) {
+  std::optional<InputTransport> said;
+  for (const InputTransport t : {InputTransport::Raw, InputTransport::SharedMemory}) {
+    if (given == to_string(t)) said = t;
+  }
+  if (!given.empty() && !said) {
+    throw InputError("inputs '" + given + "' of " + requests_csv.string() + ": expected raw or shared-memory");
+  }
+  const std::filesystem::path summary = requests_csv.parent_path() / "summary.json";
+  if (!std::filesystem::exists(summary)) {
+    if (!said) {
+      throw InputError(requests_csv.string() + ": no psw load summary.json beside it to say how the load sent its " +
+                       "inputs (raw or shared-memory): say it (psw profile-serving --inputs)");
+    }
+    return *said;
+  }
+  const InputTransport recorded =
+      recorded_inputs(sim::read_json_object(summary, "psw load's summary.json"), summary.string());
+  if (said && *said != recorded) {
+    throw InputError(detail::concat("inputs ", given, " of ", requests_csv.string(), ": ", summary.string(),
+                                    " records the load's as ", to_string(recorded)));
+  }
+  return recorded;
+}
+
+void check_serving_inputs(const ExperimentConfig& config, InputTransport measured, const std::string& measured_by) {
+  if (!config.serving || config.serving->inputs == measured) return;
+  throw InputError(config.source.string() + ": key 'serving': the serving profile '" + config.serving->name +
+                   "' was measured with inputs " + to_string(config.serving->inputs) + ", but " + measured_by +
+                   " sends them " + to_string(measured) +
+                   " (Note [Inputs in shared memory]: the request path of one is not the other's; psw load "
+                   "--shared-memory sends them in shared memory)");
+}
+
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
-                                         const std::string& name, const std::string& device,
+                                         const std::string& name, const std::string& device, InputTransport inputs,
                                          const ServingProfile* growth_from) {
   struct Answered {
     std::size_t model;  // into `order`
@@ -746,6 +832,7 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
   }
   ServingProfile profile;
   profile.name = name;
+  profile.inputs = inputs;
   profile.source.kind = ProfileSource::Measured;
   profile.source.device = device;
   profile.source.note = "psw profile-serving --from-load " + origin +

@@ -149,6 +149,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     throw InputError("psw validate sends the workload at its own times (time scale 1): the simulator predicts those");
   }
   check_load_workload(config);  // before contacting the server
+  check_serving_inputs(config, options.inputs, "this run");
   Client client(options.target);
   client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
   try {
@@ -215,6 +216,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   if (!validation.contains("mechanism") || !validation["mechanism"].is_string()) {
     throw InputError(folder + "/validation.json: no string 'mechanism'");
   }
+  check_serving_inputs(config, recorded_inputs(measured, folder + "/measured/summary.json"), folder);
   const std::string mechanism = validation["mechanism"].get<std::string>();
   if (mechanism != to_string(config.mechanism)) {
     throw InputError(folder + ": measured under " + mechanism + ", but " + config.source.string() + " simulates " +

@@ -29,6 +29,21 @@
 // which of the two, the connection or the sending thread, carries the difference: the thread
 // (16 senders on one connection paid 10.5 ms, on 16 10.9 ms; one sender 7.5 ms), through the
 // page faults of its heap (Note [Message memory] in message_memory.hpp, which removed them).
+//
+// Note [Shared memory senders]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// With LoadOptions::inputs = SharedMemory (psw load --shared-memory; Note [Inputs in shared
+// memory] in serving_profile.hpp) each sender, once connected and before the clock starts,
+// registers one POSIX shared memory region per model of the workload (SharedMemoryStaging,
+// client.hpp) and writes the model's request into it; every request it then sends names those
+// ranges instead of carrying the bytes, and the server writes the outputs into the same region.
+// One region per sender and model, not per model: requests of one model in flight on two
+// senders would otherwise have their outputs written over each other. The inputs are written
+// once, outside any request's latency, as a client that produces its tensors in place (decodes
+// an image into the region) would: what is measured is the protocol and the server, not a copy
+// the client chose to make. The warm-up sends the same way, through regions of its own. Shared
+// memory needs the server's host and its Unix socket (psw serve offers the extension there
+// only): a server that refuses a region fails the run before the clock starts, naming it.
 
 #include <array>
 #include <cstdint>
@@ -62,6 +77,8 @@ struct LoadOptions {
   int warmup = 0;
   std::int64_t timeout_ms = 60'000;  // deadline of each request
   std::uint64_t seed = 1;   // of the random input tensors
+  // How the requests carry their inputs (Note [Shared memory senders]); summary.json's `inputs`.
+  InputTransport inputs = InputTransport::Raw;
   // A line of progress now and then (every few seconds of a long run); may be empty.
   std::function<void(const std::string&)> progress;
   // Called just before the workload's clock starts (after connecting and the warm-up) and once
@@ -183,9 +200,23 @@ std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_
 // same requests, or taken from `growth_from` where given (a profile fitted on a load with
 // more requests in flight; InputError when it lacks a model of the file), and the median and
 // quantiles are of each request's protocol less that growth.
+// The profile's `inputs` are the load's (Note [Shared memory senders]: recorded_inputs).
 ServingProfile serving_profile_from_load(const std::string& requests_csv, const std::string& origin,
-                                         const std::string& name, const std::string& device,
+                                         const std::string& name, const std::string& device, InputTransport inputs,
                                          const ServingProfile* growth_from = nullptr);
+
+// Note [Shared memory senders]: how a psw load run sent its inputs, from its summary.json
+// (`origin` names it in errors): its `inputs`; a summary without the key is of a run from before
+// it, all of which sent them raw. InputError for a value that is neither.
+InputTransport recorded_inputs(const nlohmann::json& summary, const std::string& origin);
+// The same for the run behind a psw load requests.csv: the summary.json beside it says, and
+// `given` ("raw", "shared-memory" or empty), where not empty, must agree; without a summary.json,
+// `given` must say (InputError otherwise, naming the file).
+InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const std::string& given);
+// Note [Inputs in shared memory]: InputError when the config's serving profile (if it has one)
+// was measured with inputs sent otherwise than `measured` (`measured_by` says whose they are),
+// since the simulator would then add the other protocol's path.
+void check_serving_inputs(const ExperimentConfig& config, InputTransport measured, const std::string& measured_by);
 
 // The training step a psw validate run measured alone (validation.json's training.alone_steps
 // over training.alone_seconds: the --training-alone windows), as the serving profile's entry of

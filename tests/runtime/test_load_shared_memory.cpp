@@ -1,0 +1,165 @@
+// psw load --shared-memory (Note [Shared memory senders] in load_generator.hpp) against the fake
+// service (fake_inference_service.hpp): every request, the warm-up's too, reaches the service
+// with its input borrowed from the client's shared memory and is answered, open loop and closed;
+// raw inputs borrow nothing; the summary says which; a server that does not offer the extension
+// (TCP) fails the run before the clock starts, naming the option; and psw validate's check that
+// a serving profile was measured with the run's kind of inputs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "fake_inference_service.hpp"
+#include "grpc_test_support.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/experiment_config.hpp"
+#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/load_generator.hpp"
+
+namespace psw::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace grpc_test_support;
+
+class LoadSharedMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/psw-load-shm-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    service_.slow_delay = std::chrono::milliseconds(40);
+    server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{(dir_ / "psw.sock").string(), ""}, kMaxMessage);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  // `count` requests of `model` (batch 2), one every 20 ms.
+  static ExperimentConfig periodic(const std::string& model, std::int64_t count) {
+    ExperimentConfig config;
+    config.name = "periodic-" + model;
+    config.source = "periodic-" + model + ".yaml";
+    ModelProfile profile;
+    profile.name = model;
+    profile.batch = 2;
+    config.models.push_back(profile);
+    config.workload.kind = WorkloadKind::Periodic;
+    config.workload.interval = milliseconds(20);
+    config.workload.count = count;
+    config.workload.models = {0};
+    return config;
+  }
+
+  LoadOptions options(const std::string& target, InputTransport inputs) const {
+    LoadOptions o;
+    o.target = target;
+    o.timeout_ms = 10'000;
+    o.senders = 3;
+    o.inputs = inputs;
+    return o;
+  }
+
+  fs::path dir_;
+  testing::FakeInferenceService service_;
+  std::unique_ptr<GrpcFrontEnd> server_;
+};
+
+TEST_F(LoadSharedMemoryTest, EveryRequestOfTheOpenLoopBorrowsItsInputAndIsAnswered) {
+  LoadOptions shared = options(server_->target(), InputTransport::SharedMemory);
+  shared.warmup = 1;
+  const LoadReport report = run_load(periodic("double", 6), shared);
+  ASSERT_EQ(report.requests.size(), 6u);
+  for (const auto& r : report.requests) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(service_.borrowed_inputs(), 6 + 1) << "the six requests and the warm-up's, all from shared memory";
+  EXPECT_EQ(service_.requests_received("double"), 6 + 1);
+  EXPECT_EQ(report.summary.at("inputs").get<std::string>(), "shared-memory");
+
+  const LoadReport raw = run_load(periodic("double", 4), options(server_->target(), InputTransport::Raw));
+  for (const auto& r : raw.requests) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(service_.requests_received("double"), 6 + 1 + 4);
+  EXPECT_EQ(service_.borrowed_inputs(), 6 + 1) << "raw inputs come in the messages";
+  EXPECT_EQ(raw.summary.at("inputs").get<std::string>(), "raw");
+}
+
+TEST_F(LoadSharedMemoryTest, TheClosedLoopBorrowsToo) {
+  ExperimentConfig config = periodic("slow", 1);
+  config.workload.kind = WorkloadKind::Cycles;
+  config.workload.cycle = milliseconds(200);
+  config.workload.rounds = 1;
+  config.workload.cycle_model = 0;
+  const LoadReport report = run_load(config, options(server_->target(), InputTransport::SharedMemory));
+  ASSERT_FALSE(report.requests.empty());
+  for (const auto& r : report.requests) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(service_.borrowed_inputs(), static_cast<std::int64_t>(report.requests.size()));
+}
+
+TEST_F(LoadSharedMemoryTest, AServerWithoutTheExtensionFailsTheRunBeforeAnyRequest) {
+  // Over TCP the extension answers UNIMPLEMENTED (grpc_server.hpp).
+  testing::FakeInferenceService tcp_service;
+  GrpcFrontEnd tcp(tcp_service, Endpoint{"", "127.0.0.1:0"}, kMaxMessage);
+  try {
+    run_load(periodic("double", 3), options(tcp.target(), InputTransport::SharedMemory));
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--shared-memory: the inputs of 'double' could not be placed in shared memory"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(tcp_service.requests_received("double"), 0);
+}
+
+TEST(LoadInputs, ValidationRefusesAServingProfileOfTheOtherInputs) {
+  ExperimentConfig config;
+  config.source = "exp.yaml";
+  EXPECT_NO_THROW(check_serving_inputs(config, InputTransport::SharedMemory, "this run")) << "no profile: no check";
+  config.serving = ServingProfile{};
+  config.serving->name = "raw-path";
+  EXPECT_NO_THROW(check_serving_inputs(config, InputTransport::Raw, "this run"));
+  try {
+    check_serving_inputs(config, InputTransport::SharedMemory, "this run");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("exp.yaml: key 'serving': the serving profile 'raw-path' was measured with inputs raw, but "
+                        "this run sends them shared-memory"),
+              std::string::npos)
+        << what;
+  }
+}
+
+TEST(LoadInputs, ARecordedRunSaysHowItSentItsInputs) {
+  EXPECT_EQ(recorded_inputs(nlohmann::json::object(), "s.json"), InputTransport::Raw) << "runs before the key: raw";
+  EXPECT_EQ(recorded_inputs({{"inputs", "shared-memory"}}, "s.json"), InputTransport::SharedMemory);
+  EXPECT_THROW(recorded_inputs({{"inputs", "shm"}}, "s.json"), InputError);
+  EXPECT_THROW(recorded_inputs({{"inputs", 1}}, "s.json"), InputError);
+
+  char pattern[] = "/tmp/psw-load-inputs-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const fs::path dir = pattern;
+  const fs::path csv = dir / "requests.csv";
+  std::ofstream(csv) << "id\n";
+  EXPECT_EQ(inputs_of_load(csv, "raw"), InputTransport::Raw) << "no summary beside it: as given";
+  EXPECT_THROW(inputs_of_load(csv, ""), InputError) << "no summary and nothing given";
+  std::ofstream(dir / "summary.json") << R"({"inputs": "shared-memory"})";
+  EXPECT_EQ(inputs_of_load(csv, ""), InputTransport::SharedMemory);
+  EXPECT_EQ(inputs_of_load(csv, "shared-memory"), InputTransport::SharedMemory);
+  try {
+    inputs_of_load(csv, "raw");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("records the load's as shared-memory"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace psw::runtime
