@@ -1,5 +1,5 @@
 // psw load --shared-memory (Note [Shared memory senders] in load_generator.hpp) against the fake
-// service (fake_inference_service.hpp): every request, the warm-up's too, reaches the service
+// service (fake_inference_service.hpp): every request, each sender's warm-up too, reaches the service
 // with its input borrowed from the client's shared memory and is answered, open loop and closed;
 // raw inputs borrow nothing; the summary says which; a server that does not offer the extension
 // (TCP) fails the run before the clock starts, naming the option; and psw validate's check that
@@ -78,14 +78,15 @@ TEST_F(LoadSharedMemoryTest, EveryRequestOfTheOpenLoopBorrowsItsInputAndIsAnswer
   const LoadReport report = run_load(periodic("double", 6), shared);
   ASSERT_EQ(report.requests.size(), 6u);
   for (const auto& r : report.requests) EXPECT_TRUE(r.ok) << r.error;
-  EXPECT_EQ(service_.borrowed_inputs(), 6 + 1) << "the six requests and the warm-up's, all from shared memory";
-  EXPECT_EQ(service_.requests_received("double"), 6 + 1);
+  // The warm-up: one request per sender (and model), through the sender's own regions.
+  EXPECT_EQ(service_.borrowed_inputs(), 6 + 3) << "the six requests and the warm-up's, all from shared memory";
+  EXPECT_EQ(service_.requests_received("double"), 6 + 3);
   EXPECT_EQ(report.summary.at("inputs").get<std::string>(), "shared-memory");
 
   const LoadReport raw = run_load(periodic("double", 4), options(server_->target(), InputTransport::Raw));
   for (const auto& r : raw.requests) EXPECT_TRUE(r.ok) << r.error;
-  EXPECT_EQ(service_.requests_received("double"), 6 + 1 + 4);
-  EXPECT_EQ(service_.borrowed_inputs(), 6 + 1) << "raw inputs come in the messages";
+  EXPECT_EQ(service_.requests_received("double"), 6 + 3 + 4);
+  EXPECT_EQ(service_.borrowed_inputs(), 6 + 3) << "raw inputs come in the messages";
   EXPECT_EQ(raw.summary.at("inputs").get<std::string>(), "raw");
 }
 

@@ -250,11 +250,12 @@ void send_and_record(Client& client, const InferRequest& body, const SharedMemor
 }
 
 // LoadOptions::warmup requests per model, one at a time, not recorded, sent as the workload's
-// are (through regions of their own: Note [Shared memory senders]).
-void warm_up(Client& client, const std::map<std::uint32_t, PreparedRequest>& requests, const LoadOptions& options) {
-  const SenderInputs inputs(client, requests, options);
+// are: raw, or through `inputs`, the regions the workload's requests then use (Note [Shared
+// memory senders]: a region's first request pays more than the later ones).
+void warm_up(Client& client, const std::map<std::uint32_t, PreparedRequest>& requests, const SenderInputs& inputs,
+             int per_model) {
   for (const auto& [model, request] : requests) {
-    for (int w = 0; w < options.warmup; ++w) client.infer(request.body, inputs.placement(model));
+    for (int w = 0; w < per_model; ++w) client.infer(request.body, inputs.placement(model));
   }
 }
 
@@ -284,8 +285,8 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
   std::optional<SenderInputs> inputs;
   try {
     if (!client.server_live()) throw Error("the server at " + options.target + " is not live");
-    if (options.warmup > 0) warm_up(client, requests, options);
     inputs.emplace(client, requests, options);
+    if (options.warmup > 0) warm_up(client, requests, *inputs, options.warmup);
   } catch (const ServiceError& e) {
     throw Error("cannot reach the server at " + options.target + ": " + e.what());
   }
@@ -368,6 +369,8 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   bool closed = false;
   int connected = 0;
   std::string connect_error;
+  std::string warmup_error;  // a sender's (shared memory)
+  std::mutex warmup_mutex;
   std::atomic<std::int64_t> answered{0};
   std::atomic<std::int64_t> failed{0};
   Clock::time_point start;
@@ -403,6 +406,18 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
       }
     } catch (const std::exception& e) {
       error = e.what();
+    }
+    // Note [Shared memory senders]: the warm-up through this sender's own regions, one sender
+    // at a time so that its requests go one at a time as the raw warm-up's do.
+    if (error.empty() && options.warmup > 0 && options.inputs == InputTransport::SharedMemory) {
+      try {
+        std::lock_guard one_at_a_time(warmup_mutex);
+        warm_up(*client, requests, *inputs, options.warmup);
+      } catch (const std::exception& e) {
+        error = std::string("a warm-up request failed: ") + e.what();
+        std::lock_guard lock(mutex);
+        if (warmup_error.empty()) warmup_error = error;
+      }
     }
     {
       std::lock_guard lock(mutex);
@@ -440,17 +455,23 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
     std::unique_lock lock(mutex);
     connected_cv.wait(lock, [&] { return connected == options.senders; });
   }
+  if (!warmup_error.empty()) {
+    stop_senders();
+    throw Error(warmup_error);
+  }
   if (!connect_error.empty()) {
     stop_senders();
     throw Error("cannot reach the server at " + options.target + ": " + connect_error);
   }
-  // Warm-up (LoadOptions::warmup) through one connection (the first shared one, else one of its
-  // own: which connection makes no difference, Note [Client connections]); a failure here is
-  // the run's (the server cannot serve the workload), before anything is recorded.
-  if (options.warmup > 0) {
+  // Warm-up (LoadOptions::warmup) of raw inputs through one connection (the first shared one,
+  // else one of its own: which connection makes no difference, Note [Client connections]); a
+  // failure here is the run's (the server cannot serve the workload), before anything is
+  // recorded. (Shared memory: each sender's, above.)
+  if (options.warmup > 0 && options.inputs == InputTransport::Raw) {
     try {
       const std::unique_ptr<Client> own = shared.empty() ? connect() : nullptr;
-      warm_up(own ? *own : *shared.front(), requests, options);
+      warm_up(own ? *own : *shared.front(), requests, SenderInputs(own ? *own : *shared.front(), requests, options),
+              options.warmup);
     } catch (const std::exception& e) {
       stop_senders();
       throw Error(std::string("a warm-up request failed: ") + e.what());

@@ -41,9 +41,15 @@
 // senders would otherwise have their outputs written over each other. The inputs are written
 // once, outside any request's latency, as a client that produces its tensors in place (decodes
 // an image into the region) would: what is measured is the protocol and the server, not a copy
-// the client chose to make. The warm-up sends the same way, through regions of its own. Shared
-// memory needs the server's host and its Unix socket (psw serve offers the extension there
-// only): a server that refuses a region fails the run before the clock starts, naming it.
+// the client chose to make. The warm-up (--warmup N) is each sender's, N requests per model
+// through its own regions, one sender at a time: a region's first request costs the server more
+// than the later ones (on the H200, 2026-12-03, its part beyond the engine was 1.4-2.3 ms for the
+// first requests of each of 16 senders' ResNet-152 and Inception-v3 regions in a burst run and
+// about 0.6 ms after; a worker's first copy from a region it has just page-locked is suspected,
+// not measured), a one-time cost of a new region as connecting is of a new connection, which a
+// client that keeps its regions pays once. Shared memory needs the server's host and its Unix
+// socket (psw serve offers the extension there only): a server that refuses a region fails the
+// run before the clock starts, naming it.
 
 #include <array>
 #include <cstdint>
@@ -73,7 +79,8 @@ struct LoadOptions {
   int connections = 0;
   // Requests per model of the workload sent one at a time before the clock starts, and not
   // recorded: the first requests of a freshly started server pay for growing its heap (Note
-  // [Message memory]), which the simulator's steady state does not model.
+  // [Message memory]), which the simulator's steady state does not model. With shared memory,
+  // per model and sender, through the sender's regions (Note [Shared memory senders]).
   int warmup = 0;
   std::int64_t timeout_ms = 60'000;  // deadline of each request
   std::uint64_t seed = 1;   // of the random input tensors
