@@ -42,6 +42,14 @@
 #                                                     as it is now, another machine), -eager-a and
 #                                                     -eager-b (two more, that afternoon); the
 #                                                     resimulated figures add raw-figures-2026-12-03-b;
+#       pipeswitch, ready, time-sliced, unified-     on raw-serve-2026-12-03-shm (inputs in shared
+#       memory and the eager ablations                memory, its request path fitted in the same
+#                                                     call) and -shm-held (the same machine, one call
+#                                                     later, with -shm's path: held out); pipeswitch
+#                                                     and ready on -shm-unprimed and -raw-same-call
+#                                                     (another machine: before the senders' warm-up
+#                                                     through their regions, and raw inputs with the
+#                                                     path of the same call);
 #       mps, time-sliced with the training job at     on raw-figures-2026-12-02-mps-batch-N (same
 #       batch 2, 4, 16 and 32                         machine as run c; Note [MPS contention]);
 #                                                     MPS's contention points are fitted on batch
@@ -82,6 +90,11 @@ serving_of() {  # RUN_FOLDER
       echo "$1/serving-h200-from-load.yaml" ;;
     # Its request path was not measured in that call: the previous call's (calibrate-load).
     raw-serve-2026-12-03-eager-b) echo "$1/serving-h200-from-load-a.yaml" ;;
+    # Note [Inputs in shared memory]: the path of the call's own calibrate-load, of the inputs it sent.
+    raw-serve-2026-12-03-shm | raw-serve-2026-12-03-shm-unprimed | raw-serve-2026-12-03-raw-same-call)
+      echo "$1/serving-h200-from-load.yaml" ;;
+    # Held out: the same machine, one call later, with the path of the call before.
+    raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -172,6 +185,14 @@ validate_on "$runs/raw-serve-2026-12-03-starts" no-ipc-optimization no-memory-ma
 # ... and on two more machines of the afternoon, after the adoption's.
 validate_on "$runs/raw-serve-2026-12-03-eager-a" no-ipc-optimization no-memory-management no-pinned-memory
 validate_on "$runs/raw-serve-2026-12-03-eager-b" no-ipc-optimization no-memory-management no-pinned-memory
+# Note [Inputs in shared memory]: the request path and the runs of one machine, the inputs in
+# shared memory (and, on the first machine, raw too, calibrated in the same call).
+validate_on "$runs/raw-serve-2026-12-03-raw-same-call" pipeswitch ready
+validate_on "$runs/raw-serve-2026-12-03-shm-unprimed" pipeswitch ready
+validate_on "$runs/raw-serve-2026-12-03-shm" pipeswitch ready time-sliced unified-memory \
+  no-ipc-optimization no-memory-management no-pinned-memory
+validate_on "$runs/raw-serve-2026-12-03-shm-held" pipeswitch ready no-ipc-optimization no-memory-management \
+  no-pinned-memory
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
@@ -179,6 +200,7 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
-  serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b 2026-12-02-c \
+  serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \
+  serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

@@ -26,6 +26,19 @@ MECHANISMS = {
     "ready": "(none: the check that the fits leave Ready alone)",
 }
 MODELS = ["resnet152", "inception_v3", "bert_base"]
+# What sets a run apart from the others, under its heading (Note [Inputs in shared memory]).
+RUN_NOTES = {
+    "serve-2026-12-03-raw-same-call": "Raw inputs; the request path fitted in the same call on the same machine "
+                                      "(part `calibrate-load` just before).",
+    "serve-2026-12-03-shm-unprimed": "Inputs in shared memory (`psw load --shared-memory`), the request path fitted in "
+                                     "the same call, before each sender warmed up through its own regions: nearly "
+                                     "every request here is its region's first, which costs the server 1-1.5 ms more "
+                                     "than the path fitted from a burst (Note [Shared memory senders]).",
+    "serve-2026-12-03-shm": "Inputs in shared memory, each sender warmed up through its own regions; the request "
+                            "path fitted in the same call (part `calibrate-load` just before).",
+    "serve-2026-12-03-shm-held": "Inputs in shared memory; the machine of `raw-serve-2026-12-03-shm`, one call later, "
+                                 "simulated with that call's request path: held out.",
+}
 
 
 def rows(folder):
@@ -102,6 +115,8 @@ def main(argv):
     for run in runs:
         folder = f"raw-{run}" if run.startswith("serve-") else f"raw-figures-{run}"
         print(f"## Held out: `results/gpu/{folder}`\n")
+        if run in RUN_NOTES:
+            print(RUN_NOTES[run] + "\n")
         print("| mechanism | cost fitted | fitted on | model | engine error, before | engine error, after | latency error, before | latency error, after |")
         print("|---|---|---|---|---:|---:|---:|---:|")
         for mechanism, cost in MECHANISMS.items():

@@ -405,8 +405,8 @@ def main():
             measured = os.path.join(os.path.dirname(path), "measured", "summary.json")
             # Note [Inputs in shared memory]: runs before the key sent raw inputs.
             inputs = load(measured).get("inputs", "raw") if os.path.exists(measured) else "raw"
-            if inputs != "raw":
-                print(f"Inputs sent in {inputs} (psw load --shared-memory), not in the messages.\n")
+            if inputs == "shared-memory":
+                print("Inputs in shared memory (psw load --shared-memory), not in the messages.\n")
             print("| scope | measure | simulated | measured | error | tolerance | status |")
             print("|---|---|---:|---:|---:|---:|---|")
             for r in v["rows"]:
