@@ -196,11 +196,30 @@ validate_on "$runs/raw-serve-2026-12-03-shm-held" pipeswitch ready no-ipc-optimi
 validate_on "$runs/raw-figures-2026-12-02-c" mps time-sliced pipeswitch ready \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$batch" mps time-sliced; done
+# Note [Adopting eager host times] on one machine: the host times adopted from raw-serve-2026-12-03-shm
+# (over the shipped profile, into a profile of this script's alone) and validated on -shm-held, the
+# same machine one call later: before = the shipped profile (host times of another machine), after =
+# this machine's.
+same_machine=$profile
+for mechanism in no-ipc-optimization no-memory-management no-pinned-memory; do
+  "$psw" calibrate --config "$(configure_figures "$mechanism" "$same_machine" "$(serving_of "$runs/raw-serve-2026-12-03-shm")")" \
+    --measured "$runs/raw-serve-2026-12-03-shm/validation/figures-$mechanism" --cost eager_switch.host \
+    --hardware "$same_machine" --out "$work/same-machine-$mechanism.yaml" > /dev/null
+  same_machine=$work/same-machine-$mechanism.yaml
+  held=$runs/raw-serve-2026-12-03-shm-held
+  "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$(serving_of "$held")")" \
+    --measured "$held/validation/figures-$mechanism" --out "$out/serve-2026-12-03-shm-held-same-machine/$mechanism-uncalibrated" > /dev/null
+done
+for mechanism in no-ipc-optimization no-memory-management no-pinned-memory; do
+  "$psw" validate --config "$(configure_figures "$mechanism" "$same_machine" "$(serving_of "$held")")" \
+    --measured "$held/validation/figures-$mechanism" --out "$out/serve-2026-12-03-shm-held-same-machine/$mechanism" > /dev/null
+done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \
-  serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held 2026-12-02-c \
+  serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held \
+  serve-2026-12-03-shm-held-same-machine 2026-12-02-c \
   2026-12-02-mps-batch-2 2026-12-02-mps-batch-4 2026-12-02-mps-batch-16 2026-12-02-mps-batch-32 2026-12-01-c > "$out/README.md"
 echo "calibrate-h200: wrote $profile and $out/README.md"

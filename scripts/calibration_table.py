@@ -38,7 +38,14 @@ RUN_NOTES = {
                             "path fitted in the same call (part `calibrate-load` just before).",
     "serve-2026-12-03-shm-held": "Inputs in shared memory; the machine of `raw-serve-2026-12-03-shm`, one call later, "
                                  "simulated with that call's request path: held out.",
+    "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
+                                              "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
+                                              "the calibrated profile: *before* is the calibrated profile (host times "
+                                              "of `raw-serve-2026-12-03-eager`, another machine), *after* this "
+                                              "machine's (Note [Adopting eager host times]; the profile is not kept).",
 }
+# A run validated a second way: the folder of its measurement.
+SAME_MACHINE = "-same-machine"
 
 
 def rows(folder):
@@ -113,7 +120,8 @@ def main(argv):
             print(f"- {mechanism}: {message}")
         print()
     for run in runs:
-        folder = f"raw-{run}" if run.startswith("serve-") else f"raw-figures-{run}"
+        measured = run.removesuffix(SAME_MACHINE)
+        folder = f"raw-{measured}" if measured.startswith("serve-") else f"raw-figures-{measured}"
         print(f"## Held out: `results/gpu/{folder}`\n")
         if run in RUN_NOTES:
             print(RUN_NOTES[run] + "\n")
