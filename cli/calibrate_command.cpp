@@ -90,13 +90,16 @@ Action add_calibrate_command(CLI::App& app) {
                     f.model.c_str(), f.first_forward_ms, f.measured_engine_ms, f.simulated_engine_ms);
         firsts += detail::concat(firsts.empty() ? "" : ", ", f.model, " ", f.first_forward_ms, " ms");
       }
+      if (a.kill_ms) std::printf("  kill of the process replaced (Note [Worker kill]): %.1f ms\n", *a.kill_ms);
       std::printf("  latency mean over the run: measured %.4f ms; simulated %.4f ms before, %.4f ms adopted\n",
                   a.measured_latency_ms, a.simulated_initial_ms, a.simulated_adopted_ms);
-      write_profile(a.hardware, detail::concat("startup.process_start_ns, cuda_context_ns, framework_start_ns and "
-                                               "first_forward adopted by psw calibrate from the server's split of ",
-                                               a.starts, " worker starts in ", o->recorded, " (process ", a.process_ms,
-                                               " ms, context ", a.context_ms, " ms, the rest ", a.framework_ms,
-                                               " ms, first forward ", firsts, ")"));
+      write_profile(a.hardware,
+                    detail::concat("startup.process_start_ns, cuda_context_ns, framework_start_ns",
+                                   a.kill_ms ? ", process_kill_ns" : "",
+                                   " and first_forward adopted by psw calibrate from the server's split of ", a.starts,
+                                   " worker starts in ", o->recorded, " (process ", a.process_ms, " ms, context ",
+                                   a.context_ms, " ms, the rest ", a.framework_ms, " ms, first forward ", firsts,
+                                   a.kill_ms ? detail::concat(", kill ", *a.kill_ms, " ms") : std::string(), ")"));
       return;
     }
     if (o->cost == sim::kEagerSwitchCost) {  // Note [Adopting eager host times]

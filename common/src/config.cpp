@@ -142,6 +142,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     hw.process_start = read_duration(s, "process_start_ns");
     hw.framework_start = read_duration(s, "framework_start_ns");
     hw.worker_cleanup = read_duration(s, "worker_cleanup_ns");
+    if (s.has("process_kill_ns")) hw.process_kill = read_duration(s, "process_kill_ns");  // Note [Worker kill]
     if (s.has("first_forward")) {  // Note [First forward in a fresh process]
       const YAML::Node entries = s.sequence("first_forward");
       for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -500,6 +501,9 @@ std::string to_yaml(const HardwareProfile& hw) {
   out << YAML::Key << "process_start_ns" << YAML::Value << hw.process_start.ns();
   out << YAML::Key << "framework_start_ns" << YAML::Value << hw.framework_start.ns();
   out << YAML::Key << "worker_cleanup_ns" << YAML::Value << hw.worker_cleanup.ns();
+  if (hw.process_kill > Duration::zero()) {  // Note [Worker kill]
+    out << YAML::Key << "process_kill_ns" << YAML::Value << hw.process_kill.ns();
+  }
   if (!hw.first_forward.empty()) {  // Note [First forward in a fresh process]
     out << YAML::Key << "first_forward" << YAML::Value << YAML::BeginSeq;
     for (const auto& [model, cost] : hw.first_forward) {

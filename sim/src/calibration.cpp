@@ -276,6 +276,8 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   adopted.hardware.process_start = ns(out.process_ms);
   adopted.hardware.cuda_context_create = ns(out.context_ms);
   adopted.hardware.framework_start = ns(out.framework_ms - malloc_ms);
+  out.kill_ms = measured->kill_ms;  // Note [Worker kill]: a run from before it keeps the profile's
+  if (out.kill_ms) adopted.hardware.process_kill = ns(*out.kill_ms);
   // Note [First forward in a fresh process]: what the engine measured beyond the simulated one.
   adopted.hardware.first_forward.clear();
   const std::map<std::string, EngineMean> simulated_engines = simulated_engine_means(adopted);

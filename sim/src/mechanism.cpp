@@ -228,9 +228,11 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
       return {stop + pm.first_layer_fault, stop + pm.um_migration + work.forward + tail, true};
     case Mechanism::StopAndStart:
     case Mechanism::TwoProcesses: {
-      const Duration prep = max(Duration::zero(), hardware_.process_start + hardware_.framework_start +
-                                                      hardware_.cuda_context_create + hardware_.cuda_malloc -
-                                                      process_started_ago);
+      // Note [Worker kill] (the runtime's controller.cpp): the process it replaces is killed
+      // and reaped first.
+      const Duration prep = max(Duration::zero(), hardware_.process_kill + hardware_.process_start +
+                                                      hardware_.framework_start + hardware_.cuda_context_create +
+                                                      hardware_.cuda_malloc - process_started_ago);
       const Duration start = max(stop, prep + pm.single_copy) + sync;
       // Note [First forward in a fresh process]: measured for requests; a training job's first
       // step in its fresh process is not (its resumption pays its layers' times only).

@@ -101,7 +101,7 @@ double latency_tolerance(Mechanism mechanism) {
 std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, const HardwareProfile& hardware) {
   if (traits(mechanism).process != ProcessModel::FreshProcess) return std::nullopt;
   return SimulatedWorkerStart{hardware.process_start, hardware.cuda_context_create,
-                              hardware.framework_start + hardware.cuda_malloc};
+                              hardware.framework_start + hardware.cuda_malloc, hardware.process_kill};
 }
 
 std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin) {
@@ -118,8 +118,13 @@ std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& s
     }
     return mean[phase].get<double>();
   };
-  return MeasuredWorkerStart{(*starts)["count"].get<std::int64_t>(), mean_of("process"), mean_of("context"),
-                             mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other")};
+  MeasuredWorkerStart out{(*starts)["count"].get<std::int64_t>(), mean_of("process"), mean_of("context"),
+                          mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other"), std::nullopt};
+  if (starts->contains("kill_mean_ms")) {  // Note [Worker kill]
+    if (!(*starts)["kill_mean_ms"].is_number()) throw InputError(origin + ": worker_starts.kill_mean_ms is not a number");
+    out.kill_ms = (*starts)["kill_mean_ms"].get<double>();
+  }
+  return out;
 }
 
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
@@ -176,6 +181,7 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     report.rows.push_back({"all", "worker_start_process_ms", ms(worker_start->process), m.process_ms, tolerance});
     report.rows.push_back({"all", "worker_start_context_ms", ms(worker_start->context), m.context_ms, tolerance});
     report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), m.framework_ms, tolerance});
+    if (m.kill_ms) report.rows.push_back({"all", "worker_kill_ms", ms(worker_start->kill), *m.kill_ms, tolerance});
   }
   auto throughput = [](const nlohmann::json& summary, const char* side) {
     if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {

@@ -81,6 +81,7 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.cuda_context_create, b.cuda_context_create);
   EXPECT_EQ(a.process_start, b.process_start);
   EXPECT_EQ(a.framework_start, b.framework_start);
+  EXPECT_EQ(a.process_kill, b.process_kill);
   EXPECT_EQ(a.first_forward, b.first_forward);
   ASSERT_EQ(a.eager_switch.size(), b.eager_switch.size());
   for (const auto& [key, host] : a.eager_switch) {
@@ -566,6 +567,23 @@ TEST(ConfigErrors, FirstForward) {
                   {"key 'startup.first_forward[0].first_forward_ns'"});
   expect_contains(hardware_error(with("    - {first_forward_ns: 5}")),
                   {"key 'startup.first_forward[0].model' is missing"});
+}
+
+// Note [Worker kill]: optional, round-trips, and a negative time is named.
+TEST(ConfigErrors, ProcessKill) {
+  const std::string good = h200_text();
+  const std::string anchor = "worker_cleanup_ns: ";
+  const auto with = [&](const std::string& value) {
+    const std::size_t line_end = good.find('\n', good.find(anchor));
+    std::string text = good;
+    text.insert(line_end, "\n  process_kill_ns: " + value);
+    return text;
+  };
+  EXPECT_EQ(parse_hardware_profile(good, "hw.yaml").process_kill, Duration::zero()) << "absent: nothing";
+  const HardwareProfile parsed = parse_hardware_profile(with("180000000"), "hw.yaml");
+  EXPECT_EQ(parsed.process_kill, milliseconds(180));
+  EXPECT_EQ(parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)").process_kill, milliseconds(180));
+  expect_contains(hardware_error(with("-1")), {"hw.yaml:", "key 'startup.process_kill_ns'"});
 }
 
 // Note [Eager switch in the simulator]: per model and eager ablation, the server's host times.

@@ -217,6 +217,12 @@ training:
   const std::string metrics = controller->metrics_text();
   EXPECT_NE(metrics.find("psw_worker_starts_total " + std::to_string(stats.worker_starts)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_worker_start_seconds_total{phase=\"models\"} "), std::string::npos) << metrics;
+  // Note [Worker kill]: every replacement killed and reaped its predecessor, timed (a process's
+  // exit takes more than nothing), and the metrics say so.
+  EXPECT_EQ(stats.worker_kills, stats.worker_starts - 2) << "the two first workers replaced no one";
+  EXPECT_GT(stats.worker_kill_ns, 0);
+  EXPECT_NE(metrics.find("psw_worker_kills_total " + std::to_string(stats.worker_kills)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_worker_kill_seconds_total "), std::string::npos) << metrics;
   // The job's state equals as many uninterrupted steps.
   const torch::Tensor reference = uninterrupted_state(*config.training, kSteps);
   const auto [data, size] = controller->training_segment();

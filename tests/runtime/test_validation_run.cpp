@@ -189,6 +189,25 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   std::string negative = text(2, 0.6, 4.0);
   negative.replace(negative.find("} 0.5"), 5, "} -0.5");
   EXPECT_THROW((void)parse_worker_start_totals(negative), InputError);
+  EXPECT_FALSE(starts.contains("kills")) << "a server that counts no kills: no kill keys";
+  // Note [Worker kill]: the kills of the span beside the starts, both metrics or neither.
+  auto killed = [&](int kills, double seconds) {
+    return text(2, 0.6, 4.0) + "psw_worker_kills_total " + std::to_string(kills) +
+           "\npsw_worker_kill_seconds_total " + std::to_string(seconds) + "\n";
+  };
+  const std::optional<WorkerStartTotals> kills_before = parse_worker_start_totals(killed(1, 0.2));
+  std::optional<WorkerStartTotals> kills_after = parse_worker_start_totals(killed(5, 1.0));
+  ASSERT_TRUE(kills_before && kills_after);
+  EXPECT_EQ(kills_after->kills, 5);
+  kills_after->starts = 6;
+  const nlohmann::json with_kills = worker_starts_json(*kills_before, *kills_after);
+  EXPECT_EQ(with_kills["kills"], 4);
+  EXPECT_NEAR(with_kills["kill_mean_ms"].get<double>(), 200.0, 1e-9);  // 0.8 s over 4 kills
+  EXPECT_THROW((void)worker_starts_json(*kills_after, *kills_before), InputError) << "fewer starts and kills after";
+  EXPECT_THROW((void)parse_worker_start_totals(text(2, 0.6, 4.0) + "psw_worker_kills_total 3\n"), InputError);
+  EXPECT_THROW((void)parse_worker_start_totals("psw_worker_kills_total 3\npsw_worker_kill_seconds_total 1\n"),
+               InputError)
+      << "kills without starts";
 }
 
 TEST(EagerSwitchesMeasured, PerModelTheMeanHostTimeOfTheWorkloadsEagerSwitches) {

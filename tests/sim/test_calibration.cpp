@@ -174,6 +174,17 @@ TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
                          config.hardware.framework_start).seconds() * 1e3;
   const double after = 280.0 + 140.0 + 1970.0 - config.hardware.cuda_malloc.seconds() * 1e3;
   EXPECT_NEAR(a.simulated_initial_ms - a.simulated_adopted_ms, before - after - 200.0 / 3, 1.0);
+  EXPECT_FALSE(a.kill_ms.has_value()) << "a run that counted no kills";
+  EXPECT_EQ(a.hardware.process_kill, config.hardware.process_kill);
+  // Note [Worker kill]: where the run counted kills, their mean is adopted, and every request,
+  // which waits for a fresh process, pays it before its start.
+  nlohmann::json killing = run;
+  killing["worker_starts"]["kills"] = 4;
+  killing["worker_starts"]["kill_mean_ms"] = 150.0;
+  const WorkerStartAdoption k = adopt_worker_start(config, killing, "run.json");
+  ASSERT_TRUE(k.kill_ms.has_value());
+  EXPECT_EQ(k.hardware.process_kill, milliseconds(150));
+  EXPECT_NEAR(k.simulated_adopted_ms - a.simulated_adopted_ms, 150.0, 1.0);
   EXPECT_THROW((void)adopt_worker_start(figures_case(Mechanism::PipeSwitch), run, "run.json"), InputError);
   nlohmann::json without = run;
   without.erase("worker_starts");

@@ -304,5 +304,34 @@ TEST(Validation, WorkerStartRowsSayWhichPartOfAStartMoved) {
       InputError);
 }
 
+// Note [Worker kill]: where the server counted kills, a row of its own beside the start's, which
+// the kill does not enter.
+TEST(Validation, AKillRowWhereTheServerCountedKills) {
+  const nlohmann::json simulated = {{"latency", latency(3, 3000.0, 3000.0, 3000.0)}, {"throughput_rps", 1.0}};
+  nlohmann::json measured = {{"latency", latency(3, 3000.0, 3000.0, 3000.0)}, {"throughput_rps", 1.0}};
+  measured["worker_starts"] = {
+      {"count", 3},
+      {"mean_ms",
+       {{"process", 300.0}, {"context", 150.0}, {"memory", 1.0}, {"models", 1800.0}, {"training", 500.0}, {"other", 20.0}}},
+      {"total_mean_ms", 2771.0},
+      {"kills", 3},
+      {"kill_mean_ms", 180.0}};
+  HardwareProfile hardware;
+  hardware.process_start = milliseconds(300);
+  hardware.process_kill = milliseconds(150);
+  const std::optional<SimulatedWorkerStart> charged = simulated_worker_start(Mechanism::TwoProcesses, hardware);
+  ASSERT_TRUE(charged.has_value());
+  EXPECT_EQ(charged->total(), milliseconds(300)) << "the kill is not part of the start";
+  const ValidationReport report =
+      compare_summaries("x", Mechanism::TwoProcesses, {}, simulated, measured, std::nullopt, std::nullopt, charged);
+  EXPECT_DOUBLE_EQ(*row(report, "all", "worker_kill_ms").measured, 180.0);
+  EXPECT_DOUBLE_EQ(*row(report, "all", "worker_kill_ms").simulated, 150.0);
+  EXPECT_EQ(row(report, "all", "worker_kill_ms").status(), ValidationStatus::Outside);
+  measured["worker_starts"]["kill_mean_ms"] = "slow";
+  EXPECT_THROW(
+      (void)compare_summaries("x", Mechanism::TwoProcesses, {}, simulated, measured, std::nullopt, std::nullopt, charged),
+      InputError);
+}
+
 }  // namespace
 }  // namespace psw::sim

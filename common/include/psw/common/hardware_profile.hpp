@@ -171,6 +171,10 @@ struct HardwareProfile {
   Duration cuda_context_create;
   Duration process_start;     // fork+exec of a worker process
   Duration framework_start;   // import/initialise the DL framework in a new process
+  // Note [Worker kill] (the runtime's controller.cpp): killing the process a fresh one replaces
+  // and reaping it (its CUDA teardown), before the fresh one starts; the startup section's
+  // optional process_kill_ns (absent: 0), adopted by psw calibrate --cost startup.worker_start.
+  Duration process_kill;
   // Note [First forward in a fresh process]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
   // A task's first forward in a process that has run nothing yet (stop-and-start, two

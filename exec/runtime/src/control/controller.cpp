@@ -342,13 +342,27 @@ struct Controller::State {
     replace_worker(id, why, ServiceError::Code::Unavailable);
   }
 
+  // Note [Worker kill]
+  // ~~~~~~~~~~~~~~~~~~
+  // A worker is replaced by killing its process and reaping it before its successor starts, on
+  // the controller's thread: the exit runs the driver's teardown of the process's CUDA context,
+  // and the successor should not start beside it (Note [Fresh processes]). Under stop-and-start
+  // that wait is on every request's critical path, before its fresh process's start, and it is
+  // not part of the start the worker splits (Note [Worker start]): on the H200 the requests'
+  // server time beyond start and engine was 162-200 ms (2026-12-03). The controller times it
+  // (psw_worker_kills_total, psw_worker_kill_seconds_total), psw load reads it beside the starts
+  // (Note [Worker starts measured]) and the simulator charges it before a fresh process's start
+  // (the hardware profile's startup.process_kill_ns).
   void replace_worker(int id, const std::string& why, ServiceError::Code code) {
     Worker& w = workers[static_cast<std::size_t>(id)];
     w.used = false;
     if (w.pid > 0) {
+      const std::int64_t killed_ns = monotonic_ns();
       ::kill(w.pid, SIGKILL);
       int status = 0;
       ::waitpid(w.pid, &status, 0);
+      ++stats.worker_kills;
+      stats.worker_kill_ns += monotonic_ns() - killed_ns;
     }
     log("worker " + std::to_string(id) + " " + why + "; starting a new one");
     if (inflight && inflight_worker == id) {
@@ -1278,6 +1292,10 @@ std::string Controller::metrics_text() {
     out << "psw_worker_start_seconds_total{phase=\"" << to_string(static_cast<WorkerStartPhase>(i)) << "\"} "
         << static_cast<double>(s.stats.worker_start_ns[i]) * 1e-9 << "\n";
   }
+  counter("psw_worker_kills_total", "Worker processes killed and reaped (Note [Worker kill]).", s.stats.worker_kills);
+  out << "# HELP psw_worker_kill_seconds_total Time from killing worker processes to reaping them, summed "
+         "(Note [Worker kill]).\n# TYPE psw_worker_kill_seconds_total counter\npsw_worker_kill_seconds_total "
+      << static_cast<double>(s.stats.worker_kill_ns) * 1e-9 << "\n";
   // Note [Host time of an eager switch] (exec/pipeline.hpp).
   out << "# HELP psw_eager_switches_total Switches a worker ran eagerly (not replayed from a graph), by model.\n"
          "# TYPE psw_eager_switches_total counter\n";

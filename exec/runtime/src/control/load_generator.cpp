@@ -540,11 +540,22 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
   std::optional<WorkerStartTotals> totals;
   std::array<bool, kWorkerStartPhases> seen{};
   bool counted = false;
+  bool kills_counted = false, kills_timed = false;  // Note [Worker kill]
+  std::int64_t kills = 0;
+  double kill_seconds = 0;
   std::istringstream lines(metrics_text);
   for (std::string line; std::getline(lines, line);) {
     static const std::string kStarts = "psw_worker_starts_total ";
     static const std::string kSeconds = "psw_worker_start_seconds_total{phase=\"";
-    if (line.rfind(kStarts, 0) == 0) {
+    static const std::string kKills = "psw_worker_kills_total ";
+    static const std::string kKillSeconds = "psw_worker_kill_seconds_total ";
+    if (line.rfind(kKills, 0) == 0) {
+      kills = static_cast<std::int64_t>(metric_value(line, kKills.size()));
+      kills_counted = true;
+    } else if (line.rfind(kKillSeconds, 0) == 0) {
+      kill_seconds = metric_value(line, kKillSeconds.size());
+      kills_timed = true;
+    } else if (line.rfind(kStarts, 0) == 0) {
       if (!totals) totals.emplace();
       totals->starts = static_cast<std::int64_t>(metric_value(line, kStarts.size()));
       counted = true;
@@ -562,11 +573,22 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
       if (!known) throw InputError("the server's metrics: '" + line + "' names no phase of a worker's start");
     }
   }
-  if (!totals) return std::nullopt;
+  if (kills_counted != kills_timed) {
+    throw InputError("the server's metrics have psw_worker_kills_total or psw_worker_kill_seconds_total without the "
+                     "other (Note [Worker kill])");
+  }
+  if (!totals) {
+    if (kills_counted) {
+      throw InputError("the server's metrics count worker kills but not worker starts (Note [Worker starts measured])");
+    }
+    return std::nullopt;
+  }
   if (!counted || std::count(seen.begin(), seen.end(), true) != static_cast<std::ptrdiff_t>(kWorkerStartPhases)) {
     throw InputError("the server's metrics have psw_worker_starts_total or psw_worker_start_seconds_total without "
                      "the other, or without every phase (Note [Worker starts measured])");
   }
+  totals->kills = kills;
+  totals->kill_seconds = kill_seconds;
   return totals;
 }
 
@@ -584,7 +606,18 @@ nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerS
     mean[to_string(static_cast<WorkerStartPhase>(i))] = ms;
     total += ms;
   }
-  return {{"count", starts}, {"mean_ms", mean}, {"total_mean_ms", total}};
+  nlohmann::json out = {{"count", starts}, {"mean_ms", mean}, {"total_mean_ms", total}};
+  // Note [Worker kill]: the kills of the same span, where some happened.
+  const std::int64_t kills = after.kills - before.kills;
+  if (kills < 0) {
+    throw InputError(detail::concat("the server counted ", after.kills, " worker kills after the workload but ",
+                                    before.kills, " before it: another server answered"));
+  }
+  if (kills > 0) {
+    out["kills"] = kills;
+    out["kill_mean_ms"] = (after.kill_seconds - before.kill_seconds) * 1e3 / static_cast<double>(kills);
+  }
+  return out;
 }
 
 std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::string& metrics_text) {

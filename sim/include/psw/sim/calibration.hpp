@@ -25,6 +25,7 @@
 // profile (calibrate on one set of runs, validate on another: scripts/calibrate-h200.sh).
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,7 @@ struct WorkerStartAdoption {
   double process_ms = 0;
   double context_ms = 0;
   double framework_ms = 0;  // the measured rest, cudaMalloc included
+  std::optional<double> kill_ms;  // Note [Worker kill]: adopted where the run counted kills
   struct FirstForward {
     std::string model;
     double measured_engine_ms = 0;

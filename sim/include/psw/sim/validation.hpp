@@ -142,6 +142,7 @@ struct SimulatedWorkerStart {
   Duration process;
   Duration context;
   Duration framework;  // framework_start and one cudaMalloc
+  Duration kill;       // Note [Worker kill]: before the start, not part of it
   Duration total() const { return process + context + framework; }
 };
 // The charge of `hardware` under `mechanism`, or nothing for a mechanism without fresh processes.
@@ -155,6 +156,8 @@ struct MeasuredWorkerStart {
   double process_ms = 0;
   double context_ms = 0;
   double framework_ms = 0;  // memory + models + training + other
+  // Note [Worker kill]: the mean kill where the server counted kills in the span.
+  std::optional<double> kill_ms;
 };
 std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin);
 

@@ -98,6 +98,10 @@ struct ControllerStats {
   // replacement) whose split was counted, and that split summed over them, by phase.
   std::int64_t worker_starts = 0;
   WorkerStartSplit worker_start_ns{};
+  // Note [Worker kill] (controller.cpp): worker processes killed (a fault's or a fresh
+  // process's predecessor), and the time from SIGKILL to reaped, summed.
+  std::int64_t worker_kills = 0;
+  std::int64_t worker_kill_ns = 0;
   // Note [Fresh processes]: the most workers ever starting at once when a replacement was
   // spawned (the first workers, started together, are not counted): 1 under stop-and-start.
   std::int64_t most_replacements_starting = 0;

@@ -145,12 +145,17 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 // (ms). A server without those metrics (not a psw serve) leaves the key out, as does a run in
 // which no worker started; the simulator's side and its comparison are Note [Worker start
 // rows] (psw/sim/validation.hpp).
+// Note [Worker kill] (controller.cpp): the server's kills too, where it counts them (`kills` and
+// `kill_mean_ms` in `worker_starts`, when workers were killed in between).
 struct WorkerStartTotals {
   std::int64_t starts = 0;
   std::array<double, kWorkerStartPhases> seconds{};  // by WorkerStartPhase
+  std::int64_t kills = 0;
+  double kill_seconds = 0;
 };
 // The two metrics of a Prometheus text, or nothing when it has neither (InputError when it
-// has one without the other, or a value that is not a number).
+// has one without the other, or a value that is not a number); the two of the kills likewise,
+// both or neither (a server from before them).
 std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& metrics_text);
 // summary.json's `worker_starts` object for the starts between `before` and `after`, or null
 // when none started (InputError when `after` counts fewer than `before`: another server).
