@@ -5,12 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
-#include "fake_inference_service.hpp"
+#include "fake_service_fixture.hpp"
 #include "grpc_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
@@ -20,25 +18,10 @@
 namespace psw::runtime {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace grpc_test_support;
 
-class LoadCyclesTest : public ::testing::Test {
+class LoadCyclesTest : public testing::FakeServiceOnSocket {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/psw-load-cycles-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    service_.slow_delay = std::chrono::milliseconds(40);
-    server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{(dir_ / "psw.sock").string(), ""}, kMaxMessage);
-  }
-
-  void TearDown() override {
-    server_.reset();
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
   // Cycles of `cycle` for `model` (the fake's "slow": 40 ms per request), `rounds` times.
   static ExperimentConfig cycles(const std::string& model, Duration cycle, std::int64_t rounds) {
     ExperimentConfig config;
@@ -61,10 +44,6 @@ class LoadCyclesTest : public ::testing::Test {
     o.timeout_ms = 10'000;
     return o;
   }
-
-  fs::path dir_;
-  testing::FakeInferenceService service_;
-  std::unique_ptr<GrpcFrontEnd> server_;
 };
 
 TEST_F(LoadCyclesTest, EachPhaseIssuesTheNextRequestWhenTheAnswerComes) {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "fake_inference_service.hpp"
+#include "fake_service_fixture.hpp"
 #include "grpc_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
@@ -26,22 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace grpc_test_support;
 
-class LoadSharedMemoryTest : public ::testing::Test {
+class LoadSharedMemoryTest : public testing::FakeServiceOnSocket {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/psw-load-shm-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    service_.slow_delay = std::chrono::milliseconds(40);
-    server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{(dir_ / "psw.sock").string(), ""}, kMaxMessage);
-  }
-
-  void TearDown() override {
-    server_.reset();
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
   // `count` requests of `model` (batch 2), one every 20 ms.
   static ExperimentConfig periodic(const std::string& model, std::int64_t count) {
     ExperimentConfig config;
@@ -66,10 +52,6 @@ class LoadSharedMemoryTest : public ::testing::Test {
     o.inputs = inputs;
     return o;
   }
-
-  fs::path dir_;
-  testing::FakeInferenceService service_;
-  std::unique_ptr<GrpcFrontEnd> server_;
 };
 
 TEST_F(LoadSharedMemoryTest, EveryRequestOfTheOpenLoopBorrowsItsInputAndIsAnswered) {
