@@ -4,9 +4,9 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch engine gputests link calibrate calibrate-load protocol burst
+#     (parts: main placement lookahead mechanisms dispatch engine gputests link calibrate calibrate-load calibrate-start protocol burst
 #      validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
-#      figures, fig6, the two replays and llm)
+#      calibrate-load, calibrate-start, engine, figures, fig6, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -45,6 +45,13 @@
 #               gave p50 -4.4% and -1.8% where calibrate's gave -9.9% and -7.6%).
 #               PSW_CALIBRATE_LOAD_RATE (requests/s, default 12) sets the arrivals' rate: at 12/s
 #               too few requests overlap to fit the growth (session 18's run fitted none)
+#   calibrate-start
+#               the worker's start on this machine: psw validate of h200-figures.yaml under
+#               stop-and-start (three requests 12 s apart), then psw calibrate --cost
+#               startup.worker_start on it (process, context, framework, first forwards and the
+#               kill of the process replaced: Note [Worker kill]) over the call's hardware profile,
+#               written to OUT_DIR/profiles/h200-start.yaml; the later parts of the call (figures,
+#               fig6) run and simulate with it
 #   protocol    Note [Client connections]: the request path's protocol part per model on the server
 #               of configs/serve/h200.yaml, by psw profile-serving (16 connections in turn, as
 #               calibrate; one connection; one connection 500 ms apart) and by psw load of
@@ -85,7 +92,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != engine) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -412,6 +419,27 @@ if has_part calibrate-load; then
       || echo "!! psw profile-serving --from-load failed"
   fi
   if [[ -f $raw/serving-h200-from-load.yaml ]]; then mkdir -p "$out/profiles" && cp "$raw/serving-h200-from-load.yaml" "$out/profiles/"; fi
+fi
+# The worker's start on this machine (Note [Worker start], Note [Worker kill]): it moved by 60%
+# from one lent host to another (README), so the stop-and-start and two-processes validations of
+# a call are simulated with the start adopted in the same call.
+if has_part calibrate-start; then
+  echo "== calibrate-start: psw validate of stop-and-start, then psw calibrate --cost startup.worker_start ($(date -u +%T))"
+  experiment="$sock_dir/calibrate-start.yaml"
+  sed "s/^mechanism: .*/mechanism: stop-and-start/; s#\.\./#$root/configs/#g; $use_hardware;
+       s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$root/configs/experiments/h200-figures.yaml" > "$experiment"
+  use_calibration "$experiment"
+  validate_with stop-and-start "$experiment" calibrate-start "$use_hardware"
+  if [[ -f $raw/validation/calibrate-start/measured/summary.json ]] &&
+     "$psw" calibrate --config "$experiment" --measured "$raw/validation/calibrate-start" --cost startup.worker_start \
+       --hardware "$hardware" --out "$raw/h200-start.yaml" > "$raw/calibrate-start.txt" 2>&1; then
+    cat "$raw/calibrate-start.txt"
+    hardware=$raw/h200-start.yaml
+    use_hardware="s#^hardware: .*#hardware: $hardware#"
+    mkdir -p "$out/profiles" && cp "$raw/h200-start.yaml" "$out/profiles/"
+  else
+    echo "!! calibrate-start: no start adopted (raw/calibrate-start.txt)"
+  fi
 fi
 if has_part validate; then
   mechanisms=(pipeswitch ready)
