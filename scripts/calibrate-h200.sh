@@ -201,12 +201,12 @@ for batch in 2 4 16 32; do validate_on "$runs/raw-figures-2026-12-02-mps-batch-$
 # same machine one call later: before = the shipped profile (host times of another machine), after =
 # this machine's.
 same_machine=$profile
+held=$runs/raw-serve-2026-12-03-shm-held
 for mechanism in no-ipc-optimization no-memory-management no-pinned-memory; do
   "$psw" calibrate --config "$(configure_figures "$mechanism" "$same_machine" "$(serving_of "$runs/raw-serve-2026-12-03-shm")")" \
     --measured "$runs/raw-serve-2026-12-03-shm/validation/figures-$mechanism" --cost eager_switch.host \
     --hardware "$same_machine" --out "$work/same-machine-$mechanism.yaml" > /dev/null
   same_machine=$work/same-machine-$mechanism.yaml
-  held=$runs/raw-serve-2026-12-03-shm-held
   "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$(serving_of "$held")")" \
     --measured "$held/validation/figures-$mechanism" --out "$out/serve-2026-12-03-shm-held-same-machine/$mechanism-uncalibrated" > /dev/null
 done

@@ -618,6 +618,13 @@ const char* to_string(InputTransport inputs) {
   return "?";
 }
 
+std::optional<InputTransport> input_transport_named(std::string_view word) {
+  for (const InputTransport t : {InputTransport::Raw, InputTransport::SharedMemory}) {
+    if (word == to_string(t)) return t;
+  }
+  return std::nullopt;
+}
+
 const RequestPathCost* ServingProfile::path_of(const std::string& model) const {
   for (const auto& p : request_path) {
     if (p.model == model) return &p;
@@ -640,10 +647,8 @@ ServingProfile parse_serving_profile(const std::string& text, const std::string&
   profile.source = read_source(r);
   // Note [Inputs in shared memory]: the numbers hold for one way of sending inputs; the key says which.
   const std::string inputs = r.string("inputs");
-  if (inputs == to_string(InputTransport::Raw)) {
-    profile.inputs = InputTransport::Raw;
-  } else if (inputs == to_string(InputTransport::SharedMemory)) {
-    profile.inputs = InputTransport::SharedMemory;
+  if (const std::optional<InputTransport> named = input_transport_named(inputs)) {
+    profile.inputs = *named;
   } else {
     r.fail_key("inputs", r.get("inputs"),
                "expected raw (inputs in the messages) or shared-memory (in registered shared memory, psw load "

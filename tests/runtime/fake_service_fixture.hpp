@@ -9,10 +9,12 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <system_error>
 
 #include "fake_inference_service.hpp"
 #include "grpc_test_support.hpp"
+#include "psw/common/experiment_config.hpp"
 #include "psw/runtime/grpc_server.hpp"
 
 namespace psw::runtime::testing {
@@ -26,6 +28,19 @@ class FakeServiceOnSocket : public ::testing::Test {
     service_.slow_delay = std::chrono::milliseconds(40);
     server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{(dir_ / "psw.sock").string(), ""},
                                              grpc_test_support::kMaxMessage);
+  }
+
+  // A workload config of one model of the fake (`name`, `name`.yaml), batch 2; the caller sets
+  // the workload.
+  static ExperimentConfig one_model(const std::string& name, const std::string& model) {
+    ExperimentConfig config;
+    config.name = name;
+    config.source = name + ".yaml";
+    ModelProfile profile;
+    profile.name = model;
+    profile.batch = 2;
+    config.models.push_back(profile);
+    return config;
   }
 
   void TearDown() override {

@@ -24,13 +24,7 @@ class LoadCyclesTest : public testing::FakeServiceOnSocket {
  protected:
   // Cycles of `cycle` for `model` (the fake's "slow": 40 ms per request), `rounds` times.
   static ExperimentConfig cycles(const std::string& model, Duration cycle, std::int64_t rounds) {
-    ExperimentConfig config;
-    config.name = "cycles-" + model;
-    config.source = "cycles-" + model + ".yaml";
-    ModelProfile profile;
-    profile.name = model;
-    profile.batch = 2;
-    config.models.push_back(profile);
+    ExperimentConfig config = one_model("cycles-" + model, model);
     config.workload.kind = WorkloadKind::Cycles;
     config.workload.cycle = cycle;
     config.workload.rounds = rounds;

@@ -30,13 +30,7 @@ class LoadSharedMemoryTest : public testing::FakeServiceOnSocket {
  protected:
   // `count` requests of `model` (batch 2), one every 20 ms.
   static ExperimentConfig periodic(const std::string& model, std::int64_t count) {
-    ExperimentConfig config;
-    config.name = "periodic-" + model;
-    config.source = "periodic-" + model + ".yaml";
-    ModelProfile profile;
-    profile.name = model;
-    profile.batch = 2;
-    config.models.push_back(profile);
+    ExperimentConfig config = one_model("periodic-" + model, model);
     config.workload.kind = WorkloadKind::Periodic;
     config.workload.interval = milliseconds(20);
     config.workload.count = count;

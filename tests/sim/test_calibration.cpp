@@ -211,7 +211,9 @@ TEST(Calibration, AdoptsTheHostTimesOfEagerSwitches) {
   for (const auto& m : a.models) {
     EXPECT_EQ(m.switches, 20) << m.model;
     EXPECT_DOUBLE_EQ(m.measured_engine_ms, run["models"][m.model]["engine_latency"]["mean_ms"].get<double>());
-    if (m.model == "resnet152") EXPECT_GE(m.simulated_adopted_ms, 6.5 + 9.0) << "the host's own time";
+    if (m.model == "resnet152") {
+      EXPECT_GE(m.simulated_adopted_ms, 6.5 + 9.0) << "the host's own time";
+    }
   }
   // Inception-v3 switched nothing eagerly in this run: no entry, its analytic costs.
   EXPECT_FALSE(a.hardware.eager_switch.contains({"inception_v3", "no-ipc-optimization"}));

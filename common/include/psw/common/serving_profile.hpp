@@ -73,6 +73,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "psw/common/model_profile.hpp"
@@ -119,6 +120,8 @@ struct TrainingStepCost {
 // Note [Inputs in shared memory]: how the requests a profile was measured with carried their inputs.
 enum class InputTransport { Raw, SharedMemory };
 const char* to_string(InputTransport inputs);  // "raw", "shared-memory" (the YAML's words)
+// The transport `word` names (to_string's inverse), or nothing for another word.
+std::optional<InputTransport> input_transport_named(std::string_view word);
 
 struct ServingProfile {
   std::string name;

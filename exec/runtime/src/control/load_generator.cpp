@@ -813,17 +813,14 @@ std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_
 InputTransport recorded_inputs(const nlohmann::json& summary, const std::string& origin) {
   if (!summary.contains("inputs")) return InputTransport::Raw;
   const nlohmann::json& inputs = summary["inputs"];
-  for (const InputTransport t : {InputTransport::Raw, InputTransport::SharedMemory}) {
-    if (inputs.is_string() && inputs.get<std::string>() == to_string(t)) return t;
+  if (inputs.is_string()) {
+    if (const std::optional<InputTransport> named = input_transport_named(inputs.get<std::string>())) return *named;
   }
   throw InputError(origin + ": 'inputs' is " + inputs.dump() + ", expected \"raw\" or \"shared-memory\"");
 }
 
 InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const std::string& given) {
-  std::optional<InputTransport> said;
-  for (const InputTransport t : {InputTransport::Raw, InputTransport::SharedMemory}) {
-    if (given == to_string(t)) said = t;
-  }
+  const std::optional<InputTransport> said = input_transport_named(given);
   if (!given.empty() && !said) {
     throw InputError("inputs '" + given + "' of " + requests_csv.string() + ": expected raw or shared-memory");
   }
