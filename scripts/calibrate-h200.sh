@@ -7,11 +7,14 @@
 #     time_slicing translated to the current model, below):
 #       mps, time-sliced                  in raw-figures-2026-12-01-a (MPS's one number, for
 #                                         training jobs without contention points);
-#       stop-and-start                    in raw-serve-2026-12-03-fresh: process start, context,
-#                                         framework start and each model's first forward adopted
-#                                         from the server's split of its starts (Note [Adopting a
-#                                         worker start]); earlier runs started two processes at once
-#                                         (before Note [Fresh processes] changed) and are not used;
+#       stop-and-start                    in raw-serve-2026-12-03-shm-figures: process start,
+#                                         context, framework start, the kill of the process replaced
+#                                         and each model's first forward adopted from the server's
+#                                         split of its starts (Note [Adopting a worker start], Note
+#                                         [Worker kill]; raw-serve-2026-12-03-fresh, the earlier
+#                                         adoption's run, counted no kills); runs before 2026-12-03
+#                                         started two processes at once (before Note [Fresh
+#                                         processes] changed) and are not used;
 #       mps.contention                    in raw-figures-2026-12-02-mps-batch-2, -c (batch 8) and
 #                                         -mps-batch-32: one point per model and batch;
 #       the memory ablations              in raw-figures-2026-12-02-b: the server as it is now.
@@ -25,12 +28,14 @@
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
-#       two-processes (the same fresh process per     on raw-serve-2026-12-03-fresh (the same call
-#       task as stop-and-start)                       and machine as its fit); Figure 6's
-#                                                     stop-and-start of that call is validated by
+#       two-processes (the same fresh process per     on raw-serve-2026-12-03-shm-figures (the same
+#       task as stop-and-start), mps, one-process,    call and machine as the start's fit, inputs
+#       no-optimization, per-layer-pipeline,          in shared memory);
+#       grouped-transmission
+#       stop-and-start, two-processes                 on raw-serve-2026-12-03-fresh and -fresh-b
+#                                                     (two other machines, raw inputs); Figure 6's
+#                                                     stop-and-start of -fresh is validated by
 #                                                     scripts/resimulate-figures.sh;
-#       stop-and-start, two-processes                 on raw-serve-2026-12-03-fresh-b (a third
-#                                                     machine, the same afternoon);
 #       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
 #       the memory ablations                          of 2026-12-02, another machine): the held-out
 #                                                     run of the ablation fits after Note [Message
@@ -91,7 +96,8 @@ serving_of() {  # RUN_FOLDER
     # Its request path was not measured in that call: the previous call's (calibrate-load).
     raw-serve-2026-12-03-eager-b) echo "$1/serving-h200-from-load-a.yaml" ;;
     # Note [Inputs in shared memory]: the path of the call's own calibrate-load, of the inputs it sent.
-    raw-serve-2026-12-03-shm | raw-serve-2026-12-03-shm-unprimed | raw-serve-2026-12-03-raw-same-call)
+    raw-serve-2026-12-03-shm | raw-serve-2026-12-03-shm-unprimed | raw-serve-2026-12-03-raw-same-call | \
+      raw-serve-2026-12-03-shm-figures)
       echo "$1/serving-h200-from-load.yaml" ;;
     # Held out: the same machine, one call later, with the path of the call before.
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
@@ -138,7 +144,7 @@ fit no-pinned-memory link.pageable.bandwidth_bytes_per_s "$runs/raw-figures-2026
 fit unified-memory unified_memory.page_fault_ns "$runs/raw-figures-2026-12-02-b"
 fit mps mps.inference_slowdown_percent "$runs/raw-figures-2026-12-01-a"
 fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-01-a"
-fit stop-and-start startup.worker_start "$runs/raw-serve-2026-12-03-fresh"
+fit stop-and-start startup.worker_start "$runs/raw-serve-2026-12-03-shm-figures"
 # Note [MPS contention]: one point per model beside the ResNet-152 job at batch 2, 8 and 32; the
 # runs at 4 and 16 are held out (validated below). The one number above stays for other jobs.
 fit_contention() {  # RUN_FOLDER
@@ -177,7 +183,9 @@ validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) a
   done
 }
 validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced pipeswitch
-validate_on "$runs/raw-serve-2026-12-03-fresh" two-processes
+validate_on "$runs/raw-serve-2026-12-03-shm-figures" stop-and-start two-processes mps one-process no-optimization \
+  per-layer-pipeline grouped-transmission
+validate_on "$runs/raw-serve-2026-12-03-fresh" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -217,7 +225,7 @@ done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \
   serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held \
   serve-2026-12-03-shm-held-same-machine 2026-12-02-c \

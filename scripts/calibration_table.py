@@ -22,6 +22,10 @@ MECHANISMS = {
     "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.worker_start",
     "two-processes": "startup.worker_start (stop-and-start's: the same fresh process per task)",
+    "one-process": "(none of its own: the allocation and copies of the fits above)",
+    "no-optimization": "(none of its own: the link)",
+    "per-layer-pipeline": "(none of its own: the link and the layers)",
+    "grouped-transmission": "(none of its own: the link and the layers)",
     "pipeswitch": "(none: the check that the fits leave PipeSwitch alone)",
     "ready": "(none: the check that the fits leave Ready alone)",
 }
@@ -38,6 +42,11 @@ RUN_NOTES = {
                             "path fitted in the same call (part `calibrate-load` just before).",
     "serve-2026-12-03-shm-held": "Inputs in shared memory; the machine of `raw-serve-2026-12-03-shm`, one call later, "
                                  "simulated with that call's request path: held out.",
+    "serve-2026-12-03-shm-figures": "Inputs in shared memory, the request path fitted in the same call; the worker's "
+                                    "start and kill adopted from its stop-and-start run (the fit's own row) and held "
+                                    "out on its two-processes run and the other mechanisms of the call. Under "
+                                    "stop-and-start and two processes no warm-up: each request's first is the "
+                                    "server's (Note [Processes a server starts with]).",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "

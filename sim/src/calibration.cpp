@@ -38,10 +38,11 @@ CalibratableCost make_cost(std::string name, Mechanism paid_by, FitMeasure measu
   return c;
 }
 
-// The simulated mean of `config` with `cost` at `value`.
-double simulate_mean(ExperimentConfig config, const CalibratableCost& cost, double value) {
+// The simulated mean of `config` with `cost` at `value`; `as_run`: the measured run's server
+// (simulation_options_of_run).
+double simulate_mean(ExperimentConfig config, const CalibratableCost& cost, double value, const SimulationOptions& as_run) {
   cost.set(config.hardware, value);
-  return summary_mean_ms(run_simulation(config, SimulationOptions{}).summary, cost.measure, "the simulation");
+  return summary_mean_ms(run_simulation(config, as_run).summary, cost.measure, "the simulation");
 }
 
 // Each requested model's engine mean and count in a summary (psw sim's or psw load's); models
@@ -71,8 +72,8 @@ std::map<std::string, EngineMean> engine_means(const nlohmann::json& summary, co
   return means;
 }
 
-std::map<std::string, EngineMean> simulated_engine_means(const ExperimentConfig& config) {
-  return engine_means(run_simulation(config, SimulationOptions{}).summary, "the simulation");
+std::map<std::string, EngineMean> simulated_engine_means(const ExperimentConfig& config, const SimulationOptions& as_run) {
+  return engine_means(run_simulation(config, as_run).summary, "the simulation");
 }
 
 // The profile with `points` as the contention of their training job and batch (earlier points of
@@ -153,6 +154,8 @@ double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const 
 
 CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const nlohmann::json& measured_summary,
                  const std::string& origin) {
+  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
+  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
   if (config.mechanism != cost.paid_by) {
     throw InputError(cost.name + " is fitted on a run of " + to_string(cost.paid_by) + ", but " +
                      config.source.string() + " is of " + to_string(config.mechanism));
@@ -165,13 +168,13 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   fit.measure = cost.measure;
   fit.initial = cost.get(config.hardware);
   fit.measured_ms = summary_mean_ms(measured_summary, cost.measure, origin);
-  fit.simulated_initial_ms = simulate_mean(config, cost, fit.initial);
+  fit.simulated_initial_ms = simulate_mean(config, cost, fit.initial, as_run);
   // Bisection on log(value): `low` simulates below the measurement, `high` above (for a
   // bandwidth or a share the other way round).
   double low = cost.lower;
   double high = cost.upper;
-  const double at_low = simulate_mean(config, cost, low);
-  const double at_high = simulate_mean(config, cost, high);
+  const double at_low = simulate_mean(config, cost, low, as_run);
+  const double at_high = simulate_mean(config, cost, high, as_run);
   fit.simulations = 3;
   const double below = cost.falls_as_it_grows ? at_high : at_low;
   const double above = cost.falls_as_it_grows ? at_low : at_high;
@@ -183,7 +186,7 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   }
   while (high / low > 1.001) {
     const double middle = std::sqrt(low * high);
-    const double simulated = simulate_mean(config, cost, middle);
+    const double simulated = simulate_mean(config, cost, middle, as_run);
     ++fit.simulations;
     const bool simulates_less = simulated < fit.measured_ms;
     // Less than measured: the cost must grow (a bandwidth or a share must shrink).
@@ -197,13 +200,15 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   fit.hardware = config.hardware;
   cost.set(fit.hardware, fit.fitted);
   fit.fitted = cost.get(fit.hardware);  // as rounded to the field's unit
-  fit.simulated_fitted_ms = simulate_mean(config, cost, fit.fitted);
+  fit.simulated_fitted_ms = simulate_mean(config, cost, fit.fitted, as_run);
   ++fit.simulations;
   return fit;
 }
 
 ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                  const std::string& origin) {
+  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
+  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
   if (config.mechanism != Mechanism::Mps) {
     throw InputError(std::string(kMpsContentionCost) + " is fitted on a run of mps, but " + config.source.string() +
                      " is of " + to_string(config.mechanism));
@@ -215,11 +220,11 @@ ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann:
   ContentionFit fit;
   fit.training_model = config.models[*config.training_model].name;
   fit.training_batch = config.training_batch;
-  const std::map<std::string, EngineMean> initial = simulated_engine_means(config);
+  const std::map<std::string, EngineMean> initial = simulated_engine_means(config, as_run);
   ExperimentConfig ready = config;
   ready.hardware.mps.inference_slowdown_percent = 100;
   ready.hardware.mps.contention.clear();
-  const std::map<std::string, EngineMean> at_ready = simulated_engine_means(ready);
+  const std::map<std::string, EngineMean> at_ready = simulated_engine_means(ready, as_run);
   std::vector<MpsContentionPoint> points;
   for (const auto& [model, measured] : engine_means(measured_summary, origin)) {
     const double measured_ms = measured.mean_ms;
@@ -242,13 +247,15 @@ ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann:
   fit.hardware = with_points(config.hardware, points);
   ExperimentConfig fitted = config;
   fitted.hardware = fit.hardware;
-  const std::map<std::string, EngineMean> after = simulated_engine_means(fitted);
+  const std::map<std::string, EngineMean> after = simulated_engine_means(fitted, as_run);
   for (auto& point : fit.points) point.simulated_fitted_ms = after.at(point.model).mean_ms;
   return fit;
 }
 
 WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                        const std::string& origin) {
+  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
+  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
   if (traits(config.mechanism).process != ProcessModel::FreshProcess) {
     throw InputError(std::string(kWorkerStartCost) + " is adopted from a run of stop-and-start or two-processes, but " +
                      config.source.string() + " is of " + to_string(config.mechanism));
@@ -270,7 +277,7 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   }
   out.measured_latency_ms = summary_mean_ms(measured_summary, FitMeasure::Latency, origin);
   out.simulated_initial_ms =
-      summary_mean_ms(run_simulation(config, SimulationOptions{}).summary, FitMeasure::Latency, "the simulation");
+      summary_mean_ms(run_simulation(config, as_run).summary, FitMeasure::Latency, "the simulation");
   ExperimentConfig adopted = config;
   auto ns = [](double ms) { return nanoseconds(rounded(ms * 1e6)); };
   adopted.hardware.process_start = ns(out.process_ms);
@@ -280,7 +287,7 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   if (out.kill_ms) adopted.hardware.process_kill = ns(*out.kill_ms);
   // Note [First forward in a fresh process]: what the engine measured beyond the simulated one.
   adopted.hardware.first_forward.clear();
-  const std::map<std::string, EngineMean> simulated_engines = simulated_engine_means(adopted);
+  const std::map<std::string, EngineMean> simulated_engines = simulated_engine_means(adopted, as_run);
   for (const auto& [model, engine] : engine_means(measured_summary, origin)) {
     const auto simulated = simulated_engines.find(model);
     if (simulated == simulated_engines.end()) {
@@ -292,13 +299,15 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
     if (first_ms > 0) adopted.hardware.first_forward[model] = ns(first_ms);
   }
   out.simulated_adopted_ms =
-      summary_mean_ms(run_simulation(adopted, SimulationOptions{}).summary, FitMeasure::Latency, "the simulation");
+      summary_mean_ms(run_simulation(adopted, as_run).summary, FitMeasure::Latency, "the simulation");
   out.hardware = adopted.hardware;
   return out;
 }
 
 EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                        const std::string& origin) {
+  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
+  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
   const std::string mechanism = to_string(config.mechanism);
   if (!traits(config.mechanism).pipeswitch_family || !switches_eagerly_in_server(config.mechanism)) {
     throw InputError(std::string(kEagerSwitchCost) +
@@ -312,7 +321,7 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
   }
   EagerSwitchAdoption out;
   ExperimentConfig adopted = config;
-  const std::map<std::string, EngineMean> before = simulated_engine_means(config);
+  const std::map<std::string, EngineMean> before = simulated_engine_means(config, as_run);
   const std::map<std::string, EngineMean> measured = engine_means(measured_summary, origin);
   for (const auto& item : eager->items()) {
     // Named, not bound: a lambda below reads them (clang 14 cannot capture structured bindings).
@@ -341,7 +350,7 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
     adopted.hardware.eager_switch[{model, mechanism}] = {ns(m.prepare_ms), ns(m.forward_ms)};
     out.models.push_back(std::move(m));
   }
-  const std::map<std::string, EngineMean> after = simulated_engine_means(adopted);
+  const std::map<std::string, EngineMean> after = simulated_engine_means(adopted, as_run);
   for (auto& m : out.models) m.simulated_adopted_ms = after.at(m.model).mean_ms;
   out.hardware = adopted.hardware;
   return out;

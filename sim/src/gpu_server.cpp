@@ -174,6 +174,21 @@ class GpuServer {
         per_model_(config.models.size()),
         standby_(config.standby_workers) {
     check_memory();
+    // Note [Processes a server starts with]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // psw serve starts its workers before it listens: one takes the training job, the others
+    // (all of them without one) wait, fresh. Under stop-and-start and two processes a task needs
+    // a process that has run nothing (Note [Fresh processes] in the runtime's controller.cpp),
+    // and those first ones have: the first requests of a fresh server take them with neither a
+    // kill nor a start (the first forward in a fresh process they do pay). Only later requests
+    // wait for a process killed and started for them. On the H200 (2026-12-03, shared-memory
+    // inputs, no warm-up) the first of three stop-and-start requests took 321 ms, the next two
+    // 3.1 and 3.4 s. A warm-up, or an earlier run on the same server, uses them up: psw load
+    // reads how many are left when its clock starts (the server's psw_fresh_standby_workers).
+    if (config.serving && traits(config.mechanism).process == ProcessModel::FreshProcess) {
+      fresh_standby_ = options.fresh_standby_processes.value_or(config.standby_workers +
+                                                                 (config.training_model ? 0 : 1));
+    }
     if (config.serving) {
       for (std::size_t m = 0; m < config.models.size(); ++m) per_model_[m].path = config.serving->path_of(config.models[m].name);
     }
@@ -465,7 +480,13 @@ class GpuServer {
     // of the same model. So does the simulator where it models psw serve (a serving profile);
     // without one, back-to-back requests of one model keep their process, as in the paper's
     // baseline (its Figure 6 serves requests at 5 s cycles and longer).
-    if (config_.serving && traits(mechanism_.mechanism()).process == ProcessModel::FreshProcess) fresh = true;
+    if (config_.serving && traits(mechanism_.mechanism()).process == ProcessModel::FreshProcess) {
+      fresh = true;
+      if (fresh_standby_ > 0) {  // Note [Processes a server starts with]: started long before
+        --fresh_standby_;
+        process_started_ago = Duration::max();
+      }
+    }
     state_ = State::Inference;
 
     const Task task = request.task;  // Note [Training requests]
@@ -779,6 +800,7 @@ class GpuServer {
   // Note [Fresh processes]: when the fresh process that training resumes in began to start,
   // while it starts (psw serve semantics: a serving profile).
   std::optional<Duration> fresh_process_since_;
+  int fresh_standby_ = 0;  // Note [Processes a server starts with]: unused, ready
   std::int64_t switched_ = 0;
   std::int64_t standby_waits_ = 0;
   Duration startup_sum_;

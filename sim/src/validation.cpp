@@ -127,6 +127,20 @@ std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& s
   return out;
 }
 
+SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin) {
+  SimulationOptions options;
+  if (const auto fresh = measured_summary.find("fresh_standby_workers"); fresh != measured_summary.end()) {
+    if (!fresh->is_number_integer() || fresh->get<std::int64_t>() < 0 || fresh->get<std::int64_t>() > 1024) {
+      throw InputError(origin + ": fresh_standby_workers must be a count of workers (an integer from 0 to 1024)");
+    }
+    options.fresh_standby_processes = fresh->get<int>();
+  } else if (const auto warmup = measured_summary.find("warmup_per_model");
+             warmup != measured_summary.end() && warmup->is_number_integer() && warmup->get<std::int64_t>() > 0) {
+    options.fresh_standby_processes = 0;
+  }
+  return options;
+}
+
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
                                    const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,

@@ -181,6 +181,9 @@ training:
   controller->start_training("resnet152", kSteps);
   EXPECT_TRUE(controller->training_status("resnet152").active);  // from the start, before it runs
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  // Note [Processes a server starts with]: one worker trains, the other waits unused; the first
+  // request takes it, and after it no worker is unused (the training job resumed in a fresh one).
+  EXPECT_NE(controller->metrics_text().find("psw_fresh_standby_workers 1\n"), std::string::npos);
   std::vector<pid_t> seen = controller->worker_pids();
   for (int i = 0; i < 2; ++i) {
     EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), expected), 1e-5);
@@ -223,6 +226,7 @@ training:
   EXPECT_GT(stats.worker_kill_ns, 0);
   EXPECT_NE(metrics.find("psw_worker_kills_total " + std::to_string(stats.worker_kills)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_worker_kill_seconds_total "), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_fresh_standby_workers 0\n"), std::string::npos) << metrics;
   // The job's state equals as many uninterrupted steps.
   const torch::Tensor reference = uninterrupted_state(*config.training, kSteps);
   const auto [data, size] = controller->training_segment();

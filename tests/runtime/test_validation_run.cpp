@@ -11,6 +11,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/load_generator.hpp"
 #include "psw/runtime/validation_run.hpp"
+#include "psw/sim/validation.hpp"
 
 namespace psw::runtime {
 namespace {
@@ -208,6 +209,27 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   EXPECT_THROW((void)parse_worker_start_totals("psw_worker_kills_total 3\npsw_worker_kill_seconds_total 1\n"),
                InputError)
       << "kills without starts";
+}
+
+// Note [Processes a server starts with]: the gauge read from the server's text, and the
+// simulator's start from a recorded summary: its count, else none after a warm-up (the recordings
+// from before the gauge), else as a server starts.
+TEST(FreshStandbyWorkers, TheSimulatorStartsWhereTheMeasuredServerStood) {
+  EXPECT_EQ(parse_fresh_standby_workers("psw_resident_models 3\npsw_fresh_standby_workers 1\n"), 1);
+  EXPECT_FALSE(parse_fresh_standby_workers("psw_requests_total 7\n").has_value()) << "a server before the gauge";
+  EXPECT_THROW((void)parse_fresh_standby_workers("psw_fresh_standby_workers -1\n"), InputError);
+  EXPECT_EQ(sim::simulation_options_of_run({{"fresh_standby_workers", 1}, {"warmup_per_model", 2}}, "s.json")
+                .fresh_standby_processes,
+            1);
+  EXPECT_EQ(sim::simulation_options_of_run({{"warmup_per_model", 2}}, "s.json").fresh_standby_processes, 0);
+  EXPECT_FALSE(sim::simulation_options_of_run({{"warmup_per_model", 0}}, "s.json").fresh_standby_processes);
+  EXPECT_FALSE(sim::simulation_options_of_run(nlohmann::json::object(), "s.json").fresh_standby_processes);
+  try {
+    (void)sim::simulation_options_of_run({{"fresh_standby_workers", "two"}}, "s.json");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json: fresh_standby_workers"), std::string::npos) << e.what();
+  }
 }
 
 TEST(EagerSwitchesMeasured, PerModelTheMeanHostTimeOfTheWorkloadsEagerSwitches) {

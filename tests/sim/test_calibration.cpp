@@ -168,23 +168,40 @@ TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
   for (const auto& f : a.first_forwards) {
     EXPECT_NEAR(f.first_forward_ms, f.model == "resnet152" ? 200.0 : 0.0, 1e-3) << f.model;
   }
-  // Every request pays one start and one in three the first forward: the mean moves by the
-  // change of the start less a third of 200 ms, to a millisecond.
+  // Note [Processes a server starts with]: the run's server was fresh (no warm-up), so its
+  // first request took the process started beside the training job; the other two paid one
+  // start each, and one in three the first forward: the mean moves by two thirds of the change
+  // of the start less a third of 200 ms, to a millisecond.
   const double before = (config.hardware.process_start + config.hardware.cuda_context_create +
                          config.hardware.framework_start).seconds() * 1e3;
   const double after = 280.0 + 140.0 + 1970.0 - config.hardware.cuda_malloc.seconds() * 1e3;
-  EXPECT_NEAR(a.simulated_initial_ms - a.simulated_adopted_ms, before - after - 200.0 / 3, 1.0);
+  EXPECT_NEAR(a.simulated_initial_ms - a.simulated_adopted_ms, (before - after) * 2 / 3 - 200.0 / 3, 1.0);
+  // A run after a warm-up (its server had no unused process left): every request paid one.
+  nlohmann::json warmed = run;
+  warmed["warmup_per_model"] = 2;
+  const WorkerStartAdoption w = adopt_worker_start(config, warmed, "run.json");
+  EXPECT_NEAR(w.simulated_initial_ms - w.simulated_adopted_ms, before - after - 200.0 / 3, 1.0);
   EXPECT_FALSE(a.kill_ms.has_value()) << "a run that counted no kills";
   EXPECT_EQ(a.hardware.process_kill, config.hardware.process_kill);
-  // Note [Worker kill]: where the run counted kills, their mean is adopted, and every request,
-  // which waits for a fresh process, pays it before its start.
+  // Note [Worker kill]: where the run counted kills, their mean is adopted, and every request
+  // that waits for a fresh process pays it before its start: two in three here, every one where
+  // the server said none was left unused (psw load's fresh_standby_workers).
   nlohmann::json killing = run;
   killing["worker_starts"]["kills"] = 4;
   killing["worker_starts"]["kill_mean_ms"] = 150.0;
   const WorkerStartAdoption k = adopt_worker_start(config, killing, "run.json");
   ASSERT_TRUE(k.kill_ms.has_value());
   EXPECT_EQ(k.hardware.process_kill, milliseconds(150));
-  EXPECT_NEAR(k.simulated_adopted_ms - a.simulated_adopted_ms, 150.0, 1.0);
+  EXPECT_NEAR(k.simulated_adopted_ms - a.simulated_adopted_ms, 100.0, 1.0);
+  killing["fresh_standby_workers"] = 0;
+  nlohmann::json warmed_without_kills = run;
+  warmed_without_kills["fresh_standby_workers"] = 0;
+  EXPECT_NEAR(adopt_worker_start(config, killing, "run.json").simulated_adopted_ms -
+                  adopt_worker_start(config, warmed_without_kills, "run.json").simulated_adopted_ms,
+              150.0, 1.0);
+  nlohmann::json miscounted = run;
+  miscounted["fresh_standby_workers"] = -1;
+  EXPECT_THROW((void)adopt_worker_start(config, miscounted, "run.json"), InputError);
   EXPECT_THROW((void)adopt_worker_start(figures_case(Mechanism::PipeSwitch), run, "run.json"), InputError);
   nlohmann::json without = run;
   without.erase("worker_starts");

@@ -1350,6 +1350,11 @@ std::string Controller::metrics_text() {
     }
   }
   gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
+  // Note [Processes a server starts with] (sim/src/gpu_server.cpp): what psw load reads when its
+  // clock starts, for the simulator to start where the server stood.
+  gauge("psw_fresh_standby_workers", "Workers ready that have run no task since their process started.",
+        std::count_if(s.workers.begin(), s.workers.end(),
+                      [](const Worker& w) { return w.state == WorkerState::Standby && !w.used; }));
   std::int64_t device = 0;
   std::int64_t host = 0;
   for (const auto& segment : s.daemon_segments) host += static_cast<std::int64_t>(segment.size());

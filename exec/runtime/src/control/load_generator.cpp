@@ -620,6 +620,15 @@ nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerS
   return out;
 }
 
+std::optional<std::int64_t> parse_fresh_standby_workers(const std::string& metrics_text) {
+  static const std::string kFresh = "psw_fresh_standby_workers ";
+  std::istringstream lines(metrics_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(kFresh, 0) == 0) return static_cast<std::int64_t>(metric_value(line, kFresh.size()));
+  }
+  return std::nullopt;  // a server from before the gauge
+}
+
 std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::string& metrics_text) {
   struct Seen {
     bool count = false, prepare = false, forward = false;
@@ -709,6 +718,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   struct Counters {
     std::optional<WorkerStartTotals> worker_starts;
     std::map<std::string, EagerSwitchSums> eager_switches;
+    std::optional<std::int64_t> fresh_standby_workers;  // Note [Processes a server starts with]
   };
   auto read_counters = [&]() -> std::optional<Counters> {
     std::string text;
@@ -717,7 +727,8 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
     } catch (const ServiceError&) {
       return std::nullopt;  // not a psw serve: no Metrics call
     }
-    return Counters{parse_worker_start_totals(text), parse_eager_switch_totals(text)};
+    return Counters{parse_worker_start_totals(text), parse_eager_switch_totals(text),
+                    parse_fresh_standby_workers(text)};
   };
   std::optional<Counters> before;
   LoadOptions counted = options;
@@ -742,6 +753,8 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
       report.summary["eager_switches"] = std::move(eager);
     }
   }
+  // Note [Processes a server starts with]: as the server stood when the clock started.
+  if (before && before->fresh_standby_workers) report.summary["fresh_standby_workers"] = *before->fresh_standby_workers;
   return report;
 }
 

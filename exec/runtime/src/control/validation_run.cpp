@@ -159,11 +159,6 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   }
 
   ValidationRun run;
-  sim::SimulationOptions sim_options;
-  sim_options.out_dir = sim_out;
-  if (options.progress) options.progress("simulating " + config.name);
-  run.simulated = sim::run_simulation(config, sim_options).summary;
-
   const std::string training_model = config.training_model ? config.models[*config.training_model].name : "";
   auto training_status = [&] {
     try {
@@ -200,6 +195,12 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     if (training_alone.count() > 0) add_alone_window("after the workload");
     run.training = training;
   }
+  // After the measured run, which says where the server stood when its clock started (Note
+  // [Processes a server starts with]).
+  sim::SimulationOptions sim_options = sim::simulation_options_of_run(run.measured.summary, "psw load's summary");
+  sim_options.out_dir = sim_out;
+  if (options.progress) options.progress("simulating " + config.name);
+  run.simulated = sim::run_simulation(config, sim_options).summary;
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
   run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
@@ -256,7 +257,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       run.training->held_seconds = t["held_seconds"].get<double>();
     }
   }
-  sim::SimulationOptions sim_options;
+  sim::SimulationOptions sim_options = sim::simulation_options_of_run(measured, folder + "/measured/summary.json");
   sim_options.out_dir = sim_out;
   run.simulated = sim::run_simulation(config, sim_options).summary;
   if (!measured.contains("generated") || !measured["generated"].is_number_integer()) {

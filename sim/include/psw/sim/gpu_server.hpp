@@ -23,6 +23,11 @@ struct SimulationOptions {
   std::filesystem::path out_dir;       // requests.csv, summary.json, config.resolved.yaml; empty: none
   std::filesystem::path chrome_trace;  // Chrome trace of transfers, computes and switches; empty: none
   std::size_t chrome_trace_max_events = 500'000;  // the trace stops growing past this
+  // Note [Processes a server starts with]: the fresh worker processes psw serve had ready and
+  // unused when the workload began (psw load's `fresh_standby_workers`); nullopt: as a server
+  // starts. Read only where the simulator models psw serve (a serving profile) under
+  // stop-and-start or two processes.
+  std::optional<int> fresh_standby_processes;
 };
 
 struct SimulationResult {

@@ -86,6 +86,7 @@
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/units.hpp"
+#include "psw/sim/gpu_server.hpp"
 
 namespace psw::sim {
 
@@ -160,6 +161,13 @@ struct MeasuredWorkerStart {
   std::optional<double> kill_ms;
 };
 std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin);
+
+// The simulation options that replay a measured run as its server stood when the workload
+// began (Note [Processes a server starts with]): psw load's `fresh_standby_workers`; for a run
+// recorded before the server counted them, none where it sent a warm-up (every such server had
+// one standby process beside its training job, which the first warm-up request took), and as a
+// server starts where it sent none. InputError naming `origin` for a value that is not a count.
+SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin);
 
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
