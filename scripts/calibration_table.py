@@ -42,11 +42,12 @@ RUN_NOTES = {
                             "path fitted in the same call (part `calibrate-load` just before).",
     "serve-2026-12-03-shm-held": "Inputs in shared memory; the machine of `raw-serve-2026-12-03-shm`, one call later, "
                                  "simulated with that call's request path: held out.",
-    "serve-2026-12-03-shm-figures": "Inputs in shared memory, the request path fitted in the same call; the worker's "
-                                    "start and kill adopted from its stop-and-start run (the fit's own row) and held "
-                                    "out on its two-processes run and the other mechanisms of the call. Under "
-                                    "stop-and-start and two processes no warm-up: each request's first is the "
-                                    "server's (Note [Processes a server starts with]).",
+    "serve-2026-12-03-shm-figures": "Inputs in shared memory, the request path fitted in the same call; the kill of "
+                                    "the process replaced adopted from its stop-and-start run, the start from "
+                                    "`raw-serve-2026-12-03-fresh` (another machine): the start's rows here are held "
+                                    "out across machines. Under stop-and-start and two processes no warm-up, so each "
+                                    "run's first request took the process the server started with (Note [Processes "
+                                    "a server starts with]).",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "
