@@ -386,15 +386,21 @@ use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
 # With shared memory, psw load warms up each sender's regions (Note [Shared memory senders]):
 # 16 senders x 3 models x PSW_WARMUP requests. Under the mechanisms that give every request a
 # fresh worker process (stop-and-start, two-processes) each of those costs a process start
-# (~3 s: session 23's first call spent five minutes warming up) and warms a process that is then
-# replaced, so they send none (raw inputs keep PSW_WARMUP: one connection, PSW_WARMUP per model).
-warmup_for() {  # MECHANISM
-  if [[ ${PSW_INPUTS:-raw} == shared-memory && ($1 == stop-and-start || $1 == two-processes) ]]; then echo 0
-  else echo "$warmup"; fi
+# (~3 s: session 23's first call spent five minutes warming up), so there the run has one sender
+# (its requests are 12 s apart: one at a time anyway) and one warm-up request per model. The
+# warm-up takes the process the server started with (Note [Processes a server starts with]), so
+# that every measured request waits for a start, as in the paper's baseline and the raw runs.
+load_flags_for() {  # MECHANISM: psw validate's warm-up (and senders) for it
+  if [[ ${PSW_INPUTS:-raw} == shared-memory && ($1 == stop-and-start || $1 == two-processes) ]]; then
+    echo "--warmup 1 --senders 1"
+  else
+    echo "--warmup $warmup"
+  fi
 }
-validate_on_server() {  # EXPERIMENT_CONFIG NAME [WARMUP]: against the running server
-  local experiment=$1 name=$2
-  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" --warmup "${3:-$warmup}" \
+validate_on_server() {  # EXPERIMENT_CONFIG NAME [LOAD_FLAGS]: against the running server
+  local experiment=$1 name=$2 load_flags
+  read -ra load_flags <<< "${3:---warmup $warmup}"
+  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" "${load_flags[@]}" \
     --training-alone "$training_alone" ${input_flags[@]+"${input_flags[@]}"} --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
 }
@@ -402,7 +408,7 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
   sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$serve_config" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
-  validate_on_server "$experiment" "$name" "$(warmup_for "$mechanism")"
+  validate_on_server "$experiment" "$name" "$(load_flags_for "$mechanism")"
   stop_server
 }
 # Note [Client connections]: psw profile-serving sends from one thread, and on session 17's machine
