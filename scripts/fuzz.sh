@@ -36,6 +36,7 @@ unit_tests=()
 if [[ -n ${PSW_FUZZ_UNIT_TESTS:-} ]]; then unit_tests=(psw_unit_tests psw_sim_tests); fi
 # shellcheck disable=SC2086
 cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets "${unit_tests[@]}"
+echo "fuzz: built in ${SECONDS}s"  # where CI's time goes (scripts/test.sh prints its parts too)
 if ((${#unit_tests[@]})); then
   # The two binaries themselves: ctest there would also list tests whose programs this build
   # leaves out (the runtime's, the CLI's). Side by side: each is one thread.
@@ -51,6 +52,7 @@ if ((${#unit_tests[@]})); then
     echo "fuzz: the unit tests failed under ASan+UBSan (psw_unit_tests $unit_status, psw_sim_tests $sim_status)"
     exit 1
   fi
+  echo "fuzz: unit tests under ASan+UBSan done at ${SECONDS}s"
 fi
 
 # Seed corpora: the shipped files of each kind (copied: libFuzzer adds to the first corpus

@@ -13,12 +13,14 @@ build=${PSW_BUILD_DIR:-$root/build}
 # per unit instead of once per file. PSW_UNITY_BUILD=OFF builds file by file, which is faster
 # to rebuild after a small change (scripts/gpu-test.sh builds file by file, so both compile).
 "$root/scripts/build.sh" -DPSW_WITH_MPI=ON -DCMAKE_UNITY_BUILD="${PSW_UNITY_BUILD:-ON}"
+echo "test: built in ${SECONDS}s"  # where CI's time goes (it should stay well under 30 minutes)
 # The shipped model profiles must be what their generator writes.
 python3 "$root/scripts/gen_model_profiles.py" --check
 python3 "$root/scripts/gen_artifact_plans.py" --check
 # The h200 configs must be the profiles measured on the H200 (results/profiles/).
 bash "$root/scripts/adopt-profiles.sh" --check
 ctest --test-dir "$build" --label-exclude gpu --output-on-failure --parallel "$(nproc)" --timeout 600
+echo "test: ctest done at ${SECONDS}s"
 
 if [[ ${CI:-} != true && -n ${PSW_SKIP_SANITIZE:-} ]]; then
   echo "test: PSW_SKIP_SANITIZE set: no sanitizer build, no fuzzing"
