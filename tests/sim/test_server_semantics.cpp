@@ -630,7 +630,8 @@ TEST(SimClosedForm, SwitchCostEqualsTheTimelineForEveryShippedProfile) {
           if (m == Mechanism::NoMemoryManagement || m == Mechanism::OneProcess) {
             prep = hw.cuda_malloc * static_cast<std::int64_t>(models[i].num_layers());
           } else if (m == Mechanism::StopAndStart || m == Mechanism::TwoProcesses) {
-            prep = hw.process_start + hw.framework_start + hw.cuda_context_create + hw.cuda_malloc;
+            // Note [Worker kill]: the process replaced is killed and reaped before the start.
+            prep = hw.process_kill + hw.process_start + hw.framework_start + hw.cuda_context_create + hw.cuda_malloc;
           }
           const Grouping plan = one_copy ? Grouping{{0, base.num_layers() - 1}} : mechanism.grouping(i, task);
           // Note [Eager switch in the simulator]: where the profile has the server's host times of
