@@ -26,6 +26,10 @@
 #         no-pinned-memory): each model's host times adopted from raw-serve-2026-12-03-eager,
 #         whose server measured them (Note [Adopting eager host times]); the analytic fits stay
 #         for models without an entry;
+#       one-process                       in raw-serve-2026-12-03-shm-all-a: each model's host
+#                                         times of its per-tensor switch adopted (as the eager
+#                                         ablations'), then training_abort_ns fitted to its latency
+#                                         (Note [Training abort]);
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
@@ -38,6 +42,10 @@
 #                                                     (a fourth, inputs in shared memory);
 #       mps, one-process, no-optimization, per-       on raw-serve-2026-12-03-shm-figures (inputs in
 #       layer-pipeline, grouped-transmission          shared memory, the path of its own call);
+#       every mechanism                               on raw-serve-2026-12-03-shm-all-a and -b (inputs
+#                                                     in shared memory, one machine, two calls, each
+#                                                     with the path of its own call; one-process's
+#                                                     rows of -a are its fit's);
 #       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
 #       the memory ablations                          of 2026-12-02, another machine): the held-out
 #                                                     run of the ablation fits after Note [Message
@@ -99,7 +107,7 @@ serving_of() {  # RUN_FOLDER
     raw-serve-2026-12-03-eager-b) echo "$1/serving-h200-from-load-a.yaml" ;;
     # Note [Inputs in shared memory]: the path of the call's own calibrate-load, of the inputs it sent.
     raw-serve-2026-12-03-shm | raw-serve-2026-12-03-shm-unprimed | raw-serve-2026-12-03-raw-same-call | \
-      raw-serve-2026-12-03-shm-figures)
+      raw-serve-2026-12-03-shm-figures | raw-serve-2026-12-03-shm-all-a | raw-serve-2026-12-03-shm-all-b)
       echo "$1/serving-h200-from-load.yaml" ;;
     # Held out: the same machine, one call later, with the path of the call before.
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
@@ -176,6 +184,10 @@ fit_contention "$runs/raw-figures-2026-12-02-mps-batch-32"
 fit no-ipc-optimization eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 fit no-memory-management eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 fit no-pinned-memory eager_switch.host "$runs/raw-serve-2026-12-03-eager"
+# Note [Training abort]: one process's engine from its own host times (it switches tensor by tensor,
+# on the host's time), then what the request waits for the training step's abort, before the engine.
+fit one-process eager_switch.host "$runs/raw-serve-2026-12-03-shm-all-a"
+fit one-process training_abort_ns "$runs/raw-serve-2026-12-03-shm-all-a"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
@@ -195,6 +207,10 @@ validate_on "$runs/raw-figures-2026-12-02-a" mps time-sliced pipeswitch
 validate_on "$runs/raw-serve-2026-12-03-shm-figures" stop-and-start two-processes mps one-process no-optimization \
   per-layer-pipeline grouped-transmission
 validate_on "$runs/raw-serve-2026-12-03-fresh" two-processes
+validate_on "$runs/raw-serve-2026-12-03-shm-all-a" stop-and-start two-processes one-process mps per-layer-pipeline \
+  grouped-transmission no-optimization
+validate_on "$runs/raw-serve-2026-12-03-shm-all-b" ready pipeswitch no-memory-management no-ipc-optimization \
+  no-pinned-memory unified-memory time-sliced
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -234,7 +250,8 @@ done
 validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
-python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
+python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
+  serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \
   serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held \
   serve-2026-12-03-shm-held-same-machine 2026-12-02-c \

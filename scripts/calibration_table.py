@@ -22,7 +22,8 @@ MECHANISMS = {
     "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.worker_start",
     "two-processes": "startup.worker_start (stop-and-start's: the same fresh process per task)",
-    "one-process": "(none of its own: the allocation and copies of the fits above)",
+    # Note [Training abort]: its engine from its host times, the abort before it.
+    "one-process": "training_abort_ns (eager_switch.host adopted before)",
     "no-optimization": "(none of its own: the link)",
     "per-layer-pipeline": "(none of its own: the link and the layers)",
     "grouped-transmission": "(none of its own: the link and the layers)",
@@ -48,6 +49,13 @@ RUN_NOTES = {
                                     "out across machines. Under stop-and-start and two processes no warm-up, so each "
                                     "run's first request took the process the server started with (Note [Processes "
                                     "a server starts with]).",
+    "serve-2026-12-03-shm-all-a": "Inputs in shared memory; the first of two calls that measured every mechanism on "
+                                  "one machine, the request path fitted in the same call. Stop-and-start and two "
+                                  "processes with one warm-up request (every measured request waits for a start); the "
+                                  "start simulated is the shipped profile's, of another machine. One-process's rows are "
+                                  "its fit's (Note [Training abort]), not held out.",
+    "serve-2026-12-03-shm-all-b": "Inputs in shared memory; the second call on the machine of `-shm-all-a`, the request "
+                                  "path fitted in the same call.",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "
@@ -71,9 +79,10 @@ def error(table, scope, measure):
     return f"{100 * float(row['relative_error']):+.1f}%{mark}"
 
 
-def fitted_on(notes, cost):
+def fitted_on(notes, cost, mechanism):
     """The run folders a cost was fitted to, as the profile's notes name them; None when not fitted.
-    MPS's contention (Note [MPS contention]) is fitted per training batch, one run each."""
+    MPS's contention (Note [MPS contention]) is fitted per training batch, one run each; eager host
+    times are adopted per mechanism."""
     runs = []
     for note in notes:
         if note.startswith(cost.split(" ")[0] + " ") and " fitted by psw calibrate to " in note:
@@ -82,7 +91,7 @@ def fitted_on(notes, cost):
         if cost.startswith("startup.worker_start") and " adopted by psw calibrate " in note and " worker starts in " in note:
             runs.append(note.split(" worker starts in ", 1)[1].split("/validation/")[0].split("/")[-1])
         # Note [Adopting eager host times]: adopted per mechanism; the note names it.
-        if cost.startswith("eager_switch.host") and note.startswith("eager_switch.host under ") \
+        if cost.startswith("eager_switch.host") and note.startswith(f"eager_switch.host under {mechanism} ") \
                 and " adopted by psw calibrate from " in note:
             run = note.split(" adopted by psw calibrate from ", 1)[1].split("/validation/")[0].split("/")[-1]
             if run not in runs:
@@ -143,9 +152,10 @@ def main(argv):
             if not os.path.exists(os.path.join(after_dir, "validation.csv")):
                 continue
             before, after = rows(before_dir), rows(after_dir)
-            source = fitted_on(notes, cost) or "-"
-            # A fresh process per task: every request together too, the start being one cost.
-            scopes = MODELS + ["all"] if cost.startswith("startup.worker_start") else MODELS
+            source = fitted_on(notes, cost, mechanism) or "-"
+            # A fresh process per task, or the abort (Note [Training abort]): every request
+            # together too, the fit being over all of them.
+            scopes = MODELS + ["all"] if cost.startswith(("startup.worker_start", "training_abort")) else MODELS
             for model in scopes:
                 print(f"| {mechanism} | {cost} | {source} | {model} | {error(before, model, 'engine_mean_ms')} | "
                       f"{error(after, model, 'engine_mean_ms')} | {error(before, model, 'mean_ms')} | "

@@ -25,6 +25,8 @@ and tabulates: every number comes from the files.
 """
 import argparse
 import csv
+import glob
+import json
 import os
 import sys
 
@@ -74,6 +76,18 @@ def read_validation(raws, mechanism, resimulated=None, replacing=()):
     if len(paths) > 1:
         sys.exit(f"gpu_figures: {mechanism} was run in more than one folder: {', '.join(paths)}")
     return read_rows(paths[0]) if paths else None
+
+
+def inputs_of(raws):
+    """How the runs' requests carried their inputs, as their psw load summaries say (Note [Inputs in
+    shared memory]; a summary without the key is of a run before it: raw inputs)."""
+    kinds = set()
+    for raw in raws:
+        for path in glob.glob(os.path.join(raw, "validation", "*", "measured", "summary.json")):
+            with open(path) as f:
+                kinds.add(json.load(f).get("inputs", "raw"))
+    words = {"raw": "raw inputs in the messages", "shared-memory": "inputs in shared memory, `psw load --shared-memory`"}
+    return "; ".join(words.get(k, k) for k in sorted(kinds)) or "raw inputs in the messages"
 
 
 def number(text):
@@ -286,7 +300,7 @@ def main(argv):
         "simulator plays the same workload with the H200 profiles and the request path calibrated in the first",
         "call (`gpu-serve.sh` part `calibrate-load`: `psw profile-serving --from-load` of a 40 s Poisson run through",
         "`psw load`'s client; part `calibrate`'s `psw profile-serving` where a call has no such fit).",
-        "Latency is the client's (gRPC over the Unix socket, raw inputs).",
+        f"Latency is the client's (gRPC over the Unix socket, {inputs_of(raws)}).",
         "The artifact's numbers are the authors' V100 re-run (client-measured, PAPER.md §10), not this",
         "hardware. Error = (simulated - measured) / measured, as `psw validate` writes it; the tolerance is",
         "issue 9's (5%, 15% for MPS, time-sliced and unified memory).",

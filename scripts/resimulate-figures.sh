@@ -5,25 +5,28 @@
 # simulator's model or the adopted profiles change: the figures then show the current prediction
 # beside the same measurements. The runs' own simulated values are kept in their raw folders.
 #
-# The runs: results/gpu/raw-figures-2026-12-03-a and -b (Figures 5, 7-9; two fresh machines of
-# 2026-12-03, the second simulated with the first's request path) and
-# raw-serve-2026-12-02-validate-fig6 (Figure 6's closed loop, a machine of 2026-12-02); Figure 6's
-# stop-and-start from raw-serve-2026-12-02-burst-fig6 (another machine, that afternoon: the first
-# run's 2 and 5 s cycles had failed). Stop-and-start and two processes (Figures 5 and 9) and Figure
-# 6's stop-and-start from raw-serve-2026-12-03-fresh, after Note [Fresh processes] changed.
-# The simulator's profiles: the adopted hardware profile (configs/hardware/h200-pcie5.yaml: its
-# estimated costs calibrated on 2026-12-01's and 2026-12-02's runs by scripts/calibrate-h200.sh,
-# which none of these runs is) and the request path measured on the figures' first machine
-# through psw load's client (raw-figures-2026-12-03-a/serving-h200-from-load.yaml, gpu-serve.sh
-# part calibrate-load: a 40 s Poisson run of its own, not a figure's); Figure 6 with the paths
-# its own machines measured (psw profile-serving). So each simulated value is a prediction for
-# runs no fit saw.
+# The runs: three device calls on one machine of 2026-12-03 (fc-v1252), every request's input in
+# shared memory (psw load --shared-memory, Note [Inputs in shared memory]):
+# results/gpu/raw-serve-2026-12-03-shm-all-a (stop-and-start, two processes, one process, MPS and
+# the PipeSwitch family's pipelines), -shm-all-b (ready, PipeSwitch, time-sliced, unified memory,
+# the memory ablations) and -shm-fig6 (Figure 6's closed loop of ready, PipeSwitch, MPS and
+# stop-and-start). Each call's own request path (its serving-h200-from-load.yaml, gpu-serve.sh
+# part calibrate-load: a 40 s Poisson run of its own, not a figure's; Figure 6's closed loop one
+# fitted on one of its cases, below) and the adopted hardware
+# profile (configs/hardware/h200-pcie5.yaml: its estimated costs fitted by
+# scripts/calibrate-h200.sh on other runs, one process's on -shm-all-a's own run, below). A fresh
+# process's start moves by up to 60% between machines (README, "A fresh process's start"):
+# stop-and-start and two processes, in Figures 5, 6 and 9, are simulated with the start adopted
+# from the machine's own calibrate-start run (-shm-all-a/validation/calibrate-start, a run of its
+# own before the figures', Note [Adopting a worker start]) over the adopted profile. So each
+# simulated value is a prediction for a run no fit saw, except one process's (Note [Training
+# abort]: its host times and abort are fitted on -shm-all-a's run, the only one that measured its
+# host times).
 # Writes OUT/<mechanism>/ and OUT/fig6-<mechanism>-<cycle_ms>/ (validation.csv and the rest of
 # psw validate's outputs) and OUT/environment.md. Then draw with
 #   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \
-#     results/gpu/raw-figures-2026-12-03-a results/gpu/raw-figures-2026-12-03-b \
-#     results/gpu/raw-serve-2026-12-02-validate-fig6 --replacing results/gpu/raw-serve-2026-12-02-burst-fig6 \
-#     --replacing results/gpu/raw-serve-2026-12-03-fresh
+#     results/gpu/raw-serve-2026-12-03-shm-all-a results/gpu/raw-serve-2026-12-03-shm-all-b \
+#     results/gpu/raw-serve-2026-12-03-shm-fig6
 # (matplotlib; the CI machine has none).
 #
 #   scripts/resimulate-figures.sh [BUILD_DIR] [OUT]
@@ -32,18 +35,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 psw=${1:-$root/build}/cli/psw
 out=${2:-$root/results/gpu/figures/resimulated}
 runs=$root/results/gpu
-raws=("$runs/raw-figures-2026-12-03-a" "$runs/raw-figures-2026-12-03-b")
-# Stop-and-start and two processes measured again after Note [Fresh processes] changed (one
-# process starting at a time; the runs above started two at once), with Figure 6's stop-and-start:
-# these cases replace the others'. Simulated with the request path of the morning's first call.
-fresh_run=$runs/raw-serve-2026-12-03-fresh
-fresh_serving=$fresh_run/serving-h200-from-load-starts.yaml
-fig6_run=$runs/raw-serve-2026-12-02-validate-fig6
-fig6_later_run=$runs/raw-serve-2026-12-02-burst-fig6  # stop-and-start at 1, 2 and 5 s, with the wait
-fig6_later_serving=$runs/raw-figures-2026-12-02-c/serving-h200.yaml
+raws=("$runs/raw-serve-2026-12-03-shm-all-a" "$runs/raw-serve-2026-12-03-shm-all-b")
+fig6_run=$runs/raw-serve-2026-12-03-shm-fig6
 hardware=$root/configs/hardware/h200-pcie5.yaml
-serving=${raws[0]}/serving-h200-from-load.yaml
-fig6_serving=$runs/raw-figures-2026-12-02-a/serving-h200.yaml  # fig6_run's machine, psw profile-serving
 experiments=$root/configs/experiments
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$experiments"/.figures-*.yaml' EXIT
@@ -56,28 +50,39 @@ revalidate() {  # CONFIG MEASURED_FOLDER NAME
 }
 rm -rf "$out"
 mkdir -p "$out"
-for measured in "$fresh_run"/validation/figures-*; do
-  mechanism=${measured##*/figures-}
-  revalidate "$(configure_figures "$mechanism" "$hardware" "$fresh_serving")" "$measured" "$mechanism"
-done
+# The machine's start (Note [Adopting a worker start]) over the adopted profile, for the mechanisms
+# that start a process per task.
+start_run=${raws[0]}
+machine_start=$work/h200-start.yaml
+"$psw" calibrate --config "$(configure_figures stop-and-start "$hardware" "$start_run/serving-h200-from-load.yaml")" \
+  --measured "$start_run/validation/calibrate-start" --cost startup.worker_start --hardware "$hardware" \
+  --out "$machine_start" > "$out/machine-start.txt" 2>&1 || { cat "$out/machine-start.txt"; exit 1; }
+sed -i "s#$root/##g; /wrote /d" "$out/machine-start.txt"
+hardware_of() {  # MECHANISM
+  case $1 in stop-and-start | two-processes) echo "$machine_start" ;; *) echo "$hardware" ;; esac
+}
 for raw in "${raws[@]}"; do
   for measured in "$raw"/validation/figures-*; do
     mechanism=${measured##*/figures-}
-    [[ -e $out/$mechanism ]] && continue  # measured again later
-    revalidate "$(configure_figures "$mechanism" "$hardware" "$serving")" "$measured" "$mechanism"
+    revalidate "$(configure_figures "$mechanism" "$(hardware_of "$mechanism")" "$raw/serving-h200-from-load.yaml")" \
+      "$measured" "$mechanism"
   done
 done
-# The later run's cases replace the morning's (gpu_figures.py --replacing), simulated with the
-# request path of its own machine (run c's calibration, the same afternoon).
-for measured in "$fresh_run"/validation/fig6-* "$fig6_later_run"/validation/fig6-* "$fig6_run"/validation/fig6-*; do
+# Figure 6's closed loop sends one request at a time, back to back: its protocol is half the
+# Poisson calibration's (0.44 against 1.07 ms median on this machine; the client's thread never
+# sleeps between requests). Its path is fitted on one case, ready at 1 s cycles (no switch), and
+# predicts the other eleven.
+fig6_path_case=$fig6_run/validation/fig6-ready-1000
+fig6_serving=$work/serving-h200-closed-loop.yaml
+"$psw" profile-serving --from-load "$fig6_path_case/measured/requests.csv" --training-from-validation "$fig6_path_case" \
+  --training-model resnet152 --training-batch 8 --name h200-serve-closed-loop --device "NVIDIA H200" \
+  --out "$fig6_serving" > /dev/null
+for measured in "$fig6_run"/validation/fig6-*; do
   case=${measured##*/fig6-}  # MECHANISM-CYCLE_MS
-  [[ -e $out/fig6-$case ]] && continue  # measured again later
   mechanism=${case%-*} cycle_ms=${case##*-}
   rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
-  case_serving=$fig6_serving
-  [[ $measured == "$fig6_later_run"/* ]] && case_serving=$fig6_later_serving
-  [[ $measured == "$fresh_run"/* ]] && case_serving=$fresh_serving
-  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$case_serving")" "$measured" "fig6-$case"
+  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$(hardware_of "$mechanism")" \
+    "$fig6_serving")" "$measured" "fig6-$case"
 done
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 echo "resimulate-figures: wrote $out"

@@ -128,6 +128,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     l.finish();
   }
   hw.group_sync = read_duration(r, "group_sync_ns");
+  if (r.has("training_abort_ns")) hw.training_abort = read_duration(r, "training_abort_ns");  // Note [Training abort]
   {
     MapReader c = r.map("compute");
     hw.compute.flops_per_second = c.integer("flops_per_s", 1, kMaxFlopsRate);
@@ -167,10 +168,10 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
       } catch (const InputError& bad) {
         e.fail_key("mechanism", e.get("mechanism"), bad.what());
       }
-      if (!traits(mechanism).pipeswitch_family || !switches_eagerly_in_server(mechanism)) {
+      if (!has_eager_host_times(mechanism)) {
         e.fail_key("mechanism", e.get("mechanism"),
                    "the host times of an eager switch are for PipeSwitch's variants the server runs eagerly "
-                   "(no-memory-management, no-ipc-optimization, no-pinned-memory)");
+                   "(no-memory-management, no-ipc-optimization, no-pinned-memory) and one-process");
       }
       const std::pair<std::string, std::string> key{model, to_string(mechanism)};
       if (hw.eager_switch.contains(key)) {
@@ -489,6 +490,9 @@ std::string to_yaml(const HardwareProfile& hw) {
   if (hw.mapped) link("mapped", *hw.mapped);
   out << YAML::EndMap;
   out << YAML::Key << "group_sync_ns" << YAML::Value << hw.group_sync.ns();
+  if (hw.training_abort > Duration::zero()) {  // Note [Training abort]
+    out << YAML::Key << "training_abort_ns" << YAML::Value << hw.training_abort.ns();
+  }
   out << YAML::Key << "compute" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "flops_per_s" << YAML::Value << hw.compute.flops_per_second;
   out << YAML::Key << "conv_flops_per_s" << YAML::Value << hw.compute.conv_flops_per_second;

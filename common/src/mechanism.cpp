@@ -60,6 +60,11 @@ bool switches_eagerly_in_server(Mechanism mechanism) {
   return t.ipc_handle_per_group || t.allocation == Allocation::PerTensorMalloc || t.host_memory == HostMemory::Pageable;
 }
 
+bool has_eager_host_times(Mechanism mechanism) {
+  return (traits(mechanism).pipeswitch_family || mechanism == Mechanism::OneProcess) &&
+         switches_eagerly_in_server(mechanism);
+}
+
 Mechanism parse_mechanism(const std::string& text) {
   std::string choices;
   for (const auto& n : kTraits) {

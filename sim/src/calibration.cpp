@@ -119,6 +119,10 @@ const std::vector<CalibratableCost>& calibratable_costs() {
     // engine from the input on the device): fitted on the client's latency.
     c.push_back(make_cost("startup.framework_start_ns", Mechanism::StopAndStart, FitMeasure::Latency, 1e6, 1e11,
                           [](auto& hw) -> auto& { return hw.framework_start; }));
+    // Note [Training abort]: paid before the one worker takes the request, so on the latency too;
+    // the engine's own host times first (eager_switch.host of the same run).
+    c.push_back(make_cost("training_abort_ns", Mechanism::OneProcess, FitMeasure::Latency, 1e3, 1e9,
+                          [](auto& hw) -> auto& { return hw.training_abort; }));
     return c;
   }();
   return costs;
@@ -309,9 +313,10 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
   // Note [Processes a server starts with]: the simulator's server as the measured one stood.
   const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
   const std::string mechanism = to_string(config.mechanism);
-  if (!traits(config.mechanism).pipeswitch_family || !switches_eagerly_in_server(config.mechanism)) {
+  if (!has_eager_host_times(config.mechanism)) {
     throw InputError(std::string(kEagerSwitchCost) +
-                     " is adopted from a run of no-memory-management, no-ipc-optimization or no-pinned-memory, but " +
+                     " is adopted from a run of no-memory-management, no-ipc-optimization, no-pinned-memory or "
+                     "one-process, but " +
                      config.source.string() + " is of " + mechanism);
   }
   const auto eager = measured_summary.find("eager_switches");

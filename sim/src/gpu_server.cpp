@@ -458,6 +458,7 @@ class GpuServer {
         if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
         if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
         held_since_ = now + stop;  // Note [Training held] in the runtime's controller.cpp
+        stop += mechanism_.training_abort();  // Note [Training abort]: then the worker is free
         ++training_preemptions_;
         // With no standby worker the runtime cannot pause in place: it abandons the step.
         training_paused_ = mechanism_.pauses_training_in_place() && config_.standby_workers > 0;

@@ -240,15 +240,27 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
       return {start, start + first + work.forward + tail, true, prep};
     }
     case Mechanism::OneProcess: {
+      // One worker trains and serves: it takes the task only once the old one has stopped (with
+      // the training job's abort, Note [Training abort]), so the switch follows the stop instead
+      // of overlapping it, and the engine's clock starts there (`worker_ready`).
+      if (pm.eager) {
+        // Note [Eager switch in the simulator]: psw serve's one process allocates and copies
+        // tensor by tensor on the host's time, as no-memory-management does; the training
+        // model's memory stays where it is (the runtime's controller.cpp, Note [Residency]).
+        const EagerSwitchTimes t = eager_switch_times(*pm.eager_costs, pm.groups, *pm.eager, EagerCopies::PerTensor,
+                                                      Duration::zero());
+        return {stop + t.startup, stop + t.total + tail, true, stop};
+      }
       Duration prep = hardware_.cuda_malloc * static_cast<std::int64_t>(pm.num_layers);
       if (previous) {
-        // The old model leaves the GPU on the critical path: copied back and freed.
+        // The paper's baseline: the old model leaves the GPU on the critical path, copied back
+        // and freed.
         const PerModel& old = per_model_.at(*previous * 2);
         prep += hardware_.pinned.copy_time(old.bytes) +
                 hardware_.cuda_free * static_cast<std::int64_t>(old.num_layers);
       }
-      const Duration start = max(stop, prep + pm.single_copy) + sync;
-      return {start, start + work.forward + tail, true};
+      const Duration start = stop + prep + pm.single_copy + sync;
+      return {start, start + work.forward + tail, true, stop};
     }
     default:
       break;
@@ -351,6 +363,10 @@ bool MechanismModel::stops_at_layer_boundary() const {
 
 bool MechanismModel::kills_training() const {
   return mechanism_ == Mechanism::StopAndStart || mechanism_ == Mechanism::TwoProcesses;
+}
+
+Duration MechanismModel::training_abort() const {
+  return mechanism_ == Mechanism::OneProcess ? hardware_.training_abort : Duration::zero();
 }
 
 bool MechanismModel::pauses_training_in_place() const {

@@ -82,6 +82,7 @@ void expect_same_hardware(const HardwareProfile& a, const HardwareProfile& b) {
   EXPECT_EQ(a.process_start, b.process_start);
   EXPECT_EQ(a.framework_start, b.framework_start);
   EXPECT_EQ(a.process_kill, b.process_kill);
+  EXPECT_EQ(a.training_abort, b.training_abort);
   EXPECT_EQ(a.first_forward, b.first_forward);
   ASSERT_EQ(a.eager_switch.size(), b.eager_switch.size());
   for (const auto& [key, host] : a.eager_switch) {
@@ -586,6 +587,17 @@ TEST(ConfigErrors, ProcessKill) {
   expect_contains(hardware_error(with("-1")), {"hw.yaml:", "key 'startup.process_kill_ns'"});
 }
 
+// Note [Training abort]: optional, top level, absent is nothing.
+TEST(ConfigErrors, TrainingAbort) {
+  const std::string good = h200_text();
+  EXPECT_EQ(parse_hardware_profile(good, "hw.yaml").training_abort, Duration::zero()) << "absent: nothing";
+  const HardwareProfile parsed = parse_hardware_profile(good + "\ntraining_abort_ns: 6500000\n", "hw.yaml");
+  EXPECT_EQ(parsed.training_abort, microseconds(6500));
+  EXPECT_EQ(parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)").training_abort, microseconds(6500));
+  expect_contains(hardware_error(good + "\ntraining_abort_ns: -1\n"), {"hw.yaml:", "key 'training_abort_ns'"});
+  expect_contains(hardware_error(good + "\ntraining_abort_ns: soon\n"), {"hw.yaml:", "key 'training_abort_ns'"});
+}
+
 // Note [Eager switch in the simulator]: per model and eager ablation, the server's host times.
 TEST(ConfigErrors, EagerSwitch) {
   const std::string good = h200_text();
@@ -597,6 +609,12 @@ TEST(ConfigErrors, EagerSwitch) {
   EXPECT_EQ(parsed.eager_switch.at({"resnet152", "no-ipc-optimization"}).prepare, milliseconds(6));
   EXPECT_EQ(parsed.eager_switch.at({"resnet152", "no-memory-management"}).forward, microseconds(4100));
   expect_same_hardware(parsed, parse_hardware_profile(to_yaml(parsed), "hw.yaml (to_yaml)"));
+  // One process switches tensor by tensor on its one worker (Note [Training abort]): it may have them.
+  EXPECT_EQ(parse_hardware_profile(with(two + "\n  - {model: bert_base, mechanism: one-process, prepare_ns: 2, forward_ns: 3}"),
+                                   "hw.yaml")
+                .eager_switch.at({"bert_base", "one-process"})
+                .forward,
+            nanoseconds(3));
   expect_contains(hardware_error(with(two + "\n  - {model: resnet152, mechanism: no-ipc-optimization, prepare_ns: 1, forward_ns: 1}")),
                   {"hw.yaml:", "key 'eager_switch[2].model'", "a second entry of resnet152 under no-ipc-optimization"});
   // PipeSwitch replays its switch from a graph, stop-and-start is no variant of it.

@@ -40,7 +40,8 @@ TEST(Calibration, RecoversEachCostFromARunSimulatedWithIt) {
   };
   for (const Case& c : {Case{"memory.cuda_malloc_ns", 150000}, Case{"memory.ipc_handle_open_ns", 2'500'000},
                         Case{"link.pageable.bandwidth_bytes_per_s", 3.0e9}, Case{"unified_memory.page_fault_ns", 70000},
-                        Case{"mps.inference_slowdown_percent", 140}, Case{"startup.framework_start_ns", 3.0e9}}) {
+                        Case{"mps.inference_slowdown_percent", 140}, Case{"startup.framework_start_ns", 3.0e9},
+                        Case{"training_abort_ns", 6.5e6}}) {
     SCOPED_TRACE(c.cost);
     const CalibratableCost& cost = calibratable_cost(c.cost);
     const ExperimentConfig config = figures_case(cost.paid_by);
@@ -53,6 +54,24 @@ TEST(Calibration, RecoversEachCostFromARunSimulatedWithIt) {
     // Rounded simulated times may make nearby values indistinguishable: within 5% of the truth.
     EXPECT_NEAR(fit.fitted, c.truth, 0.05 * c.truth);
     EXPECT_EQ(cost.get(fit.hardware), fit.fitted);
+  }
+}
+
+// Note [Training abort]: under one process every request waits for it, outside the engine;
+// under PipeSwitch (a worker of its own) none does.
+TEST(Calibration, TheTrainingAbortIsPaidBeforeTheEngineUnderOneProcessOnly) {
+  for (const Mechanism mechanism : {Mechanism::OneProcess, Mechanism::PipeSwitch}) {
+    SCOPED_TRACE(to_string(mechanism));
+    ExperimentConfig config = figures_case(mechanism);
+    const nlohmann::json before = run_simulation(config, SimulationOptions{}).summary;
+    config.hardware.training_abort = milliseconds(5);
+    const nlohmann::json after = run_simulation(config, SimulationOptions{}).summary;
+    const double added = mechanism == Mechanism::OneProcess ? 5.0 : 0.0;
+    EXPECT_NEAR(summary_mean_ms(after, FitMeasure::Latency, "after"),
+                summary_mean_ms(before, FitMeasure::Latency, "before") + added, 0.05)
+        << "the stop's layer boundary moves with the training's progress: within 1% of the abort";
+    EXPECT_NEAR(summary_mean_ms(after, FitMeasure::Engine, "after"), summary_mean_ms(before, FitMeasure::Engine, "before"),
+                0.001);
   }
 }
 
@@ -234,6 +253,10 @@ TEST(Calibration, AdoptsTheHostTimesOfEagerSwitches) {
   }
   // Inception-v3 switched nothing eagerly in this run: no entry, its analytic costs.
   EXPECT_FALSE(a.hardware.eager_switch.contains({"inception_v3", "no-ipc-optimization"}));
+  // One process switches tensor by tensor too (Note [Training abort]): its own entries.
+  const EagerSwitchAdoption one = adopt_eager_switch(figures_case(Mechanism::OneProcess), run, "run.json");
+  EXPECT_EQ(one.hardware.eager_switch.at({"resnet152", "one-process"}).prepare, microseconds(6500));
+  EXPECT_FALSE(one.hardware.eager_switch.contains({"resnet152", "no-ipc-optimization"}));
   // A mechanism the server replays from graphs, a run without the measurement, a model the
   // workload does not request, a negative time: each refused.
   EXPECT_THROW((void)adopt_eager_switch(figures_case(Mechanism::PipeSwitch), run, "run.json"), InputError);

@@ -126,5 +126,33 @@ TEST(EagerSwitch, TheMechanismTakesTheServersHostTimesWhereTheProfileHasThem) {
             without.switch_in(0, Task::Training, stop, std::nullopt).finish);
 }
 
+// Note [Training abort]: one process's worker takes the request after the training's stop and
+// abort, so its switch follows them (the engine's clock starts there), with the server's host
+// times where the profile has them (per tensor, on the compute stream).
+TEST(EagerSwitch, OneProcessSwitchesAfterTheTrainingsAbort) {
+  Fixture f;
+  f.hw.training_abort = milliseconds(7);
+  const EagerHostTimes host{milliseconds(12), milliseconds(11)};
+  f.hw.eager_switch[{"resnet152", "one-process"}] = host;
+  const MechanismModel one(Mechanism::OneProcess, f.hw, f.models, Strategy::Optimal, Placement::Copy, {});
+  EXPECT_EQ(one.training_abort(), milliseconds(7));
+  EXPECT_EQ(MechanismModel(Mechanism::PipeSwitch, f.hw, f.models, Strategy::Optimal, Placement::Copy, {}).training_abort(),
+            Duration::zero())
+      << "a worker of its own serves: nothing to abort first";
+  const Duration stop = microseconds(300) + one.training_abort();
+  const EagerSwitchTimes expected = eager_switch_times(f.costs(f.models[0], f.hw.pinned), one.grouping(0, Task::Inference),
+                                                       host, EagerCopies::PerTensor, Duration::zero());
+  const SwitchInCost resnet = one.switch_in(0, Task::Inference, stop, std::nullopt);
+  EXPECT_EQ(resnet.worker_ready, stop);
+  EXPECT_EQ(resnet.startup, stop + expected.startup);
+  EXPECT_EQ(resnet.finish, stop + expected.total);
+  EXPECT_GE(resnet.finish - resnet.worker_ready, host.prepare + host.forward) << "the host's own time";
+  // BERT-base has no entry: the paper's analytic switch, also after the stop, not beside it.
+  const SwitchInCost bert = one.switch_in(2, Task::Inference, stop, std::nullopt);
+  const SwitchInCost bert_at_once = one.switch_in(2, Task::Inference, Duration::zero(), std::nullopt);
+  EXPECT_EQ(bert.worker_ready, stop);
+  EXPECT_EQ(bert.finish, bert_at_once.finish + stop);
+}
+
 }  // namespace
 }  // namespace psw::sim

@@ -165,6 +165,17 @@ struct HardwareProfile {
   // reads, fixed + bytes / bandwidth. Absent: layers cannot be placed in host memory.
   std::optional<LinkCost> mapped;
   Duration group_sync;  // per group: the compute stream learns that its group arrived
+  // Note [Training abort]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // Under one-process the worker that trains is the one that serves: a request waits until the
+  // worker has abandoned its training step (Note [Preemption without loss] in the runtime's
+  // training.cpp: the exception out of the step, the batch-norm statistics restored, the
+  // gradients dropped, the device drained) and said so, and only then does the worker take the
+  // request, so this time is paid before the engine's clock starts and after the stop at the
+  // layer boundary. On the H200 the server's time beyond the engine was 5-8 ms where the other
+  // mechanisms' is 0.6 ms (2026-12-03). The optional top-level training_abort_ns (absent: 0),
+  // fitted by psw calibrate on a one-process run's latency.
+  Duration training_abort;
 
   ComputeModel compute;
 

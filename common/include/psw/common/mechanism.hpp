@@ -71,6 +71,10 @@ Strategy grouping_strategy(Mechanism mechanism, Strategy planner);
 // switch to the next (per-group handles, per-tensor allocations) or its copies cannot be
 // captured (pageable memory). Note [Host time of an eager switch] (exec/pipeline.hpp).
 bool switches_eagerly_in_server(Mechanism mechanism);
+// Whether a hardware profile may hold the server's host times of the mechanism's eager switch
+// (its `eager_switch` section, Note [Eager switch in the simulator]): PipeSwitch's variants the
+// server runs eagerly, and one process (per-tensor allocations on its one worker).
+bool has_eager_host_times(Mechanism mechanism);
 
 Mechanism parse_mechanism(const std::string& text);  // throws InputError listing the choices
 std::string to_string(Mechanism mechanism);

@@ -34,9 +34,10 @@ struct SwitchInCost {
   Duration startup;  // the new task's first layer starts
   Duration finish;   // the new task's work is done (reply)
   bool switched = true;
-  // A fresh process (stop-and-start, two processes) ready to take the task, its start done:
-  // a live server hands it the request only then, so its engine's clock starts there (Note
-  // [Worker start rows] in validation.hpp). Zero for the mechanisms without one.
+  // A fresh process (stop-and-start, two processes) ready to take the task, its start done, or
+  // under one-process the worker done with the training step it abandoned (Note [Training
+  // abort]): a live server hands it the request only then, so its engine's clock starts there
+  // (Note [Worker start rows] in validation.hpp). Zero for the other mechanisms.
   Duration worker_ready = Duration::zero();
 };
 
@@ -64,7 +65,9 @@ struct SwitchInCost {
 //     forward * (l + 1) / L; it starts once called, its group arrived (plus the group sync) and
 //     the GPU free (the previous layer, the old task's stop).
 // With no host time (prepare = forward = 0) it is evaluate_timeline's pipeline exactly (a test
-// says so). Training switches, and models without an entry, keep the analytic costs.
+// says so). Training switches, and models without an entry, keep the analytic costs. One process
+// switches so too (per tensor, on its one worker, after the training's abort: Note [Training
+// abort]): its host times are measured and adopted the same way.
 enum class EagerCopies { Enqueued, Pageable, PerTensor };
 struct EagerSwitchTimes {
   Duration startup;  // the first layer starts
@@ -116,6 +119,10 @@ class MechanismModel {
   // Whether a request pauses the training job in place, in a worker of its own, so that the job
   // goes on without a switch once the request is answered (Note [Paused in place] in gpu_server.cpp).
   bool pauses_training_in_place() const;
+  // What a request waits, after the training job's stop at a layer boundary, for the worker
+  // that trains to abandon the step and take the request: the hardware profile's
+  // training_abort under one-process (Note [Training abort]), else nothing.
+  Duration training_abort() const;
   // MPS: tasks run concurrently instead of being switched.
   // Time slicing: the same, taking turns on the GPU (Note [Time slicing]).
   bool concurrent() const { return mechanism_ == Mechanism::Mps || mechanism_ == Mechanism::TimeSliced; }
