@@ -2,6 +2,8 @@
 // (Note [Calibrating a cost], sim/calibration.hpp); options and printing only.
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "psw/common/config.hpp"
@@ -17,7 +19,7 @@ namespace {
 
 struct CalibrateOptions {
   std::string config_path;
-  std::string recorded;
+  std::vector<std::string> recorded;  // Note [Pooled runs]: several only where the cost pools them
   std::string cost;
   std::string hardware_path;
   std::string out_path;
@@ -43,7 +45,9 @@ Action add_calibrate_command(CLI::App& app) {
                    "pays it, and write the profile with the fitted value");
   cmd->add_option("--config", o->config_path, "The run's experiment config (as psw validate's; its mechanism the cost's)")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--measured", o->recorded, "A psw validate folder of that config (its measured/summary.json)")
+  cmd->add_option("--measured", o->recorded,
+                  "A psw validate folder of that config (its measured/summary.json); repeated, runs of the same "
+                  "case pooled (the eager host times and the fitted costs; Note [Pooled runs])")
       ->required()->check(CLI::ExistingDirectory);
   cmd->add_option("--cost", o->cost, "The cost: " + costs)->required();
   cmd->add_option("--hardware", o->hardware_path,
@@ -53,7 +57,21 @@ Action add_calibrate_command(CLI::App& app) {
   return [o] {
     ExperimentConfig config = load_experiment_config(o->config_path);
     if (!o->hardware_path.empty()) config.hardware = load_hardware_profile(o->hardware_path);
-    const std::string summary_path = o->recorded + "/measured/summary.json";
+    std::vector<sim::RecordedRun> runs;
+    std::string recorded;  // the folders, as the profile's note names them
+    for (const std::string& folder : o->recorded) {
+      const std::string path = folder + "/measured/summary.json";
+      runs.push_back({sim::read_json_object(path, "psw load's summary.json"), path});
+      recorded += (recorded.empty() ? "" : " and ") + folder;
+    }
+    const std::string& summary_path = runs.front().origin;
+    auto one_run = [&]() -> const nlohmann::json& {
+      if (runs.size() > 1) {
+        throw InputError("--cost " + o->cost + " is taken from one run; --measured was given " +
+                         std::to_string(runs.size()) + " times");
+      }
+      return runs.front().summary;
+    };
     auto write_profile = [&](HardwareProfile hardware, const std::string& what) {
       if (o->out_path.empty()) return;
       hardware.source.note += "; " + what;
@@ -63,7 +81,7 @@ Action add_calibrate_command(CLI::App& app) {
     };
     if (o->cost == sim::kMpsContentionCost) {  // Note [MPS contention]
       const sim::ContentionFit fit =
-          sim::fit_mps_contention(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+          sim::fit_mps_contention(config, one_run(), summary_path);
       std::printf("%s beside %s at training batch %d:\n", sim::kMpsContentionCost, fit.training_model.c_str(),
                   fit.training_batch);
       std::string fitted;
@@ -75,13 +93,13 @@ Action add_calibrate_command(CLI::App& app) {
                                  " ms)");
       }
       write_profile(fit.hardware, detail::concat(sim::kMpsContentionCost, " beside ", fit.training_model, " at batch ",
-                                                 fit.training_batch, " fitted by psw calibrate to ", o->recorded, ": ",
+                                                 fit.training_batch, " fitted by psw calibrate to ", recorded, ": ",
                                                  fitted));
       return;
     }
     if (o->cost == sim::kWorkerStartCost) {  // Note [Adopting a worker start]
       const sim::WorkerStartAdoption a =
-          sim::adopt_worker_start(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+          sim::adopt_worker_start(config, one_run(), summary_path);
       std::printf("%s over %lld starts: process %.1f ms, context %.1f ms, framework %.1f ms (cudaMalloc included)\n",
                   sim::kWorkerStartCost, static_cast<long long>(a.starts), a.process_ms, a.context_ms, a.framework_ms);
       std::string firsts;
@@ -97,14 +115,13 @@ Action add_calibrate_command(CLI::App& app) {
                     detail::concat("startup.process_start_ns, cuda_context_ns, framework_start_ns",
                                    a.kill_ms ? ", process_kill_ns" : "",
                                    " and first_forward adopted by psw calibrate from the server's split of ", a.starts,
-                                   " worker starts in ", o->recorded, " (process ", a.process_ms, " ms, context ",
+                                   " worker starts in ", recorded, " (process ", a.process_ms, " ms, context ",
                                    a.context_ms, " ms, the rest ", a.framework_ms, " ms, first forward ", firsts,
                                    a.kill_ms ? detail::concat(", kill ", *a.kill_ms, " ms") : std::string(), ")"));
       return;
     }
     if (o->cost == sim::kEagerSwitchCost) {  // Note [Adopting eager host times]
-      const sim::EagerSwitchAdoption a =
-          sim::adopt_eager_switch(config, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+      const sim::EagerSwitchAdoption a = sim::adopt_eager_switch(config, runs);
       std::printf("%s under %s, per model over its eager switches:\n", sim::kEagerSwitchCost,
                   to_string(config.mechanism).c_str());
       std::string adopted;
@@ -117,16 +134,16 @@ Action add_calibrate_command(CLI::App& app) {
                                   m.forward_ms, " ms");
       }
       write_profile(a.hardware, detail::concat(sim::kEagerSwitchCost, " under ", to_string(config.mechanism),
-                                               " adopted by psw calibrate from ", o->recorded, " (", adopted, ")"));
+                                               " adopted by psw calibrate from ", recorded, " (", adopted, ")"));
       return;
     }
     const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);
-    const sim::CostFit fit =
-        sim::fit_cost(config, cost, sim::read_json_object(summary_path, "psw load's summary.json"), summary_path);
+    const sim::CostFit fit = sim::fit_cost(config, cost, runs);
     std::printf("%s: %.6g -> %.6g (%d simulations)\n", fit.cost.c_str(), fit.initial, fit.fitted, fit.simulations);
-    std::printf("  %s mean over the run: measured %.4f ms; simulated %.4f ms before, %.4f ms fitted\n",
-                sim::to_string(fit.measure).c_str(), fit.measured_ms, fit.simulated_initial_ms, fit.simulated_fitted_ms);
-    write_profile(fit.hardware, detail::concat(fit.cost, " fitted by psw calibrate to ", o->recorded, " (",
+    std::printf("  %s mean over the %s: measured %.4f ms; simulated %.4f ms before, %.4f ms fitted\n",
+                sim::to_string(fit.measure).c_str(), runs.size() > 1 ? "runs" : "run", fit.measured_ms,
+                fit.simulated_initial_ms, fit.simulated_fitted_ms);
+    write_profile(fit.hardware, detail::concat(fit.cost, " fitted by psw calibrate to ", recorded, " (",
                                                sim::to_string(fit.measure), " mean ", fit.measured_ms, " ms, was ",
                                                fit.initial, ")"));
   };

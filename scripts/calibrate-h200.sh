@@ -26,10 +26,13 @@
 #         no-pinned-memory): each model's host times adopted from raw-serve-2026-12-03-eager,
 #         whose server measured them (Note [Adopting eager host times]); the analytic fits stay
 #         for models without an entry;
-#       one-process                       in raw-serve-2026-12-03-shm-all-a: each model's host
-#                                         times of its per-tensor switch adopted (as the eager
-#                                         ablations'), then training_abort_ns fitted to its latency
-#                                         (Note [Training abort]);
+#       one-process                       in raw-serve-2026-12-03-shm-all-a, -shm-one-process
+#                                         and -shm-one-process-b, pooled (three calls, the last
+#                                         two on a machine started afresh; Note [Pooled runs]):
+#                                         each model's host times of its
+#                                         per-tensor switch adopted (as the eager ablations'), then
+#                                         training_abort_ns fitted to their latency (Note [Training
+#                                         abort]); -shm-figures (another machine) holds it out;
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
@@ -111,6 +114,9 @@ serving_of() {  # RUN_FOLDER
       echo "$1/serving-h200-from-load.yaml" ;;
     # Held out: the same machine, one call later, with the path of the call before.
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
+    # Later calls on the machine of -shm-all-a, simulated (PSW_SERVING_PROFILE) with its path.
+    raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b)
+      echo "$runs/raw-serve-2026-12-03-shm-all-a/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
 }
@@ -141,9 +147,15 @@ fit() {  # MECHANISM COST RUN_FOLDER [NAME]
   # per NAME where one cost is taken from two runs.
   local name=${4:-$1}
   [[ $2 == eager_switch.host ]] && name=$1-eager
-  local next=$work/after-$name-$2.yaml
-  if "$psw" calibrate --config "$(configure_figures "$1" "$current" "$(serving_of "$3")")" \
-       --measured "$3/validation/figures-$1" --cost "$2" --hardware "$current" --out "$next" > "$out/fit-$name.txt" 2>&1; then
+  fit_over "$1" "$2" "$name" "$3"
+}
+fit_over() {  # MECHANISM COST NAME RUN_FOLDER...: Note [Pooled runs] (one request path: the first run's)
+  local mechanism=$1 cost=$2 name=$3
+  shift 3
+  local next=$work/after-$name-$cost.yaml measured=()
+  for run in "$@"; do measured+=(--measured "$run/validation/figures-$mechanism"); done
+  if "$psw" calibrate --config "$(configure_figures "$mechanism" "$current" "$(serving_of "$1")")" \
+       "${measured[@]}" --cost "$cost" --hardware "$current" --out "$next" > "$out/fit-$name.txt" 2>&1; then
     current=$next
   fi
   sed "s#$root/##g" "$out/fit-$name.txt" | grep -v "wrote " | tee "$out/fit-$name.txt.tmp"
@@ -185,9 +197,13 @@ fit no-ipc-optimization eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 fit no-memory-management eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 fit no-pinned-memory eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 # Note [Training abort]: one process's engine from its own host times (it switches tensor by tensor,
-# on the host's time), then what the request waits for the training step's abort, before the engine.
-fit one-process eager_switch.host "$runs/raw-serve-2026-12-03-shm-all-a"
-fit one-process training_abort_ns "$runs/raw-serve-2026-12-03-shm-all-a"
+# on the host's time), then what the request waits for the training step's abort, before the engine;
+# both pooled over three runs of 2026-12-03's evening (Note [Pooled runs]: its host times moved by
+# 40% from run to run), the fourth run (-shm-figures, session 23's machine) held out.
+one_process_runs=("$runs/raw-serve-2026-12-03-shm-all-a" "$runs/raw-serve-2026-12-03-shm-one-process"
+                  "$runs/raw-serve-2026-12-03-shm-one-process-b")
+fit_over one-process eager_switch.host one-process-eager "${one_process_runs[@]}"
+fit_over one-process training_abort_ns one-process "${one_process_runs[@]}"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
@@ -211,6 +227,8 @@ validate_on "$runs/raw-serve-2026-12-03-shm-all-a" stop-and-start two-processes 
   grouped-transmission no-optimization
 validate_on "$runs/raw-serve-2026-12-03-shm-all-b" ready pipeswitch no-memory-management no-ipc-optimization \
   no-pinned-memory unified-memory time-sliced
+validate_on "$runs/raw-serve-2026-12-03-shm-one-process" one-process
+validate_on "$runs/raw-serve-2026-12-03-shm-one-process-b" one-process pipeswitch
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -251,6 +269,7 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
+  serve-2026-12-03-shm-one-process serve-2026-12-03-shm-one-process-b \
   serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \
   serve-2026-12-03-raw-same-call serve-2026-12-03-shm-unprimed serve-2026-12-03-shm serve-2026-12-03-shm-held \

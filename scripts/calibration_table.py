@@ -53,9 +53,15 @@ RUN_NOTES = {
                                   "one machine, the request path fitted in the same call. Stop-and-start and two "
                                   "processes with one warm-up request (every measured request waits for a start); the "
                                   "start simulated is the shipped profile's, of another machine. One-process's rows are "
-                                  "its fit's (Note [Training abort]), not held out.",
+                                  "a third of its fit's (Note [Training abort], Note [Pooled runs]), not held out.",
     "serve-2026-12-03-shm-all-b": "Inputs in shared memory; the second call on the machine of `-shm-all-a`, the request "
                                   "path fitted in the same call.",
+    "serve-2026-12-03-shm-one-process": "Inputs in shared memory; one process alone, on a machine started afresh after "
+                                        "the calls of `-shm-all-a` (whether the same host is not known), simulated with "
+                                        "`-shm-all-a`'s request path: a third of one process's fit (Note [Pooled "
+                                        "runs]), not held out.",
+    "serve-2026-12-03-shm-one-process-b": "As `-shm-one-process`, one call later, with PipeSwitch beside it as a "
+                                          "check; its one-process rows are a third of the fit.",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "
@@ -86,16 +92,19 @@ def fitted_on(notes, cost, mechanism):
     runs = []
     for note in notes:
         if note.startswith(cost.split(" ")[0] + " ") and " fitted by psw calibrate to " in note:
-            runs.append(note.split(" fitted by psw calibrate to ", 1)[1].split("/validation/")[0].split("/")[-1])
+            # Note [Pooled runs]: several folders, joined by " and ".
+            for folder in note.split(" fitted by psw calibrate to ", 1)[1].split(" (")[0].split(" and "):
+                runs.append(folder.split("/validation/")[0].split("/")[-1])
         # Note [Adopting a worker start]: adopted, not fitted.
         if cost.startswith("startup.worker_start") and " adopted by psw calibrate " in note and " worker starts in " in note:
             runs.append(note.split(" worker starts in ", 1)[1].split("/validation/")[0].split("/")[-1])
         # Note [Adopting eager host times]: adopted per mechanism; the note names it.
         if cost.startswith("eager_switch.host") and note.startswith(f"eager_switch.host under {mechanism} ") \
                 and " adopted by psw calibrate from " in note:
-            run = note.split(" adopted by psw calibrate from ", 1)[1].split("/validation/")[0].split("/")[-1]
-            if run not in runs:
-                runs.append(run)
+            for folder in note.split(" adopted by psw calibrate from ", 1)[1].split(" (")[0].split(" and "):
+                run = folder.split("/validation/")[0].split("/")[-1]
+                if run not in runs:
+                    runs.append(run)
     return ", ".join(runs) or None
 
 

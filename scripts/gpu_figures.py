@@ -297,8 +297,8 @@ def main(argv):
         "at batch 8, cache off, ResNet-152 training at batch 8) and one `psw validate` of",
         "`configs/experiments/h200-figures.yaml`: a request every 500 ms, the models in turn, each a cold",
         "switch while training runs (stop-and-start and two-processes: three requests 12 s apart). The",
-        "simulator plays the same workload with the H200 profiles and the request path calibrated in the first",
-        "call (`gpu-serve.sh` part `calibrate-load`: `psw profile-serving --from-load` of a 40 s Poisson run through",
+        "simulator plays the same workload with the H200 profiles and the request path calibrated on the GPU",
+        "(`gpu-serve.sh` part `calibrate-load`: `psw profile-serving --from-load` of a 40 s Poisson run through",
         "`psw load`'s client; part `calibrate`'s `psw profile-serving` where a call has no such fit).",
         f"Latency is the client's (gRPC over the Unix socket, {inputs_of(raws)}).",
         "The artifact's numbers are the authors' V100 re-run (client-measured, PAPER.md §10), not this",
@@ -310,7 +310,8 @@ def main(argv):
         lines += [
             f"The simulated side was computed again, after the runs, by `scripts/resimulate-figures.sh`",
             f"(`psw validate --measured`: the recorded measurements beside this simulation; the runs' own",
-            f"simulated values stay in their raw folders). Where it ran:",
+            f"simulated values stay in their raw folders; the script's header says which request path and",
+            f"profiles each case was simulated with). Where it ran:",
             "",
         ]
         env = os.path.join(args.resimulated, "environment.md")

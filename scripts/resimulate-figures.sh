@@ -14,14 +14,14 @@
 # part calibrate-load: a 40 s Poisson run of its own, not a figure's; Figure 6's closed loop one
 # fitted on one of its cases, below) and the adopted hardware
 # profile (configs/hardware/h200-pcie5.yaml: its estimated costs fitted by
-# scripts/calibrate-h200.sh on other runs, one process's on -shm-all-a's own run, below). A fresh
+# scripts/calibrate-h200.sh on other runs, one process's partly on this one, below). A fresh
 # process's start moves by up to 60% between machines (README, "A fresh process's start"):
 # stop-and-start and two processes, in Figures 5, 6 and 9, are simulated with the start adopted
 # from the machine's own calibrate-start run (-shm-all-a/validation/calibrate-start, a run of its
 # own before the figures', Note [Adopting a worker start]) over the adopted profile. So each
 # simulated value is a prediction for a run no fit saw, except one process's (Note [Training
-# abort]: its host times and abort are fitted on -shm-all-a's run, the only one that measured its
-# host times).
+# abort]: its host times and abort are fitted on -shm-all-a's run pooled with two later ones,
+# Note [Pooled runs]).
 # Writes OUT/<mechanism>/ and OUT/fig6-<mechanism>-<cycle_ms>/ (validation.csv and the rest of
 # psw validate's outputs) and OUT/environment.md. Then draw with
 #   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \

@@ -156,10 +156,57 @@ double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const 
   return total / static_cast<double>(count);
 }
 
+namespace {
+
+// Note [Processes a server starts with]: the simulator's server as the measured ones stood, the
+// same for every run (Note [Pooled runs]).
+SimulationOptions options_of_runs(const std::vector<RecordedRun>& runs) {
+  if (runs.empty()) throw InputError("no recorded run to calibrate on");
+  const SimulationOptions first = simulation_options_of_run(runs.front().summary, runs.front().origin);
+  for (const RecordedRun& run : runs) {
+    if (simulation_options_of_run(run.summary, run.origin).fresh_standby_processes != first.fresh_standby_processes) {
+      throw InputError(run.origin + ": its server stood otherwise than " + runs.front().origin +
+                       "'s (fresh_standby_workers, warm-up): runs pooled must be of one case (Note [Pooled runs])");
+    }
+  }
+  return first;
+}
+
+// How many requests a run's mean is over, for the measure.
+double request_count(const RecordedRun& run, FitMeasure measure) {
+  if (measure == FitMeasure::Engine) {
+    std::int64_t count = 0;
+    for (const auto& [name, engine] : engine_means(run.summary, run.origin)) count += engine.count;
+    return static_cast<double>(count);
+  }
+  const auto latency = run.summary.find("latency");
+  if (latency == run.summary.end() || !latency->is_object() || !latency->contains("count") ||
+      !(*latency)["count"].is_number_integer() || (*latency)["count"].get<std::int64_t>() <= 0) {
+    throw InputError(run.origin + ": no positive integer latency.count");
+  }
+  return static_cast<double>((*latency)["count"].get<std::int64_t>());
+}
+
+double pooled_mean_ms(const std::vector<RecordedRun>& runs, FitMeasure measure) {
+  double total = 0;
+  double count = 0;
+  for (const RecordedRun& run : runs) {
+    const double n = request_count(run, measure);
+    total += summary_mean_ms(run.summary, measure, run.origin) * n;
+    count += n;
+  }
+  return total / count;
+}
+
+}  // namespace
+
 CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const nlohmann::json& measured_summary,
                  const std::string& origin) {
-  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
-  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
+  return fit_cost(config, cost, std::vector<RecordedRun>{{measured_summary, origin}});
+}
+
+CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const std::vector<RecordedRun>& runs) {
+  const SimulationOptions as_run = options_of_runs(runs);
   if (config.mechanism != cost.paid_by) {
     throw InputError(cost.name + " is fitted on a run of " + to_string(cost.paid_by) + ", but " +
                      config.source.string() + " is of " + to_string(config.mechanism));
@@ -171,7 +218,7 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   fit.cost = cost.name;
   fit.measure = cost.measure;
   fit.initial = cost.get(config.hardware);
-  fit.measured_ms = summary_mean_ms(measured_summary, cost.measure, origin);
+  fit.measured_ms = pooled_mean_ms(runs, cost.measure);
   fit.simulated_initial_ms = simulate_mean(config, cost, fit.initial, as_run);
   // Bisection on log(value): `low` simulates below the measurement, `high` above (for a
   // bandwidth or a share the other way round).
@@ -183,7 +230,7 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   const double below = cost.falls_as_it_grows ? at_high : at_low;
   const double above = cost.falls_as_it_grows ? at_low : at_high;
   if (!(below <= fit.measured_ms && fit.measured_ms <= above)) {
-    throw InputError(detail::concat(origin, ": no ", cost.name, " in [", cost.lower, ", ", cost.upper,
+    throw InputError(detail::concat(runs.front().origin, runs.size() > 1 ? " and the others" : "", ": no ", cost.name, " in [", cost.lower, ", ", cost.upper,
                                     "] gives the measured ", to_string(cost.measure), " mean of ", fit.measured_ms,
                                     " ms: the simulated mean runs from ", below, " to ", above,
                                     " ms over that range, so another cost is wrong (Note [Calibrating a cost])"));
@@ -310,8 +357,11 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
 
 EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                        const std::string& origin) {
-  // Note [Processes a server starts with]: the simulator's server as the measured one stood.
-  const SimulationOptions as_run = simulation_options_of_run(measured_summary, origin);
+  return adopt_eager_switch(config, std::vector<RecordedRun>{{measured_summary, origin}});
+}
+
+EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std::vector<RecordedRun>& runs) {
+  const SimulationOptions as_run = options_of_runs(runs);
   const std::string mechanism = to_string(config.mechanism);
   if (!has_eager_host_times(config.mechanism)) {
     throw InputError(std::string(kEagerSwitchCost) +
@@ -319,37 +369,60 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
                      "one-process, but " +
                      config.source.string() + " is of " + mechanism);
   }
-  const auto eager = measured_summary.find("eager_switches");
-  if (eager == measured_summary.end() || !eager->is_object() || eager->empty()) {
-    throw InputError(origin + ": no eager_switches (a run before Note [Eager switches measured], or one whose "
-                              "server switched nothing eagerly)");
+  const std::map<std::string, EngineMean> before = simulated_engine_means(config, as_run);
+  // Per model, sums over every run (Note [Pooled runs]): switches and their host times, requests
+  // and their engine times.
+  struct Sums {
+    std::int64_t switches = 0;
+    double prepare_ms = 0;
+    double forward_ms = 0;
+    std::int64_t requests = 0;
+    double engine_ms = 0;
+  };
+  std::map<std::string, Sums> sums;
+  for (const RecordedRun& run : runs) {
+    const auto eager = run.summary.find("eager_switches");
+    if (eager == run.summary.end() || !eager->is_object() || eager->empty()) {
+      throw InputError(run.origin + ": no eager_switches (a run before Note [Eager switches measured], or one whose "
+                                    "server switched nothing eagerly)");
+    }
+    for (const auto& item : eager->items()) {
+      // Named, not bound: a lambda below reads them (clang 14 cannot capture structured bindings).
+      const std::string model = item.key();
+      const nlohmann::json& entry = item.value();
+      if (!before.contains(model)) {
+        throw InputError(detail::concat(run.origin, ": eager_switches has model '", model, "', but the simulation of ",
+                                        config.source.string(), " requests it not"));
+      }
+      auto number = [&](const char* key) {
+        const auto it = entry.find(key);
+        if (it == entry.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+          throw InputError(
+              detail::concat(run.origin, ": eager_switches.", model, ".", key, ": expected a number of at least 0"));
+        }
+        return it->get<double>();
+      };
+      const double count = number("count");
+      Sums& sum = sums[model];
+      sum.switches += static_cast<std::int64_t>(count);
+      sum.prepare_ms += number("prepare_mean_ms") * count;
+      sum.forward_ms += number("forward_mean_ms") * count;
+    }
+    for (const auto& [model, engine] : engine_means(run.summary, run.origin)) {
+      sums[model].requests += engine.count;
+      sums[model].engine_ms += engine.mean_ms * static_cast<double>(engine.count);
+    }
   }
   EagerSwitchAdoption out;
   ExperimentConfig adopted = config;
-  const std::map<std::string, EngineMean> before = simulated_engine_means(config, as_run);
-  const std::map<std::string, EngineMean> measured = engine_means(measured_summary, origin);
-  for (const auto& item : eager->items()) {
-    // Named, not bound: a lambda below reads them (clang 14 cannot capture structured bindings).
-    const std::string model = item.key();
-    const nlohmann::json& entry = item.value();
-    if (!before.contains(model)) {
-      throw InputError(detail::concat(origin, ": eager_switches has model '", model, "', but the simulation of ",
-                                      config.source.string(), " requests it not"));
-    }
-    auto number = [&](const char* key) {
-      const auto it = entry.find(key);
-      if (it == entry.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
-        throw InputError(detail::concat(origin, ": eager_switches.", model, ".", key, ": expected a number of at least 0"));
-      }
-      return it->get<double>();
-    };
+  for (const auto& [model, sum] : sums) {
+    if (sum.switches <= 0) continue;  // requested, never switched eagerly: its analytic costs
     EagerSwitchAdoption::PerModel m;
     m.model = model;
-    m.switches = static_cast<std::int64_t>(number("count"));
-    m.prepare_ms = number("prepare_mean_ms");
-    m.forward_ms = number("forward_mean_ms");
-    const auto engine = measured.find(model);
-    m.measured_engine_ms = engine == measured.end() ? std::nan("") : engine->second.mean_ms;
+    m.switches = sum.switches;
+    m.prepare_ms = sum.prepare_ms / static_cast<double>(sum.switches);
+    m.forward_ms = sum.forward_ms / static_cast<double>(sum.switches);
+    m.measured_engine_ms = sum.requests > 0 ? sum.engine_ms / static_cast<double>(sum.requests) : std::nan("");
     m.simulated_initial_ms = before.at(model).mean_ms;
     auto ns = [](double ms) { return nanoseconds(rounded(ms * 1e6)); };
     adopted.hardware.eager_switch[{model, mechanism}] = {ns(m.prepare_ms), ns(m.forward_ms)};

@@ -350,6 +350,16 @@ psw_cli_test(validate.cycles_connections 2 "--connections: .*cycles.yaml has a c
   --config ${PSW_SIM_DATA}/cycles.yaml --connections 2 --socket /tmp/psw-test-load-no-server/psw.sock)
 psw_cli_test(load.time_scale_zero 2 "--time-scale: Value 0 not in range" load
   --config ${PSW_SIM_DATA}/small.yaml --time-scale 0)
+# psw calibrate (Note [Pooled runs]): a cost taken from one run refuses several; several runs of
+# one case pool.
+set(PSW_ONE_PROCESS_RUN ${PROJECT_SOURCE_DIR}/results/gpu/raw-serve-2026-12-03-shm-all-a/validation/figures-one-process)
+psw_cli_test(calibrate.worker_start_from_two_runs 2 "startup.worker_start is taken from one run. --measured was given 2 times"
+  calibrate --config configs/experiments/h200-figures.yaml --measured ${PSW_ONE_PROCESS_RUN}
+  --measured ${PSW_ONE_PROCESS_RUN} --cost startup.worker_start)
+# The run's case with its own request path, the shipped profiles (absolute paths: the config is
+# written elsewhere); the same run twice pools to its own host times over twice its switches.
+psw_cli_script_test(calibrate.eager_pooled 60
+  "c=$out/one-process.yaml; sed -e 's/^mechanism: .*/mechanism: one-process/' -e 's#\\.\\./#${PROJECT_SOURCE_DIR}/configs/#' -e 's#^serving: .*#serving: ${PSW_ONE_PROCESS_RUN}/../../serving-h200-from-load.yaml#' configs/experiments/h200-figures.yaml > $c && $<TARGET_FILE:psw> calibrate --config $c --measured ${PSW_ONE_PROCESS_RUN} --measured ${PSW_ONE_PROCESS_RUN} --cost eager_switch.host > $out/log 2>&1; cat $out/log; grep -q 'resnet152: prepare 13.742 ms, forward 13.890 ms (10 switches)' $out/log")
 # psw validate: no server is exit 1 naming it.
 psw_cli_test(validate.no_server 1 "psw validate: cannot reach the server at unix:/tmp/psw-test-validate-no-server/psw.sock" validate
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)

@@ -75,6 +75,47 @@ TEST(Calibration, TheTrainingAbortIsPaidBeforeTheEngineUnderOneProcessOnly) {
   }
 }
 
+// Note [Pooled runs]: two runs of one case fit the cost of their requests together; an eager
+// model's host times are the means over all its switches; runs that stood otherwise are refused.
+TEST(Calibration, PoolsRunsOfOneCase) {
+  const CalibratableCost& abort = calibratable_cost("training_abort_ns");
+  const ExperimentConfig config = figures_case(Mechanism::OneProcess);
+  const nlohmann::json low = simulated_run(config, abort, 4e6);
+  const nlohmann::json high = simulated_run(config, abort, 8e6);
+  const CostFit alone = fit_cost(config, abort, low, "low.json");
+  const CostFit pooled = fit_cost(config, abort, std::vector<RecordedRun>{{low, "low.json"}, {high, "high.json"}});
+  EXPECT_NEAR(pooled.measured_ms,
+              (summary_mean_ms(low, FitMeasure::Latency, "low") + summary_mean_ms(high, FitMeasure::Latency, "high")) / 2,
+              1e-9)
+      << "the same number of requests in each";
+  EXPECT_NEAR(pooled.fitted, 6e6, 0.05 * 6e6);
+  EXPECT_NEAR(alone.fitted, 4e6, 0.05 * 4e6);
+  // A run whose server still had its fresh processes (Note [Processes a server starts with])
+  // stood otherwise than one after a warm-up.
+  nlohmann::json fresh = high;
+  fresh["fresh_standby_workers"] = 1;
+  nlohmann::json warm = low;
+  warm["fresh_standby_workers"] = 0;
+  EXPECT_THROW((void)fit_cost(config, abort, std::vector<RecordedRun>{{warm, "warm.json"}, {fresh, "fresh.json"}}),
+               InputError);
+  EXPECT_THROW((void)fit_cost(config, abort, std::vector<RecordedRun>{}), InputError);
+
+  nlohmann::json first = low;
+  first["eager_switches"] = {{"resnet152", {{"count", 5}, {"prepare_mean_ms", 10.0}, {"forward_mean_ms", 8.0}}}};
+  nlohmann::json second = high;
+  second["eager_switches"] = {{"resnet152", {{"count", 15}, {"prepare_mean_ms", 6.0}, {"forward_mean_ms", 12.0}}},
+                              {"bert_base", {{"count", 5}, {"prepare_mean_ms", 2.0}, {"forward_mean_ms", 4.0}}}};
+  const EagerSwitchAdoption a =
+      adopt_eager_switch(config, std::vector<RecordedRun>{{first, "first.json"}, {second, "second.json"}});
+  const EagerHostTimes& resnet = a.hardware.eager_switch.at({"resnet152", "one-process"});
+  EXPECT_EQ(resnet.prepare, microseconds(7000)) << "(5 x 10 + 15 x 6) / 20";
+  EXPECT_EQ(resnet.forward, microseconds(11000)) << "(5 x 8 + 15 x 12) / 20";
+  EXPECT_EQ(a.hardware.eager_switch.at({"bert_base", "one-process"}).prepare, milliseconds(2)) << "one run had it";
+  for (const auto& m : a.models) {
+    if (m.model == "resnet152") EXPECT_EQ(m.switches, 20);
+  }
+}
+
 TEST(Calibration, RefusesAMeasurementNoValueExplainsAndARunOfAnotherMechanism) {
   const CalibratableCost& malloc_cost = calibratable_cost("memory.cuda_malloc_ns");
   const ExperimentConfig config = figures_case(Mechanism::NoMemoryManagement);

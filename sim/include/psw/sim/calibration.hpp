@@ -78,6 +78,22 @@ double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const 
 CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const nlohmann::json& measured_summary,
                  const std::string& origin);
 
+// Note [Pooled runs]
+// ~~~~~~~~~~~~~~~~~~
+// A run of the figures' case has five requests per model, and a host-bound switch (one process,
+// the eager ablations) moves by 20-40% from one such run to the next (2026-12-03: one process's
+// ResNet-152 engine 15.8 to 27.6 ms over four runs, two of them one call apart). A cost fitted
+// to one run carries that run's draw. So fit_cost and adopt_eager_switch also take several recorded runs of
+// the same case: the measured mean is over all their requests (each run weighted by its count),
+// an eager model's host times are the means over all its switches, and the simulation, one
+// workload, is compared with that. The runs must have stood alike (the same
+// simulation_options_of_run: InputError otherwise).
+struct RecordedRun {
+  nlohmann::json summary;  // its psw load summary.json
+  std::string origin;      // where it came from, for messages
+};
+CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, const std::vector<RecordedRun>& runs);
+
 // Note [MPS contention] (hardware_profile.hpp): the name psw calibrate knows this fit by.
 inline constexpr const char* kMpsContentionCost = "mps.contention";
 
@@ -167,5 +183,8 @@ struct EagerSwitchAdoption {
 // eager_switches, or a model in it that the config's workload does not request.
 EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                        const std::string& origin);
+// Note [Pooled runs]: each model's host times over every switch of every run (`switches` their
+// total), its measured engine over every request.
+EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std::vector<RecordedRun>& runs);
 
 }  // namespace psw::sim
