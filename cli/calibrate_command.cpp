@@ -38,8 +38,8 @@ Action add_calibrate_command(CLI::App& app) {
            " (stop-and-start or two-processes: process start, context and framework start adopted from the server's "
            "split of its starts)";
   costs += std::string(", ") + sim::kEagerSwitchCost +
-           " (no-memory-management, no-ipc-optimization, no-pinned-memory or one-process: each model's host time of an eager "
-           "switch adopted from the server's measurement)";
+           " (no-memory-management, no-ipc-optimization, no-pinned-memory or one-process: each model's host time "
+           "of an eager switch adopted from the server's measurement)";
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit one estimated cost of a hardware profile to a recorded psw validate run of the mechanism that "
                    "pays it, and write the profile with the fitted value");

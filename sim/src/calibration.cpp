@@ -230,8 +230,8 @@ CostFit fit_cost(const ExperimentConfig& config, const CalibratableCost& cost, c
   const double below = cost.falls_as_it_grows ? at_high : at_low;
   const double above = cost.falls_as_it_grows ? at_low : at_high;
   if (!(below <= fit.measured_ms && fit.measured_ms <= above)) {
-    throw InputError(detail::concat(runs.front().origin, runs.size() > 1 ? " and the others" : "", ": no ", cost.name, " in [", cost.lower, ", ", cost.upper,
-                                    "] gives the measured ", to_string(cost.measure), " mean of ", fit.measured_ms,
+    throw InputError(detail::concat(runs.front().origin, runs.size() > 1 ? " and the others" : "", ": no ", cost.name,
+                                    " in [", cost.lower, ", ", cost.upper, "] gives the measured ", to_string(cost.measure), " mean of ", fit.measured_ms,
                                     " ms: the simulated mean runs from ", below, " to ", above,
                                     " ms over that range, so another cost is wrong (Note [Calibrating a cost])"));
   }
