@@ -163,35 +163,34 @@ namespace {
 SimulationOptions options_of_runs(const std::vector<RecordedRun>& runs) {
   if (runs.empty()) throw InputError("no recorded run to calibrate on");
   const SimulationOptions first = simulation_options_of_run(runs.front().summary, runs.front().origin);
-  for (const RecordedRun& run : runs) {
-    if (simulation_options_of_run(run.summary, run.origin).fresh_standby_processes != first.fresh_standby_processes) {
-      throw InputError(run.origin + ": its server stood otherwise than " + runs.front().origin +
+  for (auto run = runs.begin() + 1; run != runs.end(); ++run) {
+    if (simulation_options_of_run(run->summary, run->origin).fresh_standby_processes != first.fresh_standby_processes) {
+      throw InputError(run->origin + ": its server stood otherwise than " + runs.front().origin +
                        "'s (fresh_standby_workers, warm-up): runs pooled must be of one case (Note [Pooled runs])");
     }
   }
   return first;
 }
 
-// How many requests a run's mean is over, for the measure.
-double request_count(const RecordedRun& run, FitMeasure measure) {
-  if (measure == FitMeasure::Engine) {
-    std::int64_t count = 0;
-    for (const auto& [name, engine] : engine_means(run.summary, run.origin)) count += engine.count;
-    return static_cast<double>(count);
-  }
-  const auto latency = run.summary.find("latency");
-  if (latency == run.summary.end() || !latency->is_object() || !latency->contains("count") ||
-      !(*latency)["count"].is_number_integer() || (*latency)["count"].get<std::int64_t>() <= 0) {
-    throw InputError(run.origin + ": no positive integer latency.count");
-  }
-  return static_cast<double>((*latency)["count"].get<std::int64_t>());
-}
-
+// The mean over every request of every run: each model's engine mean weighted by its count, or
+// each run's latency mean by its count.
 double pooled_mean_ms(const std::vector<RecordedRun>& runs, FitMeasure measure) {
   double total = 0;
   double count = 0;
   for (const RecordedRun& run : runs) {
-    const double n = request_count(run, measure);
+    if (measure == FitMeasure::Engine) {
+      for (const auto& [name, engine] : engine_means(run.summary, run.origin)) {
+        total += engine.mean_ms * static_cast<double>(engine.count);
+        count += static_cast<double>(engine.count);
+      }
+      continue;
+    }
+    const auto latency = run.summary.find("latency");
+    if (latency == run.summary.end() || !latency->is_object() || !latency->contains("count") ||
+        !(*latency)["count"].is_number_integer() || (*latency)["count"].get<std::int64_t>() <= 0) {
+      throw InputError(run.origin + ": no positive integer latency.count");
+    }
+    const auto n = static_cast<double>((*latency)["count"].get<std::int64_t>());
     total += summary_mean_ms(run.summary, measure, run.origin) * n;
     count += n;
   }
