@@ -1,7 +1,7 @@
 // psw load --shared-memory (Note [Shared memory senders] in load_generator.hpp) against the fake
 // service (fake_inference_service.hpp): every request, each sender's warm-up too, reaches the service
 // with its input borrowed from the client's shared memory and is answered, open loop and closed;
-// raw inputs borrow nothing; the summary says which; a server that does not offer the extension
+// the senders keep their regions until the last answer; raw inputs borrow nothing; the summary says which; a server that does not offer the extension
 // (TCP) fails the run before the clock starts, naming the option; and psw validate's check that
 // a serving profile was measured with the run's kind of inputs.
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include "grpc_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
+#include "psw/runtime/client.hpp"
 #include "psw/runtime/grpc_server.hpp"
 #include "psw/runtime/load_generator.hpp"
 
@@ -64,6 +65,19 @@ TEST_F(LoadSharedMemoryTest, EveryRequestOfTheOpenLoopBorrowsItsInputAndIsAnswer
   EXPECT_EQ(service_.requests_received("double"), 6 + 3 + 4);
   EXPECT_EQ(service_.borrowed_inputs(), 6 + 3) << "raw inputs come in the messages";
   EXPECT_EQ(raw.summary.at("inputs").get<std::string>(), "raw");
+}
+
+// Note [Shared memory senders]: a sender with nothing left to send keeps its regions until the
+// last answer is in, so that the server unmaps none while a request is in flight.
+TEST_F(LoadSharedMemoryTest, TheSendersKeepTheirRegionsUntilTheLastAnswer) {
+  Client watcher(server_->target());
+  LoadOptions shared = options(server_->target(), InputTransport::SharedMemory);
+  std::size_t regions_at_last_answer = 0;
+  shared.at_last_answer = [&] { regions_at_last_answer = watcher.system_shared_memory_status().size(); };
+  const LoadReport report = run_load(periodic("double", 6), shared);
+  for (const auto& r : report.requests) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(regions_at_last_answer, 3u) << "one region per sender (three) and model (one)";
+  EXPECT_TRUE(watcher.system_shared_memory_status().empty()) << "every region given back after the run";
 }
 
 TEST_F(LoadSharedMemoryTest, TheClosedLoopBorrowsToo) {

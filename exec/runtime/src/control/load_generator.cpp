@@ -384,13 +384,19 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   };
   std::vector<std::unique_ptr<Client>> shared;
   for (int c = 0; c < options.connections; ++c) shared.push_back(connect());
+  // Each sender's own connection and its inputs, kept here, not in the sender's thread: they
+  // are given back after the last answer (Note [Shared memory senders]), the inputs before the
+  // connections they were registered through.
+  const auto sender_count = static_cast<std::size_t>(options.senders);
+  std::vector<std::unique_ptr<Client>> own_clients(sender_count);
+  std::vector<std::optional<SenderInputs>> sender_inputs(sender_count);
 
   auto sender = [&](int index) {
     // Each sender's connection is made (or shared) before the clock starts, so that no
     // request's latency includes connecting.
-    std::unique_ptr<Client> own;
+    std::unique_ptr<Client>& own = own_clients[static_cast<std::size_t>(index)];
     Client* client = nullptr;
-    std::optional<SenderInputs> inputs;  // before the clock too (Note [Shared memory senders])
+    std::optional<SenderInputs>& inputs = sender_inputs[static_cast<std::size_t>(index)];  // before the clock too
     std::string error;
     try {  // nothing may escape a thread
       if (shared.empty()) {
@@ -516,6 +522,8 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   stop_senders();
   report.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (options.at_last_answer) options.at_last_answer();
+  sender_inputs.clear();  // Note [Shared memory senders]: only now, every request answered
+  own_clients.clear();
   say_progress(planned.size());
   report.summary = summarize(config, options, report.requests, slos);
   return report;
