@@ -437,6 +437,24 @@ class GpuServer {
   // moment; and the switch-in still pays for the model it replaces (no-memory-management frees
   // the training model's layers on the critical path), as before, since the recorded runs' fit
   // of cuda_malloc_ns rests on it (Note [Calibrating a cost]).
+  //
+  // Note [Cleanup in psw serve]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The paper's worker, its task done, cleans up off the critical path before it is standby
+  // again (the profile's worker_cleanup, 1 ms on the H200: an estimate). psw serve's worker is
+  // standby as soon as its reply is out (controller.cpp, InferDone): the daemon owns the memory,
+  // and what is left is what MechanismModel::after_task_time names (closing the per-group
+  // handles under no-ipc-optimization; nothing under PipeSwitch). So where the simulator models
+  // psw serve (a serving profile) a worker leaving its task is standby after after_task_time,
+  // else after cleanup_time. Figure 6's closed loop showed the difference: the next request
+  // comes a protocol's time (~0.45 ms) after the answer, while the training job runs again;
+  // with the 1 ms cleanup the simulator made it wait ~0.5 ms for the only standby worker, and
+  // PipeSwitch's latency came out 7.6-9.1% above the H200's (session 24,
+  // raw-serve-2026-12-03-shm-fig6), its part beyond the engine 0.85 ms against 0.35 ms.
+  Duration worker_cleanup(std::uint32_t model) const {
+    return config_.serving ? mechanism_.after_task_time(model) : mechanism_.cleanup_time(model);
+  }
+
   void dispatch(const Request& request) {
     const Duration now = sim_.now();
     Duration stop = Duration::zero();
@@ -554,7 +572,7 @@ class GpuServer {
     }
     --standby_;
     if (previous_paused) return ready - now;  // the job's worker keeps its place
-    if (previous) cleaning_.push(ready + mechanism_.cleanup_time(*previous));
+    if (previous) cleaning_.push(ready + worker_cleanup(*previous));  // Note [Cleanup in psw serve]
     else ++standby_;  // nothing was active: no worker to clean
     // The worker that served the previous task (if any) is now cleaning; the new one is active.
     return ready - now;
@@ -692,7 +710,7 @@ class GpuServer {
       return;
     }
     if (training_paused_) {  // Note [Paused in place]: no switch; the request's worker cleans up
-      if (active_model_) cleaning_.push(now + mechanism_.cleanup_time(*active_model_));
+      if (active_model_) cleaning_.push(now + worker_cleanup(*active_model_));  // Note [Cleanup in psw serve]
       active_model_.reset();
       state_ = State::Resuming;
       resume_event_ = sim_.schedule_at(now, kResume, [this] { run_training_again(false); });

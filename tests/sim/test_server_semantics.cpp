@@ -198,6 +198,38 @@ TEST(SimRequestPath, CyclesIssueTheNextRequestWhenTheClientHasTheAnswer) {
   EXPECT_LT(served.at("throughput_rps").get<double>(), bare.at("throughput_rps").get<double>());
 }
 
+// Note [Cleanup in psw serve]: in the closed loop the next request comes a protocol after the
+// answer, while training runs again, and needs the only standby worker, the one that has just
+// answered. psw serve's worker is standby at once under PipeSwitch, where the paper's cleaned up
+// first (50 ms in this hardware profile); under no-ipc-optimization it closes its per-group
+// handles first (the profile's cleanup stands for that).
+TEST(SimRequestPath, InTheClosedLoopTheWorkerOfPswServeIsStandbyAtOnce) {
+  const std::string slow_cleanup = quoted(data("v100-slow-cleanup.yaml"));
+  const std::string serving = quoted(data("serving-small.yaml"));
+  // The longest wait from dispatch to the first layer computing over the requests of a phase
+  // after its first (the first comes after a cycle of training, long after any cleanup).
+  auto longest_startup_ms = [&](const Overrides& overrides, const std::string& name) {
+    const std::filesystem::path dir = fresh_dir(name);
+    simulate("cycles.yaml", overrides, dir);
+    const auto rows = csv_rows(dir / "requests.csv");
+    std::int64_t longest = 0;
+    int chained = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      if (std::stoll(rows[i][3]) % 2'000'000'000 == 1'000'000'000) continue;  // a phase's first
+      longest = std::max<std::int64_t>(longest, std::stoll(rows[i][5]) - std::stoll(rows[i][4]));
+      ++chained;
+    }
+    EXPECT_GT(chained, 10) << name;
+    return static_cast<double>(longest) / 1e6;
+  };
+  const double served = longest_startup_ms(
+      {{"mechanism", "pipeswitch"}, {"hardware", slow_cleanup}, {"serving", serving}}, "cleanup-served");
+  const double per_group = longest_startup_ms(
+      {{"mechanism", "no-ipc-optimization"}, {"hardware", slow_cleanup}, {"serving", serving}}, "cleanup-per-group");
+  EXPECT_LT(served, 10.0) << "a layer boundary and the first group, no cleanup";
+  EXPECT_GT(per_group, 45.0) << "the 50 ms cleanup less the 3 ms protocol";
+}
+
 // Note [Fresh processes]: psw serve starts a process for every request under stop-and-start,
 // even one queued behind a request of the same model; the simulator does so with a serving
 // profile (modelling psw serve), and without one keeps the model's process for back-to-back
