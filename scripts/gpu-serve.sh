@@ -397,6 +397,11 @@ load_flags_for() {  # MECHANISM: psw validate's warm-up (and senders) for it
     echo "--warmup $warmup"
   fi
 }
+# The running server's metrics (Prometheus text: preemption and startup latency, the request's
+# phases; controller.cpp) as it stands after its validations, to raw/metrics-NAME.txt.
+save_metrics() {  # NAME
+  "$psw" client --socket "$sock" --metrics > "$raw/metrics-$1.txt" 2>&1 || echo "!! the metrics of $1 could not be read"
+}
 validate_on_server() {  # EXPERIMENT_CONFIG NAME [LOAD_FLAGS]: against the running server
   local experiment=$1 name=$2 load_flags
   read -ra load_flags <<< "${3:---warmup $warmup}"
@@ -409,6 +414,7 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$serve_config" > "$config"
   start_server "$config" "$raw/serve-validate-$name.log" || return 0
   validate_on_server "$experiment" "$name" "$(load_flags_for "$mechanism")"
+  save_metrics "$name"
   stop_server
 }
 # Note [Client connections]: psw profile-serving sends from one thread, and on session 17's machine
@@ -546,6 +552,7 @@ if has_part fig6; then
         use_calibration "$experiment"
         validate_on_server "$experiment" "fig6-$mechanism-$cycle_ms"
       done
+      save_metrics "fig6-$mechanism"
       stop_server
     fi
     [[ $mechanism != mps ]] || stop_mps
