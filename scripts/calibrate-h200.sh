@@ -26,13 +26,15 @@
 #         no-pinned-memory): each model's host times adopted from raw-serve-2026-12-03-eager,
 #         whose server measured them (Note [Adopting eager host times]); the analytic fits stay
 #         for models without an entry;
-#       one-process                       in raw-serve-2026-12-03-shm-all-a, -shm-one-process
-#                                         and -shm-one-process-b, pooled (three calls, the last
-#                                         two on a machine started afresh; Note [Pooled runs]):
+#       one-process                       in raw-serve-2026-12-04-one-process-a, -b and -c, pooled
+#                                         (three servers in a row, one call; Note [Pooled runs]):
 #                                         each model's host times of its
 #                                         per-tensor switch adopted (as the eager ablations'), then
 #                                         training_abort_ns fitted to their latency (Note [Training
-#                                         abort]); -shm-figures (another machine) holds it out;
+#                                         abort]); the runs of 2026-12-03 (-shm-all-a,
+#                                         -shm-one-process, -b, -shm-figures) hold it out: their
+#                                         last request waited 40-52 ms for psw load's released
+#                                         regions (Note [Shared memory senders]), these runs' did not;
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
@@ -115,7 +117,7 @@ serving_of() {  # RUN_FOLDER
     # Held out: the same machine, one call later, with the path of the call before.
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
     # Later calls on the machine of -shm-all-a, simulated (PSW_SERVING_PROFILE) with its path.
-    raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b)
+    raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b | raw-serve-2026-12-04-one-process-*)
       echo "$runs/raw-serve-2026-12-03-shm-all-a/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
@@ -198,10 +200,11 @@ fit no-memory-management eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 fit no-pinned-memory eager_switch.host "$runs/raw-serve-2026-12-03-eager"
 # Note [Training abort]: one process's engine from its own host times (it switches tensor by tensor,
 # on the host's time), then what the request waits for the training step's abort, before the engine;
-# both pooled over three runs of 2026-12-03's evening (Note [Pooled runs]: its host times moved by
-# 40% from run to run), the fourth run (-shm-figures, session 23's machine) held out.
-one_process_runs=("$runs/raw-serve-2026-12-03-shm-all-a" "$runs/raw-serve-2026-12-03-shm-one-process"
-                  "$runs/raw-serve-2026-12-03-shm-one-process-b")
+# both pooled over three servers of 2026-12-04 (Note [Pooled runs]: its host times moved by 40%
+# from run to run), the first whose psw load kept its regions until the last answer (Note [Shared
+# memory senders]); the four runs of 2026-12-03 held out.
+one_process_runs=("$runs/raw-serve-2026-12-04-one-process-a" "$runs/raw-serve-2026-12-04-one-process-b"
+                  "$runs/raw-serve-2026-12-04-one-process-c")
 fit_over one-process eager_switch.host one-process-eager "${one_process_runs[@]}"
 fit_over one-process training_abort_ns one-process "${one_process_runs[@]}"
 mkdir -p "$(dirname "$profile")"
@@ -229,6 +232,7 @@ validate_on "$runs/raw-serve-2026-12-03-shm-all-b" ready pipeswitch no-memory-ma
   no-pinned-memory unified-memory time-sliced
 validate_on "$runs/raw-serve-2026-12-03-shm-one-process" one-process
 validate_on "$runs/raw-serve-2026-12-03-shm-one-process-b" one-process pipeswitch
+for run in a b c; do validate_on "$runs/raw-serve-2026-12-04-one-process-$run" one-process; done
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -269,6 +273,7 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
   no-memory-management no-ipc-optimization no-pinned-memory unified-memory
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
+  serve-2026-12-04-one-process-a serve-2026-12-04-one-process-b serve-2026-12-04-one-process-c \
   serve-2026-12-03-shm-one-process serve-2026-12-03-shm-one-process-b \
   serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \

@@ -53,15 +53,22 @@ RUN_NOTES = {
                                   "one machine, the request path fitted in the same call. Stop-and-start and two "
                                   "processes with one warm-up request (every measured request waits for a start); the "
                                   "start simulated is the shipped profile's, of another machine. One-process's rows are "
-                                  "a third of its fit's (Note [Training abort], Note [Pooled runs]), not held out.",
+                                  "held out; its last request waited 40-52 ms for the regions psw load then released "
+                                  "early (Note [Shared memory senders]), as in every one-process run of 2026-12-03.",
     "serve-2026-12-03-shm-all-b": "Inputs in shared memory; the second call on the machine of `-shm-all-a`, the request "
                                   "path fitted in the same call.",
     "serve-2026-12-03-shm-one-process": "Inputs in shared memory; one process alone, on a machine started afresh after "
                                         "the calls of `-shm-all-a` (whether the same host is not known), simulated with "
-                                        "`-shm-all-a`'s request path: a third of one process's fit (Note [Pooled "
-                                        "runs]), not held out.",
+                                        "`-shm-all-a`'s request path; held out, its last request waiting for psw load's "
+                                        "released regions as `-shm-all-a`'s.",
     "serve-2026-12-03-shm-one-process-b": "As `-shm-one-process`, one call later, with PipeSwitch beside it as a "
-                                          "check; its one-process rows are a third of the fit.",
+                                          "check; held out.",
+    "serve-2026-12-04-one-process-a": "Inputs in shared memory; one process alone, the first of three servers in a row "
+                                      "in one call on a machine started afresh, simulated with `-shm-all-a`'s request "
+                                      "path; psw load kept its regions until the last answer. The three are one "
+                                      "process's fit (Note [Training abort], Note [Pooled runs]), not held out.",
+    "serve-2026-12-04-one-process-b": "The second of the three: a third of one process's fit.",
+    "serve-2026-12-04-one-process-c": "The third of the three: a third of one process's fit.",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "

@@ -19,9 +19,13 @@
 # stop-and-start and two processes, in Figures 5, 6 and 9, are simulated with the start adopted
 # from the machine's own calibrate-start run (-shm-all-a/validation/calibrate-start, a run of its
 # own before the figures', Note [Adopting a worker start]) over the adopted profile. So each
-# simulated value is a prediction for a run no fit saw, except one process's (Note [Training
-# abort]: its host times and abort are fitted on -shm-all-a's run pooled with two later ones,
-# Note [Pooled runs]).
+# simulated value is a prediction for a run no fit saw (one process's abort and host times are
+# fitted on three runs of 2026-12-04, Note [Training abort]; -shm-all-a's one-process run measured
+# its last request 40-52 ms late, waiting for the regions psw load then released early, Note
+# [Shared memory senders]).
+# Figure 6's ready and PipeSwitch were measured again on 2026-12-04 (raw-serve-2026-12-04-fig6,
+# another machine): those cases are simulated with the same closed-loop path, held out, into
+# OUT/heldout-fig6-<mechanism>-<cycle_ms>/ (not drawn).
 # Writes OUT/<mechanism>/ and OUT/fig6-<mechanism>-<cycle_ms>/ (validation.csv and the rest of
 # psw validate's outputs) and OUT/environment.md. Then draw with
 #   /usr/bin/python3 scripts/gpu_figures.py --resimulated OUT --out results/gpu/figures \
@@ -83,6 +87,13 @@ for measured in "$fig6_run"/validation/fig6-*; do
   rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
   revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$(hardware_of "$mechanism")" \
     "$fig6_serving")" "$measured" "fig6-$case"
+done
+for measured in "$runs"/raw-serve-2026-12-04-fig6/validation/fig6-*; do
+  case=${measured##*/fig6-}
+  mechanism=${case%-*} cycle_ms=${case##*-}
+  rounds=$(sed -n 's/^  rounds: //p' "$measured/config.resolved.yaml")
+  revalidate "$(configure_fig6 "$mechanism" "$cycle_ms" "$rounds" "$hardware" "$fig6_serving")" "$measured" \
+    "heldout-fig6-$case"
 done
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 echo "resimulate-figures: wrote $out"
