@@ -157,7 +157,7 @@ def main(argv):
     for run in runs:
         measured = run.removesuffix(SAME_MACHINE)
         folder = f"raw-{measured}" if measured.startswith("serve-") else f"raw-figures-{measured}"
-        print(f"## Held out: `results/gpu/{folder}`\n")
+        print(f"## Validated on `results/gpu/{folder}`\n")
         if run in RUN_NOTES:
             print(RUN_NOTES[run] + "\n")
         print("| mechanism | cost fitted | fitted on | model | engine error, before | engine error, after | latency error, before | latency error, after |")
