@@ -35,6 +35,8 @@
 #                                         -shm-one-process, -b, -shm-figures) hold it out: their
 #                                         last request waited 40-52 ms for psw load's released
 #                                         regions (Note [Shared memory senders]), these runs' did not;
+#                                         and raw-serve-2026-12-04-held-a and -b (a later call, a
+#                                         machine started afresh) hold it out too;
 #  2. validate it, with the profile before and after calibration, on runs no fit saw:
 #       mps, time-sliced, pipeswitch                  on raw-figures-2026-12-02-a (a day later,
 #                                                     another machine) and raw-figures-2026-12-01-c;
@@ -117,7 +119,8 @@ serving_of() {  # RUN_FOLDER
     # Held out: the same machine, one call later, with the path of the call before.
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
     # Later calls on the machine of -shm-all-a, simulated (PSW_SERVING_PROFILE) with its path.
-    raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b | raw-serve-2026-12-04-one-process-*)
+    raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b | raw-serve-2026-12-04-one-process-* | \
+      raw-serve-2026-12-04-held-*)
       echo "$runs/raw-serve-2026-12-03-shm-all-a/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
@@ -233,6 +236,8 @@ validate_on "$runs/raw-serve-2026-12-03-shm-all-b" ready pipeswitch no-memory-ma
 validate_on "$runs/raw-serve-2026-12-03-shm-one-process" one-process
 validate_on "$runs/raw-serve-2026-12-03-shm-one-process-b" one-process pipeswitch
 for run in a b c; do validate_on "$runs/raw-serve-2026-12-04-one-process-$run" one-process; done
+# One process held out on another machine started afresh, with time-sliced sharing beside it.
+for run in a b; do validate_on "$runs/raw-serve-2026-12-04-held-$run" one-process time-sliced; done
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -274,6 +279,7 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
   serve-2026-12-04-one-process-a serve-2026-12-04-one-process-b serve-2026-12-04-one-process-c \
+  serve-2026-12-04-held-a serve-2026-12-04-held-b \
   serve-2026-12-03-shm-one-process serve-2026-12-03-shm-one-process-b \
   serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \

@@ -69,6 +69,10 @@ RUN_NOTES = {
                                       "process's fit (Note [Training abort], Note [Pooled runs]), not held out.",
     "serve-2026-12-04-one-process-b": "The second of the three: a third of one process's fit.",
     "serve-2026-12-04-one-process-c": "The third of the three: a third of one process's fit.",
+    "serve-2026-12-04-held-a": "Inputs in shared memory; one process and time-sliced sharing, the first of two "
+                               "pairs of servers in a row in a call after the one-process fit's, on a machine started "
+                               "afresh, simulated with `-shm-all-a`'s request path: one process held out.",
+    "serve-2026-12-04-held-b": "The second pair of that call: held out.",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "
