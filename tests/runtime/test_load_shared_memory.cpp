@@ -1,9 +1,10 @@
 // psw load --shared-memory (Note [Shared memory senders] in load_generator.hpp) against the fake
 // service (fake_inference_service.hpp): every request, each sender's warm-up too, reaches the service
 // with its input borrowed from the client's shared memory and is answered, open loop and closed;
-// the senders keep their regions until the last answer; raw inputs borrow nothing; the summary says which; a server that does not offer the extension
-// (TCP) fails the run before the clock starts, naming the option; and psw validate's check that
-// a serving profile was measured with the run's kind of inputs.
+// the senders keep their regions until the last answer; raw inputs borrow nothing; the summary
+// says which; a server that does not offer the extension (TCP) fails the run before the clock
+// starts, naming the option; and psw validate's check that a serving profile was measured with
+// the run's kind of inputs.
 #include <gtest/gtest.h>
 
 #include <chrono>
