@@ -85,6 +85,10 @@
 # PSW_TRAINING_BATCH runs every part's server with its training job at that batch (default:
 # configs/serve/h200.yaml's 8); the simulator keeps batch 8's step (PSW_SERVING_PROFILE), so the
 # training rows compare unlike jobs and the engines are the point (2026-12-02-h200-serve-mps-batch-*).
+# PSW_TRAINING_MODEL (one of the zoo's: resnet152, inception_v3, bert_base) likewise trains that
+# model instead of ResNet-152 (Note [MPS contention]: how the slowdown depends on the training
+# job), in the server and in the figures' experiments; part `figures` only (the others' experiments
+# train ResNet-152, and psw validate refuses a server that trains another model).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part. A device call runs 10 minutes at most: run the
 # parts as several calls (the build is kept while the machine is).
@@ -111,6 +115,12 @@ esac
 if [[ -n ${PSW_CALIBRATE_LOAD_RATE:-} && ! $PSW_CALIBRATE_LOAD_RATE =~ ^[1-9][0-9]*([.][0-9]+)?$ ]]; then
   echo "gpu-serve: PSW_CALIBRATE_LOAD_RATE='$PSW_CALIBRATE_LOAD_RATE': expected a rate of requests per second (1 or more)" >&2
   exit 2
+fi
+if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then
+  [[ $PSW_TRAINING_MODEL =~ ^(resnet152|inception_v3|bert_base)$ ]] || {
+    echo "gpu-serve: PSW_TRAINING_MODEL='$PSW_TRAINING_MODEL': expected resnet152, inception_v3 or bert_base" >&2; exit 2; }
+  [[ $part == figures ]] || {
+    echo "gpu-serve: PSW_TRAINING_MODEL=$PSW_TRAINING_MODEL with parts '$part': only part figures trains another model" >&2; exit 2; }
 fi
 if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && { has_part calibrate || has_part calibrate-load; }; then
   echo "gpu-serve: PSW_TRAINING_BATCH=$PSW_TRAINING_BATCH with part calibrate or calibrate-load: the simulator's profiles are for a" \
@@ -140,11 +150,19 @@ stop_server() {
 # its relative paths resolve) whose training job runs at batch PSW_TRAINING_BATCH (the same runs
 # with another training job: how MPS's and time-slicing's slowdown depend on it, README).
 serve_config=$root/configs/serve/h200.yaml
-if [[ -n ${PSW_TRAINING_BATCH:-} ]]; then
+if [[ -n ${PSW_TRAINING_BATCH:-} || -n ${PSW_TRAINING_MODEL:-} ]]; then
   serve_config=$root/configs/serve/.gpu-serve-h200.yaml
-  awk -v batch="$PSW_TRAINING_BATCH" '/^training:/ {t = 1} t && /^  batch:/ {$0 = "  batch: " batch; t = 0} {print}' \
-    "$root/configs/serve/h200.yaml" > "$serve_config"
-  grep -q "^  batch: $PSW_TRAINING_BATCH\$" "$serve_config" || { echo "!! no training batch in configs/serve/h200.yaml"; exit 1; }
+  awk -v batch="${PSW_TRAINING_BATCH:-}" -v model="${PSW_TRAINING_MODEL:-}" '
+    /^[^ ]/ {t = /^training:/}
+    t && batch != "" && /^  batch:/ {$0 = "  batch: " batch}
+    t && model != "" && /^  model:/ {$0 = "  model: " model}
+    {print}' "$root/configs/serve/h200.yaml" > "$serve_config"
+  if [[ -n ${PSW_TRAINING_BATCH:-} ]] && ! grep -q "^  batch: $PSW_TRAINING_BATCH\$" "$serve_config"; then
+    echo "!! no training batch in configs/serve/h200.yaml"; exit 1
+  fi
+  if [[ -n ${PSW_TRAINING_MODEL:-} ]] && ! grep -q "^  model: $PSW_TRAINING_MODEL\$" "$serve_config"; then
+    echo "!! no training model in configs/serve/h200.yaml"; exit 1
+  fi
 fi
 trap 'stop_server; rm -rf "$sock_dir"; rm -f "$root/configs/serve/.gpu-serve-h200.yaml"' EXIT
 
@@ -521,6 +539,10 @@ if has_part figures; then
     experiment="$sock_dir/h200-figures-$mechanism.yaml"
     sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" \
       "$root/configs/experiments/h200-figures.yaml" > "$experiment"
+    if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then
+      sed -i "s/^training: {model: resnet152}/training: {model: $PSW_TRAINING_MODEL}/" "$experiment"
+      grep -q "^training: {model: $PSW_TRAINING_MODEL}" "$experiment" || { echo "!! no training model in h200-figures.yaml"; exit 1; }
+    fi
     serve_edit=$use_hardware
     case $mechanism in
       stop-and-start | two-processes)  # seconds per switch: three requests, 12 s apart
