@@ -152,10 +152,14 @@ stop_server() {
 serve_config=$root/configs/serve/h200.yaml
 if [[ -n ${PSW_TRAINING_BATCH:-} || -n ${PSW_TRAINING_MODEL:-} ]]; then
   serve_config=$root/configs/serve/.gpu-serve-h200.yaml
-  awk -v batch="${PSW_TRAINING_BATCH:-}" -v model="${PSW_TRAINING_MODEL:-}" '
+  # The model's own training input: Inception-v3 takes 299 x 299 images (at least 291), BERT-base
+  # at most 128 tokens in the zoo; ResNet-152 keeps the config's 224.
+  case ${PSW_TRAINING_MODEL:-} in inception_v3) input_size=299 ;; bert_base) input_size=128 ;; *) input_size= ;; esac
+  awk -v batch="${PSW_TRAINING_BATCH:-}" -v model="${PSW_TRAINING_MODEL:-}" -v size="$input_size" '
     /^[^ ]/ {t = /^training:/}
     t && batch != "" && /^  batch:/ {$0 = "  batch: " batch}
     t && model != "" && /^  model:/ {$0 = "  model: " model}
+    t && size != "" && /^  input_size:/ {$0 = "  input_size: " size}
     {print}' "$root/configs/serve/h200.yaml" > "$serve_config"
   if [[ -n ${PSW_TRAINING_BATCH:-} ]] && ! grep -q "^  batch: $PSW_TRAINING_BATCH\$" "$serve_config"; then
     echo "!! no training batch in configs/serve/h200.yaml"; exit 1
