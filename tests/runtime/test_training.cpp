@@ -16,13 +16,14 @@ namespace psw::runtime {
 namespace {
 
 // A small model of the zoo's shape (gated layers, BatchNorm statistics as buffers), so that a
-// thousand preemptions take seconds; the same job runs on a real zoo model below.
+// thousand preemptions take seconds; the same job runs on a real zoo model below. Without
+// `batch_norm` it has no buffers at all, as BERT-base (its second layer is then a ReLU alone).
 class TinyModel final : public exec::ZooModel {
  public:
-  explicit TinyModel(std::uint64_t seed) {
+  explicit TinyModel(std::uint64_t seed, bool batch_norm = true) {
     torch::manual_seed(seed);
     fc1_ = torch::nn::Linear(16, 32);
-    bn_ = torch::nn::BatchNorm1d(32);
+    if (batch_norm) bn_ = torch::nn::BatchNorm1d(32);
     fc2_ = torch::nn::Linear(32, 32);
     fc3_ = torch::nn::Linear(32, 4);
     auto add = [this](const std::string& name, const std::string& kind, torch::nn::Module& m) {
@@ -34,7 +35,11 @@ class TinyModel final : public exec::ZooModel {
       layers_.push_back(layer);
     };
     add("fc1", "linear", *fc1_);
-    add("bn", "bn", *bn_);
+    if (bn_) {
+      add("bn", "bn", *bn_);
+    } else {
+      layers_.push_back(exec::ZooLayer{"relu", "relu", {}});
+    }
     add("fc2", "linear", *fc2_);
     add("fc3", "linear", *fc3_);
   }
@@ -49,9 +54,9 @@ class TinyModel final : public exec::ZooModel {
     return run(x, gate);
   }
   torch::Tensor training_loss(const torch::Tensor& x, const exec::LayerGate& gate) override {
-    bn_->train();
+    if (bn_) bn_->train();
     torch::Tensor y = run(x, gate);
-    bn_->eval();
+    if (bn_) bn_->eval();
     return y.pow(2).mean();
   }
   void to(torch::Device) override {}
@@ -66,7 +71,7 @@ class TinyModel final : public exec::ZooModel {
     g(0);
     x = fc1_(x);
     g(1);
-    x = torch::relu(bn_(x));
+    x = torch::relu(bn_ ? bn_(x) : x);
     g(2);
     x = torch::relu(fc2_(x));
     g(3);
@@ -313,6 +318,32 @@ TEST(TrainingJob, TrainingChangesTheWeightsAndCountsSteps) {
   std::atomic<std::uint32_t> stop{1};
   EXPECT_EQ(job.run(10, stop).outcome, TrainingJob::Outcome::Preempted);
   EXPECT_EQ(s.header()->completed_steps, 5);
+}
+
+// BERT-base has no buffers: its job once failed in psw serve on its first step (the saved
+// statistics, a multi-tensor copy of no tensors: "Tensor list must have at least one tensor").
+TEST(TrainingJob, AModelWithoutBuffersTrainsAndIsPreemptedWithoutLoss) {
+  TinyModel model(7, /*batch_norm=*/false);
+  Segment s = make_segment(model);
+  const torch::Tensor before = s.bytes.clone();
+  TrainingJobConfig config;
+  config.input_size = 16;
+  TrainingJob job(model, config, s.bytes, s.header());
+  std::atomic<std::uint32_t> never{0};
+  EXPECT_EQ(job.run(3, never).completed_steps, 3);
+  EXPECT_FALSE(torch::equal(before, s.bytes));
+  const PreemptionCounts counts = preempt_and_compare(
+      [] { return std::make_unique<TinyModel>(11, /*batch_norm=*/false); }, config, 20,
+      [](exec::ZooModel& m, TrainingJob& j, std::atomic<std::uint32_t>& stop, std::int64_t target) {
+        auto& tiny = static_cast<TinyModel&>(m);
+        int boundaries = 0;
+        tiny.on_gate = [&] {
+          if (++boundaries == 3) stop.store(kStopAbort);
+        };
+        j.run(target, stop);
+        tiny.on_gate = nullptr;
+      });
+  EXPECT_EQ(counts.stopped, 20);
 }
 
 TEST(TrainingJob, ASegmentOfAnotherModelIsRefused) {

@@ -119,8 +119,10 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     if (stopped()) return {Outcome::Preempted, header_->completed_steps, header_->last_loss};
     const torch::Tensor input = input_of_step(header_->completed_steps);
     // The statistics as they were, for an abandoned step (a multi-tensor copy of the floating
-    // ones: a few kernels, not one per buffer).
-    std::vector<torch::Tensor> saved = at::_foreach_mul(float_buffers_, 1.0);
+    // ones: a few kernels, not one per buffer). A model without them (BERT-base) has nothing to
+    // save, and the multi-tensor kernels refuse an empty list.
+    std::vector<torch::Tensor> saved = float_buffers_.empty() ? std::vector<torch::Tensor>{}
+                                                              : at::_foreach_mul(float_buffers_, 1.0);
     std::vector<torch::Tensor> saved_other;
     for (const auto& b : other_buffers_) saved_other.push_back(b.clone());
     double loss_value = 0;
