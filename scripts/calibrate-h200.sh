@@ -120,7 +120,7 @@ serving_of() {  # RUN_FOLDER
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
     # Later calls on the machine of -shm-all-a, simulated (PSW_SERVING_PROFILE) with its path.
     raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b | raw-serve-2026-12-04-one-process-* | \
-      raw-serve-2026-12-04-held-*)
+      raw-serve-2026-12-04-held-* | raw-serve-2026-12-04-train-*)
       echo "$runs/raw-serve-2026-12-03-shm-all-a/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
@@ -131,6 +131,11 @@ serving_of() {  # RUN_FOLDER
 # and the step the run measured alone (psw profile-serving --training-from-validation).
 batch_of() {  # RUN_FOLDER: its training batch (empty: the profile's, 8)
   case ${1##*/} in raw-figures-2026-12-02-mps-batch-*) echo "${1##*-batch-}" ;; esac
+}
+# A run whose server trained another model (gpu-serve.sh's PSW_TRAINING_MODEL) at batch 8:
+# raw-serve-2026-12-04-train-MODEL (the model's name with - for _).
+training_model_of() {  # RUN_FOLDER: its training model (empty: ResNet-152)
+  case ${1##*/} in raw-serve-2026-12-04-train-*) local m=${1##*-train-}; echo "${m//-/_}" ;; esac
 }
 serving_at_batch() {  # BATCH RUN_FOLDER: prints the serving profile's path
   local serving=$work/serving-batch-$1.yaml
@@ -180,21 +185,27 @@ fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-
 fit stop-and-start startup.worker_start "$runs/raw-serve-2026-12-03-shm-figures" stop-and-start-kill
 fit stop-and-start startup.worker_start "$runs/raw-serve-2026-12-03-fresh"
 # Note [MPS contention]: one point per model beside the ResNet-152 job at batch 2, 8 and 32; the
-# runs at 4 and 16 are held out (validated below). The one number above stays for other jobs.
+# runs at 4 and 16 are held out (validated below). Beside the Inception-v3 and BERT-base jobs at
+# batch 8 (2026-12-04): one point per model each, fitted on the one run of each (no run holds them
+# out). The one number above stays for other jobs.
 fit_contention() {  # RUN_FOLDER
-  local run=$1 batch next=$work/after-contention-${1##*-}.yaml
+  local run=$1 batch model next=$work/after-contention-${1##*-}.yaml name
   batch=$(batch_of "$1")
-  if "$psw" calibrate --config "$(configure_figures mps "$current" "$(serving_of "$run")" "$batch")" \
+  model=$(training_model_of "$1")
+  name=mps-contention-${batch:-8}${model:+-$model}
+  if "$psw" calibrate --config "$(configure_figures mps "$current" "$(serving_of "$run")" "$batch" "$model")" \
        --measured "$run/validation/figures-mps" --cost mps.contention --hardware "$current" --out "$next" \
-       > "$out/fit-mps-contention-${batch:-8}.txt" 2>&1; then
+       > "$out/fit-$name.txt" 2>&1; then
     current=$next
   fi
-  sed -i "s#$root/##g; /wrote /d" "$out/fit-mps-contention-${batch:-8}.txt"
-  cat "$out/fit-mps-contention-${batch:-8}.txt"
+  sed -i "s#$root/##g; /wrote /d" "$out/fit-$name.txt"
+  cat "$out/fit-$name.txt"
 }
 fit_contention "$runs/raw-figures-2026-12-02-mps-batch-2"
 fit_contention "$runs/raw-figures-2026-12-02-c"
 fit_contention "$runs/raw-figures-2026-12-02-mps-batch-32"
+fit_contention "$runs/raw-serve-2026-12-04-train-inception-v3"
+fit_contention "$runs/raw-serve-2026-12-04-train-bert-base"
 # Note [Adopting eager host times]: the three ablations the server runs eagerly, each model's host
 # times from the run that measured them (after the analytic fits above, which the models
 # without an entry keep).
@@ -213,15 +224,16 @@ fit_over one-process training_abort_ns one-process "${one_process_runs[@]}"
 mkdir -p "$(dirname "$profile")"
 sed "s#$root/##g" "$current" > "$profile"  # the notes name the runs relative to the project
 validate_on() {  # RUN_FOLDER MECHANISM...: before calibration (-uncalibrated) and after
-  local run=$1 name=${1##*/raw-} serving batch
+  local run=$1 name=${1##*/raw-} serving batch model
   name=${name#figures-}
   serving=$(serving_of "$1")
   batch=$(batch_of "$1")
+  model=$(training_model_of "$1")
   shift
   for mechanism in "$@"; do
-    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving" "$batch")" \
+    "$psw" validate --config "$(configure_figures "$mechanism" "$hardware" "$serving" "$batch" "$model")" \
       --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism-uncalibrated" > /dev/null
-    "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$serving" "$batch")" \
+    "$psw" validate --config "$(configure_figures "$mechanism" "$profile" "$serving" "$batch" "$model")" \
       --measured "$run/validation/figures-$mechanism" --out "$out/$name/$mechanism" > /dev/null
   done
 }
@@ -238,6 +250,9 @@ validate_on "$runs/raw-serve-2026-12-03-shm-one-process-b" one-process pipeswitc
 for run in a b c; do validate_on "$runs/raw-serve-2026-12-04-one-process-$run" one-process; done
 # One process held out on another machine started afresh, with time-sliced sharing beside it.
 for run in a b; do validate_on "$runs/raw-serve-2026-12-04-held-$run" one-process time-sliced; done
+# Beside another training job (the contention points fitted on these runs; ready and time-sliced
+# held out).
+for model in inception-v3 bert-base; do validate_on "$runs/raw-serve-2026-12-04-train-$model" ready mps time-sliced; done
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -279,7 +294,7 @@ validate_on "$runs/raw-figures-2026-12-01-c" mps time-sliced pipeswitch \
 bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
   serve-2026-12-04-one-process-a serve-2026-12-04-one-process-b serve-2026-12-04-one-process-c \
-  serve-2026-12-04-held-a serve-2026-12-04-held-b \
+  serve-2026-12-04-held-a serve-2026-12-04-held-b serve-2026-12-04-train-inception-v3 serve-2026-12-04-train-bert-base \
   serve-2026-12-03-shm-one-process serve-2026-12-03-shm-one-process-b \
   serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \

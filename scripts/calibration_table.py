@@ -73,6 +73,13 @@ RUN_NOTES = {
                                "pairs of servers in a row in a call after the one-process fit's, on a machine started "
                                "afresh, simulated with `-shm-all-a`'s request path: one process held out.",
     "serve-2026-12-04-held-b": "The second pair of that call: held out.",
+    "serve-2026-12-04-train-inception-v3": "Inputs in shared memory; the three models served beside Inception-v3 "
+                                           "training at batch 8 (299 x 299) instead of ResNet-152 (gpu-serve.sh's "
+                                           "PSW_TRAINING_MODEL), simulated with `-shm-all-a`'s request path and the "
+                                           "job's step from its layers (no serving profile has it). MPS's rows are "
+                                           "the fit of its contention points beside this job (Note [MPS contention]); "
+                                           "*before* is the one number of every other job.",
+    "serve-2026-12-04-train-bert-base": "As the run above, beside BERT-base training at batch 8 (128 tokens).",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "

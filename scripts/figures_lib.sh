@@ -12,14 +12,16 @@ translate_recorded_hardware() {  # SRC DST
 }
 
 # The figures' case (configs/experiments/h200-figures.yaml) under MECHANISM with HARDWARE and the
-# serving profile SERVING, its ResNet-152 training job at TRAINING_BATCH where given (Note [MPS
-# contention]: SERVING must then have the job's step at that batch), written beside the original
-# (its relative paths) as .figures-MECHANISM.yaml; prints its path. The caller removes
-# "$experiments"/.figures-*.yaml.
-configure_figures() {  # MECHANISM HARDWARE SERVING [TRAINING_BATCH]
+# serving profile SERVING, its training job at TRAINING_BATCH and of TRAINING_MODEL where given
+# (else ResNet-152 at the profile's batch; Note [MPS contention]: SERVING must then have the job's
+# step at that batch, or none of that model), written beside the original (its relative paths) as
+# .figures-MECHANISM.yaml; prints its path. The caller removes "$experiments"/.figures-*.yaml.
+configure_figures() {  # MECHANISM HARDWARE SERVING [TRAINING_BATCH [TRAINING_MODEL]]
   local config=$experiments/.figures-$1.yaml
   sed "s/^mechanism: .*/mechanism: $1/; /^serving:/d; s#^hardware: .*#hardware: $2#" "$experiments/h200-figures.yaml" > "$config"
-  if [[ -n ${4:-} ]]; then sed -i "s/^training: .*/training: {model: resnet152, batch: $4}/" "$config"; fi
+  if [[ -n ${4:-} || -n ${5:-} ]]; then
+    sed -i "s/^training: .*/training: {model: ${5:-resnet152}${4:+, batch: $4}}/" "$config"
+  fi
   # The three requests 12 s apart of the process-per-task mechanisms (gpu-serve.sh part figures).
   if [[ $1 == stop-and-start || $1 == two-processes ]]; then
     sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$config"
