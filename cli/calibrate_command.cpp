@@ -40,6 +40,9 @@ Action add_calibrate_command(CLI::App& app) {
   costs += std::string(", ") + sim::kEagerSwitchCost +
            " (no-memory-management, no-ipc-optimization, no-pinned-memory or one-process: each model's host time "
            "of an eager switch adopted from the server's measurement)";
+  costs += std::string(", ") + sim::kUnifiedMemoryCost +
+           " (unified-memory: page_fault_ns and migration_bandwidth_bytes_per_s fitted together to the models' "
+           "engine means)";
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Fit one estimated cost of a hardware profile to a recorded psw validate run of the mechanism that "
                    "pays it, and write the profile with the fitted value");
@@ -135,6 +138,25 @@ Action add_calibrate_command(CLI::App& app) {
       }
       write_profile(a.hardware, detail::concat(sim::kEagerSwitchCost, " under ", to_string(config.mechanism),
                                                " adopted by psw calibrate from ", recorded, " (", adopted, ")"));
+      return;
+    }
+    if (o->cost == sim::kUnifiedMemoryCost) {  // Note [Unified memory's two costs]
+      const sim::UnifiedMemoryFit fit = sim::fit_unified_memory(config, runs);
+      std::printf("%s: page_fault_ns %.6g -> %.6g, migration_bandwidth_bytes_per_s %.6g -> %.6g (%d simulations)\n",
+                  sim::kUnifiedMemoryCost, fit.initial_page_fault_ns, fit.fitted_page_fault_ns, fit.initial_bandwidth,
+                  fit.fitted_bandwidth, fit.simulations);
+      std::string means;
+      for (const auto& m : fit.models) {
+        std::printf("  %s: engine mean measured %.4f ms (%lld requests); simulated %.4f ms before, %.4f ms fitted\n",
+                    m.model.c_str(), m.measured_ms, static_cast<long long>(m.requests), m.simulated_initial_ms,
+                    m.simulated_fitted_ms);
+        means += detail::concat(means.empty() ? "" : ", ", m.model, " ", m.measured_ms, " ms");
+      }
+      write_profile(fit.hardware,
+                    detail::concat("unified_memory.page_fault_ns and migration_bandwidth_bytes_per_s fitted by psw "
+                                   "calibrate to ", recorded, " (together, least squares over the models' engine means: ",
+                                   means, "; was ", fit.initial_page_fault_ns, " ns and ", fit.initial_bandwidth,
+                                   " bytes/s)"));
       return;
     }
     const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);

@@ -174,7 +174,9 @@ fit_over() {  # MECHANISM COST NAME RUN_FOLDER...: Note [Pooled runs] (one reque
 fit no-memory-management memory.cuda_malloc_ns "$runs/raw-figures-2026-12-02-b"
 fit no-ipc-optimization memory.ipc_handle_open_ns "$runs/raw-figures-2026-12-02-b"
 fit no-pinned-memory link.pageable.bandwidth_bytes_per_s "$runs/raw-figures-2026-12-02-b"
-fit unified-memory unified_memory.page_fault_ns "$runs/raw-figures-2026-12-02-b"
+# Note [Unified memory's two costs]: the page fault and the migration's bandwidth together, from
+# each model's engine over the runs of two machines of 2026-12-02 (b and c) pooled.
+fit_over unified-memory unified_memory unified-memory "$runs/raw-figures-2026-12-02-b" "$runs/raw-figures-2026-12-02-c"
 fit mps mps.inference_slowdown_percent "$runs/raw-figures-2026-12-01-a"
 fit time-sliced time_slicing.inference_share_percent "$runs/raw-figures-2026-12-01-a"
 # The worker's start moves by up to 60% from one lent host to another (README); the figures'

@@ -17,7 +17,8 @@ MECHANISMS = {
     "no-memory-management": "eager_switch.host (memory.cuda_malloc_ns fitted before)",
     "no-ipc-optimization": "eager_switch.host (memory.ipc_handle_open_ns fitted before)",
     "no-pinned-memory": "eager_switch.host (link.pageable.bandwidth_bytes_per_s fitted before)",
-    "unified-memory": "unified_memory.page_fault_ns",
+    # Note [Unified memory's two costs]: fitted together.
+    "unified-memory": "unified_memory.page_fault_ns and migration_bandwidth_bytes_per_s",
     "mps": "mps.contention (mps.inference_slowdown_percent for other jobs)",
     "time-sliced": "time_slicing.inference_share_percent",
     "stop-and-start": "startup.worker_start",

@@ -135,7 +135,7 @@ const CalibratableCost& calibratable_cost(const std::string& name) {
     known += (known.empty() ? "" : ", ") + c.name;
   }
   throw InputError("no calibratable cost '" + name + "' (the costs: " + known + ", " + kMpsContentionCost + ", " +
-                   kWorkerStartCost + ")");
+                   kWorkerStartCost + ", " + kEagerSwitchCost + ", " + kUnifiedMemoryCost + ")");
 }
 
 double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const std::string& origin) {
@@ -195,6 +195,20 @@ double pooled_mean_ms(const std::vector<RecordedRun>& runs, FitMeasure measure) 
     count += n;
   }
   return total / count;
+}
+
+// Each model's engine mean over every request of every run (Note [Pooled runs]).
+std::map<std::string, EngineMean> pooled_engine_means(const std::vector<RecordedRun>& runs) {
+  std::map<std::string, EngineMean> pooled;
+  for (const RecordedRun& run : runs) {
+    for (const auto& [model, engine] : engine_means(run.summary, run.origin)) {
+      EngineMean& sum = pooled[model];
+      sum.mean_ms += engine.mean_ms * static_cast<double>(engine.count);  // a sum until divided below
+      sum.count += engine.count;
+    }
+  }
+  for (auto& [model, sum] : pooled) sum.mean_ms /= static_cast<double>(sum.count);
+  return pooled;
 }
 
 }  // namespace
@@ -431,6 +445,94 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std
   for (auto& m : out.models) m.simulated_adopted_ms = after.at(m.model).mean_ms;
   out.hardware = adopted.hardware;
   return out;
+}
+
+
+UnifiedMemoryFit fit_unified_memory(const ExperimentConfig& config, const std::vector<RecordedRun>& runs) {
+  const SimulationOptions as_run = options_of_runs(runs);
+  if (config.mechanism != Mechanism::UnifiedMemory) {
+    throw InputError(std::string(kUnifiedMemoryCost) + " is fitted on a run of unified-memory, but " +
+                     config.source.string() + " is of " + to_string(config.mechanism));
+  }
+  const std::map<std::string, EngineMean> measured = pooled_engine_means(runs);
+  const std::string origin = runs.front().origin + (runs.size() > 1 ? " and the others" : "");
+  UnifiedMemoryFit fit;
+  const UnifiedMemoryModel& initial = config.hardware.unified_memory;
+  fit.initial_page_fault_ns = number(initial.page_fault);
+  fit.initial_bandwidth = number(initial.migration_bandwidth);
+  if (fit.initial_bandwidth <= 0) throw InputError(config.source.string() + ": unified_memory's bandwidth is not positive");
+  // Each model's simulated engine with the two costs at (fault in ns, bandwidth in bytes/s); its
+  // response is affine in the fault and in the time per byte, 1e9 / bandwidth ns.
+  auto engines_at = [&](double fault_ns, double bandwidth) {
+    ExperimentConfig at = config;
+    assign(at.hardware.unified_memory.page_fault, fault_ns);
+    assign(at.hardware.unified_memory.migration_bandwidth, bandwidth);
+    ++fit.simulations;
+    return simulated_engine_means(at, as_run);
+  };
+  const double f0 = fit.initial_page_fault_ns;
+  const double f1 = f0 + std::max(f0, 10'000.0);
+  const double b0 = fit.initial_bandwidth;
+  const double b1 = std::round(b0 / 2);
+  const double s0 = 1e9 / b0;
+  const double s1 = 1e9 / b1;
+  const std::map<std::string, EngineMean> at_initial = engines_at(f0, b0);
+  const std::map<std::string, EngineMean> more_fault = engines_at(f1, b0);
+  const std::map<std::string, EngineMean> less_bandwidth = engines_at(f0, b1);
+  // Least squares over the models: sum of n * (u f + v s - r)^2 with u, v the model's response
+  // to the fault and the time per byte over its measured mean, r what is left to explain.
+  struct Row {
+    double n, u, v, r;
+  };
+  std::vector<Row> rows;
+  for (const auto& [model, engine] : measured) {
+    const auto simulated = at_initial.find(model);
+    if (simulated == at_initial.end()) {
+      throw InputError(detail::concat(origin, ": model '", model, "' has engine times, but the simulation of ",
+                                      config.source.string(), " requests it not"));
+    }
+    const double e0 = simulated->second.mean_ms;
+    const double per_fault = (more_fault.at(model).mean_ms - e0) / (f1 - f0);
+    const double per_time_per_byte = (less_bandwidth.at(model).mean_ms - e0) / (s1 - s0);
+    const double without = e0 - per_fault * f0 - per_time_per_byte * s0;  // the forward, no migration
+    rows.push_back({static_cast<double>(engine.count), per_fault / engine.mean_ms, per_time_per_byte / engine.mean_ms,
+                    1.0 - without / engine.mean_ms});
+    fit.models.push_back({model, engine.count, engine.mean_ms, e0, 0});
+  }
+  double uu = 0, uv = 0, vv = 0, ur = 0, vr = 0;
+  for (const Row& row : rows) {
+    uu += row.n * row.u * row.u;
+    uv += row.n * row.u * row.v;
+    vv += row.n * row.v * row.v;
+    ur += row.n * row.u * row.r;
+    vr += row.n * row.v * row.r;
+  }
+  const double determinant = uu * vv - uv * uv;
+  if (rows.size() < 2 || !(determinant > 1e-9 * uu * vv)) {
+    throw InputError(detail::concat(origin, ": ", rows.size(), " model(s) with engine times cannot part ",
+                                    "unified memory's page fault from its bandwidth: a run of two or more models is ",
+                                    "needed (Note [Unified memory's two costs])"));
+  }
+  double fault_ns = (ur * vv - vr * uv) / determinant;
+  double time_per_byte = (uu * vr - uv * ur) / determinant;
+  if (fault_ns < 0) {  // held at zero, the bandwidth fitted alone
+    fault_ns = 0;
+    time_per_byte = vr / vv;
+  }
+  const double bandwidth = time_per_byte > 0 ? 1e9 / time_per_byte : 0;
+  if (!(bandwidth >= 1e6 && bandwidth <= 1e13)) {
+    throw InputError(detail::concat(origin, ": the models' engines fit unified memory's bandwidth at ", bandwidth,
+                                    " bytes/s, outside [1e6, 1e13]: they are at or below the simulated forward, so ",
+                                    "another cost (the layers' times) is wrong (Note [Unified memory's two costs])"));
+  }
+  fit.hardware = config.hardware;
+  assign(fit.hardware.unified_memory.page_fault, fault_ns);
+  assign(fit.hardware.unified_memory.migration_bandwidth, bandwidth);
+  fit.fitted_page_fault_ns = number(fit.hardware.unified_memory.page_fault);
+  fit.fitted_bandwidth = number(fit.hardware.unified_memory.migration_bandwidth);
+  const std::map<std::string, EngineMean> after = engines_at(fit.fitted_page_fault_ns, fit.fitted_bandwidth);
+  for (auto& m : fit.models) m.simulated_fitted_ms = after.at(m.model).mean_ms;
+  return fit;
 }
 
 }  // namespace psw::sim

@@ -360,6 +360,10 @@ psw_cli_test(calibrate.worker_start_from_two_runs 2 "startup.worker_start is tak
 # written elsewhere); the same run twice pools to its own host times over twice its switches.
 psw_cli_script_test(calibrate.eager_pooled 60
   "c=$out/one-process.yaml; sed -e 's/^mechanism: .*/mechanism: one-process/' -e 's#\\.\\./#${PROJECT_SOURCE_DIR}/configs/#' -e 's#^serving: .*#serving: ${PSW_ONE_PROCESS_RUN}/../../serving-h200-from-load.yaml#' configs/experiments/h200-figures.yaml > $c && $<TARGET_FILE:psw> calibrate --config $c --measured ${PSW_ONE_PROCESS_RUN} --measured ${PSW_ONE_PROCESS_RUN} --cost eager_switch.host > $out/log 2>&1; cat $out/log; grep -q 'resnet152: prepare 13.742 ms, forward 13.890 ms (10 switches)' $out/log")
+# Note [Unified memory's two costs]: fitted on a run of unified memory only.
+psw_cli_test(calibrate.unified_memory_other_mechanism 2 "unified_memory is fitted on a run of unified-memory, but .*h200-figures.yaml is of pipeswitch"
+  calibrate --config configs/experiments/h200-figures.yaml
+  --measured ${PROJECT_SOURCE_DIR}/results/gpu/raw-figures-2026-12-02-b/validation/figures-unified-memory --cost unified_memory)
 # psw validate: no server is exit 1 naming it.
 psw_cli_test(validate.no_server 1 "psw validate: cannot reach the server at unix:/tmp/psw-test-validate-no-server/psw.sock" validate
   --config ${PSW_SIM_DATA}/validate-periodic.yaml --socket /tmp/psw-test-validate-no-server/psw.sock)

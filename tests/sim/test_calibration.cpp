@@ -312,5 +312,45 @@ TEST(Calibration, AdoptsTheHostTimesOfEagerSwitches) {
   EXPECT_THROW((void)adopt_eager_switch(config, negative, "run.json"), InputError);
 }
 
+
+// Note [Unified memory's two costs]: a run simulated with a page fault and a migration bandwidth
+// gives both back together, pooled over two runs too; one number could not (the fault alone
+// leaves the models apart); a run of one model, engines below the forward and a run of another
+// mechanism are refused.
+TEST(Calibration, FitsUnifiedMemorysFaultAndBandwidthTogether) {
+  const ExperimentConfig config = figures_case(Mechanism::UnifiedMemory);
+  ExperimentConfig truth = config;
+  truth.hardware.unified_memory.page_fault = microseconds(40);
+  truth.hardware.unified_memory.migration_bandwidth = Bandwidth::bytes_per_second(8'000'000'000);
+  ASSERT_GT(std::abs(config.hardware.unified_memory.migration_bandwidth.bytes_per_second() - 8e9), 1e9);
+  const nlohmann::json run = run_simulation(truth, SimulationOptions{}).summary;
+  for (const std::size_t runs : {1u, 2u}) {
+    SCOPED_TRACE(runs);
+    const UnifiedMemoryFit fit = fit_unified_memory(config, std::vector<RecordedRun>(runs, RecordedRun{run, "run.json"}));
+    EXPECT_NEAR(fit.fitted_page_fault_ns, 40'000, 400);
+    EXPECT_NEAR(fit.fitted_bandwidth, 8e9, 8e7);
+    EXPECT_EQ(fit.initial_bandwidth, static_cast<double>(config.hardware.unified_memory.migration_bandwidth.bytes_per_second()));
+    EXPECT_EQ(fit.hardware.unified_memory.page_fault.ns(), static_cast<std::int64_t>(fit.fitted_page_fault_ns));
+    ASSERT_EQ(fit.models.size(), 3u);
+    for (const auto& m : fit.models) {
+      EXPECT_EQ(m.requests, static_cast<std::int64_t>(runs) * run["models"][m.model]["engine_latency"]["count"].get<std::int64_t>());
+      EXPECT_NEAR(m.simulated_fitted_ms, m.measured_ms, 0.01 * m.measured_ms) << m.model;
+      EXPECT_GT(std::abs(m.simulated_initial_ms - m.measured_ms), 0.05 * m.measured_ms) << m.model;
+    }
+  }
+  // One model cannot part the two costs.
+  nlohmann::json one_model = run;
+  one_model["models"].erase("inception_v3");
+  one_model["models"].erase("bert_base");
+  EXPECT_THROW((void)fit_unified_memory(config, {{one_model, "run.json"}}), InputError);
+  // Engines at a hundredth of the truth: below the forward, no positive bandwidth reaches them.
+  nlohmann::json fast = run;
+  for (nlohmann::json& model : fast["models"]) {
+    if (model.contains("engine_latency")) model["engine_latency"]["mean_ms"] = model["engine_latency"]["mean_ms"].get<double>() / 100;
+  }
+  EXPECT_THROW((void)fit_unified_memory(config, {{fast, "run.json"}}), InputError);
+  EXPECT_THROW((void)fit_unified_memory(figures_case(Mechanism::PipeSwitch), {{run, "run.json"}}), InputError);
+}
+
 }  // namespace
 }  // namespace psw::sim

@@ -120,6 +120,43 @@ struct ContentionFit {
 ContentionFit fit_mps_contention(const ExperimentConfig& config, const nlohmann::json& measured_summary,
                                  const std::string& origin);
 
+// Note [Unified memory's two costs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Under unified memory a switch copies nothing: the forward touches the model's managed pages
+// and they migrate (Note [Managed memory] in exec/backend.hpp). The simulator charges each layer
+// a page fault per page it spans (page_fault_ns) and its bytes at migration_bandwidth, before the
+// forward. Fitted alone, the fault on one run's mean with the bandwidth at the base's 25 GB/s
+// estimate, one number left the models apart on every H200 run (engine, ResNet-152 /
+// Inception-v3 / BERT-base: +1 / +13 / -23% on 2026-12-03-b, -5 / +28 / -24% on the figures'
+// run): Inception-v3 has 212 such pages in 109 MB, BERT-base 290 in 438 MB, so the two costs
+// weigh its models otherwise, and only the measurements can say how. So fit_unified_memory fits
+// both from each model's engine mean: a model's simulated engine is affine in the fault and in
+// the migration's time per byte (the inverse bandwidth), so three simulations (the profile's
+// values, then each moved alone) give every model's response, and the two costs are the least
+// squares over the models' relative errors, each model weighted by its measured requests; a
+// fourth simulation checks them. A fault below zero is held at zero and the bandwidth fitted
+// alone; engines that no positive bandwidth reaches (at or below the forward) are refused, as is
+// a run whose models cannot part the two (one model). Runs of one case pool (Note [Pooled runs]).
+inline constexpr const char* kUnifiedMemoryCost = "unified_memory";
+struct UnifiedMemoryFit {
+  struct PerModel {
+    std::string model;
+    std::int64_t requests = 0;  // over every run
+    double measured_ms = 0;     // its engine mean over every run
+    double simulated_initial_ms = 0;
+    double simulated_fitted_ms = 0;
+  };
+  std::vector<PerModel> models;
+  double initial_page_fault_ns = 0;
+  double initial_bandwidth = 0;  // bytes per second
+  double fitted_page_fault_ns = 0;
+  double fitted_bandwidth = 0;
+  int simulations = 0;
+  HardwareProfile hardware;  // the config's, with the two costs fitted
+};
+// InputError for a config of another mechanism, or the cases above.
+UnifiedMemoryFit fit_unified_memory(const ExperimentConfig& config, const std::vector<RecordedRun>& runs);
+
 // Note [Adopting a worker start]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A fresh process's start is measured by the server itself, phase by phase (Note [Worker
