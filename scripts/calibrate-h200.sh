@@ -18,7 +18,9 @@
 #                                         and are not used;
 #       mps.contention                    in raw-figures-2026-12-02-mps-batch-2, -c (batch 8) and
 #                                         -mps-batch-32: one point per model and batch;
-#       the memory ablations              in raw-figures-2026-12-02-b: the server as it is now.
+#       the memory ablations              in raw-figures-2026-12-02-b: the server as it is now;
+#         unified memory's page fault and migration bandwidth together over that run and -c
+#         (Note [Unified memory's two costs]).
 #         Their runs of 2026-12-01 (raw-figures-2026-12-01-b, -c) were measured before Note
 #         [Message memory] and cost 2-5 times more (no-ipc-optimization's ResNet-152 engine:
 #         87 ms then, 14 ms on 2026-12-02); a fit to them overpriced these costs for today's code.
@@ -56,8 +58,12 @@
 #       mps, time-sliced, pipeswitch, ready and       on raw-figures-2026-12-02-c (the afternoon
 #       the memory ablations                          of 2026-12-02, another machine): the held-out
 #                                                     run of the ablation fits after Note [Message
-#                                                     memory]; and on raw-figures-2026-12-01-c,
+#                                                     memory] (unified memory's rows there are
+#                                                     its fit's); and on raw-figures-2026-12-01-c,
 #                                                     from before it: that shows the change;
+#       unified-memory                                on raw-serve-2026-12-04-um-a, -b and -c (three
+#                                                     servers in a row, a machine started afresh,
+#                                                     after the fit: Note [Unified memory's two costs]);
 #       unified-memory, pipeswitch, ready             on raw-serve-2026-12-03-eager (the eager
 #                                                     adoption's run, no fit of theirs);
 #       the eager ablations                           on raw-serve-2026-12-03-starts (the server
@@ -120,7 +126,7 @@ serving_of() {  # RUN_FOLDER
     raw-serve-2026-12-03-shm-held) echo "$1/serving-h200-from-load-shm.yaml" ;;
     # Later calls on the machine of -shm-all-a, simulated (PSW_SERVING_PROFILE) with its path.
     raw-serve-2026-12-03-shm-one-process | raw-serve-2026-12-03-shm-one-process-b | raw-serve-2026-12-04-one-process-* | \
-      raw-serve-2026-12-04-held-* | raw-serve-2026-12-04-train-*)
+      raw-serve-2026-12-04-held-* | raw-serve-2026-12-04-train-* | raw-serve-2026-12-04-um-*)
       echo "$runs/raw-serve-2026-12-03-shm-all-a/serving-h200-from-load.yaml" ;;
     *) echo "calibrate-h200: no request path known for $1" >&2; exit 1 ;;
   esac
@@ -255,6 +261,8 @@ for run in a b; do validate_on "$runs/raw-serve-2026-12-04-held-$run" one-proces
 # Beside another training job (the contention points fitted on these runs; ready and time-sliced
 # held out).
 for model in inception-v3 bert-base; do validate_on "$runs/raw-serve-2026-12-04-train-$model" ready mps time-sliced; done
+# Note [Unified memory's two costs] held out: three servers in a row on a machine started afresh.
+for run in a b c; do validate_on "$runs/raw-serve-2026-12-04-um-$run" unified-memory; done
 validate_on "$runs/raw-serve-2026-12-03-fresh-b" stop-and-start two-processes
 validate_on "$runs/raw-serve-2026-12-03-eager" unified-memory pipeswitch ready
 # The eager ablations held out: the same server (after Note [Fresh processes]) on another machine.
@@ -297,6 +305,7 @@ bash "$root/scripts/environment.sh" > "$out/environment.md"
 python3 "$root/scripts/calibration_table.py" "$out" "$profile" 2026-12-02-a serve-2026-12-03-shm-all-a serve-2026-12-03-shm-all-b \
   serve-2026-12-04-one-process-a serve-2026-12-04-one-process-b serve-2026-12-04-one-process-c \
   serve-2026-12-04-held-a serve-2026-12-04-held-b serve-2026-12-04-train-inception-v3 serve-2026-12-04-train-bert-base \
+  serve-2026-12-04-um-a serve-2026-12-04-um-b serve-2026-12-04-um-c \
   serve-2026-12-03-shm-one-process serve-2026-12-03-shm-one-process-b \
   serve-2026-12-03-shm-figures serve-2026-12-03-fresh serve-2026-12-03-fresh-b \
   serve-2026-12-03-eager serve-2026-12-03-starts serve-2026-12-03-eager-a serve-2026-12-03-eager-b \

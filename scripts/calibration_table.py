@@ -81,6 +81,11 @@ RUN_NOTES = {
                                            "the fit of its contention points beside this job (Note [MPS contention]); "
                                            "*before* is the one number of every other job.",
     "serve-2026-12-04-train-bert-base": "As the run above, beside BERT-base training at batch 8 (128 tokens).",
+    "serve-2026-12-04-um-a": "Inputs in shared memory; unified memory alone, the first of three servers in a row on "
+                             "a machine started afresh (2026-12-04), simulated with `-shm-all-a`'s request path: held "
+                             "out for Note [Unified memory's two costs] (fitted on 2026-12-02-b and -c).",
+    "serve-2026-12-04-um-b": "As the run above, its second server.",
+    "serve-2026-12-04-um-c": "As the run above, its third server.",
     "serve-2026-12-03-shm-held-same-machine": "The eager ablations of the run above again, their host times adopted "
                                               "on its machine (from `raw-serve-2026-12-03-shm`, one call before) over "
                                               "the calibrated profile: *before* is the calibrated profile (host times "
