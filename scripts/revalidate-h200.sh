@@ -67,6 +67,10 @@
 #     -> results/profiles/serving-h200-from-{rate30-g,rate30-g-with-llm-growth,llm-g}.yaml,
 #        results/validation/{calibrate-load-g,replay-llm-g}-from-rate30-g/,
 #        results/validation/replay-llm-g-from-{rate30-g-with-llm-growth,llm-g}/
+#  10. session 26's machine, every input in shared memory (Note [Inputs in shared memory]):
+#     calibrate-load at 30/s (raw-serve-2026-12-04-replay-llm-shm) against the 600 s of the LLM
+#     replay that followed in the same call -> results/profiles/serving-h200-from-rate30-shm.yaml,
+#        results/validation/replay-llm-shm-from-rate30-shm/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -221,6 +225,13 @@ done
 profile=$root/results/profiles/serving-h200-from-rate30-g.yaml
 revalidate "$experiments/h200-burst.yaml" "$session19/calibrate-load" calibrate-load-g-from-rate30-g \
   "s/rate_per_s: 12,/rate_per_s: 30,/"
+# 10. Session 26: the LLM replay with its inputs in shared memory, the path of the same call.
+session26=$runs/raw-serve-2026-12-04-replay-llm-shm/validation
+"$psw" profile-serving --from-load "$session26/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$session26/calibrate-load" --training-model resnet152 --name h200-from-rate30-shm \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30-shm.yaml"
+profile=$root/results/profiles/serving-h200-from-rate30-shm.yaml
+revalidate "$experiments/replay-azure-llm2023.yaml" "$session26/replay-llm" replay-llm-shm-from-rate30-shm "$llm_600s"
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
