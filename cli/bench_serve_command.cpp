@@ -73,6 +73,8 @@ Action add_bench_serve_command(CLI::App& app) {
         {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
                                   {"with_requests", r.training_steps_per_s_with_requests},
                                   {"requests", r.requests_in_throughput_window}}},
+        {"training_with_requests", {{"held_s", r.training_held_s_with_requests},
+                                    {"running_share", r.training_running_share}}},
         {"switch_latency_ms", to_json(r.switch_latency_ms)},
         {"server", server}};
     if (o->out_path.empty()) {

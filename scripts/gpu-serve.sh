@@ -4,9 +4,9 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch engine gputests link calibrate calibrate-load calibrate-start protocol burst
-#      validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
-#      calibrate-load, calibrate-start, engine, figures, fig6, the two replays and llm)
+#     (parts: main placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start
+#      protocol burst validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
+#      calibrate-load, calibrate-start, engine, drift, figures, fig6, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -19,6 +19,14 @@
 #               memory and raw inputs
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
+#   drift       the training job's rate over minutes on one server (configs/serve/h200.yaml):
+#               PSW_DRIFT_PAIRS (default 12) psw bench-serve runs in a row, each 10 s of the job
+#               alone then 10 s beside cold requests at PSW_DRIFT_RATE per second (default 3.6, the
+#               LLM replay's; inputs in shared memory): each pair's rates, the time held and the
+#               rate while not held over the rate alone (Note [Training held]), into
+#               raw/drift/pair-N.json (pair-N.start: its wall clock), with nvidia-smi's SM clock,
+#               power and temperature every second beside them (raw/drift/gpu.csv): whether the
+#               job's rate moves by itself, and with what
 #   engine      psw run of each model alone (no server) under the mechanisms the engine runs by
 #               itself: pipeswitch with --graph, and eagerly pipeswitch, per-layer-pipeline,
 #               no-optimization, no-memory-management and no-pinned-memory (the server runs these
@@ -96,7 +104,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift) ]]; }
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -222,6 +230,23 @@ if has_part main; then
     server_processes > "$raw/processes-after-switches.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi
+  stop_server
+fi
+
+if has_part drift; then
+  pairs=${PSW_DRIFT_PAIRS:-12}
+  echo "== drift: $pairs pairs of 10 s windows, the job alone then beside requests ($(date -u +%T))"
+  mkdir -p "$raw/drift"
+  start_server "$serve_config" "$raw/serve-drift.log"
+  TZ=UTC nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv,nounits -lms 1000 > "$raw/drift/gpu.csv" 2>&1 &
+  smi=$!
+  for i in $(seq 1 "$pairs"); do
+    date -u +%s.%N > "$raw/drift/pair-$i.start"
+    "$psw" bench-serve --socket "$sock" --shared-memory --cold-requests 0 --window 10 --rate "${PSW_DRIFT_RATE:-3.6}" \
+      --batch 8 --switches 0 --out "$raw/drift/pair-$i.json" 2>> "$raw/drift/bench.log" || echo "!! pair $i failed"
+  done
+  kill "$smi" 2>/dev/null || true
   stop_server
 fi
 

@@ -212,6 +212,30 @@ def print_engine_alone(raw):
     print()
 
 
+def print_drift(raw):
+    """Part `drift`: psw bench-serve's training windows, pair by pair, as their JSON says."""
+    paths = glob.glob(os.path.join(raw, "drift", "pair-*.json"))
+    if not paths:
+        return
+    paths.sort(key=lambda p: int(os.path.basename(p)[len("pair-"):-len(".json")]))
+    starts = [float(open(p[:-len(".json")] + ".start").read()) for p in paths]
+    print("## The training job's rate over minutes (part `drift`)\n")
+    print("One server; `psw bench-serve` runs in a row, each 10 s of the job alone, then 10 s beside")
+    print("cold requests (inputs in shared memory): the job's steps per second in each window, the time")
+    print("the requests held it (Note [Training held]) and its rate while not held over the rate alone")
+    print("(the running share, 1 where requests cost the job only the time they hold it). The GPU's")
+    print("clocks, power and temperature every second beside them: `drift/gpu.csv`, drawn by")
+    print("`scripts/drift_plot.py`.\n")
+    print("| pair | start (s) | alone (steps/s) | beside requests (steps/s) | requests | held (s) | running share |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for i, (path, start) in enumerate(zip(paths, starts), 1):
+        d = load(path)
+        rates, held = d["training_steps_per_s"], d.get("training_with_requests", {})
+        print(f"| {i} | {start - starts[0]:.0f} | {rates['alone']:.2f} | {rates['with_requests']:.2f} | "
+              f"{rates['requests']} | {held.get('held_s', float('nan')):.2f} | {held.get('running_share', float('nan')):.3f} |")
+    print()
+
+
 def main():
     raw = sys.argv[1]
     print("# psw serve on the H200\n")
@@ -418,6 +442,7 @@ def main():
     print_worker_starts(raw)
     print_eager_switches(raw)
     print_engine_alone(raw)
+    print_drift(raw)
     if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")
         print_processes(raw, "processes-start.txt", "device-memory.csv", with_rss=False)

@@ -43,6 +43,19 @@ test ! -e "/dev/shm/$region" || { echo "FAIL: /dev/shm/$region left behind"; exi
 "$psw" client --socket "$sock" --train-status resnet152 --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['active'] is True and t['stopped'] is False, t" \
   || { echo "FAIL: the training job is not active"; exit 1; }
+# The training windows (alone, then beside requests; Note [Training held]): the requests held
+# the job for part of the second window, and its rate while not held is at least its rate over
+# the whole window (before the switches below, which stop the job).
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 3 --rate 2 --batch 1 --switches 0 \
+  --out "$work/bench-window.json" 2>/dev/null
+/usr/bin/python3 - "$work/bench-window.json" <<'PY' || { echo "FAIL: bench-serve's training windows"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+rates, held = d["training_steps_per_s"], d["training_with_requests"]
+assert rates["requests"] >= 1 and 0 < held["held_s"] <= d["spec"]["window_s"] + 1, d
+if rates["alone"] > 0:
+    assert held["running_share"] >= rates["with_requests"] / rates["alone"] - 1e-9, d
+PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
 # Note [Training held]: preempted, so held for a while.

@@ -221,7 +221,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(spec.throughput_window_s));
     report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
-    s0 = steps();
+    const TrainingStatus before = client.training_status(training.model);
+    s0 = before.completed_steps;
     t0 = Clock::now();
     const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
     auto next = Clock::now();
@@ -234,7 +235,15 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
       ++report.requests_in_throughput_window;
       next += std::chrono::duration_cast<Clock::duration>(period);
     }
-    report.training_steps_per_s_with_requests = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
+    const TrainingStatus after = client.training_status(training.model);
+    const double window_s = ms_since(t0) / 1000.0;
+    report.training_steps_per_s_with_requests = static_cast<double>(after.completed_steps - s0) / window_s;
+    report.training_held_s_with_requests = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
+    const double running_s = window_s - report.training_held_s_with_requests;
+    if (running_s > 0 && report.training_steps_per_s_alone > 0) {
+      report.training_running_share = static_cast<double>(after.completed_steps - s0) / running_s /
+                                      report.training_steps_per_s_alone;
+    }
     say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
         std::to_string(report.training_steps_per_s_with_requests) + " with requests");
   }

@@ -39,6 +39,12 @@ struct ServingBenchmarkReport {
   double training_steps_per_s_alone = 0;
   double training_steps_per_s_with_requests = 0;
   int requests_in_throughput_window = 0;
+  // Note [Training held] (controller.cpp): in the window with requests, the time the job was
+  // held for them, and its rate while not held over its rate alone (the window's steps over the
+  // window less the hold, over the alone window's rate): 1 where requests cost the job only the
+  // time they hold it. Both 0 without the windows.
+  double training_held_s_with_requests = 0;
+  double training_running_share = 0;
   LatencySummary switch_latency_ms;                       // the consecutive switches
   int switches = 0;
   // The server's metrics after the run (Prometheus text) and the values read from it.
