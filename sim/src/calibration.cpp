@@ -447,7 +447,6 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std
   return out;
 }
 
-
 UnifiedMemoryFit fit_unified_memory(const ExperimentConfig& config, const std::vector<RecordedRun>& runs) {
   const SimulationOptions as_run = options_of_runs(runs);
   if (config.mechanism != Mechanism::UnifiedMemory) {
@@ -522,8 +521,9 @@ UnifiedMemoryFit fit_unified_memory(const ExperimentConfig& config, const std::v
   const double bandwidth = time_per_byte > 0 ? 1e9 / time_per_byte : 0;
   if (!(bandwidth >= 1e6 && bandwidth <= 1e13)) {
     throw InputError(detail::concat(origin, ": the models' engines fit unified memory's bandwidth at ", bandwidth,
-                                    " bytes/s, outside [1e6, 1e13]: they are at or below the simulated forward, so ",
-                                    "another cost (the layers' times) is wrong (Note [Unified memory's two costs])"));
+                                    " bytes/s, outside [1e6, 1e13]: they do not grow with a model's bytes as a migration does (at or "
+                                    "below the simulated forward, where it is not positive), so another cost (the layers' ",
+                                    "times) is wrong (Note [Unified memory's two costs])"));
   }
   fit.hardware = config.hardware;
   assign(fit.hardware.unified_memory.page_fault, fault_ns);
