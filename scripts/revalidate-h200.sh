@@ -71,6 +71,10 @@
 #     calibrate-load at 30/s (raw-serve-2026-12-04-replay-llm-shm) against the 600 s of the LLM
 #     replay that followed in the same call -> results/profiles/serving-h200-from-rate30-shm.yaml,
 #        results/validation/replay-llm-shm-from-rate30-shm/
+#  11. session 28's machine, every input in shared memory: calibrate-load at 30/s
+#     (raw-serve-2026-12-04-replay-azure2019-shm) against the 600 s of the Functions 2019 replay
+#     that followed in the same call -> results/profiles/serving-h200-from-rate30-shm-b.yaml,
+#        results/validation/replay-azure2019-shm-from-rate30-shm-b/
 #
 #   scripts/revalidate-h200.sh [BUILD_DIR]
 set -euo pipefail
@@ -232,6 +236,14 @@ session26=$runs/raw-serve-2026-12-04-replay-llm-shm/validation
   --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30-shm.yaml"
 profile=$root/results/profiles/serving-h200-from-rate30-shm.yaml
 revalidate "$experiments/replay-azure-llm2023.yaml" "$session26/replay-llm" replay-llm-shm-from-rate30-shm "$llm_600s"
+# 11. Session 28: the Functions replay with its inputs in shared memory, the path of the same call
+# (the config's ten minutes, as the run had them).
+session28=$runs/raw-serve-2026-12-04-replay-azure2019-shm/validation
+"$psw" profile-serving --from-load "$session28/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$session28/calibrate-load" --training-model resnet152 --name h200-from-rate30-shm-b \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30-shm-b.yaml"
+profile=$root/results/profiles/serving-h200-from-rate30-shm-b.yaml
+revalidate "$experiments/replay-azure2019.yaml" "$session28/replay-azure2019" replay-azure2019-shm-from-rate30-shm-b
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"
