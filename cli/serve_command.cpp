@@ -23,6 +23,7 @@ struct ServeOptions {
   bool quiet = false;
   std::string trace_path;
   std::string metrics_listen;
+  std::string decisions_path;
 };
 
 }  // namespace
@@ -40,6 +41,9 @@ Action add_serve_command(CLI::App& app) {
                   "Serve the metrics over HTTP for Prometheus at HOST:PORT/metrics (e.g. 127.0.0.1:9464)");
   cmd->add_option("--trace", o->trace_path,
                   "At shutdown, write a Chrome trace of the last requests and training pauses (Perfetto)");
+  cmd->add_option("--decisions", o->decisions_path,
+                  "Write every event the server observed with the actions it took, as JSON lines "
+                  "(psw replay-decisions checks them against the scheduling policy)");
   return [o] {
     if (o->backend != "cuda" && o->backend != "host") {
       throw InputError("unknown --backend '" + o->backend + "': expected cuda or host");
@@ -51,6 +55,7 @@ Action add_serve_command(CLI::App& app) {
     options.listen_address = o->listen;
     options.trace_path = o->trace_path;
     options.metrics_address = o->metrics_listen;
+    options.decisions_path = o->decisions_path;
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
     options.exec_path = (self.parent_path() / "psw-exec").string();

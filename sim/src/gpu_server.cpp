@@ -178,7 +178,7 @@ class GpuServer {
     // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
     // psw serve starts its workers before it listens: one takes the training job, the others
     // (all of them without one) wait, fresh. Under stop-and-start and two processes a task needs
-    // a process that has run nothing (Note [Fresh processes] in the runtime's controller.cpp),
+    // a process that has run nothing (Note [Fresh processes] in common/src/server_policy.cpp),
     // and those first ones have: the first requests of a fresh server take them with neither a
     // kill nor a start (the first forward in a fresh process they do pay). Only later requests
     // wait for a process killed and started for them. On the H200 (2026-12-03, shared-memory
@@ -397,7 +397,7 @@ class GpuServer {
   // ~~~~~~~~~~~~~~~~~~~~~~
   // Stop-and-start (and two processes) stop training by killing its process: the iteration in
   // progress is lost, and the job resumes, once switched back in, from its last completed
-  // iteration (the runtime does the same: Note [Fresh processes] in controller.cpp). The lost
+  // iteration (the runtime does the same: Note [Fresh processes] in common/src/server_policy.cpp). The lost
   // work is reported as training_lost_ms and counts as GPU busy time. PipeSwitch and the
   // in-process mechanisms pause at the next layer boundary and lose nothing; Ready stops at
   // once without loss (the ideal it is); MPS never stops training.
@@ -494,7 +494,7 @@ class GpuServer {
     if (state_ == State::Resuming && fresh_process_since_) process_started_ago = now - *fresh_process_since_;
     fresh_process_since_.reset();
     if (mechanism_.concurrent()) fresh = false;  // MPS: every model stays resident, nothing to switch
-    // Note [Fresh processes] (the runtime's controller.cpp): psw serve gives every request a
+    // Note [Fresh processes] (common/src/server_policy.cpp): psw serve gives every request a
     // process of its own under stop-and-start and two processes, even one queued behind a request
     // of the same model. So does the simulator where it models psw serve (a serving profile);
     // without one, back-to-back requests of one model keep their process, as in the paper's

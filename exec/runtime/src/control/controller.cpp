@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <future>
 #include <list>
 #include <map>
@@ -28,7 +29,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/mechanism.hpp"
-#include "psw/common/scheduling.hpp"
+#include "psw/common/server_policy.hpp"
 #include "psw/runtime/ipc.hpp"
 #include "psw/runtime/shared_memory.hpp"
 
@@ -88,19 +89,26 @@ ServiceError::Code code_of(std::int64_t value) {
   return static_cast<ServiceError::Code>(value);
 }
 
-enum class WorkerState { Starting, Standby, Inferring, Training, Paused, Dead };
+static_assert(static_cast<int>(StatusCode::AlreadyExists) == static_cast<int>(ServiceError::Code::AlreadyExists) &&
+                  static_cast<int>(StatusCode::Unavailable) == static_cast<int>(ServiceError::Code::Unavailable) &&
+                  static_cast<int>(StatusCode::DeadlineExceeded) == static_cast<int>(ServiceError::Code::DeadlineExceeded),
+              "the policy's status codes are the service's, in its order");
+ServiceError::Code service_code(StatusCode code) { return static_cast<ServiceError::Code>(code); }
+StatusCode status_code(ServiceError::Code code) { return static_cast<StatusCode>(code); }
 
+// A worker process as the controller drives it; what it is doing (its WorkerState) is the
+// policy's (Note [Server policy]).
 struct Worker {
   int id = 0;
   pid_t pid = -1;
   UniqueFd socket;
-  WorkerState state = WorkerState::Dead;
   SharedSegment io;
   std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
   std::int64_t spawned_ns = 0;     // its process was spawned (Note [Worker start])
-  bool used = false;               // has run a task since it started (Note [Fresh processes])
   // Note [Inputs read in place]: the client regions this process has been told to map.
   std::set<std::uint64_t> mapped_regions;
+  // Its last answer to an Infer, read when the policy completes the request from it.
+  Message reply;
 };
 
 struct Pending {
@@ -147,7 +155,11 @@ constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1
 
 struct Controller::State {
   ControllerOptions options;
-  InferenceFirstPolicy policy;
+  // Note [Server policy]: every decision; built once the daemon has said how large each model is.
+  std::optional<ServerPolicy> policy;
+  std::deque<PolicyEvent> events;  // fed, not yet handled (an action may cause another event)
+  bool handling = false;
+  std::ofstream decisions;         // Note [Decision log]: `psw serve --decisions FILE`
   std::vector<ModelInfo> infos;
   std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
 
@@ -171,17 +183,12 @@ struct Controller::State {
   bool all_ready = false;
   std::string failure;  // set when the server cannot go on
   std::uint64_t next_request_id = 1;
-  std::deque<std::shared_ptr<Pending>> queue;
-  std::shared_ptr<Pending> inflight;
-  int inflight_worker = -1;
-  int last_worker = -1;           // the worker of the last task started
-  bool training_wanted = false;
+  // The requests queued or running, by id (their order is the policy's).
+  std::map<std::uint64_t, std::shared_ptr<Pending>> pending;
+  int last_worker = -1;           // the worker of the last task started (psw_worker_switches_total)
   bool training_stopped_by_client = false;
   std::int64_t training_target = 0;
-  int training_worker = -1;
-  bool training_stopping = false;
   std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
-  std::list<int> resident;        // models whose parameters are on the device, most recent first
   // Note [Inputs read in place]: the client regions the workers map, by registration id.
   struct InputRegion {
     std::weak_ptr<void> owner;  // the registry's region: expired once it is gone
@@ -303,7 +310,6 @@ struct Controller::State {
     w.spawned_ns = monotonic_ns();
     w.pid = spawn(args, std::move(theirs));
     w.socket = std::move(mine);
-    w.state = WorkerState::Starting;
     w.busy_since_ns = monotonic_ns();
     w.mapped_regions.clear();  // a new process has mapped nothing
     reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
@@ -322,40 +328,18 @@ struct Controller::State {
     }
   }
 
-  // With the mutex held. Kills and replaces a worker whose process failed or hung, answering
-  // what it held (Note [Faults]).
-  // Note [Fresh processes]: under stop-and-start (and two processes) every task gets a process
-  // that has run nothing yet: a task waits for a fresh one (process start, CUDA context,
-  // LibTorch, the models' structures), and the process of a finished or stopped task is killed
-  // and replaced only then, one start at a time, as the paper's baseline does ("kill training,
-  // start a new process, load the model, run"): a used worker stays idle until a task needs
-  // its replacement. (Until 2026-12-03 a stopped training worker was replaced at once, so a
-  // request's start ran beside the training's and both took 4-6 s instead of 2-3 s:
-  // results/gpu/2026-12-03-h200-serve-starts.md.) A training job is not paused but abandons its
-  // step in flight at the next layer boundary, before its process goes (a kill could land in the
-  // middle of its update of the weights), and resumes later, in a fresh process, from its last
-  // completed step.
-  bool fresh_processes() const { return traits(options.config.mechanism).process == ProcessModel::FreshProcess; }
-
-  void restart_worker(int id, const std::string& why) {  // not a fault: the mechanism's own cost
-    --stats.worker_restarts;
-    replace_worker(id, why, ServiceError::Code::Unavailable);
-  }
-
   // Note [Worker kill]
   // ~~~~~~~~~~~~~~~~~~
   // A worker is replaced by killing its process and reaping it before its successor starts, on
   // the controller's thread: the exit runs the driver's teardown of the process's CUDA context,
-  // and the successor should not start beside it (Note [Fresh processes]). Under stop-and-start
-  // that wait is on every request's critical path, before its fresh process's start, and it is
-  // not part of the start the worker splits (Note [Worker start]): on the H200 the requests'
-  // server time beyond start and engine was 162-200 ms (2026-12-03). The controller times it
-  // (psw_worker_kills_total, psw_worker_kill_seconds_total), psw load reads it beside the starts
-  // (Note [Worker starts measured]) and the simulator charges it before a fresh process's start
-  // (the hardware profile's startup.process_kill_ns).
-  void replace_worker(int id, const std::string& why, ServiceError::Code code) {
-    Worker& w = workers[static_cast<std::size_t>(id)];
-    w.used = false;
+  // and the successor should not start beside it (Note [Fresh processes] in server_policy.cpp).
+  // Under stop-and-start that wait is on every request's critical path, before its fresh
+  // process's start, and it is not part of the start the worker splits (Note [Worker start]): on
+  // the H200 the requests' server time beyond start and engine was 162-200 ms (2026-12-03). The
+  // controller times it (psw_worker_kills_total, psw_worker_kill_seconds_total), psw load reads it
+  // beside the starts (Note [Worker starts measured]) and the simulator charges it before a fresh
+  // process's start (the hardware profile's startup.process_kill_ns).
+  void kill_worker(Worker& w) {
     if (w.pid > 0) {
       const std::int64_t killed_ns = monotonic_ns();
       ::kill(w.pid, SIGKILL);
@@ -364,26 +348,7 @@ struct Controller::State {
       ++stats.worker_kills;
       stats.worker_kill_ns += monotonic_ns() - killed_ns;
     }
-    log("worker " + std::to_string(id) + " " + why + "; starting a new one");
-    if (inflight && inflight_worker == id) {
-      fail(inflight, code, "worker " + std::to_string(id) + " " + why + " while running the request; it was replaced");
-      inflight.reset();
-      inflight_worker = -1;
-    }
-    if (training_worker == id) {
-      training_worker = -1;
-      training_stopping = false;
-    }
-    // What it was writing to the device region is unknown: no model counts as resident.
-    resident.clear();
-    w.state = WorkerState::Dead;
     w.socket = UniqueFd();
-    ++stats.worker_restarts;
-    if (stopping) return;
-    start_worker(id);
-    const auto starting = std::count_if(workers.begin(), workers.end(),
-                                        [](const Worker& other) { return other.state == WorkerState::Starting; });
-    stats.most_replacements_starting = std::max<std::int64_t>(stats.most_replacements_starting, starting);
   }
 
   void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
@@ -392,65 +357,93 @@ struct Controller::State {
     p->reply.set_exception(std::make_exception_ptr(ServiceError(code, message)));
   }
 
-  bool is_resident(int model) const { return std::find(resident.begin(), resident.end(), model) != resident.end(); }
-
-  // Note [Residency]: with cache off every request transfers (the paper); with lru the model
-  // stays resident until the parameters kept exceed cache_bytes, least recently used out
-  // first; the ready mechanism keeps every model once loaded.
-  bool note_use(int model) {
-    // Ready, MPS and time-sliced keep every model on the device once loaded (the last two run
-    // them beside training).
-    if (options.config.mechanism == Mechanism::Ready ||
-        traits(options.config.mechanism).process == ProcessModel::SharedContext) {
-      if (is_resident(model)) return false;
-      resident.push_front(model);
-      return true;
+  // Note [Server policy]: with the mutex held. Every event goes through the policy, in the order
+  // fed; an action that fails (a worker that cannot be reached) feeds another event, handled
+  // after the actions of this one, so the decision log is one sequence.
+  void feed(PolicyEvent event) {
+    events.push_back(std::move(event));
+    if (handling) return;
+    handling = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{handling};
+    while (!events.empty()) {
+      const PolicyEvent next = std::move(events.front());
+      events.pop_front();
+      const std::vector<PolicyAction> actions = policy->handle(next);
+      if (decisions.is_open()) {
+        decisions << decision_line(monotonic_ns() - started_ns, next, actions);
+        decisions.flush();
+      }
+      for (const PolicyAction& a : actions) carry_out(a);
     }
-    const bool transfer = !is_resident(model) || options.config.cache == CachePolicy::Off;
-    resident.remove(model);
-    if (options.config.cache == CachePolicy::Off) {
-      resident = {model};
-      return true;
-    }
-    resident.push_front(model);
-    std::int64_t kept = 0;
-    for (int m : resident) kept += model_bytes[static_cast<std::size_t>(m)];
-    while (kept > options.config.cache_bytes && resident.size() > 1) {
-      kept -= model_bytes[static_cast<std::size_t>(resident.back())];
-      resident.pop_back();
-    }
-    return transfer;
   }
 
-  int free_worker() const {
-    const bool fresh = fresh_processes();
-    auto usable = [fresh](const Worker& w) { return w.state == WorkerState::Standby && (!fresh || !w.used); };
-    // Prefer the worker of the last task when it is free (no process switch), else any standby.
-    if (last_worker >= 0 && usable(workers[static_cast<std::size_t>(last_worker)])) return last_worker;
-    for (const auto& w : workers) {
-      if (usable(w)) return w.id;
-    }
-    return -1;
+  void lost(int worker, ServiceError::Code code, const std::string& why) {
+    PolicyEvent e{.kind = PolicyEvent::Kind::WorkerLost, .worker = worker};
+    e.code = status_code(code);
+    e.text = why;
+    feed(std::move(e));
   }
 
-  // Note [Fresh processes]: with a task waiting and no fresh worker, restart a used one (unless
-  // one is starting already).
-  void renew_a_worker() {
-    for (const auto& w : workers) {
-      if (w.state == WorkerState::Starting) return;
-    }
-    for (const auto& w : workers) {
-      if (w.state == WorkerState::Standby && w.used) {
-        restart_worker(w.id, "has run its task (stop-and-start)");
+  WorkerControl& control_of(int worker) { return reinterpret_cast<WorkerControl*>(control.data())[worker]; }
+
+  void carry_out(const PolicyAction& a) {
+    using A = PolicyAction::Kind;
+    switch (a.kind) {
+      case A::Dispatch: dispatch_request(a.request, a.worker, a.transfer); return;
+      case A::Complete: complete_request(a.request, a.worker); return;
+      case A::FailRequest: {
+        const auto it = pending.find(a.request);
+        if (it == pending.end()) return;
+        fail(it->second, service_code(a.code), a.text);
+        pending.erase(it);
         return;
       }
+      case A::StopTraining: {
+        control_of(a.worker).stop.store(a.mode == StopMode::Pause ? kStopPause : kStopAbort, std::memory_order_release);
+        const auto it = pending.find(a.request);
+        stop_requested_for_arrival_ns = a.request != 0 && it != pending.end() ? it->second->arrival_ns : 0;
+        workers[static_cast<std::size_t>(a.worker)].busy_since_ns = monotonic_ns();
+        return;
+      }
+      case A::ResumeTraining: resume_paused_training(a.worker); return;
+      case A::StartTraining: start_training_on(a.worker); return;
+      case A::Cleanup: {
+        // Off the critical path: the stopped worker drops its task before its next one.
+        Worker& w = workers[static_cast<std::size_t>(a.worker)];
+        Message cleanup;
+        cleanup.type = MessageType::Cleanup;
+        w.busy_since_ns = monotonic_ns();
+        try {
+          send_message(w.socket.get(), cleanup);
+        } catch (const Error&) {
+          lost(a.worker, ServiceError::Code::Unavailable, "could not be reached");
+        }
+        return;
+      }
+      case A::RestartWorker: {
+        Worker& w = workers[static_cast<std::size_t>(a.worker)];
+        kill_worker(w);
+        log("worker " + std::to_string(a.worker) + " " + a.text + "; starting a new one");
+        if (a.fault) ++stats.worker_restarts;  // else the mechanism's own cost (Note [Fresh processes])
+        start_worker(a.worker);
+        std::int64_t starting = 0;
+        for (const auto& other : workers) starting += policy->worker_state(other.id) == WorkerState::Starting ? 1 : 0;
+        stats.most_replacements_starting = std::max(stats.most_replacements_starting, starting);
+        return;
+      }
+      case A::KillWorker:
+        kill_worker(workers[static_cast<std::size_t>(a.worker)]);
+        log("worker " + std::to_string(a.worker) + " " + a.text);
+        return;
+      case A::Log: log(a.text); return;
     }
   }
 
-  void dispatch_request() {
-    std::shared_ptr<Pending> p = queue.front();
-    queue.pop_front();
-    const int id = free_worker();
+  void dispatch_request(std::uint64_t request, int id, bool transfer) {
+    const std::shared_ptr<Pending> p = pending.at(request);
     Worker& w = workers[static_cast<std::size_t>(id)];
     const std::int64_t dequeued_ns = monotonic_ns();
     const TensorData& input = *p->input;
@@ -475,7 +468,10 @@ struct Controller::State {
     record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)], dequeued_ns - p->arrival_ns);
     record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)], p->copied_ns - dequeued_ns);
     if (!input_ok) {
-      fail(p, ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request waited");
+      PolicyEvent aborted{.kind = PolicyEvent::Kind::DispatchAborted, .worker = id, .request = request};
+      aborted.code = StatusCode::InvalidArgument;
+      aborted.text = "the input's shared memory object shrank while the request waited";
+      feed(std::move(aborted));
       return;
     }
     Message m;
@@ -493,24 +489,20 @@ struct Controller::State {
       m.value2 = input.borrowed.data - region->data;
       ++stats.inputs_read_in_place;
     }
-    if (note_use(p->model)) {
+    if (transfer) {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
     }
     if (last_worker != id) ++stats.worker_switches;
     last_worker = id;
-    w.used = true;
-    w.state = WorkerState::Inferring;
     w.busy_since_ns = monotonic_ns();
-    inflight = p;
-    inflight_worker = id;
     p->dispatch_ns = monotonic_ns();
-    p->transfer = (m.flags & kFlagTransfer) != 0;
+    p->transfer = transfer;
     try {
       update_mapped_regions(w);  // the worker handles these before the Infer, in order
       send_message(w.socket.get(), m);
     } catch (const Error&) {
-      replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+      lost(id, ServiceError::Code::Unavailable, "could not be reached");
     }
   }
 
@@ -565,110 +557,53 @@ struct Controller::State {
   void update_standby_workers() {
     forget_gone_regions();
     for (auto& w : workers) {
-      if (w.state != WorkerState::Standby) continue;
+      if (policy->worker_state(w.id) != WorkerState::Standby) continue;
       try {
         update_mapped_regions(w);
       } catch (const Error&) {
-        replace_worker(w.id, "could not be reached", ServiceError::Code::Unavailable);
+        lost(w.id, ServiceError::Code::Unavailable, "could not be reached");
       }
     }
   }
 
-  int paused_worker() const {
-    for (const auto& w : workers) {
-      if (w.state == WorkerState::Paused) return w.id;
-    }
-    return -1;
+  // A job paused in place goes on where it stopped (Note [Preemption without loss]).
+  void resume_paused_training(int id) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.busy_since_ns = monotonic_ns();
+    end_hold(w.busy_since_ns);
+    // Note [Pause and resume] (ipc.hpp): counted first, so that a stop for the next request
+    // cannot hide this resume from the worker.
+    WorkerControl& own = control_of(id);
+    own.resumes.fetch_add(1, std::memory_order_release);
+    own.stop.store(kStopNone, std::memory_order_release);
+    if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
+    paused_since_ns = 0;
   }
 
-  void resume_training() {
-    // A job paused in place goes on where it stopped (Note [Preemption without loss]).
-    const int paused = paused_worker();
-    if (paused >= 0) {
-      Worker& w = workers[static_cast<std::size_t>(paused)];
-      if (last_worker != paused) ++stats.worker_switches;
-      last_worker = paused;
-      w.state = WorkerState::Training;
-      w.busy_since_ns = monotonic_ns();
-      end_hold(w.busy_since_ns);
-      // Note [Pause and resume] (ipc.hpp): counted first, so that a stop for the next request
-      // cannot hide this resume from the worker.
-      WorkerControl& own = reinterpret_cast<WorkerControl*>(control.data())[paused];
-      own.resumes.fetch_add(1, std::memory_order_release);
-      own.stop.store(kStopNone, std::memory_order_release);
-      if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
-      paused_since_ns = 0;
-      return;
-    }
-    const int id = free_worker();
+  // The job runs on worker `id` from its last completed step (Note [Training state]).
+  void start_training_on(int id) {
     Worker& w = workers[static_cast<std::size_t>(id)];
-    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(kStopNone);
+    control_of(id).stop.store(kStopNone);
     Message m;
     m.type = MessageType::Train;
     m.worker = static_cast<std::uint32_t>(id);
     m.value = training_target;
     if (last_worker != id) ++stats.worker_switches;
     last_worker = id;
-    w.used = true;
-    w.state = WorkerState::Training;
     w.busy_since_ns = monotonic_ns();
     end_hold(w.busy_since_ns);
-    training_worker = id;
-    // Training has the device memory of its own segment; the inference models' parameters
-    // stay where they are (Note [Residency]); with cache off the next request transfers anyway.
     try {
       send_message(w.socket.get(), m);
     } catch (const Error&) {
-      replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
+      lost(id, ServiceError::Code::Unavailable, "could not be reached");
     }
-  }
-
-  // For a request (`for_arrival_ns` > 0): pause in place when another worker can serve it,
-  // else abandon the step; for a client's stop: abandon.
-  void stop_training(std::int64_t for_arrival_ns) {
-    bool other_free = false;
-    for (const auto& w : workers) other_free = other_free || (w.id != training_worker && w.state == WorkerState::Standby);
-    const std::uint32_t how = for_arrival_ns > 0 && other_free && !fresh_processes() ? kStopPause : kStopAbort;
-    reinterpret_cast<WorkerControl*>(control.data())[training_worker].stop.store(how, std::memory_order_release);
-    training_stopping = true;
-    stop_requested_for_arrival_ns = for_arrival_ns;
-    workers[static_cast<std::size_t>(training_worker)].busy_since_ns = monotonic_ns();
-  }
-
-  void schedule() {  // with the mutex held
-    if (stopping) return;
-    update_standby_workers();
-    SchedulerView view;
-    view.request_waiting = !queue.empty();
-    view.request_running = inflight != nullptr;
-    view.worker_free = free_worker() >= 0;
-    view.training_wanted = training_wanted && options.config.training.has_value() &&
-                           (training_target == 0 || training_header->completed_steps < training_target);
-    view.training_running = training_worker >= 0 && !training_stopping &&
-                            workers[static_cast<std::size_t>(training_worker)].state == WorkerState::Training;
-    view.training_stopping = training_worker >= 0 && training_stopping;
-    view.training_paused = paused_worker() >= 0;
-    view.dispatch_after_stop = options.config.dispatch == DispatchPolicy::AfterStop;
-    view.share_device = traits(options.config.mechanism).process == ProcessModel::SharedContext;
-    SchedulerAction actions[2];
-    int count = 0;
-    policy.decide(view, actions, count);
-    for (int i = 0; i < count; ++i) {
-      switch (actions[i]) {
-        case SchedulerAction::StopTraining: stop_training(queue.front()->arrival_ns); break;
-        case SchedulerAction::DispatchRequest: dispatch_request(); break;
-        case SchedulerAction::ResumeTraining: resume_training(); break;
-        case SchedulerAction::Wait: break;
-      }
-    }
-    const bool task_waits = !queue.empty() || (view.training_wanted && training_worker < 0 && inflight == nullptr);
-    if (fresh_processes() && task_waits && free_worker() < 0) renew_a_worker();
   }
 
   // A worker said Ready (at start-up, or with the mutex held): its start logged and counted by
   // phase (Note [Worker start]).
   void worker_ready(Worker& w, const Message& ready) {
-    w.state = WorkerState::Standby;
     std::string line = "worker " + std::to_string(w.id) + " ready (pid " + std::to_string(w.pid) + ") ";
     if (const std::optional<WorkerStartSplit> split = split_worker_start(w.spawned_ns, ready.times)) {
       ++stats.worker_starts;
@@ -678,6 +613,82 @@ struct Controller::State {
       line += "(its start's times are out of order: not counted in psw_worker_start_seconds_total)";
     }
     log(line);
+    feed(PolicyEvent{.kind = PolicyEvent::Kind::WorkerReady, .worker = w.id});
+  }
+
+  // The policy completes request `request` from worker `id`'s reply (Worker::reply).
+  void complete_request(std::uint64_t request, int id) {
+    const auto it = pending.find(request);
+    if (it == pending.end()) return;
+    const std::shared_ptr<Pending> p = it->second;
+    pending.erase(it);
+    const Worker& w = workers[static_cast<std::size_t>(id)];
+    const Message& m = w.reply;
+    InferResponse response;
+    response.model = p->model_name;
+    response.version = p->version.empty() ? "1" : p->version;
+    response.id = p->request_id;
+    TensorData out;
+    out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
+    out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
+    out.shape.assign(m.shape, m.shape + m.rank);
+    const IoLayout io{options.config.max_tensor_bytes};
+    const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
+    // Into the client's shared memory when it asked for that and it fits (else the front end
+    // says why), so the output is copied once.
+    const BorrowedBytes* target = nullptr;
+    for (const auto& d : p->output_destinations) {
+      if (d.name == out.name) target = &d.destination;
+    }
+    if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
+        copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
+      out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
+    } else {
+      out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
+    }
+    response.outputs.push_back(std::move(out));
+    const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
+    std::size_t b = 0;
+    while (b < std::size(kLatencyBuckets) && latency_s > kLatencyBuckets[b]) ++b;
+    ++latency_bucket_counts[b];
+    latency_sum_s += latency_s;
+    ++latency_count;
+    // Arrival at the controller to the first layer computing: the wait for the worker,
+    // plus the device's own startup of the switch (times[2], from its events).
+    record_sample(stats.startup_ns, m.times[0] - p->arrival_ns + m.times[2]);
+    const std::int64_t now = monotonic_ns();
+    record_sample(stats.latency_ns, now - p->arrival_ns);
+    // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
+    // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
+    // the input on the device (times[3]) and to the forward's end (times[4]).
+    auto phase = [this](RequestPhase k, std::int64_t ns) { record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns); };
+    phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
+    phase(RequestPhase::InputToDevice, m.times[3]);
+    phase(RequestPhase::DeviceStartup, m.times[2]);
+    phase(RequestPhase::Compute, m.times[4] - m.times[2]);
+    phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
+    phase(RequestPhase::Reply, now - m.times[1]);
+    const std::string what = p->model_name + (p->transfer ? " (switch)" : " (resident)");
+    const std::string track = "worker " + std::to_string(id);
+    add_span({"queue " + p->model_name, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request_id});
+    add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
+    add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2],
+              "until the first layer computes (the input's copy to the device included)"});
+    add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
+    add_span({"reply", "controller", m.times[1], now, ""});
+    ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
+    // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
+    response.server_ns = now - p->arrival_ns;
+    response.engine_ns = m.times[4] - m.times[3];
+    // Note [Host time of an eager switch]: the worker's times[5] and [6], zero unless the
+    // switch ran eagerly.
+    if (p->transfer && (m.times[5] > 0 || m.times[6] > 0)) {
+      ControllerStats::EagerSwitchHost& host = stats.eager_switch_host[p->model_name];
+      ++host.switches;
+      host.prepare_ns += m.times[5];
+      host.forward_ns += m.times[6];
+    }
+    p->reply.set_value(std::move(response));
   }
 
   void on_message(int id, const Message& m) {  // with the mutex held
@@ -686,160 +697,79 @@ struct Controller::State {
       case MessageType::Hello: return;
       case MessageType::Ready: {
         worker_ready(w, m);
-        all_ready = std::all_of(workers.begin(), workers.end(),
-                                [](const Worker& x) { return x.state != WorkerState::Starting && x.state != WorkerState::Dead; });
+        all_ready = policy->all_workers_ready();
         return;
       }
       case MessageType::InferDone:
       case MessageType::Failed: {
-        if (w.state == WorkerState::Starting) {
-          log("worker " + std::to_string(id) + " failed to start: " + m.get_text());
-          w.state = WorkerState::Dead;
-          return;
+        w.reply = m;
+        PolicyEvent e{.kind = PolicyEvent::Kind::WorkerFinished, .worker = id, .request = m.request};
+        e.ok = m.type == MessageType::InferDone;
+        if (!e.ok) {
+          e.code = status_code(code_of(m.value));
+          e.text = m.get_text();
         }
-        if (w.state == WorkerState::Training) {  // the training job failed
-          log("training failed on worker " + std::to_string(id) + ": " + m.get_text());
-          training_wanted = false;
-          training_worker = -1;
-          training_stopping = false;
-          w.state = WorkerState::Standby;
-          return;
-        }
-        w.state = WorkerState::Standby;
-        if (!inflight || inflight_worker != id || m.request != inflight->id) return;
-        std::shared_ptr<Pending> p = std::move(inflight);
-        inflight_worker = -1;
-        if (m.type == MessageType::Failed) {
-          fail(p, code_of(m.value), m.get_text());
-          return;
-        }
-        InferResponse response;
-        response.model = p->model_name;
-        response.version = p->version.empty() ? "1" : p->version;
-        response.id = p->request_id;
-        TensorData out;
-        out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
-        out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
-        out.shape.assign(m.shape, m.shape + m.rank);
-        const IoLayout io{options.config.max_tensor_bytes};
-        const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
-        // Into the client's shared memory when it asked for that and it fits (else the front end
-        // says why), so the output is copied once.
-        const BorrowedBytes* target = nullptr;
-        for (const auto& d : p->output_destinations) {
-          if (d.name == out.name) target = &d.destination;
-        }
-        if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
-            copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
-          out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
-        } else {
-          out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
-        }
-        response.outputs.push_back(std::move(out));
-        const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
-        std::size_t b = 0;
-        while (b < std::size(kLatencyBuckets) && latency_s > kLatencyBuckets[b]) ++b;
-        ++latency_bucket_counts[b];
-        latency_sum_s += latency_s;
-        ++latency_count;
-        // Arrival at the controller to the first layer computing: the wait for the worker,
-        // plus the device's own startup of the switch (times[2], from its events).
-        record_sample(stats.startup_ns, m.times[0] - p->arrival_ns + m.times[2]);
-        const std::int64_t now = monotonic_ns();
-        record_sample(stats.latency_ns, now - p->arrival_ns);
-        // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
-        // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
-        // the input on the device (times[3]) and to the forward's end (times[4]).
-        auto phase = [this](RequestPhase k, std::int64_t ns) { record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns); };
-        phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
-        phase(RequestPhase::InputToDevice, m.times[3]);
-        phase(RequestPhase::DeviceStartup, m.times[2]);
-        phase(RequestPhase::Compute, m.times[4] - m.times[2]);
-        phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
-        phase(RequestPhase::Reply, now - m.times[1]);
-        const std::string what = p->model_name + (p->transfer ? " (switch)" : " (resident)");
-        const std::string track = "worker " + std::to_string(id);
-        add_span({"queue " + p->model_name, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request_id});
-        add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
-        add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2],
-                  "until the first layer computes (the input's copy to the device included)"});
-        add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
-        add_span({"reply", "controller", m.times[1], now, ""});
-        ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
-        // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
-        response.server_ns = now - p->arrival_ns;
-        response.engine_ns = m.times[4] - m.times[3];
-        // Note [Host time of an eager switch]: the worker's times[5] and [6], zero unless the
-        // switch ran eagerly.
-        if (p->transfer && (m.times[5] > 0 || m.times[6] > 0)) {
-          ControllerStats::EagerSwitchHost& host = stats.eager_switch_host[p->model_name];
-          ++host.switches;
-          host.prepare_ns += m.times[5];
-          host.forward_ns += m.times[6];
-        }
-        p->reply.set_value(std::move(response));
+        feed(std::move(e));
         return;
       }
       case MessageType::TrainStopped: {
-        if (training_stopping && m.value2 != kTrainReachedTarget && stop_requested_for_arrival_ns > 0) {
+        PolicyEvent e{.kind = PolicyEvent::Kind::TrainingStopped, .worker = id};
+        e.steps = std::max<std::int64_t>(0, m.value);
+        if (m.value2 == kTrainReachedTarget) {
+          e.stop = TrainingStop::ReachedTarget;
+        } else if (m.value2 == kTrainAbandoned) {
+          e.stop = TrainingStop::Abandoned;
+        } else if (m.value2 == kTrainPaused) {
+          e.stop = TrainingStop::Paused;
+        } else {
+          lost(id, ServiceError::Code::Internal, "sent a TrainStopped message of unknown kind " + std::to_string(m.value2));
+          return;
+        }
+        if (policy->training_stopping() && e.stop != TrainingStop::ReachedTarget && stop_requested_for_arrival_ns > 0) {
           ++stats.preemptions;
-          if (m.value2 == kTrainAbandoned) ++stats.preemptions_abandoning_step;
+          if (e.stop == TrainingStop::Abandoned) ++stats.preemptions_abandoning_step;
           record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
           held_since_ns = m.times[1];
         }
-        if (stop_requested_for_arrival_ns > 0 && m.value2 != kTrainReachedTarget) {
+        if (stop_requested_for_arrival_ns > 0 && e.stop != TrainingStop::ReachedTarget) {
           add_span({"stopping training", "training", stop_requested_for_arrival_ns, m.times[1],
                     "request arrival to training stopped at a layer boundary"});
         }
-        if (m.value2 == kTrainPaused) {  // waits in place, activations kept, until resumed
-          paused_since_ns = m.times[1];
-          w.state = WorkerState::Paused;
-          training_stopping = false;
-          stop_requested_for_arrival_ns = 0;
-          return;
-        }
-        w.state = WorkerState::Standby;
-        training_worker = -1;
-        training_stopping = false;
+        if (e.stop == TrainingStop::Paused) paused_since_ns = m.times[1];  // waits in place until resumed
         stop_requested_for_arrival_ns = 0;
-        if (fresh_processes()) {
-          // Note [Fresh processes]: left as it is, used, until a task waits for a fresh process;
-          // replaced now, its start would run beside the waiting request's own and slow both.
-          w.used = true;
-          return;
-        }
-        // Off the critical path: the stopped worker drops its task before its next one.
-        Message cleanup;
-        cleanup.type = MessageType::Cleanup;
-        try {
-          send_message(w.socket.get(), cleanup);
-          w.state = WorkerState::Inferring;  // busy until CleanupDone
-          w.busy_since_ns = monotonic_ns();
-        } catch (const Error&) {
-          replace_worker(id, "could not be reached", ServiceError::Code::Unavailable);
-        }
+        feed(std::move(e));
         return;
       }
       case MessageType::CleanupDone:
-        w.state = WorkerState::Standby;
+        feed(PolicyEvent{.kind = PolicyEvent::Kind::WorkerCleanedUp, .worker = id});
         return;
       default:
         log(std::string("worker sent an unexpected ") + to_string(m.type) + " message");
     }
   }
 
+  // A timer, turned into events: a worker that owes an answer for longer than the config's
+  // request_timeout, or that has not started within 600 s, is lost (Note [Faults]).
   void watchdog() {  // with the mutex held
     const std::int64_t now = monotonic_ns();
     const std::int64_t limit = options.config.request_timeout.ns();
     for (auto& w : workers) {
-      const bool busy = w.state == WorkerState::Inferring || (w.state == WorkerState::Training && training_stopping);
-      if (busy && now - w.busy_since_ns > limit) {
-        replace_worker(w.id, "did not answer within " + std::to_string(limit / 1'000'000) + " ms",
-                       ServiceError::Code::DeadlineExceeded);
-      } else if (w.state == WorkerState::Starting && now - w.busy_since_ns > 600'000'000'000) {
-        replace_worker(w.id, "did not start within 600 s", ServiceError::Code::Unavailable);
+      if (policy->awaiting_answer(w.id) && now - w.busy_since_ns > limit) {
+        lost(w.id, ServiceError::Code::DeadlineExceeded, "did not answer within " + std::to_string(limit / 1'000'000) + " ms");
+      } else if (policy->worker_state(w.id) == WorkerState::Starting && now - w.busy_since_ns > 600'000'000'000) {
+        lost(w.id, ServiceError::Code::Unavailable, "did not start within 600 s");
       }
     }
+  }
+
+  // The server stops: the policy answers everything waiting with `why` and stops the job.
+  void stop_serving(const std::string& why) {  // with the mutex held
+    stopping = true;
+    PolicyEvent bye{.kind = PolicyEvent::Kind::Shutdown};
+    bye.text = why;
+    feed(std::move(bye));
+    for (auto& [id, p] : pending) fail(p, ServiceError::Code::Unavailable, why);  // none should be left
+    pending.clear();
   }
 
   void loop() {
@@ -870,19 +800,16 @@ struct Controller::State {
           log("the memory daemon exited; the server cannot go on");
           failure = "the memory daemon exited";
           all_ready = false;
-          stopping = true;
+          stop_serving("the memory daemon exited");
           // Wakes `psw serve`'s main thread, which waits for SIGTERM (server.cpp), so that the
           // server stops instead of answering UNAVAILABLE forever.
           ::kill(::getpid(), SIGTERM);
-          for (auto& p : queue) fail(p, ServiceError::Code::Unavailable, "the memory daemon exited");
-          queue.clear();
-          if (inflight) fail(inflight, ServiceError::Code::Unavailable, "the memory daemon exited");
-          inflight.reset();
           return;
         }
         for (std::size_t k = 2; k < fds.size(); ++k) {
           if (fds[k].revents == 0) continue;
           const int id = ids[k - 2];
+          if (workers[static_cast<std::size_t>(id)].socket.get() != fds[k].fd) continue;  // replaced meanwhile
           std::optional<Message> m;
           try {
             m = receive_message(workers[static_cast<std::size_t>(id)].socket.get(), nullptr, 0);
@@ -890,14 +817,14 @@ struct Controller::State {
             m.reset();
           }
           if (!m) {
-            replace_worker(id, "exited", ServiceError::Code::Unavailable);
+            lost(id, ServiceError::Code::Unavailable, "exited");
           } else {
             on_message(id, *m);
           }
         }
       }
       watchdog();
-      schedule();
+      update_standby_workers();
     }
   }
 };
@@ -921,6 +848,13 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
   if (!s.wakeup) throw Error("eventfd failed");
   s.log("starting the memory daemon");
   s.start_daemon();
+  s.policy.emplace(policy_config(config, s.model_bytes));
+  if (!s.options.decisions.empty()) {
+    s.decisions.open(s.options.decisions, std::ios::out | std::ios::trunc);
+    if (!s.decisions) throw InputError("--decisions " + s.options.decisions.string() + ": cannot write it");
+    s.decisions << decision_header_line(s.policy->config());
+    s.decisions.flush();
+  }
   s.control = SharedSegment::create("control", sizeof(WorkerControl) * kMaxWorkers);
   s.workers.resize(static_cast<std::size_t>(config.workers));
   for (int id = 0; id < config.workers; ++id) {
@@ -935,11 +869,16 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     const Message m = s.expect(w.socket.get(), MessageType::Hello, "worker " + std::to_string(w.id), 60'000);
     (void)m;
   }
-  for (auto& w : s.workers) {
-    s.worker_ready(w, s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000));
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& w : s.workers) {
+      s.worker_ready(w, s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000));
+    }
+    s.all_ready = true;
+    if (config.training && config.training->autostart) {
+      s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested});
+    }
   }
-  s.all_ready = true;
-  if (config.training && config.training->autostart) s.training_wanted = true;
   s.log("ready");
   s.scheduler = std::thread([&s] { s.loop(); });
 }
@@ -952,14 +891,8 @@ void Controller::shutdown() {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.stopping && !s.scheduler.joinable() && s.daemon_pid < 0) return;
     s.stopping = true;
-    for (auto& p : s.queue) s.fail(p, ServiceError::Code::Unavailable, "the server is shutting down");
-    s.queue.clear();
-    if (s.inflight) s.fail(s.inflight, ServiceError::Code::Unavailable, "the server is shutting down");
-    s.inflight.reset();
     // A training worker (running or paused) abandons its step at its next layer boundary.
-    for (std::size_t i = 0; i < s.workers.size() && s.control.data() != nullptr; ++i) {
-      reinterpret_cast<WorkerControl*>(s.control.data())[i].stop.store(kStopAbort);
-    }
+    if (s.policy && s.control.data() != nullptr) s.stop_serving("the server is shutting down");
   }
   s.wake();
   if (s.scheduler.joinable()) s.scheduler.join();
@@ -1092,16 +1025,18 @@ InferResponse Controller::infer(const InferRequest& request) {
     if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
     ++s.stats.requests;
     p->id = s.next_request_id++;
-    s.queue.push_back(p);
+    s.pending.emplace(p->id, p);
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestArrived, .request = p->id, .model = p->model});
   }
-  s.wake();
   // The watchdog answers within request_timeout of the worker starting it; the queue ahead
   // may add as much again per request, so this bound only catches a controller bug.
   const auto limit = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
   if (reply.wait_for(limit) != std::future_status::ready) {
     std::lock_guard<std::mutex> lock(s.mutex);
     // The request's input is ours only until we return (Pending::input).
-    s.queue.erase(std::remove(s.queue.begin(), s.queue.end(), p), s.queue.end());
+    if (s.policy->inflight() != p->id && s.pending.erase(p->id) != 0) {
+      s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestWithdrawn, .request = p->id});
+    }
     if (reply.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
       throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
     }
@@ -1119,15 +1054,14 @@ TrainingStatus Controller::training_status(const std::string& model) {
                                                          s.options.config.training->model + ")");
   }
   status.model = s.options.config.training->model;
-  status.running = s.training_worker >= 0 && !s.training_stopping &&
-                   s.workers[static_cast<std::size_t>(s.training_worker)].state == WorkerState::Training;
+  status.running = s.policy->training_running();
   status.completed_steps = s.training_header->completed_steps;
   status.target_steps = s.training_target;
   // Stopped by a client only once its worker has let go of the job: from then on the state in
   // the daemon's segment is final, which is what a client waiting for `stopped` wants to read.
-  status.stopped = (s.training_stopped_by_client && s.training_worker < 0) ||
+  status.stopped = (s.training_stopped_by_client && s.policy->training_worker() < 0) ||
                    (s.training_target > 0 && status.completed_steps >= s.training_target);
-  status.active = s.training_wanted && !status.stopped;
+  status.active = s.policy->training_wanted() && !status.stopped;
   status.preemptions = s.stats.preemptions;
   status.held_ns = s.training_held_ns(monotonic_ns());
   status.last_loss = s.training_header->last_loss;
@@ -1143,11 +1077,10 @@ TrainingStatus Controller::start_training(const std::string& model, std::int64_t
   training_status(model);  // checks the name
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.training_wanted = true;
     s.training_stopped_by_client = false;
     s.training_target = steps == 0 ? 0 : s.training_header->completed_steps + steps;
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested, .steps = s.training_target});
   }
-  s.wake();
   return training_status(model);
 }
 
@@ -1156,12 +1089,10 @@ TrainingStatus Controller::stop_training(const std::string& model) {
   training_status(model);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.training_wanted = false;
     s.training_stopped_by_client = true;
     s.end_hold(monotonic_ns());  // from here on the client's stop, not a request's hold
-    if (s.training_worker >= 0) s.stop_training(0);  // running, stopping or paused: abandon
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStopRequested});  // running, stopping or paused: abandon
   }
-  s.wake();
   return training_status(model);
 }
 
@@ -1349,12 +1280,14 @@ std::string Controller::metrics_text() {
       out << "psw_request_phase_seconds{phase=\"" << kRequestPhaseNames[k] << "\",quantile=\"" << q << "\"} " << value << "\n";
     }
   }
-  gauge("psw_resident_models", "Models whose parameters are on the device.", static_cast<std::int64_t>(s.resident.size()));
+  gauge("psw_resident_models", "Models whose parameters are on the device.",
+        static_cast<std::int64_t>(s.policy->resident().size()));
   // Note [Processes a server starts with] (sim/src/gpu_server.cpp): what psw load reads when its
   // clock starts, for the simulator to start where the server stood.
   gauge("psw_fresh_standby_workers", "Workers ready that have run no task since their process started.",
-        std::count_if(s.workers.begin(), s.workers.end(),
-                      [](const Worker& w) { return w.state == WorkerState::Standby && !w.used; }));
+        std::count_if(s.workers.begin(), s.workers.end(), [&s](const Worker& w) {
+          return s.policy->worker_state(w.id) == WorkerState::Standby && !s.policy->worker_used(w.id);
+        }));
   std::int64_t device = 0;
   std::int64_t host = 0;
   for (const auto& segment : s.daemon_segments) host += static_cast<std::int64_t>(segment.size());

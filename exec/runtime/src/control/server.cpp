@@ -94,7 +94,8 @@ int run_server(const ServerOptions& options) {
     metrics = std::make_unique<MetricsHttpServer>([&front] { return front.metrics_text(); }, options.metrics_address);
     log("metrics on " + metrics->url());
   }
-  ControllerOptions controller_options{options.config, options.backend, options.exec_path, options.log};
+  ControllerOptions controller_options{options.config, options.backend, options.exec_path, options.log,
+                                       options.decisions_path};
   std::unique_ptr<Controller> controller;
   try {
     controller = std::make_unique<Controller>(controller_options);

@@ -10,11 +10,12 @@
 //                                  (device regions, packed         worker 1 (standby)
 //                                   parameters, training state)
 //
-// Note [Scheduling]: FIFO, inference before training (SchedulingPolicy, common/). A request
-// goes to a standby worker at once; if training runs, its worker is told to stop at its next
-// layer boundary at the same moment (the regions are disjoint, so the new model's transfer
-// overlaps the training's last layer). Training resumes, from its last completed step, on a
-// standby worker once the queue is empty.
+// Note [Scheduling]: FIFO, inference before training (ServerPolicy, common/server_policy.hpp,
+// which makes every decision; the controller turns what it observes into the policy's events and
+// carries out its actions). A request goes to a standby worker at once; if training runs, its
+// worker is told to stop at its next layer boundary at the same moment (the regions are disjoint,
+// so the new model's transfer overlaps the training's last layer). Training resumes, from its last
+// completed step, on a standby worker once the queue is empty.
 //
 // Note [Faults]: a worker that exits, or does not answer a request within the config's
 // request_timeout (the watchdog), is killed and replaced; the request it held is answered
@@ -41,6 +42,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,6 +60,9 @@ struct ControllerOptions {
   std::string backend = "host";
   std::string exec_path;  // psw-exec
   std::function<void(const std::string&)> log;  // progress lines (startup, restarts); may be empty
+  // Note [Decision log] (server_policy.hpp): where to write every event with its actions, as
+  // JSON lines; empty: nowhere.
+  std::filesystem::path decisions;
 };
 
 // What the controller has measured since it started (tests and results read these).
