@@ -147,11 +147,20 @@ gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1; }  # p
 sock_dir=$(mktemp -d)
 sock="$sock_dir/psw.sock"
 server=
+# Note [Decision log]: every server of a call logs its decisions beside its log
+# (serve-NAME.decisions.jsonl); once it has stopped, psw replay-decisions feeds them to the
+# scheduling policy, and its verdict (events, actions, the first action that differs if any) goes
+# to serve-NAME.replay.json (scripts/decisions_table.py tabulates them).
 stop_server() {
   if [[ -n $server ]]; then
     kill -TERM "$server" 2>/dev/null || true
     wait "$server" 2>/dev/null || true
     server=
+    if [[ -n ${server_decisions:-} && -f $server_decisions ]]; then
+      "$psw" replay-decisions --format json "$server_decisions" > "${server_decisions%.decisions.jsonl}.replay.json" ||
+        echo "!! $(basename "$server_decisions"): the server's decisions differ from the policy's"
+    fi
+    server_decisions=
   fi
 }
 # The server config every part starts from: configs/serve/h200.yaml, or a copy beside it (so that
@@ -181,7 +190,8 @@ trap 'stop_server; rm -rf "$sock_dir"; rm -f "$root/configs/serve/.gpu-serve-h20
 start_server() {  # CONFIG LOG [psw serve options]
   local config=$1 log=$2
   shift 2
-  (cd "$root" && "$psw" serve --backend cuda --config "$config" --socket "$sock" "$@") 2> "$log" &
+  server_decisions=${log%.log}.decisions.jsonl
+  (cd "$root" && "$psw" serve --backend cuda --config "$config" --socket "$sock" --decisions "$server_decisions" "$@") 2> "$log" &
   server=$!
   for _ in $(seq 1 600); do
     if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then return 0; fi

@@ -38,6 +38,14 @@ endforeach()
 psw_cli_test(plan_table 0 "overhead" plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/t4-pcie3-x8.yaml)
 psw_cli_test(compare 0 "bert_base" compare --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/h200-pcie5.yaml)
 psw_cli_test(synth 0 "synthetic_transformer" synth --kind transformer --blocks 2)
+# Note [Decision log]: psw replay-decisions on a log the policy decides otherwise (exit 3, the
+# line named) and on bad logs (exit 2, the file and line named).
+psw_cli_test(replay_decisions.differs 3 "differs.jsonl:4: after 2 identical events"
+             replay-decisions ${CMAKE_CURRENT_SOURCE_DIR}/data/decisions/differs.jsonl)
+psw_cli_test(replay_decisions.bad_kind 2 "bad-kind.jsonl:3: 'kind' is 'worker_teleported', expected one of"
+             replay-decisions ${CMAKE_CURRENT_SOURCE_DIR}/data/decisions/bad-kind.jsonl)
+psw_cli_test(replay_decisions.missing 2 "no-such.jsonl: cannot read the decision log"
+             replay-decisions ${CMAKE_CURRENT_SOURCE_DIR}/data/decisions/no-such.jsonl)
 
 # Bad arguments: exit code 2 and one message naming the problem.
 psw_cli_test(no_subcommand 2 "subcommand")

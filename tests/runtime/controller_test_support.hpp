@@ -21,6 +21,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/common/server_policy.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
@@ -42,14 +43,44 @@ inline ServeConfig write_config(const std::string& name, const std::string& body
   return load_serve_config(dir / "serve.yaml");
 }
 
-inline std::unique_ptr<Controller> start(const ServeConfig& config, const std::string& backend = "host") {
+// Note [Decision log]: every controller a test starts logs its decisions, and when the test is
+// done with it (the controller shut down) the log must replay through the scheduling policy
+// without a difference: whatever the test did (faults, kills, preemptions), the server decided
+// what the policy decides.
+struct ReplayedShutdown {
+  std::filesystem::path decisions;
+  void operator()(Controller* controller) const {
+    delete controller;
+    if (decisions.empty()) return;
+    const DecisionReplay replay = replay_decision_file(decisions);
+    EXPECT_TRUE(replay.identical) << describe_difference(replay);
+    EXPECT_GT(replay.events, 0) << decisions;
+    std::filesystem::remove(decisions);
+  }
+};
+using ControllerUnderTest = std::unique_ptr<Controller, ReplayedShutdown>;
+
+inline std::filesystem::path fresh_decisions_path() {
+  static int count = 0;
+  return std::filesystem::temp_directory_path() /
+         ("psw-decisions-" + std::to_string(::getpid()) + "-" + std::to_string(++count) + ".jsonl");
+}
+
+inline ControllerUnderTest start(const ServeConfig& config, const std::string& backend = "host") {
   ControllerOptions options;
   options.config = config;
   options.backend = backend;
   options.exec_path = PSW_EXEC_PATH;
+  options.decisions = fresh_decisions_path();
   // PSW_TEST_LOG=1 prints the controller's log (workers started, replaced, ...) while debugging a test.
   if (std::getenv("PSW_TEST_LOG")) options.log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); };
-  return std::make_unique<Controller>(options);
+  ReplayedShutdown deleter{options.decisions};
+  try {
+    return ControllerUnderTest(new Controller(options), deleter);
+  } catch (...) {
+    std::filesystem::remove(options.decisions);
+    throw;
+  }
 }
 
 // A decoder's served profile: its layers from the live model, times made up (only the

@@ -13,7 +13,7 @@ trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
 config=tests/data/sim/load-periodic.yaml
 "$psw" sim --config "$config" --out "$work/sim" > /dev/null
-start_ready_server
+start_ready_server --decisions "$work/decisions.jsonl"
 "$psw" load --config "$config" --socket "$sock" --out "$work/load" > "$work/load.txt" 2> "$work/load.err" \
   || { cat "$work/load.txt" "$work/load.err"; echo "FAIL: psw load"; exit 1; }
 test -f "$work/load/config.resolved.yaml" || { echo "FAIL: no config.resolved.yaml"; exit 1; }
@@ -315,4 +315,35 @@ rc=$?
 set -e
 test "$rc" = 2 && grep -q "validation-serving: measured under pipeswitch, but .* simulates ready" "$work/refused-again.err" \
   || { cat "$work/refused-again.err"; echo "FAIL: validate --measured of another mechanism: exit $rc"; exit 1; }
+# Note [Decision log]: everything the server decided in this test, replayed through the scheduling
+# policy after its shutdown (SIGTERM), without a difference; a log whose server sent a request to
+# another worker than the policy would is refused (exit 3) naming the line.
+kill -TERM "$server"
+wait "$server" || true
+server=""
+"$psw" replay-decisions "$work/decisions.jsonl" > "$work/replay.txt" 2>&1 \
+  || { cat "$work/replay.txt"; echo "FAIL: the server's decisions differ from the policy's"; exit 1; }
+grep -q "the policy decides every one as the server did" "$work/replay.txt" || { cat "$work/replay.txt"; exit 1; }
+/usr/bin/python3 - "$work/decisions.jsonl" "$work/tampered.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert json.loads(lines[0])["policy"]["mechanism"] == "pipeswitch", lines[0]
+kinds = [a["kind"] for line in lines[1:] for a in json.loads(line)["actions"]]
+assert kinds.count("dispatch") >= 20 and "stop_training" in kinds and "start_training" in kinds, kinds
+for n, line in enumerate(lines[1:], start=2):
+    record = json.loads(line)
+    dispatch = [a for a in record["actions"] if a["kind"] == "dispatch"]
+    if dispatch:
+        dispatch[0]["worker"] = 1 - dispatch[0]["worker"]
+        lines[n - 1] = json.dumps(record)
+        break
+open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+print(n)
+PY
+set +e
+"$psw" replay-decisions "$work/tampered.jsonl" > "$work/tampered.txt" 2>&1
+rc=$?
+set -e
+test "$rc" = 3 && grep -q "tampered.jsonl:[0-9]*: after [0-9]* identical events" "$work/tampered.txt" \
+  || { cat "$work/tampered.txt"; echo "FAIL: a tampered decision log: exit $rc"; exit 1; }
 echo "PASS"

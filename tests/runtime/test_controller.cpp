@@ -297,6 +297,56 @@ training:
 INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerBesideTraining, ::testing::Values("mps", "time-sliced"),
                          mechanism_test_name);
 
+// Note [Server policy]: the mechanisms no other test here serves, each beside a training job
+// that requests preempt. Every controller's decision log replays without a difference
+// (ReplayedShutdown); here the log also shows the mechanism's own decisions: a fresh process per
+// task under two processes, a pause in place under PipeSwitch's variants, and nothing resident
+// dropped under ready.
+class ControllerDecisions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ControllerDecisions, ServesBesideTrainingAsThePolicyDecides) {
+  const std::string mechanism = GetParam();
+  const ServeConfig config = write_config("decisions-" + mechanism, "mechanism: " + mechanism + R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 1
+  autostart: true
+)");
+  auto controller = start(config);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    // Wait for the job to run again, so that the next request preempts it.
+    ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  }
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.preemptions, 3);
+  EXPECT_EQ(stats.failed_requests, 0);
+  if (traits(config.mechanism).process == ProcessModel::FreshProcess) {
+    EXPECT_EQ(stats.preemptions_abandoning_step, 3);  // a new process per task
+    EXPECT_GE(stats.worker_kills, 3);
+  } else {
+    EXPECT_EQ(stats.preemptions_abandoning_step, 0);  // paused in place beside the standby worker
+  }
+  // Ready keeps the model once loaded; the others transfer every time (cache off).
+  EXPECT_EQ(stats.transfers, config.mechanism == Mechanism::Ready ? 1 : 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerDecisions,
+                         ::testing::Values("ready", "two-processes", "per-layer-pipeline", "grouped-transmission",
+                                           "no-memory-management", "no-pinned-memory"),
+                         mechanism_test_name);
+
 // One process: training and inference take turns in one worker; a request abandons the
 // training's step (there is no other worker to pause for), which resumes from its last one.
 TEST(Controller, OneProcessTakesTurnsInOneWorker) {
