@@ -244,6 +244,27 @@ session28=$runs/raw-serve-2026-12-04-replay-azure2019-shm/validation
   --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30-shm-b.yaml"
 profile=$root/results/profiles/serving-h200-from-rate30-shm-b.yaml
 revalidate "$experiments/replay-azure2019.yaml" "$session28/replay-azure2019" replay-azure2019-shm-from-rate30-shm-b
+# 12. The runs of 2026-12-04 18:38-18:49 UTC, one machine, psw serve driven by the scheduling
+# policy (Note [Server policy]; every server's decisions logged and replayed without a
+# difference: results/gpu/2026-12-04-h200-decisions.md): Figure 5's four mechanisms and a 180 s
+# Functions replay, with inputs in shared memory, simulated with the request path of the same
+# machine's calibrate-load (the third of its calls; the figures' own call simulated with
+# serving-h200-from-rate30-shm-b, another machine's).
+decisions=$runs/raw-serve-2026-12-04-decisions-replay/validation
+"$psw" profile-serving --from-load "$decisions/calibrate-load/measured/requests.csv" \
+  --training-from-validation "$decisions/calibrate-load" --training-model resnet152 --name h200-from-rate30-shm-c \
+  --device "NVIDIA H200" --out "$root/results/profiles/serving-h200-from-rate30-shm-c.yaml"
+profile=$root/results/profiles/serving-h200-from-rate30-shm-c.yaml
+revalidate "$experiments/replay-azure2019.yaml" "$decisions/replay-azure2019" replay-azure2019-shm-c-from-rate30-shm-c \
+  "s/^  minutes: .*/  minutes: 3/"
+for mechanism in ready pipeswitch mps stop-and-start; do
+  edit=
+  [[ $mechanism != stop-and-start ]] || edit="s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/"
+  configure "$experiments/h200-figures.yaml" "$mechanism" "$experiments/.figures-$mechanism.yaml" "$edit"
+  "$psw" validate --config "$experiments/.figures-$mechanism.yaml" \
+    --measured "$runs/raw-serve-2026-12-04-decisions-fig5/validation/figures-$mechanism" \
+    --out "$out/figures-$mechanism-decisions-from-rate30-shm-c"
+done
 # Where the simulator of these comparisons ran (the measurements' machine is in each run's
 # results/gpu/raw-serve-*/environment.md).
 bash "$root/scripts/environment.sh" > "$out/from-load-environment.md"

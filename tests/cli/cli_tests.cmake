@@ -46,6 +46,8 @@ psw_cli_test(replay_decisions.bad_kind 2 "bad-kind.jsonl:3: 'kind' is 'worker_te
              replay-decisions ${CMAKE_CURRENT_SOURCE_DIR}/data/decisions/bad-kind.jsonl)
 psw_cli_test(replay_decisions.missing 2 "no-such.jsonl: cannot read the decision log"
              replay-decisions ${CMAKE_CURRENT_SOURCE_DIR}/data/decisions/no-such.jsonl)
+psw_cli_script_test(replay_decisions.recorded_h200 120
+                    "bash tests/cli/replay_recorded_decisions.sh $<TARGET_FILE:psw>")
 
 # Bad arguments: exit code 2 and one message naming the problem.
 psw_cli_test(no_subcommand 2 "subcommand")
