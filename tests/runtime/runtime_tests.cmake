@@ -62,6 +62,9 @@ if(PSW_HAVE_EXEC)
                --metrics-listen 0.0.0.0:9464)
   psw_cli_test(serve.unknown_backend 2 "unknown --backend 'tpu'" serve --backend tpu
                --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml)
+  psw_cli_test(serve.decisions_unwritable 2 "--decisions /nonexistent-psw-dir/d.jsonl: cannot write it" serve
+               --backend host --config ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml
+               --socket /tmp/psw-test-decisions-unwritable/psw.sock --decisions /nonexistent-psw-dir/d.jsonl)
 endif()
 # Bad serve configs: the first line of each says what the error must match.
 file(GLOB PSW_BAD_SERVE ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-serve/*.yaml)

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -846,12 +847,17 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
   for (const auto& m : config.models) s.infos.push_back(served_model_info(m));
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wakeup) throw Error("eventfd failed");
+  // Before any process starts: a log that cannot be written is the user's error, said at once.
+  if (!s.options.decisions.empty()) {
+    s.decisions.open(s.options.decisions, std::ios::out | std::ios::trunc);
+    if (!s.decisions) {
+      throw InputError("--decisions " + s.options.decisions.string() + ": cannot write it (" + std::strerror(errno) + ")");
+    }
+  }
   s.log("starting the memory daemon");
   s.start_daemon();
   s.policy.emplace(policy_config(config, s.model_bytes));
-  if (!s.options.decisions.empty()) {
-    s.decisions.open(s.options.decisions, std::ios::out | std::ios::trunc);
-    if (!s.decisions) throw InputError("--decisions " + s.options.decisions.string() + ": cannot write it");
+  if (s.decisions.is_open()) {
     s.decisions << decision_header_line(s.policy->config());
     s.decisions.flush();
   }
