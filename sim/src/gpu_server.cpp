@@ -284,7 +284,8 @@ class GpuServer {
     //   alone would, as the H200 profile's MPS slowdowns say they do (inference at 1/1.37 of
     //   its speed beside training at 1/1.5 of its own: 1.40 while both run). The simulator
     //   once reported this sum clamped to 1 as gpu_busy_fraction, which hid both.
-    const double busy = makespan_s > 0 ? (inference_alone_.seconds() + training_ran_.seconds()) / makespan_s : 0.0;
+    // Summed in integer ns first: where the pieces fill the makespan the ratio is exactly 1.
+    const double busy = makespan_s > 0 ? (inference_alone_ + training_ran_).seconds() / makespan_s : 0.0;
     const double work = makespan_s > 0 ? (inference_busy_.seconds() + training_lost_.seconds() +
                                           (training_ ? training_->progress().seconds() : 0.0)) / makespan_s
                                        : 0.0;
