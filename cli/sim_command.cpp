@@ -49,7 +49,9 @@ void print_summary(const nlohmann::json& s) {
               l.at("p99_ms").get<double>(), l.at("p999_ms").get<double>(), l.at("max_ms").get<double>());
   std::printf("%-22s %.4f\n", "SLO attainment", s.at("slo_attainment").get<double>());
   std::printf("%-22s %.3f req/s\n", "throughput", s.at("throughput_rps").get<double>());
-  std::printf("%-22s %.4f\n", "GPU busy fraction", s.at("gpu_busy_fraction").get<double>());
+  // Note [GPU busy and GPU work] in sim/src/gpu_server.cpp: time with work, and the work done.
+  std::printf("%-22s %.4f (work %.4f per second)\n", "GPU busy fraction", s.at("gpu_busy_fraction").get<double>(),
+              s.at("gpu_work_fraction").get<double>());
   std::printf("%-22s %lld (%.3f/s)\n", "training iterations",
               static_cast<long long>(s.at("training_iterations").get<std::int64_t>()),
               s.at("training_iterations_per_s").get<double>());

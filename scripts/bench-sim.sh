@@ -44,7 +44,7 @@ median5() {
   echo "# Simulator performance"
   echo
   echo "Produced by \`scripts/bench-sim.sh\`; do not edit by hand. One core (\`taskset -c 0\`)."
-  echo "Targets (issue 3): at least 10 million events per second; a full day of the Azure"
+  echo "The simulator's targets: at least 10 million events per second; a full day of the Azure"
   echo "Functions 2019 sample (about 13 million requests) replayed with PipeSwitch in under 30 s;"
   echo "memory flat in the number of requests (no growth above the floor measured below)."
   echo

@@ -147,8 +147,8 @@ def main(argv):
     print("`results/profiles/h200-calibrated.yaml`, which is then validated with `psw validate --measured` on")
     print("runs no fit saw, with the profile before and after calibration. Errors are (simulated - measured) /")
     print("measured; engine = the input on the device to the forward's end, latency = the client's; the")
-    print("tolerance is issue 9's (5%; 15% for MPS, time-sliced and unified memory). Each run is simulated with")
-    print("the request path calibrated in its own session.\n")
+    print("tolerance is `psw validate`'s (5%; 15% for MPS, time-sliced and unified memory). Each run is simulated")
+    print("with the request path calibrated on the same machine as the run, in the same device call.\n")
     notes = []
     with open(profile) as f:
         for line in f:

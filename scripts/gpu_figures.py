@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402  (the figures' mechanisms, labels, colours and the artifact's numbers)
 
 BAR_FIGURES = ["fig5", "fig7", "fig8", "fig9"]
-# The paper's mechanisms per figure, and in Figure 5 today's baseline beside them (issue 9): the
+# The paper's mechanisms per figure, and in Figure 5 today's baseline beside them: the
 # model resident next to training, the GPU time-sliced between the two processes.
 FIGURE_MECHS = dict(plot.FIGURE_MECHS, fig5=plot.FIGURE_MECHS["fig5"] + ["time-sliced"])
 MECH_LABEL = dict(plot.MECH_LABEL, **{"time-sliced": "Time-sliced (resident)"})
@@ -303,7 +303,7 @@ def main(argv):
         f"Latency is the client's (gRPC over the Unix socket, {inputs_of(raws)}).",
         "The artifact's numbers are the authors' V100 re-run (client-measured, PAPER.md §10), not this",
         "hardware. Error = (simulated - measured) / measured, as `psw validate` writes it; the tolerance is",
-        "issue 9's (5%, 15% for MPS, time-sliced and unified memory).",
+        "`psw validate`'s (5%, 15% for MPS, time-sliced and unified memory; `sim/include/psw/sim/validation.hpp`).",
         "",
     ]
     if args.resimulated is not None:

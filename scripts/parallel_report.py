@@ -41,7 +41,7 @@ def main():
 
     lines = [
         "<!-- produced by scripts/parallel_report.py; do not edit -->",
-        "# Parallel transmission through peer GPUs, simulated (issue 10)",
+        "# Parallel transmission through peer GPUs, simulated",
         "",
         "*Produced by `scripts/parallel_report.py` (run by `scripts/run-parallel.sh`); do not edit by hand.*",
         "",
@@ -50,7 +50,7 @@ def main():
         "54.3 GB/s host link; Note [Parallel paths] in `common/include/psw/common/hardware_profile.hpp`), in the "
         "paper's switching experiment (`configs/experiments/parallel-base.yaml`, as `switch-base.yaml`: ResNet-152 training owns the GPU, "
         "one inference request every 25 s, 10 requests). Sweep: `configs/experiments/parallel-gpus.yaml`; one "
-        "row per point in `sweep.csv`. Only the 1- and 2-GPU links were measured (issue 10's probe); 4 and 8 GPUs "
+        "row per point in `sweep.csv`. Only the 1- and 2-GPU links were measured (a quick probe on a lent two-H200 machine); 4 and 8 GPUs "
         "assume more GPUs like them, each with its own host link, the helpers sharing the target's NVLink ingress "
         "evenly (`peer_ingress_bandwidth_bytes_per_s`: the measured pair rate, 360 GB/s, so 51 GB/s per helper at "
         "8 GPUs). One GPU is PipeSwitch exactly.",
@@ -59,7 +59,7 @@ def main():
         "the inference), ms.",
         "- **switch**: the plan's timeline total with the GPU free at once (transfer and compute of the switched-in "
         "model); **bound**: the multi-link pipeline bound (`parallel_pipeline_bound`: every path at once, the least "
-        "fixed cost); **÷ bound**: switch over bound (issue 10's target on two GPUs: at most 1.10); **× 1 GPU**: "
+        "fixed cost); **÷ bound**: switch over bound (the target on two GPUs: at most 1.10); **× 1 GPU**: "
         "switch over the one-GPU switch.",
         "- **via helpers**: the share of the model's bytes that the plan sends through helper GPUs.",
         "- **helpers training**: every helper runs its own training job and forwards at "
@@ -68,7 +68,7 @@ def main():
         "At batch 8 (the shipped analytic profiles) ResNet-152 and Inception-v3 are compute-bound on one H200: "
         "one GPU's switch is already within 0.5% of its bound, and helpers can only shorten the first groups' "
         "arrival. BERT-base's copy (8.1 ms) exceeds its compute (7.1 ms), so a second GPU takes about a millisecond "
-        "off, and more GPUs bring it toward its compute. A transfer-bound switch (issue 10: at most 0.55 x one link "
+        "off, and more GPUs bring it toward its compute. A transfer-bound switch (the target: at most 0.55 x one link "
         "on two GPUs) is checked by `ParallelPlanner.TransferBoundSwitchOnTwoH200s` in "
         "`tests/common/test_parallel.cpp` (BERT-base's bytes, its compute divided by 50).",
         "",

@@ -107,6 +107,52 @@ def load_yaml_map(path):
     return root
 
 
+def mps_contention(hw):
+    """The (training model, training batch) pairs of a hardware profile's `mps.contention` points,
+    in the profile's order (flow mappings, one a line, which load_yaml_map skips)."""
+    pairs = []
+    path = os.path.join(ROOT, "configs", "hardware", hw + ".yaml")
+    if not os.path.exists(path):
+        return pairs
+    with open(path) as f:
+        for line in f:
+            if "inference_model:" not in line:
+                continue
+            m = re.search(r"training_model:\s*([A-Za-z0-9_.\-]+).*training_batch:\s*(\d+)", line)
+            if m and (m.group(1), int(m.group(2))) not in pairs:
+                pairs.append((m.group(1), int(m.group(2))))
+    return pairs
+
+
+def contention_sentence():
+    """What the profiles' measured MPS contention points are beside, from the profiles."""
+    parts = []
+    for hw in HARDWARE:
+        pairs = mps_contention(hw)
+        if not pairs:
+            continue
+        batches = {}
+        for model, batch in pairs:
+            batches.setdefault(model, []).append(batch)
+        groups = []  # training models with the same batches, in the profile's order
+        for model, bs in batches.items():
+            key = sorted(bs)
+            for g in groups:
+                if g[1] == key:
+                    g[0].append(model)
+                    break
+            else:
+                groups.append(([model], key))
+        def words(items):
+            return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+        beside = ["beside %s training at batch %s" % (words([MODEL_LABEL.get(m, m) for m in models]),
+                                                     words([str(b) for b in key])) for models, key in groups]
+        parts.append(" The %s profile also has measured points per inference model %s (`mps.contention` in "
+                     "`configs/hardware/%s.yaml`, Note [MPS contention]), which replace its factor for those "
+                     "jobs." % (HARDWARE_SHORT.get(hw, hw), ", and ".join(beside), hw))
+    return "".join(parts)
+
+
 def hardware_profiles():
     out = {}
     for hw in HARDWARE:
@@ -254,9 +300,10 @@ def sec_setup(d, profiles, plan_ok, groups, base):
         "inference requests (batches of 8) completed inside an inference phase ÷ (rounds × cycle), the total "
         "length of the inference phases. A request that completes between phases (during training) does not "
         "count. This is the artifact's definition: inferences completed within the inference cycle ÷ the "
-        "cycle length. One difference remains: a request counts in whichever inference phase it completes "
-        "in, so a switch begun in one phase that ends inside a later one counts there (stop-and-start at 2 s, "
-        "below)." % base["rounds"])
+        "cycle length. Only a request answered by the end of its own inference phase (the one it was issued "
+        "in) counts (`phase_end_of` and `completed_in_phase_` in `sim/src/gpu_server.cpp`): a switch begun in "
+        "one phase that ends inside a later one counts in no phase, and that request issues no next one "
+        "(stop-and-start, below)." % base["rounds"])
     lines.append(
         "- **What latency means here.** Simulated latency runs from the request's arrival at the controller "
         "to its reply: queueing, stopping training, the switch (process/context start, memory allocation, "
@@ -302,9 +349,7 @@ def sec_setup(d, profiles, plan_ok, groups, base):
                  "processes). `MPS inference` is the factor the simulator multiplies the inference time by under "
                  "MPS while a training job shares the GPU (`mps.inference_slowdown_percent` / 100, so 550 means "
                  "×5.5, a 450% slowdown; Note [MPS slowdown] in `sim/src/mechanism.cpp`); with no training "
-                 "resident an MPS inference runs at Ready speed. The H200 profile also has measured points per "
-                 "inference model beside ResNet-152 training at batch 2, 8 and 32 (`mps.contention`, Note [MPS "
-                 "contention]), which replace its factor for that job. Every number carries its source in "
+                 "resident an MPS inference runs at Ready speed." + contention_sentence() + " Every number carries its source in "
                  "`configs/hardware/*.yaml`. The H200 profile is `results/profiles/h200-calibrated.yaml` "
                  "(adopted by `scripts/adopt-profiles.sh`): its links as `psw profile --link` measured them on the "
                  "lent H200, the costs that `scripts/calibrate-h200.sh` fitted to the server's recorded runs "
@@ -611,11 +656,12 @@ def sec_fig6(d):
     if zero:
         text += " Zero at %s, as in the artifact." % ", ".join("%g s" % (c / 1000) for c in zero)
     if spill:
-        text += (" Not zero at %s although the switch is longer than the cycle: a request counts in whichever "
-                 "inference phase it completes in, and the switch begun at the start of one phase ends inside a "
-                 "later one (phases start every 2 × cycle), which counts that request and runs the rest of that "
-                 "phase back to back; requests arriving meanwhile queue behind the switch. The artifact "
-                 "reports 0 there." % ", ".join("%g s" % (c / 1000) for c in spill))
+        text += (" Not zero at %s although the switch is longer than the cycle: the switch begun at the start "
+                 "of one phase can end inside a later one (phases start every 2 × cycle). The request that began "
+                 "it is answered after its own phase and counts in none; the later phase's first request, queued "
+                 "behind the switch, runs resident once it ends and counts in its own phase, with the "
+                 "back-to-back requests it issues. The artifact reports 0 there." % ", ".join(
+                     "%g s" % (c / 1000) for c in spill))
     if fits:
         text += (" Where the switch fits in the cycle (%s) the simulation is higher (%s against %s) because its "
                  "switch and compute are shorter; mean latencies there (%s ms against %s) differ for the same "

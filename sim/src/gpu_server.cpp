@@ -266,8 +266,27 @@ class GpuServer {
       }
     }
     const double makespan_s = end_.seconds();
-    // Busy: requests' ready time, training kept, and training done then lost to a kill.
-    const double busy = makespan_s > 0 ? (inference_busy_.seconds() + training_lost_.seconds() +
+    // Note [GPU busy and GPU work]
+    // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    // Two figures, which differ where tasks share the GPU at once (MPS, time slicing):
+    // - gpu_busy_fraction: the share of the makespan in which the GPU had work. A request's
+    //   work is its ready run (its compute alone on a GPU that has it resident: switch
+    //   overheads, waits and the server's own steps are not work), counted only where no
+    //   training job ran beside it; the training job's is the time it ran (kept, or killed
+    //   with its iteration). The training job runs whenever it is not stopped, and under MPS
+    //   and time slicing it is never stopped, so the requests beside it add no time: the
+    //   pieces never overlap, each lies inside its own stretch of the makespan, and the
+    //   fraction is at most 1 by construction (not by a clamp).
+    // - gpu_work_fraction: the work done, each task's at its speed alone on the GPU (a
+    //   request's ready run, the training compute kept and lost), per second of makespan.
+    //   Where work runs one task at a time it equals gpu_busy_fraction; under MPS it is the
+    //   concurrent sum, and above 1 where the two tasks together get more done than either
+    //   alone would, as the H200 profile's MPS slowdowns say they do (inference at 1/1.37 of
+    //   its speed beside training at 1/1.5 of its own: 1.40 while both run). The simulator
+    //   once reported this sum clamped to 1 as gpu_busy_fraction, which hid both.
+    // Summed in integer ns first: where the pieces fill the makespan the ratio is exactly 1.
+    const double busy = makespan_s > 0 ? (inference_alone_ + training_ran_).seconds() / makespan_s : 0.0;
+    const double work = makespan_s > 0 ? (inference_busy_.seconds() + training_lost_.seconds() +
                                           (training_ ? training_->progress().seconds() : 0.0)) / makespan_s
                                        : 0.0;
     const double inference_time_s = config_.workload.kind == WorkloadKind::Cycles
@@ -290,7 +309,9 @@ class GpuServer {
                    inference_time_s
              : 0.0},
         {"makespan_s", makespan_s},
-        {"gpu_busy_fraction", std::min(1.0, busy)},
+        // Note [GPU busy and GPU work]
+        {"gpu_busy_fraction", busy},
+        {"gpu_work_fraction", work},
         {"training_iterations", training_ ? training_->iterations() : 0},
         {"training_iterations_per_s",
          training_ && makespan_s > 0 ? static_cast<double>(training_->iterations()) / makespan_s : 0.0},
@@ -385,10 +406,12 @@ class GpuServer {
     if (!training_) return;
     if (state_ == State::Training) {
       training_->advance(now - training_since_);
+      training_ran_ += now - training_since_;
       training_since_ = now;
     } else if (mechanism_.concurrent() && state_ == State::Inference) {
       const double rate = mechanism_.concurrent_training_rate();
       training_->advance(nanoseconds(static_cast<std::int64_t>(static_cast<double>((now - training_since_).ns()) * rate)));
+      training_ran_ += now - training_since_;  // beside the request, at its rate (Note [GPU busy and GPU work])
       training_since_ = now;
     }
   }
@@ -473,6 +496,7 @@ class GpuServer {
       if (!mechanism_.concurrent()) {
         if (mechanism_.stops_at_layer_boundary()) stop = training_->to_layer_boundary();
         training_->advance(stop);  // the current layer still completes
+        training_ran_ += stop;
         if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
         if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
         held_since_ = now + stop;  // Note [Training held] in the runtime's controller.cpp
@@ -537,13 +561,22 @@ class GpuServer {
     if (trace_) {
       const std::string& name = config_.models[request.model].name;
       if (now > request.arrival) trace_->slice("queued " + name, "queue", 3, request.arrival, now);
-      if (cost.switched) trace_->slice("switch in " + name, "switch", 2, now, startup);
+      // Note [Waits in the trace]
+      // ~~~~~~~~~~~~~~~~~~~~~~~~~
+      // A wait for a standby worker (one still cleaning up, Note [Cleanup in psw serve]) is its
+      // own slice on the queue track, from the dispatch to the worker being standby; the switch
+      // begins then. The trace once drew the wait inside the switch slice, so a switch of a few
+      // microseconds showed as one of the whole wait. requests.csv keeps both in dispatch_ns to
+      // startup_ns (docs/simulator.md), and summary.json counts the waits as standby_waits.
+      if (wait > Duration::zero()) trace_->slice("wait for a standby worker " + name, "queue", 3, now, now + wait);
+      if (cost.switched) trace_->slice("switch in " + name, "switch", 2, now + wait, startup);
       trace_->slice((task == Task::Inference ? "infer " : "train ") + name, "compute", 1, startup, finish);
     }
     const Duration engine_from = now + wait + cost.worker_ready;
-    sim_.schedule_at(finish, kCompletion, [this, request, now, startup, engine_from, switched = cost.switched] {
-      complete(request, now, startup, engine_from, switched);
-    });
+    sim_.schedule_at(finish, kCompletion,
+                     [this, request, now, startup, engine_from, switched = cost.switched, beside_training] {
+                       complete(request, now, startup, engine_from, switched, beside_training);
+                     });
   }
 
   // PipeSwitch's active-standby workers: the switch needs a standby worker; the worker of
@@ -627,7 +660,9 @@ class GpuServer {
   }
 
   // `engine_from`: when the engine's clock starts (a standby worker or a fresh process taking it).
-  void complete(const Request& request, Duration dispatched, Duration startup, Duration engine_from, bool switched) {
+  // `beside_training`: a training job ran beside it all along (MPS, time slicing).
+  void complete(const Request& request, Duration dispatched, Duration startup, Duration engine_from, bool switched,
+                bool beside_training) {
     const Duration now = sim_.now();
     // When the client has the answer (Note [Request path]): the server's completion, plus the
     // protocol where a serving profile has one.
@@ -639,6 +674,9 @@ class GpuServer {
     const Duration latency = answered - request.arrival;
     const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens);
     inference_busy_ += ready;
+    // Note [GPU busy and GPU work]: beside a training job that keeps running, the request adds
+    // no busy time; alone, its ready run, within the time it held the GPU.
+    if (!beside_training) inference_alone_ += std::min(ready, now - startup);
     if (request.task == Task::Inference) {
       latency_.add(latency);
       per_model_[request.model].latency.add(latency);
@@ -730,7 +768,8 @@ class GpuServer {
       fresh_process_since_ = now + wait;
     }
     const Duration at = now + wait + std::max(overhead, Duration::zero());
-    if (trace_ && at > now) trace_->slice("switch in training", "switch", 2, now, at);
+    if (trace_ && wait > Duration::zero()) trace_->slice("wait for a standby worker training", "queue", 3, now, now + wait);
+    if (trace_ && at > now + wait) trace_->slice("switch in training", "switch", 2, now + wait, at);  // Note [Waits in the trace]
     resume_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] { run_training_again(switched); });
   }
 
@@ -824,7 +863,9 @@ class GpuServer {
   std::int64_t standby_waits_ = 0;
   Duration startup_sum_;
   Duration overhead_sum_;
-  Duration inference_busy_;
+  Duration inference_busy_;   // requests' ready runs (Note [GPU busy and GPU work])
+  Duration inference_alone_;  // those of requests with no training job running beside them
+  Duration training_ran_;     // time the training job ran, kept or killed
   Duration end_;
 
   std::unique_ptr<CsvWriter> csv_;

@@ -73,6 +73,33 @@ TEST(SimMps, InferenceIsSlowedOnlyWhileTrainingSharesTheGpu) {
   EXPECT_NEAR(mean_ms(beside), 5.5 * mean_ms(beside_ready), 1e-3);
 }
 
+// Note [GPU busy and GPU work]: under MPS on the H200 profile the requests, back to back beside
+// the training job, and the job together do more work per second than either alone (inference
+// at 1/1.37 of its speed, training at 1/1.5): the work fraction is that sum, above 1, while the
+// busy fraction is the time the GPU had work, here all of it (the job never stops). The
+// simulator once reported min(1, sum) as the busy fraction and had no work fraction.
+TEST(SimMps, TheBusyFractionIsTimeWithWorkAndTheWorkFractionTheConcurrentSum) {
+  const std::string h200 = quoted(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  const Overrides back_to_back = {{"hardware", h200},
+                                  {"workload", "{kind: periodic, interval_ms: 1, count: 2000, models: [resnet152]}"}};
+  Overrides mps = back_to_back;
+  mps.push_back({"mechanism", "mps"});
+  const auto shared = simulate("small.yaml", mps);
+  EXPECT_GT(shared.at("gpu_work_fraction").get<double>(), 1.1);
+  EXPECT_NEAR(shared.at("gpu_busy_fraction").get<double>(), 1.0, 1e-9);
+  // One task at a time (PipeSwitch), or MPS without a training job: nothing overlaps, and the
+  // two figures are the same, each below 1 where the GPU waited for switches or requests.
+  Overrides pipeswitch = back_to_back;
+  pipeswitch.push_back({"mechanism", "pipeswitch"});
+  for (const auto& [config, overrides] : {std::pair{"small.yaml", pipeswitch}, std::pair{"solo.yaml", Overrides{}}}) {
+    const auto s = simulate(config, overrides);
+    const double busy = s.at("gpu_busy_fraction").get<double>();
+    EXPECT_NEAR(busy, s.at("gpu_work_fraction").get<double>(), 1e-9) << config;
+    EXPECT_GT(busy, 0.0) << config;
+    EXPECT_LT(busy, 1.0) << config;
+  }
+}
+
 // Note [Time slicing]: alone on the GPU a time-sliced inference runs at the ready speed; beside
 // the training job it waits for a context switch, then runs with its share of the GPU.
 TEST(SimTimeSliced, InferenceRunsWithItsShareOfTheGpuBesideTraining) {
@@ -503,6 +530,56 @@ TEST(SimServer, SwitchCountsKeepInferenceAndTrainingApart) {
   EXPECT_EQ(count(mps, "switches"), 0);
   EXPECT_EQ(count(mps, "training_switch_ins"), 0);
   EXPECT_EQ(count(mps, "training_preemptions"), 0);
+}
+
+// Note [Waits in the trace]: without a training job, requests of two models 1 us apart, and a
+// 50 ms cleanup of a worker (v100-slow-cleanup.yaml), one standby worker. The first takes one
+// worker, the second the other, sending the first's worker to its cleanup; the third (resnet152
+// again) finds none standby and waits for that cleanup to end. The trace draws the wait as its
+// own slice on the queue track and the switch from the wait's end, for as long as the switch
+// alone takes; requests.csv keeps the wait between dispatch_ns and startup_ns.
+TEST(SimChromeTrace, AWaitForACleaningWorkerIsAWaitNotASwitch) {
+  const auto dir = fresh_dir("standby-wait");
+  std::filesystem::create_directories(dir);
+  const Overrides overrides = {{"mechanism", "pipeswitch"},
+                               {"hardware", quoted(data("v100-slow-cleanup.yaml"))},
+                               {"workload", "{kind: periodic, interval_ms: 0.001, count: 3, models: [resnet152, bert_base]}"}};
+  const auto summary = simulate("solo.yaml", overrides, dir / "out", dir / "trace.json");
+  EXPECT_EQ(count(summary, "standby_waits"), 1);
+  // requests.csv: id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,...
+  const auto rows = csv_rows(dir / "out" / "requests.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows[3][1], "resnet152");
+  const std::int64_t second_dispatch = std::stoll(rows[2][4]);
+  const std::int64_t third_dispatch = std::stoll(rows[3][4]);
+  EXPECT_EQ(third_dispatch, std::stoll(rows[2][6]));  // dispatched when the second one finished
+  const std::int64_t worker_standby = second_dispatch + 50'000'000;  // the first's worker, cleaned
+  ASSERT_GT(worker_standby, third_dispatch) << "the third request must find the worker still cleaning";
+
+  const auto config = load_experiment_config(data("solo.yaml"), overrides);
+  const MechanismModel mechanism(config.mechanism, config.hardware, config.models, config.planner, config.placement);
+  const SwitchInCost cost = mechanism.switch_in(0, Task::Inference, Duration::zero(), 1u);
+  ASSERT_TRUE(cost.switched);
+  EXPECT_EQ(std::stoll(rows[3][5]), worker_standby + cost.startup.ns());  // startup_ns: the first layer
+
+  const auto trace = nlohmann::json::parse(slurp(dir / "trace.json"));
+  std::vector<nlohmann::json> waits;
+  std::vector<nlohmann::json> switches;
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string name = e.at("name").get<std::string>();
+    if (name.rfind("wait for a standby worker", 0) == 0) waits.push_back(e);
+    if (name == "switch in resnet152") switches.push_back(e);
+  }
+  ASSERT_EQ(waits.size(), 1u) << trace.dump();
+  EXPECT_EQ(waits[0].at("name"), "wait for a standby worker resnet152");
+  EXPECT_EQ(waits[0].at("tid"), 3);  // the queue track
+  const auto us = [](std::int64_t ns) { return std::stod(chrome_trace_us(nanoseconds(ns))); };
+  EXPECT_DOUBLE_EQ(waits[0].at("ts").get<double>(), us(third_dispatch));
+  EXPECT_DOUBLE_EQ(waits[0].at("dur").get<double>(), us(worker_standby - third_dispatch));
+  ASSERT_EQ(switches.size(), 2u);  // the first request's and the third's
+  EXPECT_DOUBLE_EQ(switches[1].at("ts").get<double>(), us(worker_standby));
+  EXPECT_DOUBLE_EQ(switches[1].at("dur").get<double>(), us(cost.startup.ns()));
+  std::filesystem::remove_all(dir);
 }
 
 // Chrome trace times are exact: an hour in, the nanoseconds are still there.
