@@ -197,6 +197,10 @@ psw_cli_script_test(sim.out_refuses_foreign_folder 60
   "mkdir -p $out/home && echo precious > $out/home/notes.txt && $<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/small.yaml --out $out/home > $out/log 2>&1; test $? -eq 2 && grep -q 'not an earlier output' $out/log && grep -q precious $out/home/notes.txt")
 psw_cli_script_test(sweep.failing_point_leaves_nothing 60
   "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep > $out/log 2>&1; test $? -eq 2 && grep -q 'point 1 workload.path=late-bad-row.csv' $out/log && test -z \"$(ls -A $out | grep -v '^log$')\"")
+# Note [Interrupted runs]: SIGTERM or SIGHUP to a running psw sim or psw sweep leaves no
+# DIR.tmp-<pid>; one left by SIGKILL is removed by the next run into DIR.
+psw_cli_script_test(sim.interrupted_run_leaves_no_staging 120
+  "bash tests/cli/interrupted_run.sh $<TARGET_FILE:psw>")
 psw_cli_script_test(sweep.failing_point_keeps_earlier_sweep 120
   "psw=$<TARGET_FILE:psw>; $psw sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1 && cp -r $out/sweep $out/before && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1; test $? -eq 2 && diff -r $out/before $out/sweep && test -z \"$(ls -d $out/sweep.* 2>/dev/null)\"")
 
