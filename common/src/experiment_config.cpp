@@ -339,29 +339,38 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   return config;
 }
 
-// Sets `key` (dotted path) on `root` to the YAML `value`.
-void apply_override(YAML::Node& root, const std::string& key, const std::string& value,
-                    const std::string& origin) {
+// Sets `key` (dotted path) on `root` to the YAML `value`. Messages name the override
+// ("--set KEY=VALUE: ..."), which is what the user typed; the file has no line for it.
+void apply_override(YAML::Node& root, const std::string& key, const std::string& value, const std::string& from) {
+  const std::string what = from + " " + key + "=" + value;
   YAML::Node cursor;
   cursor.reset(root);
   std::size_t start = 0;
   while (true) {
     const std::size_t dot = key.find('.', start);
     const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) throw InputError(origin + ": override key '" + key + "' has an empty part");
+    if (part.empty()) throw InputError(what + ": the key '" + key + "' has an empty part");
     if (dot == std::string::npos) {
-      check_utf8(value, origin + ": override " + key);
+      check_utf8(value, what);
       try {
         cursor[part] = YAML::Load(value);
       } catch (const YAML::Exception& e) {
-        throw InputError(origin + ": override " + key + "=" + value + ": malformed YAML value: " + e.msg);
+        throw InputError(what + ": malformed YAML value: " + e.msg);
       }
       return;
     }
     YAML::Node next = cursor[part];
-    if (!next.IsDefined() || !next.IsMap()) {
-      throw InputError(origin + ": override key '" + key + "': '" + key.substr(0, dot) +
-                       "' is not a mapping in the config");
+    const std::string section = key.substr(0, dot);
+    if (!next.IsDefined() || next.IsNull()) {
+      // A key inside an absent section is refused for every section alike: the section's other
+      // keys (a training job's model, a workload's kind) would be missing, and a guess at them
+      // would be a silent default.
+      throw InputError(what + ": the config has no '" + section + "' section to set '" + key.substr(dot + 1) +
+                       "' in; set the whole section instead (" + from + " '" + section + "={...}')");
+    }
+    if (!next.IsMap()) {
+      throw InputError(what + ": '" + section + "' is not a mapping in the config, so it has no key '" +
+                       key.substr(dot + 1) + "'");
     }
     cursor.reset(next);
     start = dot + 1;
@@ -375,14 +384,19 @@ ExperimentConfig load_experiment_config(const std::filesystem::path& path) {
 }
 
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
-                                        const std::vector<std::pair<std::string, std::string>>& overrides) {
-  return parse_experiment_config(read_file(path), path, overrides);
+                                        const std::vector<std::pair<std::string, std::string>>& overrides,
+                                        const std::string& overrides_from) {
+  return parse_experiment_config(read_file(path), path, overrides, overrides_from);
 }
 
 ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
-                                         const std::vector<std::pair<std::string, std::string>>& overrides) {
+                                         const std::vector<std::pair<std::string, std::string>>& overrides,
+                                         const std::string& overrides_from) {
   YAML::Node root = parse_document(text, path.string());
-  for (const auto& [key, value] : overrides) apply_override(root, key, value, path.string());
+  for (const auto& [key, value] : overrides) apply_override(root, key, value, overrides_from);
+  // Note [Overridden keys in messages]
+  const OverrideList list{path.string(), overrides_from, &overrides};
+  const OverrideScope scope(list);
   return parse_experiment(root, path);
 }
 
@@ -536,7 +550,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::filesystem::p
       auto overrides = point.overrides;
       overrides.emplace_back("seed", std::to_string(seed));
       try {
-        point.config = load_experiment_config(base, overrides);
+        point.config = load_experiment_config(base, overrides, "grid value");
       } catch (const InputError& e) {
         std::string where;
         for (const auto& [k, v] : point.overrides) where += " " + k + "=" + v;

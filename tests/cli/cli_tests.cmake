@@ -201,6 +201,24 @@ psw_cli_script_test(sweep.failing_point_leaves_nothing 60
 # DIR.tmp-<pid>; one left by SIGKILL is removed by the next run into DIR.
 psw_cli_script_test(sim.interrupted_run_leaves_no_staging 120
   "bash tests/cli/interrupted_run.sh $<TARGET_FILE:psw>")
+# --set errors name the option, not a line of the config (Note [Overridden keys in messages]).
+psw_cli_test(sim.set_bad_value 2 "psw: error: --set workload\\.rate_per_s=-1: key 'workload\\.rate_per_s': must be between"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_s=-1)
+psw_cli_test(sim.set_unknown_key 2 "psw: error: --set workload\\.rate_per_second=5: unknown key 'workload\\.rate_per_second'"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_second=5)
+psw_cli_test(sim.set_unknown_top_key 2 "psw: error: --set bogus=1: unknown key 'bogus'"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set bogus=1)
+psw_cli_test(sim.set_missing_in_new_section 2 "psw: error: --set training=\\{\\}: key 'training\\.model' is missing"
+             sim --config ${PSW_SIM_DATA}/project-trace.yaml --set "training={}")
+psw_cli_test(sim.set_key_in_absent_section 2 "psw: error: --set training\\.model=resnet152: the config has no 'training' section to set 'model' in. set the whole section instead"
+             sim --config ${PSW_SIM_DATA}/project-trace.yaml --set training.model=resnet152)
+psw_cli_test(sim.set_key_in_absent_section_outputs 2 "psw: error: --set outputs\\.requests_csv=false: the config has no 'outputs' section"
+             sim --config ${PSW_SIM_DATA}/small.yaml --set outputs.requests_csv=false)
+psw_cli_test(sim.set_key_in_a_scalar 2 "psw: error: --set mechanism\\.kind=x: 'mechanism' is not a mapping in the config"
+             sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism.kind=x)
+# A key of the file keeps its line where other keys are overridden.
+psw_cli_test(sim.set_other_key_keeps_line 2 "negative_interval\\.yaml:7: key 'workload\\.interval_ms': must be between 0"
+             sim --config ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-sim/negative_interval.yaml --set seed=4 --set workload.count=3)
 psw_cli_script_test(sweep.failing_point_keeps_earlier_sweep 120
   "psw=$<TARGET_FILE:psw>; $psw sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1 && cp -r $out/sweep $out/before && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1; test $? -eq 2 && diff -r $out/before $out/sweep && test -z \"$(ls -d $out/sweep.* 2>/dev/null)\"")
 

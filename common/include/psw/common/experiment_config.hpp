@@ -110,14 +110,19 @@ struct ExperimentConfig {
 
 ExperimentConfig load_experiment_config(const std::filesystem::path& path);
 // `overrides`: dotted keys set on the YAML before parsing (`workload.rate_per_s: 50`),
-// values in YAML syntax. Used by sweeps and by `psw sim --set`.
+// values in YAML syntax. Used by sweeps and by `psw sim --set`. `overrides_from` names where
+// they came from in messages (`--set KEY=VALUE: ...`): an error in an overridden value names
+// the override, not a line of the file. A key inside a section the config does not have is
+// refused (set the whole section instead: `--set 'training={model: resnet152}'`).
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
-                                        const std::vector<std::pair<std::string, std::string>>& overrides);
+                                        const std::vector<std::pair<std::string, std::string>>& overrides,
+                                        const std::string& overrides_from = "--set");
 
 // The same from text; `path` names the file in messages and is what relative paths inside
 // the config are resolved against.
 ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
-                                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
+                                         const std::vector<std::pair<std::string, std::string>>& overrides = {},
+                                         const std::string& overrides_from = "--set");
 
 // The resolved config (every default filled in, paths absolute) as YAML, written beside
 // every run's results.
