@@ -195,6 +195,20 @@ std::vector<fs::path> remove_stale_staging(const fs::path& target) {
   return removed;
 }
 
+std::string path_relative_to(const fs::path& path, const fs::path& base) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec).lexically_normal();
+  if (ec) return path.string();
+  const fs::path from = fs::weakly_canonical(fs::absolute(base, ec), ec);
+  if (ec) return absolute.string();
+  const fs::path to = fs::weakly_canonical(absolute, ec);
+  if (ec) return absolute.string();
+  if (to.root_name() != from.root_name()) return absolute.string();
+  const fs::path relative = to.lexically_relative(from);
+  if (relative.empty()) return absolute.string();
+  return relative.generic_string();
+}
+
 fs::path temporary_sibling(const fs::path& path, const char* what) {
   fs::path p = without_trailing_slash(path);
   p += std::string(".") + what + "-" + std::to_string(::getpid());

@@ -201,6 +201,9 @@ psw_cli_script_test(sweep.failing_point_leaves_nothing 60
 # DIR.tmp-<pid>; one left by SIGKILL is removed by the next run into DIR.
 psw_cli_script_test(sim.interrupted_run_leaves_no_staging 120
   "bash tests/cli/interrupted_run.sh $<TARGET_FILE:psw>")
+# Note [Resolved configs]: a run's config.resolved.yaml reruns it to the same summary.json.
+psw_cli_script_test(sim.resolved_config_reruns 300
+  "bash tests/cli/resolved_rerun.sh $<TARGET_FILE:psw>")
 # --set errors name the option, not a line of the config (Note [Overridden keys in messages]).
 psw_cli_test(sim.set_bad_value 2 "psw: error: --set workload\\.rate_per_s=-1: key 'workload\\.rate_per_s': must be between"
              sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_s=-1)

@@ -186,4 +186,15 @@ TEST_F(OutputTest, StaleTemporaryFileOfADeadProcessIsRemoved) {
   }
 }
 
+// Generated files name paths relative to where they lie (Note [Resolved configs]).
+TEST_F(OutputTest, PathRelativeToAFolder) {
+  psw::save_text(root_ / "configs" / "hw.yaml", "x");
+  fs::create_directories(root_ / "results" / "run");
+  EXPECT_EQ(psw::path_relative_to(root_ / "configs" / "hw.yaml", root_ / "results" / "run"), "../../configs/hw.yaml");
+  EXPECT_EQ(psw::path_relative_to(root_ / "results" / "run" / "a.csv", root_ / "results" / "run"), "a.csv");
+  // Through a symbolic link to the folder: the `..` steps are the link target's.
+  fs::create_directory_symlink(root_ / "results" / "run", root_ / "link");
+  EXPECT_EQ(psw::path_relative_to(root_ / "configs" / "hw.yaml", root_ / "link"), "../../configs/hw.yaml");
+}
+
 }  // namespace

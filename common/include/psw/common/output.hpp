@@ -94,6 +94,12 @@ class StagedFile {
 // StagedFolder and StagedFile call it before they stage.
 std::vector<std::filesystem::path> remove_stale_staging(const std::filesystem::path& target);
 
+// `path` as a generated file records it: relative to the folder `base` (`..` steps included,
+// symbolic links resolved on both sides), so that the file and what it names can move together
+// (a clone of the project elsewhere); absolute where no relative path leads there (another
+// root). Generic separators ('/').
+std::string path_relative_to(const std::filesystem::path& path, const std::filesystem::path& base);
+
 // `path` + ".tmp-<pid>" (the temporary names above).
 std::filesystem::path temporary_sibling(const std::filesystem::path& path, const char* what = "tmp");
 
