@@ -130,6 +130,13 @@ psw_cli_test(range.plan 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of r
              plan --model ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml --strategy optimal)
 psw_cli_test(range.compare 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of range"
              compare --model ${PSW_MODELS}/bert_base.yaml ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml)
+# A compute time too long for int64 ns is reported as one, not as a transfer.
+psw_cli_test(range.compute_time 2 "exaflop-model\\.yaml on .*one-flop-per-second\\.yaml: out of range: the compute time \\(FLOPs over the hardware's FLOP rate\\)"
+             plan --model ${PSW_RANGE}/exaflop-model.yaml --hardware ${PSW_RANGE}/one-flop-per-second.yaml)
+# Layers whose bytes add up past int64 (8193 layers of 1 PiB, the reader's limit each): an
+# error naming the model, not a wrapped "negative size".
+psw_cli_script_test(range.total_bytes 60
+  "{ printf 'name: huge\\nbatch: 1\\ndtype: fp32\\nsource: {kind: analytic}\\nlayers:\\n'; for i in $(seq 8193); do printf '  - {name: l%d, kind: linear, param_bytes: 1125899906842624, forward_flops: 1}\\n' $i; done; } > $out/huge.yaml && $<TARGET_FILE:psw> plan --model $out/huge.yaml --hardware ${PSW_HW}/h200-pcie5.yaml > $out/log 2>&1; rc=$?; cat $out/log; test $rc -eq 2 && grep -q \"huge\\.yaml on .*h200-pcie5\\.yaml: out of range: the parameter bytes of model 'huge' add up past\" $out/log")
 # A trace row past the span a workload may have is the trace's error, at its file and line.
 psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.csv:4: column 'arrival_ns': 9223372036854775000 ns is more than a year"
              sim --config ${PSW_RANGE}/late-arrival.yaml)
