@@ -94,6 +94,11 @@ void run(const RunOptions& o) {
     spec.plan_origin = o.groups_path;
   }
   spec.placement = parse_placement(o.placement);
+  if (spec.placement == Placement::Auto && !spec.hardware.mapped) {  // named by file, as psw plan
+    throw InputError(o.hardware_path +
+                     ": --placement auto: the hardware profile has no link.mapped (the cost of reading pinned host "
+                     "memory in place; psw profile --link measures it)");
+  }
   spec.backend = o.backend;
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;

@@ -9,6 +9,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
+#include "psw/common/switch_costs.hpp"
 #include "yaml_reader.hpp"
 
 namespace psw {
@@ -244,8 +245,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   }
   if (config.mechanism == Mechanism::TimeSliced && !config.hardware.time_slicing) {
     r.fail_key("mechanism", r.get("mechanism"),
-               "time-sliced needs the hardware's time_slicing (context_switch_ns, inference_share_percent: Note [Time slicing]), and '" +
-                   config.hardware.name + "' has none");
+               "time-sliced needs the hardware's time_slicing (context_switch_ns, inference_share_percent: Note [Time slicing]), and " +
+                   config.hardware_path.string() + " has none");
   }
   if (r.has("planner")) {
     try {
@@ -266,8 +267,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     }
     if (config.placement == Placement::Auto && !config.hardware.mapped) {
       r.fail_key("placement", r.get("placement"),
-                 "placement auto needs the hardware's link.mapped (the cost of reading host memory in place), and '" +
-                     config.hardware.name + "' has none");
+                 "placement auto needs the hardware's link.mapped (the cost of reading host memory in place), and " +
+                     config.hardware_path.string() + " has none");
     }
   }
   r.mark_seen("placement");
@@ -282,7 +283,7 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
         config.parallel.gpus = static_cast<int>(p.integer("gpus", 1, 64));
         if (config.parallel.gpus > host_gpus) {
           p.fail_key("gpus", p.get("gpus"),
-                     detail::concat("hardware '", config.hardware.name, "' has ", host_gpus, " GPU",
+                     detail::concat("the hardware profile ", config.hardware_path.string(), " has ", host_gpus, " GPU",
                                     host_gpus == 1 ? " (no multi_gpu section)" : "s", ", not ", config.parallel.gpus));
         }
       }
@@ -303,6 +304,13 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   if (r.has("training")) {
     MapReader t = r.map("training");
     config.training_model = model_ref(t, config, "model", t.get("model"));
+    if (!has_training_times(config.models[*config.training_model])) {
+      // Named by file: two profiles may share a model's name.
+      t.fail_key("model", t.get("model"),
+                 config.model_paths[*config.training_model].string() + ": the profile of '" +
+                     config.models[*config.training_model].name +
+                     "' has no measured backward times (an inference profile): it cannot run as the training job");
+    }
     config.training_batch = static_cast<int>(
         t.optional_integer("batch", 1, 1 << 20).value_or(config.models[*config.training_model].batch));
     t.finish();

@@ -147,8 +147,13 @@ psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.csv:4: column 'arrival_ns'
 set(PSW_MAPPED_HW ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml)
 psw_cli_test(plan.placement_auto 0 "in place +embeddings.word_embeddings" plan --model ${PSW_MODELS}/bert_base.yaml
              --hardware ${PSW_MAPPED_HW} --placement auto)
-psw_cli_test(plan.placement_no_link 2 "has no link.mapped" plan --model ${PSW_MODELS}/bert_base.yaml
-             --hardware ${PSW_HW}/v100-pcie3-x16.yaml --placement auto)
+# Profiles are named by file, not by their `name:` (two shipped hardware files share one).
+psw_cli_test(plan.placement_no_link 2 "v100-pcie3-x16\\.yaml: --placement auto: the hardware profile has no link\\.mapped"
+             plan --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/v100-pcie3-x16.yaml --placement auto)
+psw_cli_test(plan.training_without_backward_times 2
+             "measured-inference-only\\.yaml: --task training: the profile of 'tiny_measured' has no measured backward times"
+             plan --model ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/measured-inference-only.yaml --hardware ${PSW_HW}/h200-pcie5.yaml
+             --task training)
 psw_cli_test(plan.placement_unknown 2 "unknown placement 'host'" plan --model ${PSW_MODELS}/bert_base.yaml
              --hardware ${PSW_MAPPED_HW} --placement host)
 psw_cli_test(plan.placement_fixed 2 "not --strategy fixed" plan --model ${PSW_MODELS}/bert_base.yaml
@@ -212,6 +217,7 @@ psw_cli_script_test(sim.interrupted_run_leaves_no_staging 120
 # Note [Resolved configs]: a run's config.resolved.yaml reruns it to the same summary.json.
 psw_cli_script_test(sim.resolved_config_reruns 300
   "bash tests/cli/resolved_rerun.sh $<TARGET_FILE:psw>")
+
 # --set errors name the option, not a line of the config (Note [Overridden keys in messages]).
 psw_cli_test(sim.set_bad_value 2 "psw: error: --set workload\\.rate_per_s=-1: key 'workload\\.rate_per_s': must be between"
              sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_s=-1)
@@ -293,6 +299,8 @@ endforeach()
 
 # The executor's command, where LibTorch is found (host backend in CI).
 if(PSW_HAVE_EXEC)
+  psw_cli_test(run.placement_no_link 2 "v100-pcie3-x16\\.yaml: --placement auto: the hardware profile has no link\\.mapped"
+               run --model bert_base --backend host --placement auto --hardware ${PSW_HW}/v100-pcie3-x16.yaml --repeat 1 --warmup 0 --batch 1)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
   # No optimisation in one process: the per-layer copies, the forward after the last.
