@@ -301,6 +301,10 @@ endforeach()
 if(PSW_HAVE_EXEC)
   psw_cli_test(run.placement_no_link 2 "v100-pcie3-x16\\.yaml: --placement auto: the hardware profile has no link\\.mapped"
                run --model bert_base --backend host --placement auto --hardware ${PSW_HW}/v100-pcie3-x16.yaml --repeat 1 --warmup 0 --batch 1)
+  # The JSON's profile is relative to the current folder (the project root), not absolute.
+  psw_cli_test(run.json_profile_relative 0 "\"profile\": \"configs/models/h200/bert_base\\.yaml\""
+               run --model bert_base --backend host --repeat 1 --warmup 0 --batch 1 --format json
+               --profile ${PROJECT_SOURCE_DIR}/configs/models/h200/bert_base.yaml)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
   # No optimisation in one process: the per-layer copies, the forward after the last.
@@ -439,6 +443,10 @@ psw_cli_test(profile_serving.training_from_validation 0
   "- .model: resnet152, batch: 32, step_ns: 68493151." profile-serving
   --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-batch32 --training-model resnet152 --training-batch 32)
+# Generated files name no path of the machine they were made on: the note names the files
+# given (here absolute) relative to the profile written.
+psw_cli_script_test(profile_serving.note_paths_relative 60
+  "d=tests/data/.profile-note-$$; mkdir -p $d && $<TARGET_FILE:psw> profile-serving --from-load $PWD/tests/data/sim/load-requests.csv --name x --device y --inputs raw --training-from-validation $PWD/tests/data/sim/validation-batch32 --training-model resnet152 --training-batch 32 --out $d/p.yaml >/dev/null 2>&1; rc=$?; cat $d/p.yaml; grep -q 'from-load ../sim/load-requests.csv: ' $d/p.yaml && grep -q 'alone in ../sim/validation-batch32' $d/p.yaml && ! grep -q \"$PWD\" $d/p.yaml; ok=$?; rm -rf $d; test $rc -eq 0 -a $ok -eq 0")
 psw_cli_test(profile_serving.training_from_validation_untrained 2
   "validation-untrained/validation.json: no object 'training'" profile-serving
   --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
