@@ -62,10 +62,22 @@ std::vector<fs::path>& staging_paths() {
   return *paths;
 }
 int g_signal_pipe[2] = {-1, -1};
+pid_t g_signal_owner = 0;  // the process whose watcher reads the pipe
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 extern "C" void on_stop_signal(int signal_number) {
   const int saved = errno;
+  if (::getpid() != g_signal_owner) {
+    // A child forked without exec inherits the handler and the pipe, not the watcher: it
+    // must not wake its parent's cleanup. It ends by the signal, as it would have.
+    struct sigaction action {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(signal_number, &action, nullptr);
+    ::raise(signal_number);
+    errno = saved;
+    return;
+  }
   const auto byte = static_cast<unsigned char>(signal_number);
   [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
   errno = saved;
@@ -106,6 +118,7 @@ void install_stop_handler() {
   static std::once_flag once;
   std::call_once(once, [] {
     if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return;  // no cleanup on signals; the run goes on
+    g_signal_owner = ::getpid();
     sigset_t block, previous;
     sigemptyset(&block);
     for (int s : kStopSignals) sigaddset(&block, s);

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -166,6 +167,24 @@ TEST_F(OutputTest, StagingOfDeadProcessesIsRemovedByTheNextRun) {
     folder.commit();
   }
   EXPECT_EQ(read(target / "marker"), "new\n");
+}
+
+// A child forked without exec inherits the stop handler but not the thread that cleans up:
+// a signal to the child ends the child alone, and the parent's staging folder stays.
+TEST_F(OutputTest, SignalToAForkedChildLeavesTheParentsStaging) {
+  psw::StagedFolder folder(root_ / "run", "marker");  // installs the handler
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::sleep(10);  // the signal ends it sooner; bounded, should the parent die instead
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  ::usleep(200'000);  // time for a wrongly woken cleanup to act
+  EXPECT_TRUE(fs::exists(folder.path()));
 }
 
 TEST_F(OutputTest, MovedAsideRunWithoutItsTargetIsKept) {
