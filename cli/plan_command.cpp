@@ -12,6 +12,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/placement.hpp"
+#include "psw/common/switch_costs.hpp"
 #include "psw/common/planner.hpp"
 #include "psw/common/timeline.hpp"
 
@@ -94,6 +95,16 @@ void run_plan(const PlanOptions& o) {
   const Placement placement = parse_placement(o.placement);
   if (placement == Placement::Auto && strategy == Strategy::Fixed) {
     throw InputError("--placement auto plans the groups it places: use it with a planner, not --strategy fixed");
+  }
+  // Named by file: two profiles may share a `name:` (the shipped h200-pcie5 twice).
+  if (task == Task::Training && !has_training_times(model)) {
+    throw InputError(o.model_path + ": --task training: the profile of '" + model.name +
+                     "' has no measured backward times (an inference profile): it cannot be planned for training");
+  }
+  if (placement == Placement::Auto && !hardware.mapped) {
+    throw InputError(o.hardware_path +
+                     ": --placement auto: the hardware profile has no link.mapped (the cost of reading pinned host "
+                     "memory in place; psw profile --link measures it)");
   }
   const std::vector<bool> host_mapped = choose_placement(placement, model, hardware, task, strategy, memory);
   const SwitchCosts costs = make_switch_costs(model, hardware, task, memory, host_mapped);

@@ -2,6 +2,7 @@
 // for the simulator (Note [Request path], exec/runtime/serving_benchmark.hpp); options and
 // output only.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -80,23 +81,35 @@ Action add_profile_serving_command(CLI::App& app) {
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
   return [o] {
     ServingProfile profile;
+    // The files the note names, relative to the profile written (or to the current folder, for
+    // stdout): a generated file names no path of the machine it was made on, so that it reads
+    // the same in a clone elsewhere (its folder copied whole from a GPU host's output).
+    const std::filesystem::path note_base = o->out_path.empty()
+                                                ? std::filesystem::current_path()
+                                                : std::filesystem::absolute(o->out_path).parent_path();
+    const auto shown = [&note_base](const std::string& path) { return path_relative_to(path, note_base); };
     if (!o->from_load.empty()) {
       std::optional<ServingProfile> growth_from;
       if (!o->growth_from.empty()) growth_from = load_serving_profile(o->growth_from);
       profile = runtime::serving_profile_from_load(sim::read_input(o->from_load, "psw load's requests.csv"), o->from_load,
                                                    o->spec.name, o->spec.device, runtime::inputs_of_load(o->from_load, o->inputs),
                                                    growth_from ? &*growth_from : nullptr);
-      if (growth_from) profile.source.note += "; protocol growth per request in flight from " + o->growth_from;
+      // The note names the load's file as given (its messages do too): shown here relative.
+      const std::string given = "--from-load " + o->from_load;
+      if (const auto at = profile.source.note.find(given); at != std::string::npos) {
+        profile.source.note.replace(at, given.size(), "--from-load " + shown(o->from_load));
+      }
+      if (growth_from) profile.source.note += "; protocol growth per request in flight from " + shown(o->growth_from);
       if (!o->training_from.empty()) {
         profile.training = load_serving_profile(o->training_from).training;
-        profile.source.note += "; training steps from " + o->training_from;
+        profile.source.note += "; training steps from " + shown(o->training_from);
       }
       if (!o->training_from_validation.empty()) {
         const std::string path = o->training_from_validation + "/validation.json";
         profile.training = {runtime::training_step_from_validation(sim::read_json_object(path, "psw validate's validation.json"),
                                                                    path, o->training_model, o->spec.training_batch)};
         profile.source.note += detail::concat("; training step of ", o->training_model, " (batch ", o->spec.training_batch,
-                                              ") from the job alone in ", o->training_from_validation);
+                                              ") from the job alone in ", shown(o->training_from_validation));
       }
     } else {
       const std::string target = !o->server.empty() ? o->server

@@ -16,6 +16,7 @@
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
 #include "psw/common/profile_paths.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/planner.hpp"
@@ -94,6 +95,11 @@ void run(const RunOptions& o) {
     spec.plan_origin = o.groups_path;
   }
   spec.placement = parse_placement(o.placement);
+  if (spec.placement == Placement::Auto && !spec.hardware.mapped) {  // named by file, as psw plan
+    throw InputError(o.hardware_path +
+                     ": --placement auto: the hardware profile has no link.mapped (the cost of reading pinned host "
+                     "memory in place; psw profile --link measures it)");
+  }
   spec.backend = o.backend;
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;
@@ -130,7 +136,10 @@ void run(const RunOptions& o) {
         {"device_total_ms", {{"median", r.device_total.median_ms}, {"p99", r.device_total.p99_ms}}},
         {"overhead_ms", r.overhead_ms()},
         {"predicted_ms", r.predicted.total.ms()}, {"bound_ms", r.bound.ms()},
-        {"profile", spec.profile_origin}, {"hardware", spec.hardware.name},
+        // Relative to the current folder (the project root, where the scripts run psw): the JSON
+        // names no path of the machine it was made on.
+        {"profile", path_relative_to(spec.profile_origin, std::filesystem::current_path())},
+        {"hardware", spec.hardware.name},
         {"param_bytes", r.param_bytes},
         {"transfer_ms", r.transfer.ms()},
         {"profile_compute_ms", r.profile_compute.ms()},

@@ -17,4 +17,4 @@ log="$out/$(date -u +%F)-hf-reference.log"
   python3 -c 'import transformers, torch; print("- transformers", transformers.__version__, "on torch", torch.__version__)'
   ctest --test-dir "$build" -L gpu -R HuggingFace --verbose --timeout 600 2>&1 |
     grep -E "vs transformers|hf_reference.py:|Passed|Failed|tests passed|tests failed|Failure|Expected|Which is"
-} | tee "$log"
+} | sed "s|$root/||g" | tee "$log"

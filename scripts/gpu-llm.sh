@@ -32,7 +32,7 @@ prompt=${PSW_LLM_PROMPT:-512}
 decode=${PSW_LLM_DECODE:-32}
 if [[ $parts == *" tests "* ]]; then
   echo "== gpu tests: decoders and dtypes ($(date -u +%T))"
-  ctest --test-dir "$build" -L gpu -R "Decoder|Dtype|HuggingFace" --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -8
+  ctest --test-dir "$build" -L gpu -R "Decoder|Dtype|HuggingFace" --output-on-failure --timeout 600 2>&1 | sed "s|$root/||g" | tee "$raw/gpu-tests.log" | tail -8
 fi
 echo "== link ($(date -u +%T))"
 (cd "$root" && "$psw" profile --model bert_base --batch 1 --repeat 5 --link --hardware-name h200-pcie5 --out "$profiles/link") \

@@ -294,7 +294,7 @@ fi
 
 if has_part gputests; then
   echo "== gpu tests ($(date -u +%T))"
-  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$raw/gpu-tests.log" | tail -25
+  ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | sed "s|$root/||g" | tee "$raw/gpu-tests.log" | tail -25
   [[ $part == gputests ]] && exit 0
 fi
 

@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests psw_exec_tests psw_runtime_gpu_tests
 echo "== gpu tests ($(date -u +%T))"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu-tests.log" | tail -15
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | sed "s|$root/||g" | tee "$out/gpu-tests.log" | tail -15
 raw="$out/raw-$(date -u +%F)"
 profiles="$out/profiles"
 traces="$out/traces"

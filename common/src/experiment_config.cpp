@@ -4,9 +4,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
+#include "psw/common/switch_costs.hpp"
 #include "yaml_reader.hpp"
 
 namespace psw {
@@ -208,7 +211,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   config.source = std::filesystem::absolute(path);
   config.name = r.string("name");
   try {
-    config.hardware = load_hardware_profile(resolve(config.source, r.string("hardware")));
+    config.hardware_path = resolve(config.source, r.string("hardware"));
+    config.hardware = load_hardware_profile(config.hardware_path);
   } catch (const InputError& e) {
     r.fail_key("hardware", r.get("hardware"), e.what());
   }
@@ -217,8 +221,10 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     MapReader m(models[i], origin, detail::concat("models[", i, "]"));
     const std::string name = m.string("name");
     ModelProfile profile;
+    std::filesystem::path profile_path;
     try {
-      profile = load_model_profile(resolve(config.source, m.string("profile")));
+      profile_path = resolve(config.source, m.string("profile"));
+      profile = load_model_profile(profile_path);
     } catch (const InputError& e) {
       m.fail_key("profile", m.get("profile"), e.what());
     }
@@ -230,6 +236,7 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     }
     m.finish();
     config.models.push_back(std::move(profile));
+    config.model_paths.push_back(std::move(profile_path));
   }
   try {
     config.mechanism = parse_mechanism(r.string("mechanism"));
@@ -238,8 +245,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   }
   if (config.mechanism == Mechanism::TimeSliced && !config.hardware.time_slicing) {
     r.fail_key("mechanism", r.get("mechanism"),
-               "time-sliced needs the hardware's time_slicing (context_switch_ns, inference_share_percent: Note [Time slicing]), and '" +
-                   config.hardware.name + "' has none");
+               "time-sliced needs the hardware's time_slicing (context_switch_ns, inference_share_percent: Note [Time slicing]), and " +
+                   config.hardware_path.string() + " has none");
   }
   if (r.has("planner")) {
     try {
@@ -260,8 +267,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
     }
     if (config.placement == Placement::Auto && !config.hardware.mapped) {
       r.fail_key("placement", r.get("placement"),
-                 "placement auto needs the hardware's link.mapped (the cost of reading host memory in place), and '" +
-                     config.hardware.name + "' has none");
+                 "placement auto needs the hardware's link.mapped (the cost of reading host memory in place), and " +
+                     config.hardware_path.string() + " has none");
     }
   }
   r.mark_seen("placement");
@@ -276,7 +283,7 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
         config.parallel.gpus = static_cast<int>(p.integer("gpus", 1, 64));
         if (config.parallel.gpus > host_gpus) {
           p.fail_key("gpus", p.get("gpus"),
-                     detail::concat("hardware '", config.hardware.name, "' has ", host_gpus, " GPU",
+                     detail::concat("the hardware profile ", config.hardware_path.string(), " has ", host_gpus, " GPU",
                                     host_gpus == 1 ? " (no multi_gpu section)" : "s", ", not ", config.parallel.gpus));
         }
       }
@@ -297,6 +304,13 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   if (r.has("training")) {
     MapReader t = r.map("training");
     config.training_model = model_ref(t, config, "model", t.get("model"));
+    if (!has_training_times(config.models[*config.training_model])) {
+      // Named by file: two profiles may share a model's name.
+      t.fail_key("model", t.get("model"),
+                 config.model_paths[*config.training_model].string() + ": the profile of '" +
+                     config.models[*config.training_model].name +
+                     "' has no measured backward times (an inference profile): it cannot run as the training job");
+    }
     config.training_batch = static_cast<int>(
         t.optional_integer("batch", 1, 1 << 20).value_or(config.models[*config.training_model].batch));
     t.finish();
@@ -304,7 +318,8 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   r.mark_seen("training");
   if (r.has("serving")) {  // Note [Request path] (serving_profile.hpp)
     try {
-      config.serving = load_serving_profile(resolve(config.source, r.string("serving")));
+      config.serving_path = resolve(config.source, r.string("serving"));
+      config.serving = load_serving_profile(config.serving_path);
     } catch (const InputError& e) {
       r.fail_key("serving", r.get("serving"), e.what());
     }
@@ -339,29 +354,38 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   return config;
 }
 
-// Sets `key` (dotted path) on `root` to the YAML `value`.
-void apply_override(YAML::Node& root, const std::string& key, const std::string& value,
-                    const std::string& origin) {
+// Sets `key` (dotted path) on `root` to the YAML `value`. Messages name the override
+// ("--set KEY=VALUE: ..."), which is what the user typed; the file has no line for it.
+void apply_override(YAML::Node& root, const std::string& key, const std::string& value, const std::string& from) {
+  const std::string what = from + " " + key + "=" + value;
   YAML::Node cursor;
   cursor.reset(root);
   std::size_t start = 0;
   while (true) {
     const std::size_t dot = key.find('.', start);
     const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (part.empty()) throw InputError(origin + ": override key '" + key + "' has an empty part");
+    if (part.empty()) throw InputError(what + ": the key '" + key + "' has an empty part");
     if (dot == std::string::npos) {
-      check_utf8(value, origin + ": override " + key);
+      check_utf8(value, what);
       try {
         cursor[part] = YAML::Load(value);
       } catch (const YAML::Exception& e) {
-        throw InputError(origin + ": override " + key + "=" + value + ": malformed YAML value: " + e.msg);
+        throw InputError(what + ": malformed YAML value: " + e.msg);
       }
       return;
     }
     YAML::Node next = cursor[part];
-    if (!next.IsDefined() || !next.IsMap()) {
-      throw InputError(origin + ": override key '" + key + "': '" + key.substr(0, dot) +
-                       "' is not a mapping in the config");
+    const std::string section = key.substr(0, dot);
+    if (!next.IsDefined() || next.IsNull()) {
+      // A key inside an absent section is refused for every section alike: the section's other
+      // keys (a training job's model, a workload's kind) would be missing, and a guess at them
+      // would be a silent default.
+      throw InputError(what + ": the config has no '" + section + "' section to set '" + key.substr(dot + 1) +
+                       "' in; set the whole section instead (" + from + " '" + section + "={...}')");
+    }
+    if (!next.IsMap()) {
+      throw InputError(what + ": '" + section + "' is not a mapping in the config, so it has no key '" +
+                       key.substr(dot + 1) + "'");
     }
     cursor.reset(next);
     start = dot + 1;
@@ -375,25 +399,82 @@ ExperimentConfig load_experiment_config(const std::filesystem::path& path) {
 }
 
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
-                                        const std::vector<std::pair<std::string, std::string>>& overrides) {
-  return parse_experiment_config(read_file(path), path, overrides);
+                                        const std::vector<std::pair<std::string, std::string>>& overrides,
+                                        const std::string& overrides_from) {
+  return parse_experiment_config(read_file(path), path, overrides, overrides_from);
 }
 
 ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
-                                         const std::vector<std::pair<std::string, std::string>>& overrides) {
+                                         const std::vector<std::pair<std::string, std::string>>& overrides,
+                                         const std::string& overrides_from) {
   YAML::Node root = parse_document(text, path.string());
-  for (const auto& [key, value] : overrides) apply_override(root, key, value, path.string());
+  for (const auto& [key, value] : overrides) apply_override(root, key, value, overrides_from);
+  // Note [Overridden keys in messages]
+  const OverrideList list{path.string(), overrides_from, &overrides};
+  const OverrideScope scope(list);
   return parse_experiment(root, path);
 }
 
-std::string resolved_yaml(const ExperimentConfig& config) {
+namespace {
+
+// A path as the resolved config records it (Note [Resolved configs]): relative to `base` (the
+// folder the file is written to), else absolute.
+std::string recorded_path(const std::filesystem::path& path, const std::filesystem::path& base) {
+  if (path.empty()) return {};
+  if (base.empty()) return std::filesystem::absolute(path).lexically_normal().string();
+  return path_relative_to(path, base);
+}
+
+// `d` in units of `unit_ns` as exact decimal text: 1500000 ns in ms is "1.5".
+std::string duration_text(Duration d, std::int64_t unit_ns) {
+  const std::int64_t ns = d.ns();
+  PSW_CHECK(ns >= 0, "a negative duration in a config: ", ns, " ns");
+  std::string text = std::to_string(ns / unit_ns);
+  std::int64_t rest = ns % unit_ns;
+  if (rest == 0) return text;
+  std::string digits;
+  for (std::int64_t scale = unit_ns / 10; scale > 0; scale /= 10) {
+    digits += static_cast<char>('0' + rest / scale);
+    rest %= scale;
+  }
+  while (!digits.empty() && digits.back() == '0') digits.pop_back();
+  return text + "." + digits;
+}
+
+// The shortest text that reads back as `value` (as the parser's std::from_chars reads it).
+std::string number_text(double value) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+// A file's path in a one-line comment: no line breaks or other control characters.
+std::string comment_text(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string resolved_yaml(const ExperimentConfig& config, const std::filesystem::path& written_to) {
+  const std::filesystem::path base =
+      written_to.empty() ? std::filesystem::path() : std::filesystem::absolute(written_to).parent_path();
+  const auto path_of = [&base](const std::filesystem::path& p, const std::string& fallback) {
+    return p.empty() ? fallback : recorded_path(p, base);
+  };
+  const auto model_name = [&config](std::uint32_t m) { return config.models[m].name; };
   YAML::Emitter out;
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << config.name;
-  out << YAML::Key << "source" << YAML::Value << config.source.string();
-  out << YAML::Key << "hardware" << YAML::Value << config.hardware.name;
-  out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (const auto& m : config.models) out << m.name;
+  out << YAML::Key << "hardware" << YAML::Value << path_of(config.hardware_path, config.hardware.name);
+  out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  for (std::size_t i = 0; i < config.models.size(); ++i) {
+    const std::filesystem::path profile = i < config.model_paths.size() ? config.model_paths[i] : std::filesystem::path();
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << config.models[i].name << YAML::Key
+        << "profile" << YAML::Value << path_of(profile, config.models[i].name) << YAML::EndMap;
+  }
   out << YAML::EndSeq;
   out << YAML::Key << "mechanism" << YAML::Value << to_string(config.mechanism);
   out << YAML::Key << "planner" << YAML::Value << to_string(config.planner);
@@ -406,67 +487,82 @@ std::string resolved_yaml(const ExperimentConfig& config) {
     out << YAML::EndMap;
   }
   out << YAML::Key << "seed" << YAML::Value << config.seed;
-  out << YAML::Key << "training" << YAML::Value
-      << (config.training_model ? config.models[*config.training_model].name : std::string("none"));
-  // Only where it is not the profile's, so that the files of every earlier run stay the same.
-  if (config.training_model && config.training_batch != config.models[*config.training_model].batch) {
-    out << YAML::Key << "training_batch" << YAML::Value << config.training_batch;
+  if (config.training_model) {
+    out << YAML::Key << "training" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "model"
+        << YAML::Value << model_name(*config.training_model) << YAML::Key << "batch" << YAML::Value
+        << config.training_batch << YAML::EndMap;
   }
-  out << YAML::Key << "serving" << YAML::Value << (config.serving ? config.serving->name : std::string("none"));
+  if (config.serving) {
+    out << YAML::Key << "serving" << YAML::Value << path_of(config.serving_path, config.serving->name);
+  }
   const auto& w = config.workload;
+  constexpr std::int64_t kMs = 1'000'000;
+  constexpr std::int64_t kS = 1'000'000'000;
+  const auto weights = [&](const std::vector<double>& v) {
+    out << YAML::Flow << YAML::BeginMap;
+    for (std::size_t m = 0; m < v.size(); ++m) {
+      if (v[m] != 0.0) out << YAML::Key << config.models[m].name << YAML::Value << number_text(v[m]);
+    }
+    out << YAML::EndMap;
+  };
   out << YAML::Key << "workload" << YAML::Value << YAML::BeginMap;
   const char* kinds[] = {"periodic", "cycles", "poisson", "bursty", "trace"};
   out << YAML::Key << "kind" << YAML::Value << kinds[static_cast<int>(w.kind)];
-  out << YAML::Key << "slo_ns" << YAML::Value << w.slo.ns();
+  out << YAML::Key << "slo_ms" << YAML::Value << duration_text(w.slo, kMs);
   switch (w.kind) {
     case WorkloadKind::Periodic:
-      out << YAML::Key << "interval_ns" << YAML::Value << w.interval.ns();
+      out << YAML::Key << "interval_ms" << YAML::Value << duration_text(w.interval, kMs);
       out << YAML::Key << "count" << YAML::Value << w.count;
       out << YAML::Key << "models" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-      for (auto m : w.models) out << config.models[m].name;
+      for (auto m : w.models) out << model_name(m);
       out << YAML::EndSeq;
       break;
     case WorkloadKind::Cycles:
-      out << YAML::Key << "cycle_ns" << YAML::Value << w.cycle.ns();
+      out << YAML::Key << "cycle_ms" << YAML::Value << duration_text(w.cycle, kMs);
       out << YAML::Key << "rounds" << YAML::Value << w.rounds;
-      out << YAML::Key << "model" << YAML::Value << config.models[w.cycle_model].name;
+      out << YAML::Key << "model" << YAML::Value << model_name(w.cycle_model);
       break;
     case WorkloadKind::Poisson:
-      out << YAML::Key << "rate_per_s" << YAML::Value << w.poisson.rate_per_second;
-      out << YAML::Key << "duration_ns" << YAML::Value << w.poisson.duration.ns();
-      out << YAML::Key << "weights" << YAML::Value << YAML::Flow << w.poisson.model_weights;
+      out << YAML::Key << "rate_per_s" << YAML::Value << number_text(w.poisson.rate_per_second);
+      out << YAML::Key << "duration_s" << YAML::Value << duration_text(w.poisson.duration, kS);
+      out << YAML::Key << "models" << YAML::Value;
+      weights(w.poisson.model_weights);
       break;
     case WorkloadKind::Bursty:
-      out << YAML::Key << "high_rate_per_s" << YAML::Value << w.bursty.high_rate_per_second;
-      out << YAML::Key << "low_rate_per_s" << YAML::Value << w.bursty.low_rate_per_second;
-      out << YAML::Key << "mean_high_ns" << YAML::Value << w.bursty.mean_high.ns();
-      out << YAML::Key << "mean_low_ns" << YAML::Value << w.bursty.mean_low.ns();
-      out << YAML::Key << "duration_ns" << YAML::Value << w.bursty.duration.ns();
-      out << YAML::Key << "weights" << YAML::Value << YAML::Flow << w.bursty.model_weights;
+      out << YAML::Key << "high_rate_per_s" << YAML::Value << number_text(w.bursty.high_rate_per_second);
+      out << YAML::Key << "low_rate_per_s" << YAML::Value << number_text(w.bursty.low_rate_per_second);
+      out << YAML::Key << "mean_high_ms" << YAML::Value << duration_text(w.bursty.mean_high, kMs);
+      out << YAML::Key << "mean_low_ms" << YAML::Value << duration_text(w.bursty.mean_low, kMs);
+      out << YAML::Key << "duration_s" << YAML::Value << duration_text(w.bursty.duration, kS);
+      out << YAML::Key << "models" << YAML::Value;
+      weights(w.bursty.model_weights);
       break;
     case WorkloadKind::Trace: {
       const char* formats[] = {"csv", "azure-functions-2019", "azure-functions-2021", "azure-llm-2023"};
       out << YAML::Key << "format" << YAML::Value << formats[static_cast<int>(w.format)];
-      out << YAML::Key << "path" << YAML::Value << w.trace_path.string();
+      out << YAML::Key << "path" << YAML::Value << recorded_path(w.trace_path, base);
       out << YAML::Key << "spread" << YAML::Value << (w.spread == SpreadKind::Uniform ? "uniform" : "poisson");
       out << YAML::Key << "first_minute" << YAML::Value << w.first_minute;
       out << YAML::Key << "minutes" << YAML::Value << w.minutes;
-      out << YAML::Key << "window_start_s" << YAML::Value << w.window_start.seconds();
-      if (w.window > Duration::zero()) out << YAML::Key << "window_s" << YAML::Value << w.window.seconds();
-      out << YAML::Key << "sample" << YAML::Value << w.sample;
-      out << YAML::Key << "functions" << YAML::Value << YAML::BeginMap;
-      for (const auto& [f, m] : w.mapping.function_model) out << YAML::Key << f << YAML::Value << config.models[m].name;
-      out << YAML::EndMap;
+      out << YAML::Key << "window_start_s" << YAML::Value << duration_text(w.window_start, kS);
+      if (w.window > Duration::zero()) out << YAML::Key << "window_s" << YAML::Value << duration_text(w.window, kS);
+      out << YAML::Key << "sample" << YAML::Value << number_text(w.sample);
+      if (!w.mapping.function_model.empty()) {
+        out << YAML::Key << "functions" << YAML::Value << YAML::BeginMap;
+        for (const auto& [f, m] : w.mapping.function_model) out << YAML::Key << f << YAML::Value << model_name(m);
+        out << YAML::EndMap;
+      }
       if (w.mapping.default_model) {
-        out << YAML::Key << "default_model" << YAML::Value << config.models[*w.mapping.default_model].name;
+        out << YAML::Key << "default_model" << YAML::Value << model_name(*w.mapping.default_model);
       }
-      out << YAML::Key << "buckets" << YAML::Value << YAML::BeginSeq;
-      for (const auto& b : w.buckets) {
-        out << YAML::Flow << YAML::BeginMap << YAML::Key << "max_context_tokens" << YAML::Value
-            << b.max_context_tokens << YAML::Key << "model" << YAML::Value << config.models[b.model].name
-            << YAML::EndMap;
+      if (!w.buckets.empty()) {
+        out << YAML::Key << "buckets" << YAML::Value << YAML::BeginSeq;
+        for (const auto& b : w.buckets) {
+          out << YAML::Flow << YAML::BeginMap << YAML::Key << "max_context_tokens" << YAML::Value
+              << b.max_context_tokens << YAML::Key << "model" << YAML::Value << model_name(b.model) << YAML::EndMap;
+        }
+        out << YAML::EndSeq;
       }
-      out << YAML::EndSeq;
       break;
     }
   }
@@ -474,7 +570,9 @@ std::string resolved_yaml(const ExperimentConfig& config) {
   out << YAML::Key << "outputs" << YAML::Value << YAML::BeginMap << YAML::Key << "requests_csv"
       << YAML::Value << config.requests_csv << YAML::EndMap;
   out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  std::string header = "# The resolved config of a run (Note [Resolved configs]): psw sim --config <this file> reruns it.\n";
+  if (!config.source.empty()) header += "# source: " + comment_text(recorded_path(config.source, base)) + "\n";
+  return header + std::string(out.c_str()) + "\n";
 }
 
 SweepConfig load_sweep_config(const std::filesystem::path& path) {
@@ -536,7 +634,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::filesystem::p
       auto overrides = point.overrides;
       overrides.emplace_back("seed", std::to_string(seed));
       try {
-        point.config = load_experiment_config(base, overrides);
+        point.config = load_experiment_config(base, overrides, "grid value");
       } catch (const InputError& e) {
         std::string where;
         for (const auto& [k, v] : point.overrides) where += " " + k + "=" + v;

@@ -46,7 +46,12 @@ double prefill_scale(const ModelProfile& model, std::int64_t tokens) {
 
 Bytes ModelProfile::total_param_bytes() const {
   Bytes total = 0;
-  for (const auto& layer : layers) total += layer.param_bytes;
+  for (const auto& layer : layers) {
+    if (__builtin_add_overflow(total, layer.param_bytes, &total)) {
+      throw RangeError("out of range: the parameter bytes of model '" + name +
+                       "' add up past the integer size range (int64 bytes, about 9.2 EB)");
+    }
+  }
   return total;
 }
 

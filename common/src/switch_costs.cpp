@@ -1,6 +1,7 @@
 #include "psw/common/switch_costs.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "psw/common/error.hpp"
 
@@ -35,7 +36,12 @@ SwitchCosts::SwitchCosts(std::vector<Bytes> layer_bytes, std::vector<Duration> l
     if (layer_compute_[i] < Duration::zero()) {
       throw InputError(detail::concat("layer ", i, " has a negative compute time"));
     }
-    bytes_prefix_.push_back(bytes_prefix_.back() + layer_bytes_[i]);
+    Bytes total = 0;
+    if (__builtin_add_overflow(bytes_prefix_.back(), layer_bytes_[i], &total)) {
+      throw RangeError(detail::concat("out of range: the layers' bytes up to layer ", i,
+                                      " add up past the integer size range (int64 bytes)"));
+    }
+    bytes_prefix_.push_back(total);
     compute_prefix_.push_back(compute_prefix_.back() + layer_compute_[i]);
   }
 }
@@ -52,16 +58,24 @@ SwitchCosts SwitchCosts::with_compute_scaled(double factor) const {
 
 namespace {
 
-Duration ceil_div_time(std::int64_t amount, std::int64_t per_second) {
-  return Bandwidth::bytes_per_second(per_second).transfer_time(amount);
+// ceil(amount * 1e9 / per_second) ns; `what` names the quantity when it is past int64 ns.
+Duration ceil_div_time(std::int64_t amount, std::int64_t per_second, const char* what) {
+  if (amount < 0 || per_second <= 0) units_detail::throw_overflow(what);
+  const auto num = static_cast<Uint128>(amount) * 1'000'000'000u;
+  const auto den = static_cast<Uint128>(per_second);
+  const Uint128 ns = (num + den - 1) / den;
+  if (ns > static_cast<Uint128>(std::numeric_limits<std::int64_t>::max())) units_detail::throw_overflow(what);
+  return Duration::from_ns(static_cast<std::int64_t>(ns));
 }
 
 Duration roofline(const std::string& kind, std::int64_t flops, Bytes memory_bytes,
                   const ComputeModel& compute) {
   if (flops == 0 && memory_bytes == 0) return Duration::zero();
   const std::int64_t rate = kind == "conv" ? compute.conv_flops_per_second : compute.flops_per_second;
-  const Duration math = ceil_div_time(flops, rate);
-  const Duration memory = compute.memory_bandwidth.transfer_time(memory_bytes);
+  // Each named as what it is: a compute time is no transfer (RangeError, Note [Checked units]).
+  const Duration math = ceil_div_time(flops, rate, "compute time (FLOPs over the hardware's FLOP rate)");
+  const Duration memory = ceil_div_time(memory_bytes, compute.memory_bandwidth.bytes_per_second(),
+                                        "memory time (bytes over the hardware's memory bandwidth)");
   return max(math, memory) + compute.kernel_overhead;
 }
 
@@ -130,6 +144,14 @@ SwitchCosts make_switch_costs(const ModelProfile& model, const HardwareProfile& 
       compute.push_back(forward);
     }
     if (task == Task::Training) tail += backward_time(layer, model, hardware);
+  }
+  // The layers' bytes add up checked, naming the model (SwitchCosts' own check cannot).
+  Bytes total_bytes = 0;
+  for (const Bytes b : bytes) {
+    if (__builtin_add_overflow(total_bytes, b, &total_bytes)) {
+      throw RangeError("out of range: the parameter bytes of model '" + model.name +
+                       "' add up past the integer size range (int64 bytes, about 9.2 EB)");
+    }
   }
   const LinkCost link = memory == HostMemory::Pinned ? hardware.pinned : hardware.pageable;
   return SwitchCosts(std::move(bytes), std::move(compute), link, hardware.group_sync, tail);

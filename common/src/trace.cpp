@@ -247,6 +247,20 @@ std::int64_t parse_count(const LineReader& reader, std::string_view field, const
   return value;
 }
 
+// A time in nanoseconds of a trace row (an arrival, an SLO): at most a year, as every span of
+// an experiment config (check_span in experiment_config.cpp). A larger value (2^63 - 1) would
+// overflow the simulation's sums later, where the row's file and line are no longer known.
+std::int64_t parse_bounded_ns(const LineReader& reader, std::string_view field, const char* column) {
+  constexpr std::int64_t kMaxNs = std::int64_t{86'400} * 365 * kNsPerSecond;
+  const std::int64_t value = parse_count(reader, field, column);
+  if (value > kMaxNs) {
+    throw InputError(detail::concat(reader.where(), "column '", column, "': ", field,
+                                    " ns is more than a year (", kMaxNs,
+                                    " ns), the most simulated time a workload spans"));
+  }
+  return value;
+}
+
 // A non-negative decimal number of seconds ("57.15786004066467", "5e-05") to integer
 // nanoseconds, exactly (round half up at the nanosecond), with no floating point.
 std::int64_t parse_seconds_ns(const LineReader& reader, std::string_view field,
@@ -381,7 +395,7 @@ class ProjectCsvSource final : public RowSource {
     split_csv(line, fields_);
     expect_columns(reader_, fields_, 5, "arrival_ns,model,task,batch,slo_ns");
     Request r;
-    r.arrival = nanoseconds(parse_count(reader_, fields_[0], "arrival_ns"));
+    r.arrival = nanoseconds(parse_bounded_ns(reader_, fields_[0], "arrival_ns"));
     if (r.arrival < previous_) {
       throw InputError(detail::concat(reader_.where(), "arrival_ns ", r.arrival.ns(),
                                       " is before ", previous_.ns(), " on line ", previous_line_,
@@ -418,7 +432,7 @@ class ProjectCsvSource final : public RowSource {
                                       " cannot be simulated (profile the model at that batch and list it as another model)"));
     }
     r.batch = static_cast<int>(batch);
-    r.slo = nanoseconds(parse_count(reader_, fields_[4], "slo_ns"));
+    r.slo = nanoseconds(parse_bounded_ns(reader_, fields_[4], "slo_ns"));
     return r;
   }
 

@@ -194,6 +194,50 @@ inline YAML::Node parse_document(const std::string& text, const std::string& ori
   }
 }
 
+// Note [Overridden keys in messages]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Overrides (`psw sim --set KEY=VALUE`, a sweep's grid) are set on the parsed tree before it
+// is read; their nodes have no line in the file (yaml-cpp gives a loaded value line 0 and a
+// key it creates line -1), so a message naming "<file>:<line>" would point at the file's first
+// line or at line 0. While a file is parsed with overrides, an OverrideScope lists them, and
+// a MapReader of that file names the override instead of a line for every key at or under an
+// overridden key: "--set workload.rate_per_s=-1: key 'workload.rate_per_s': ...".
+struct OverrideList {
+  std::string origin;  // the file the overrides were applied to
+  std::string from;    // how messages name them: "--set", "grid value"
+  const std::vector<std::pair<std::string, std::string>>* overrides = nullptr;
+};
+inline const OverrideList*& current_overrides() {
+  thread_local const OverrideList* list = nullptr;
+  return list;
+}
+class OverrideScope {
+ public:
+  explicit OverrideScope(const OverrideList& list) : previous_(current_overrides()) { current_overrides() = &list; }
+  ~OverrideScope() { current_overrides() = previous_; }
+  OverrideScope(const OverrideScope&) = delete;
+  OverrideScope& operator=(const OverrideScope&) = delete;
+
+ private:
+  const OverrideList* previous_;
+};
+
+// "<from> KEY=VALUE" when `path` (a dotted key path of `origin`) is at or under an override,
+// else empty.
+inline std::string override_at(const std::string& origin, const std::string& path) {
+  const OverrideList* list = current_overrides();
+  if (list == nullptr || list->overrides == nullptr || list->origin != origin) return {};
+  // The last override of a key wins, as when they are applied.
+  for (auto it = list->overrides->rbegin(); it != list->overrides->rend(); ++it) {
+    const std::string& key = it->first;
+    if (path.size() >= key.size() && path.compare(0, key.size(), key) == 0 &&
+        (path.size() == key.size() || path[key.size()] == '.' || path[key.size()] == '[')) {
+      return list->from + " " + key + "=" + it->second;
+    }
+  }
+  return {};
+}
+
 // Reads one YAML mapping strictly: every key read is remembered, and finish() rejects
 // the keys nobody asked for. Messages carry origin, line and the dotted key path.
 class MapReader {
@@ -205,25 +249,33 @@ class MapReader {
     std::set<std::string> keys;
     for (const auto& entry : node_) {
       if (!entry.first.IsScalar() || entry.first.Scalar().empty()) {
-        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1, ": key '",
+        throw InputError(detail::concat(where(path_, entry.first.Mark().line + 1), "key '",
                                         path_, "': keys must be plain names"));
       }
       if (!keys.insert(entry.first.Scalar()).second) {
-        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1, ": key '",
-                                        child_path(entry.first.Scalar()), "' is given twice"));
+        const std::string key = child_path(entry.first.Scalar());
+        throw InputError(detail::concat(where(key, entry.first.Mark().line + 1), "key '", key, "' is given twice"));
       }
     }
   }
 
+  // "<origin>:<line>: ", or "<override>: " for a key that an override set (Note [Overridden
+  // keys in messages]).
+  std::string where(const std::string& key_path, int line) const {
+    const std::string from = override_at(origin_, key_path);
+    if (!from.empty()) return from + ": ";
+    return detail::concat(origin_, ":", line, ": ");
+  }
+
   [[noreturn]] void fail(const YAML::Node& at, const std::string& message) const {
     const int line = at.IsDefined() ? at.Mark().line + 1 : node_.Mark().line + 1;
-    throw InputError(detail::concat(origin_, ":", line, ": key '", path_, "': ", message));
+    throw InputError(detail::concat(where(path_, line), "key '", path_, "': ", message));
   }
   [[noreturn]] void fail_key(const std::string& key, const YAML::Node& at,
                              const std::string& message) const {
     const int line = at.IsDefined() && at.Mark().line >= 0 ? at.Mark().line + 1
                                                            : node_.Mark().line + 1;
-    throw InputError(detail::concat(origin_, ":", line, ": key '", child_path(key), "': ", message));
+    throw InputError(detail::concat(where(child_path(key), line), "key '", child_path(key), "': ", message));
   }
 
   std::string child_path(const std::string& key) const {
@@ -237,8 +289,7 @@ class MapReader {
     seen_.insert(key);
     YAML::Node value = node_[key];
     if (!value.IsDefined()) {
-      throw InputError(detail::concat(origin_, ":", node_.Mark().line + 1, ": key '",
-                                      child_path(key), "' is missing"));
+      throw InputError(detail::concat(where(path_, node_.Mark().line + 1), "key '", child_path(key), "' is missing"));
     }
     return value;
   }
@@ -358,8 +409,8 @@ class MapReader {
     for (const auto& entry : node_) {
       const std::string key = entry.first.Scalar();
       if (seen_.count(key) == 0) {
-        throw InputError(detail::concat(origin_, ":", entry.first.Mark().line + 1,
-                                        ": unknown key '", child_path(key), "'"));
+        throw InputError(detail::concat(where(child_path(key), entry.first.Mark().line + 1),
+                                        "unknown key '", child_path(key), "'"));
       }
     }
   }

@@ -912,7 +912,12 @@ SimulationResult run_simulation(const ExperimentConfig& config, const Simulation
       staged.chrome_trace = trace_file->path();
     }
   }
-  if (folder) save_text(staged.out_dir / "config.resolved.yaml", resolved_yaml(config));
+  if (folder) {
+    // Note [Resolved configs]: its paths relative to where it lies (the staged folder is a
+    // sibling of --out, so they hold once it is moved into place).
+    const std::filesystem::path resolved = staged.out_dir / "config.resolved.yaml";
+    save_text(resolved, resolved_yaml(config, resolved));
+  }
   const auto started = std::chrono::steady_clock::now();
   SimulationResult result;
   {

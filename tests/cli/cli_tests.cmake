@@ -140,7 +140,15 @@ psw_cli_test(range.plan 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of r
              plan --model ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml --strategy optimal)
 psw_cli_test(range.compare 2 "petabyte-model\\.yaml on .*slow-link\\.yaml: out of range"
              compare --model ${PSW_MODELS}/bert_base.yaml ${PSW_RANGE}/petabyte-model.yaml --hardware ${PSW_RANGE}/slow-link.yaml)
-psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.yaml: out of range: the sum of durations"
+# A compute time too long for int64 ns is reported as one, not as a transfer.
+psw_cli_test(range.compute_time 2 "exaflop-model\\.yaml on .*one-flop-per-second\\.yaml: out of range: the compute time \\(FLOPs over the hardware's FLOP rate\\)"
+             plan --model ${PSW_RANGE}/exaflop-model.yaml --hardware ${PSW_RANGE}/one-flop-per-second.yaml)
+# Layers whose bytes add up past int64 (8193 layers of 1 PiB, the reader's limit each): an
+# error naming the model, not a wrapped "negative size".
+psw_cli_script_test(range.total_bytes 60
+  "{ printf 'name: huge\\nbatch: 1\\ndtype: fp32\\nsource: {kind: analytic}\\nlayers:\\n'; for i in $(seq 8193); do printf '  - {name: l%d, kind: linear, param_bytes: 1125899906842624, forward_flops: 1}\\n' $i; done; } > $out/huge.yaml && $<TARGET_FILE:psw> plan --model $out/huge.yaml --hardware ${PSW_HW}/h200-pcie5.yaml > $out/log 2>&1; rc=$?; cat $out/log; test $rc -eq 2 && grep -q \"huge\\.yaml on .*h200-pcie5\\.yaml: out of range: the parameter bytes of model 'huge' add up past\" $out/log")
+# A trace row past the span a workload may have is the trace's error, at its file and line.
+psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.csv:4: column 'arrival_ns': 9223372036854775000 ns is more than a year"
              sim --config ${PSW_RANGE}/late-arrival.yaml)
 
 # The JSON carries every field the issue names, and --timeline writes a trace file.
@@ -149,8 +157,13 @@ psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.yaml: out of range: the su
 set(PSW_MAPPED_HW ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml)
 psw_cli_test(plan.placement_auto 0 "in place +embeddings.word_embeddings" plan --model ${PSW_MODELS}/bert_base.yaml
              --hardware ${PSW_MAPPED_HW} --placement auto)
-psw_cli_test(plan.placement_no_link 2 "has no link.mapped" plan --model ${PSW_MODELS}/bert_base.yaml
-             --hardware ${PSW_HW}/v100-pcie3-x16.yaml --placement auto)
+# Profiles are named by file, not by their `name:` (two shipped hardware files share one).
+psw_cli_test(plan.placement_no_link 2 "v100-pcie3-x16\\.yaml: --placement auto: the hardware profile has no link\\.mapped"
+             plan --model ${PSW_MODELS}/bert_base.yaml --hardware ${PSW_HW}/v100-pcie3-x16.yaml --placement auto)
+psw_cli_test(plan.training_without_backward_times 2
+             "measured-inference-only\\.yaml: --task training: the profile of 'tiny_measured' has no measured backward times"
+             plan --model ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/measured-inference-only.yaml --hardware ${PSW_HW}/h200-pcie5.yaml
+             --task training)
 psw_cli_test(plan.placement_unknown 2 "unknown placement 'host'" plan --model ${PSW_MODELS}/bert_base.yaml
              --hardware ${PSW_MAPPED_HW} --placement host)
 psw_cli_test(plan.placement_fixed 2 "not --strategy fixed" plan --model ${PSW_MODELS}/bert_base.yaml
@@ -207,6 +220,32 @@ psw_cli_script_test(sim.out_refuses_foreign_folder 60
   "mkdir -p $out/home && echo precious > $out/home/notes.txt && $<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/small.yaml --out $out/home > $out/log 2>&1; test $? -eq 2 && grep -q 'not an earlier output' $out/log && grep -q precious $out/home/notes.txt")
 psw_cli_script_test(sweep.failing_point_leaves_nothing 60
   "$<TARGET_FILE:psw> sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep > $out/log 2>&1; test $? -eq 2 && grep -q 'point 1 workload.path=late-bad-row.csv' $out/log && test -z \"$(ls -A $out | grep -v '^log$')\"")
+# Note [Interrupted runs]: SIGTERM or SIGHUP to a running psw sim or psw sweep leaves no
+# DIR.tmp-<pid>; one left by SIGKILL is removed by the next run into DIR.
+psw_cli_script_test(sim.interrupted_run_leaves_no_staging 120
+  "bash tests/cli/interrupted_run.sh $<TARGET_FILE:psw>")
+# Note [Resolved configs]: a run's config.resolved.yaml reruns it to the same summary.json.
+psw_cli_script_test(sim.resolved_config_reruns 300
+  "bash tests/cli/resolved_rerun.sh $<TARGET_FILE:psw>")
+
+# --set errors name the option, not a line of the config (Note [Overridden keys in messages]).
+psw_cli_test(sim.set_bad_value 2 "psw: error: --set workload\\.rate_per_s=-1: key 'workload\\.rate_per_s': must be between"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_s=-1)
+psw_cli_test(sim.set_unknown_key 2 "psw: error: --set workload\\.rate_per_second=5: unknown key 'workload\\.rate_per_second'"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set workload.rate_per_second=5)
+psw_cli_test(sim.set_unknown_top_key 2 "psw: error: --set bogus=1: unknown key 'bogus'"
+             sim --config ${PSW_SIM_DATA}/poisson.yaml --set bogus=1)
+psw_cli_test(sim.set_missing_in_new_section 2 "psw: error: --set training=\\{\\}: key 'training\\.model' is missing"
+             sim --config ${PSW_SIM_DATA}/project-trace.yaml --set "training={}")
+psw_cli_test(sim.set_key_in_absent_section 2 "psw: error: --set training\\.model=resnet152: the config has no 'training' section to set 'model' in. set the whole section instead"
+             sim --config ${PSW_SIM_DATA}/project-trace.yaml --set training.model=resnet152)
+psw_cli_test(sim.set_key_in_absent_section_outputs 2 "psw: error: --set outputs\\.requests_csv=false: the config has no 'outputs' section"
+             sim --config ${PSW_SIM_DATA}/small.yaml --set outputs.requests_csv=false)
+psw_cli_test(sim.set_key_in_a_scalar 2 "psw: error: --set mechanism\\.kind=x: 'mechanism' is not a mapping in the config"
+             sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism.kind=x)
+# A key of the file keeps its line where other keys are overridden.
+psw_cli_test(sim.set_other_key_keeps_line 2 "negative_interval\\.yaml:7: key 'workload\\.interval_ms': must be between 0"
+             sim --config ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-sim/negative_interval.yaml --set seed=4 --set workload.count=3)
 psw_cli_script_test(sweep.failing_point_keeps_earlier_sweep 120
   "psw=$<TARGET_FILE:psw>; $psw sweep --config ${PSW_SIM_DATA}/sweep-small.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1 && cp -r $out/sweep $out/before && $psw sweep --config ${PSW_SIM_DATA}/sweep-late-failure.yaml --jobs 2 --out $out/sweep >/dev/null 2>&1; test $? -eq 2 && diff -r $out/before $out/sweep && test -z \"$(ls -d $out/sweep.* 2>/dev/null)\"")
 
@@ -270,6 +309,12 @@ endforeach()
 
 # The executor's command, where LibTorch is found (host backend in CI).
 if(PSW_HAVE_EXEC)
+  psw_cli_test(run.placement_no_link 2 "v100-pcie3-x16\\.yaml: --placement auto: the hardware profile has no link\\.mapped"
+               run --model bert_base --backend host --placement auto --hardware ${PSW_HW}/v100-pcie3-x16.yaml --repeat 1 --warmup 0 --batch 1)
+  # The JSON's profile is relative to the current folder (the project root), not absolute.
+  psw_cli_test(run.json_profile_relative 0 "\"profile\": \"configs/models/h200/bert_base\\.yaml\""
+               run --model bert_base --backend host --repeat 1 --warmup 0 --batch 1 --format json
+               --profile ${PROJECT_SOURCE_DIR}/configs/models/h200/bert_base.yaml)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
   # No optimisation in one process: the per-layer copies, the forward after the last.
@@ -408,6 +453,10 @@ psw_cli_test(profile_serving.training_from_validation 0
   "- .model: resnet152, batch: 32, step_ns: 68493151." profile-serving
   --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-batch32 --training-model resnet152 --training-batch 32)
+# Generated files name no path of the machine they were made on: the note names the files
+# given (here absolute) relative to the profile written.
+psw_cli_script_test(profile_serving.note_paths_relative 60
+  "d=tests/data/.profile-note-$$; mkdir -p $d && $<TARGET_FILE:psw> profile-serving --from-load $PWD/tests/data/sim/load-requests.csv --name x --device y --inputs raw --training-from-validation $PWD/tests/data/sim/validation-batch32 --training-model resnet152 --training-batch 32 --out $d/p.yaml >/dev/null 2>&1; rc=$?; cat $d/p.yaml; grep -q 'from-load ../sim/load-requests.csv: ' $d/p.yaml && grep -q 'alone in ../sim/validation-batch32' $d/p.yaml && ! grep -q \"$PWD\" $d/p.yaml; ok=$?; rm -rf $d; test $rc -eq 0 -a $ok -eq 0")
 psw_cli_test(profile_serving.training_from_validation_untrained 2
   "validation-untrained/validation.json: no object 'training'" profile-serving
   --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation

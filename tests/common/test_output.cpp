@@ -1,7 +1,9 @@
 // Checked writes and staged output folders (Notes [Checked writes], [Atomic output folders]).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -130,6 +132,88 @@ TEST_F(OutputTest, StagedFileRenamesRegularFilesAndWritesDevicesInPlace) {
     psw::StagedFile device("/dev/null");
     EXPECT_EQ(device.path(), fs::path("/dev/null"));
   }
+}
+
+// The pid of a process that has ended (forked, exited, reaped): no process has it now.
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+// Note [Interrupted runs]: a run killed with SIGKILL leaves DIR.tmp-<pid>; the next run into DIR
+// removes it (and a moved-aside DIR.old-<pid> once DIR is back), but never a live process's
+// folder, another target's, or a name that is not <target>.tmp-<digits>.
+TEST_F(OutputTest, StagingOfDeadProcessesIsRemovedByTheNextRun) {
+  const fs::path target = root_ / "run";
+  const std::string dead = std::to_string(dead_pid());
+  const fs::path stale = root_ / ("run.tmp-" + dead);
+  const fs::path stale_old = root_ / ("run.old-" + dead);
+  const fs::path live = root_ / ("run.tmp-" + std::to_string(::getppid()));  // our parent is alive
+  const fs::path other = root_ / ("other.tmp-" + dead);
+  const fs::path not_a_pid = root_ / "run.tmp-12ab";
+  for (const fs::path& p : {stale, stale_old, live, other, not_a_pid}) psw::save_text(p / "requests.csv", "x\n");
+  psw::save_text(target / "marker", "old\n");
+  {
+    psw::StagedFolder folder(target, "marker");
+    EXPECT_FALSE(fs::exists(stale));
+    EXPECT_FALSE(fs::exists(stale_old));
+    EXPECT_TRUE(fs::exists(live));
+    EXPECT_TRUE(fs::exists(other));
+    EXPECT_TRUE(fs::exists(not_a_pid));
+    psw::save_text(folder.path() / "marker", "new\n");
+    folder.commit();
+  }
+  EXPECT_EQ(read(target / "marker"), "new\n");
+}
+
+// A child forked without exec inherits the stop handler but not the thread that cleans up:
+// a signal to the child ends the child alone, and the parent's staging folder stays.
+TEST_F(OutputTest, SignalToAForkedChildLeavesTheParentsStaging) {
+  psw::StagedFolder folder(root_ / "run", "marker");  // installs the handler
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::sleep(10);  // the signal ends it sooner; bounded, should the parent die instead
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  ::usleep(200'000);  // time for a wrongly woken cleanup to act
+  EXPECT_TRUE(fs::exists(folder.path()));
+}
+
+TEST_F(OutputTest, MovedAsideRunWithoutItsTargetIsKept) {
+  // Killed between moving DIR aside and moving the new run in: DIR.old-<pid> is the only copy.
+  const fs::path old = root_ / ("run.old-" + std::to_string(dead_pid()));
+  psw::save_text(old / "marker", "old\n");
+  EXPECT_TRUE(psw::remove_stale_staging(root_ / "run").empty());
+  EXPECT_TRUE(fs::exists(old));
+}
+
+TEST_F(OutputTest, StaleTemporaryFileOfADeadProcessIsRemoved) {
+  const fs::path target = root_ / "trace.json";
+  const fs::path stale = root_ / ("trace.json.tmp-" + std::to_string(dead_pid()));
+  psw::save_text(stale, "partial");
+  {
+    psw::StagedFile file(target);
+    EXPECT_FALSE(fs::exists(stale));
+  }
+}
+
+// Generated files name paths relative to where they lie (Note [Resolved configs]).
+TEST_F(OutputTest, PathRelativeToAFolder) {
+  psw::save_text(root_ / "configs" / "hw.yaml", "x");
+  fs::create_directories(root_ / "results" / "run");
+  EXPECT_EQ(psw::path_relative_to(root_ / "configs" / "hw.yaml", root_ / "results" / "run"), "../../configs/hw.yaml");
+  EXPECT_EQ(psw::path_relative_to(root_ / "results" / "run" / "a.csv", root_ / "results" / "run"), "a.csv");
+  // Through a symbolic link to the folder: the `..` steps are the link target's.
+  fs::create_directory_symlink(root_ / "results" / "run", root_ / "link");
+  EXPECT_EQ(psw::path_relative_to(root_ / "configs" / "hw.yaml", root_ / "link"), "../../configs/hw.yaml");
 }
 
 }  // namespace

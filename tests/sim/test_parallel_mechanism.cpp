@@ -126,8 +126,13 @@ TEST(SimParallel, ConfigKeyIsStrictAndResolved) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message({{"parallel.gpus", "9"}}).find("key 'parallel.gpus': hardware 'h200-pcie5-nvlink' has 8 GPUs, not 9"),
-            std::string::npos);
+  // Named by the override and the hardware's file (Note [Overridden keys in messages]).
+  EXPECT_NE(message({{"parallel.gpus", "9"}})
+                .find("--set parallel.gpus=9: key 'parallel.gpus': the hardware profile " +
+                      (std::filesystem::path(PSW_SOURCE_DIR) / "configs/hardware/h200-pcie5-nvlink.yaml").string() +
+                      " has 8 GPUs, not 9"),
+            std::string::npos)
+      << message({{"parallel.gpus", "9"}});
   EXPECT_NE(message({{"parallel.gpus", "0"}}).find("key 'parallel.gpus': must be between 1 and 64"), std::string::npos);
   EXPECT_NE(message({{"parallel.helpers", "some"}}).find("expected idle or training, got 'some'"), std::string::npos);
   EXPECT_NE(message({{"parallel.links", "2"}}).find("unknown key 'parallel.links'"), std::string::npos);

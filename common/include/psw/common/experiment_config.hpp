@@ -105,23 +105,44 @@ struct ExperimentConfig {
   WorkloadSpec workload;
   bool requests_csv = true;
 
+  // The files the config named, absolute (resolved_yaml records them); empty in a config built
+  // in code. model_paths: one per model, in the order of `models`.
+  std::filesystem::path hardware_path;
+  std::vector<std::filesystem::path> model_paths;
+  std::filesystem::path serving_path;
+
   std::uint32_t model_index(const std::string& name) const;  // throws InputError
 };
 
 ExperimentConfig load_experiment_config(const std::filesystem::path& path);
 // `overrides`: dotted keys set on the YAML before parsing (`workload.rate_per_s: 50`),
-// values in YAML syntax. Used by sweeps and by `psw sim --set`.
+// values in YAML syntax. Used by sweeps and by `psw sim --set`. `overrides_from` names where
+// they came from in messages (`--set KEY=VALUE: ...`): an error in an overridden value names
+// the override, not a line of the file. A key inside a section the config does not have is
+// refused (set the whole section instead: `--set 'training={model: resnet152}'`).
 ExperimentConfig load_experiment_config(const std::filesystem::path& path,
-                                        const std::vector<std::pair<std::string, std::string>>& overrides);
+                                        const std::vector<std::pair<std::string, std::string>>& overrides,
+                                        const std::string& overrides_from = "--set");
 
 // The same from text; `path` names the file in messages and is what relative paths inside
 // the config are resolved against.
 ExperimentConfig parse_experiment_config(const std::string& text, const std::filesystem::path& path,
-                                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
+                                         const std::vector<std::pair<std::string, std::string>>& overrides = {},
+                                         const std::string& overrides_from = "--set");
 
-// The resolved config (every default filled in, paths absolute) as YAML, written beside
-// every run's results.
-std::string resolved_yaml(const ExperimentConfig& config);
+// Note [Resolved configs]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The resolved config, written beside every run's results as config.resolved.yaml, is an
+// experiment config itself: `psw sim --config DIR/config.resolved.yaml` reruns the run and
+// gives the same summary.json. Every default is filled in (the training job's batch, the
+// trace's minutes, ...), overrides are applied, durations are in the keys' units, exactly
+// (below about eleven days; longer ones to the nanosecond the parser's double holds), and
+// the files it names (hardware, model and serving profiles, the trace) are recorded by path,
+// relative to the folder of `written_to`, the file it is written to, so that the folder of a
+// run can move with the project (a clone elsewhere) and still be rerun. The profiles are not
+// copied: a rerun reads them afresh. Without `written_to` (or for a file on another root)
+// the paths are absolute. The config it came from is named in a comment (`# source:`).
+std::string resolved_yaml(const ExperimentConfig& config, const std::filesystem::path& written_to = {});
 
 // A sweep: a base experiment and a grid of overrides.
 //   base: fig5-base.yaml

@@ -17,11 +17,14 @@
 // older run, never a mix, and a failed run leaves the older DIR as it was and no temporary
 // folder. An existing DIR is replaced only if it is empty or holds an earlier run of the same
 // kind (its marker file), so that a mistyped --out cannot delete an unrelated folder.
+// A run stopped by a signal removes its temporary folder, and a later run into the same DIR
+// removes those of runs killed outright (Note [Interrupted runs] in common/src/output.cpp).
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace psw {
 
@@ -84,6 +87,18 @@ class StagedFile {
   std::filesystem::path staging_;
   bool committed_ = false;
 };
+
+// Removes `target`'s temporary siblings (`<target>.tmp-<pid>`, and `<target>.old-<pid>` where
+// `target` exists) whose process is no longer alive on this machine: the leftovers of runs
+// killed with SIGKILL or by a power cut (Note [Interrupted runs]). Returns what it removed.
+// StagedFolder and StagedFile call it before they stage.
+std::vector<std::filesystem::path> remove_stale_staging(const std::filesystem::path& target);
+
+// `path` as a generated file records it: relative to the folder `base` (`..` steps included,
+// symbolic links resolved on both sides), so that the file and what it names can move together
+// (a clone of the project elsewhere); absolute where no relative path leads there (another
+// root). Generic separators ('/').
+std::string path_relative_to(const std::filesystem::path& path, const std::filesystem::path& base);
 
 // `path` + ".tmp-<pid>" (the temporary names above).
 std::filesystem::path temporary_sibling(const std::filesystem::path& path, const char* what = "tmp");
