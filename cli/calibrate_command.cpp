@@ -9,9 +9,9 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
 #include "psw/sim/calibration.hpp"
-#include "psw/sim/compare.hpp"
 
 namespace psw::cli {
 
@@ -64,7 +64,7 @@ Action add_calibrate_command(CLI::App& app) {
     std::string recorded;  // the folders, as the profile's note names them
     for (const std::string& folder : o->recorded) {
       const std::string path = folder + "/measured/summary.json";
-      runs.push_back({sim::read_json_object(path, "psw load's summary.json"), path});
+      runs.push_back({read_json_object(path, "psw load's summary.json"), path});
       recorded += (recorded.empty() ? "" : " and ") + folder;
     }
     const std::string& summary_path = runs.front().origin;

@@ -20,10 +20,10 @@
 #include <thread>
 
 #include "psw/common/error.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/client_tools.hpp"
-#include "psw/sim/compare.hpp"
 #include "psw/sim/metrics.hpp"
 #include "psw/sim/workload_source.hpp"
 
@@ -854,7 +854,7 @@ InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const s
     return *said;
   }
   const InputTransport recorded =
-      recorded_inputs(sim::read_json_object(summary, "psw load's summary.json"), summary.string());
+      recorded_inputs(read_json_object(summary, "psw load's summary.json"), summary.string());
   if (said && *said != recorded) {
     throw InputError(detail::concat("inputs ", given, " of ", requests_csv.string(), ": ", summary.string(),
                                     " records the load's as ", to_string(recorded)));

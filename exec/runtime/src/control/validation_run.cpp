@@ -9,9 +9,9 @@
 #include <utility>
 
 #include "psw/common/error.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/runtime/client.hpp"
 #include "psw/runtime/service.hpp"
-#include "psw/sim/compare.hpp"
 #include "psw/sim/gpu_server.hpp"
 #include "psw/sim/metrics.hpp"
 
@@ -222,8 +222,8 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
 ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
                          const std::filesystem::path& sim_out) {
   const std::string folder = recorded.string();
-  const nlohmann::json validation = sim::read_json_object(recorded / "validation.json", "psw validate's validation.json");
-  const nlohmann::json measured = sim::read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
+  const nlohmann::json validation = read_json_object(recorded / "validation.json", "psw validate's validation.json");
+  const nlohmann::json measured = read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
   if (!validation.contains("mechanism") || !validation["mechanism"].is_string()) {
     throw InputError(folder + "/validation.json: no string 'mechanism'");
   }
@@ -289,7 +289,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   if (std::filesystem::exists(requests) && measured.contains("models") && measured["models"].is_object()) {
     std::map<std::string, sim::LatencyHistogram> protocol;
     for (const runtime::AnsweredRequest& a :
-         read_answered_requests(sim::read_input(requests, "psw load's requests.csv"), requests.string())) {
+         read_answered_requests(read_input(requests, "psw load's requests.csv"), requests.string())) {
       protocol[a.model].add(nanoseconds(a.latency - a.server));
     }
     for (auto& [model, entry] : run.measured.summary["models"].items()) {
@@ -318,7 +318,7 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
     std::filesystem::create_directories(measured);
     for (const char* name : {"requests.csv", "summary.json", "config.resolved.yaml"}) {
       const std::filesystem::path from = *run.recorded / "measured" / name;
-      if (std::filesystem::exists(from)) save_text(measured / name, sim::read_input(from, "a file of psw load's"));
+      if (std::filesystem::exists(from)) save_text(measured / name, read_input(from, "a file of psw load's"));
     }
   } else {
     write_load_outputs(config, run.measured, folder_.path() / "measured");

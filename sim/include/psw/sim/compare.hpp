@@ -51,13 +51,6 @@ enum class ComparisonStatus {
 };
 std::string to_string(ComparisonStatus status);
 
-// The whole of a small regular file (at most 64 MiB; a FIFO, a device or a folder is refused),
-// and a JSON object read from one; InputError naming the file (and the line and column of bad
-// JSON) and `expected`, what it should have been.
-std::string read_input(const std::filesystem::path& path, const char* expected);
-nlohmann::json parse_json_object(const std::string& text, const std::filesystem::path& path, const char* expected);
-nlohmann::json read_json_object(const std::filesystem::path& path, const char* expected);
-
 struct ComparisonRow {
   std::string mechanism;
   std::string model;
