@@ -1,7 +1,7 @@
 # The client protocol of `psw serve`: the gRPC front end, its system shared memory extension and
-# the client against a fake service, psw validate's wait for a training job between tasks (label
-# unit, names grpc.*), and a KServe v2 client in Python (the Debian /usr/bin/python3 with
-# python3-grpcio and python3-protobuf) against the same fake service in its own process.
+# the client against a fake service (label unit, names grpc.*), and a KServe v2 client in Python
+# (the Debian /usr/bin/python3 with python3-grpcio and python3-protobuf) against the same fake
+# service in its own process.
 
 add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_grpc_front_end.cpp
@@ -9,11 +9,10 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_client_tools.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_cycles.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_shared_memory.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_validation_run.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_shared_memory.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
-# C++ Client never sends. psw::sim: validation_run.hpp names the simulator's comparison types.
-target_link_libraries(psw_grpc_tests PRIVATE psw_control psw_proto psw::sim GTest::gtest GTest::gtest_main psw_warnings)
+# C++ Client never sends.
+target_link_libraries(psw_grpc_tests PRIVATE psw_control psw_proto GTest::gtest GTest::gtest_main psw_warnings)
 gtest_discover_tests(psw_grpc_tests TEST_PREFIX grpc. PROPERTIES LABELS unit TIMEOUT 60 DISCOVERY_TIMEOUT 60)
 
 add_executable(fake_kserve_server ${CMAKE_CURRENT_SOURCE_DIR}/runtime/fake_kserve_server.cpp)

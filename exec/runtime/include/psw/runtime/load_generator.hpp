@@ -17,7 +17,7 @@
 // reports them (requests.csv's server_ns and engine_ns; per model `engine_latency`, as psw sim
 // writes it, and `server_latency`), so that the engine is compared apart from the protocol,
 // and `protocol_latency`: the latency less the server's time (the send's lateness, gRPC and the
-// copies; Note [Latency parts] in psw/sim/validation.hpp).
+// copies; Note [Latency parts] in psw/xval/validation.hpp).
 //
 // Note [Client connections]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -150,7 +150,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options);
 // between, summary.json has `worker_starts`: their count, their mean per phase and in total
 // (ms). A server without those metrics (not a psw serve) leaves the key out, as does a run in
 // which no worker started; the simulator's side and its comparison are Note [Worker start
-// rows] (psw/sim/validation.hpp).
+// rows] (psw/xval/validation.hpp).
 // Note [Worker kill] (controller.cpp): the server's kills too, where it counts them (`kills` and
 // `kill_mean_ms` in `worker_starts`, when workers were killed in between).
 struct WorkerStartTotals {

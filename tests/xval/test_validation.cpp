@@ -1,11 +1,11 @@
-// psw validate's comparison (sim/validation.hpp): the join of two summaries, the tolerances and
+// psw validate's comparison (xval/validation.hpp): the join of two summaries, the tolerances and
 // the one-sided rows.
 #include <gtest/gtest.h>
 
 #include "psw/common/error.hpp"
-#include "psw/sim/validation.hpp"
+#include "psw/xval/validation.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
 namespace {
 
 nlohmann::json latency(std::int64_t count, double mean, double p50, double p99) {
@@ -334,4 +334,4 @@ TEST(Validation, AKillRowWhereTheServerCountedKills) {
 }
 
 }  // namespace
-}  // namespace psw::sim
+}  // namespace psw::xval

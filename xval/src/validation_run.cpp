@@ -1,4 +1,4 @@
-#include "psw/runtime/validation_run.hpp"
+#include "psw/xval/validation_run.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,18 @@
 #include "psw/sim/gpu_server.hpp"
 #include "psw/sim/metrics.hpp"
 
-namespace psw::runtime {
+namespace psw::xval {
+
+// psw validate drives the live server through the runtime's client and psw load.
+using runtime::check_load_workload;
+using runtime::check_serving_inputs;
+using runtime::Client;
+using runtime::LoadOptions;
+using runtime::read_answered_requests;
+using runtime::recorded_inputs;
+using runtime::run_load;
+using runtime::ServiceError;
+using runtime::TrainingStatus;
 
 std::map<std::string, std::string> metric_labels(const std::string& metrics_text, const std::string& name) {
   std::istringstream lines(metrics_text);
@@ -177,7 +188,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   if (training_model.empty()) {
     run.measured = run_load(config, options);
   } else {
-    sim::MeasuredTraining training;
+    MeasuredTraining training;
     // Note [Training share]: one window alone before the workload and one after, added.
     auto add_alone_window = [&](const char* when) {
       const AloneWindow alone = measure_training_alone(completed_steps, training_alone, when, options.progress);
@@ -204,7 +215,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   // Again where the server did not stand as a fresh one when the clock started (Note [Processes
   // a server starts with]: a warm-up took the process it started with).
   if (config.serving && traits(config.mechanism).process == ProcessModel::FreshProcess) {
-    const sim::SimulationOptions as_run = sim::simulation_options_of_run(run.measured.summary, "psw load's summary");
+    const sim::SimulationOptions as_run = simulation_options_of_run(run.measured.summary, "psw load's summary");
     if (as_run.fresh_standby_processes) {
       sim_options.fresh_standby_processes = as_run.fresh_standby_processes;
       if (options.progress) options.progress("simulating " + config.name + " again, as the server stood");
@@ -213,9 +224,9 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
+  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
                                       run.training, sim::training_step(config),
-                                      sim::simulated_worker_start(config.mechanism, config.hardware));
+                                      simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 
@@ -246,7 +257,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
         !t.contains("measured_seconds") || !t["measured_seconds"].is_number()) {
       throw InputError(folder + "/validation.json: 'training' needs integer measured_steps and number measured_seconds");
     }
-    run.training = sim::MeasuredTraining{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
+    run.training = MeasuredTraining{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
     // Note [Training share]: recorded since the alone window was measured; both or neither.
     const bool alone_steps = t.contains("alone_steps");
     if (alone_steps != t.contains("alone_seconds") ||
@@ -267,7 +278,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       run.training->held_seconds = t["held_seconds"].get<double>();
     }
   }
-  sim::SimulationOptions sim_options = sim::simulation_options_of_run(measured, folder + "/measured/summary.json");
+  sim::SimulationOptions sim_options = simulation_options_of_run(measured, folder + "/measured/summary.json");
   sim_options.out_dir = sim_out;
   run.simulated = sim::run_simulation(config, sim_options).summary;
   if (!measured.contains("generated") || !measured["generated"].is_number_integer()) {
@@ -301,9 +312,9 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = sim::compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
+  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
                                       run.training, sim::training_step(config),
-                                      sim::simulated_worker_start(config.mechanism, config.hardware));
+                                      simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 
@@ -324,8 +335,8 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
     write_load_outputs(config, run.measured, folder_.path() / "measured");
   }
   save_text(folder_.path() / "config.resolved.yaml", resolved_yaml(config));
-  save_text(folder_.path() / "validation.csv", sim::validation_csv(run.report));
-  nlohmann::json json = sim::validation_json(run.report);
+  save_text(folder_.path() / "validation.csv", validation_csv(run.report));
+  nlohmann::json json = validation_json(run.report);
   if (run.training) {
     json["training"] = {{"measured_steps", run.training->steps}, {"measured_seconds", run.training->seconds}};
     if (run.training->held_seconds) json["training"]["held_seconds"] = *run.training->held_seconds;
@@ -338,4 +349,4 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
   folder_.commit();
 }
 
-}  // namespace psw::runtime
+}  // namespace psw::xval

@@ -88,7 +88,7 @@
 #include "psw/common/units.hpp"
 #include "psw/sim/gpu_server.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
 
 enum class ValidationStatus {
   Within,     // |relative error| <= tolerance
@@ -167,7 +167,7 @@ std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& s
 // recorded before the server counted them, none where it sent a warm-up (every such server had
 // one standby process beside its training job, which the first warm-up request took), and as a
 // server starts where it sent none. InputError naming `origin` for a value that is not a count.
-SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin);
+sim::SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin);
 
 ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
                                    const std::vector<std::string>& models, const nlohmann::json& simulated,
@@ -180,4 +180,4 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
 std::string validation_csv(const ValidationReport& report);
 nlohmann::json validation_json(const ValidationReport& report);
 
-}  // namespace psw::sim
+}  // namespace psw::xval

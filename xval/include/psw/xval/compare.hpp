@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace psw::sim {
+namespace psw::xval {
 
 // One model's cold requests under one mechanism, as `psw bench-serve` measured them (ms).
 struct MeasuredLatency {
@@ -99,4 +99,4 @@ ComparisonSummary summarize(const std::vector<ComparisonRow>& rows);
 std::string comparison_csv(const std::vector<ComparisonRow>& rows);
 std::string comparison_markdown(const std::vector<ComparisonRow>& rows);
 
-}  // namespace psw::sim
+}  // namespace psw::xval

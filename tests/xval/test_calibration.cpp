@@ -9,11 +9,14 @@
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/hardware_profile.hpp"
-#include "psw/sim/calibration.hpp"
+#include "psw/xval/calibration.hpp"
 #include "psw/sim/gpu_server.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
 namespace {
+
+using sim::run_simulation;
+using sim::SimulationOptions;
 
 // The figures' case from the base's estimates (as scripts/calibrate-h200.sh starts from a link
 // profile on the base), so that each fit has somewhere to go: the project's h200 profile
@@ -353,4 +356,4 @@ TEST(Calibration, FitsUnifiedMemorysFaultAndBandwidthTogether) {
 }
 
 }  // namespace
-}  // namespace psw::sim
+}  // namespace psw::xval

@@ -1,4 +1,4 @@
-// The server's measurement beside the simulator's prediction (sim/compare.hpp): reading both
+// The server's measurement beside the simulator's prediction (xval/compare.hpp): reading both
 // sides, the join, rows on one side only, and malformed input.
 #include <gtest/gtest.h>
 
@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "psw/common/error.hpp"
-#include "psw/sim/compare.hpp"
+#include "psw/xval/compare.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using psw::sim::ComparisonStatus;
+using psw::xval::ComparisonStatus;
 
 const fs::path kData = fs::path(PSW_TEST_DATA_DIR) / "compare-serve";
 
@@ -39,8 +39,8 @@ std::string input_error(Work work) {
   return "";
 }
 
-psw::sim::MeasuredLatency measured(const std::string& mechanism, const std::string& model, double median) {
-  psw::sim::MeasuredLatency m;
+psw::xval::MeasuredLatency measured(const std::string& mechanism, const std::string& model, double median) {
+  psw::xval::MeasuredLatency m;
   m.mechanism = mechanism;
   m.model = model;
   m.requests = 10;
@@ -50,9 +50,9 @@ psw::sim::MeasuredLatency measured(const std::string& mechanism, const std::stri
   return m;
 }
 
-psw::sim::PredictedLatency predicted(const std::string& mechanism, const std::string& model, double p50,
+psw::xval::PredictedLatency predicted(const std::string& mechanism, const std::string& model, double p50,
                                      std::size_t line) {
-  psw::sim::PredictedLatency p;
+  psw::xval::PredictedLatency p;
   p.mechanism = mechanism;
   p.model = model;
   p.requests = 10;
@@ -67,7 +67,7 @@ psw::sim::PredictedLatency predicted(const std::string& mechanism, const std::st
 TEST(CompareServe, ReadsTheSweepsMechanismAndSingleModel) {
   const std::string csv = kHeader + sweep_row(0, "pipeswitch", "[resnet152]", "4.25") +
                           sweep_row(1, "ready", "\"[ 'bert_base' ]\"", "5.5");
-  const auto p = psw::sim::parse_sweep_predictions(csv, "sweep.csv");
+  const auto p = psw::xval::parse_sweep_predictions(csv, "sweep.csv");
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].mechanism, "pipeswitch");
   EXPECT_EQ(p[0].model, "resnet152");
@@ -85,7 +85,7 @@ TEST(CompareServe, ReadsASweepWithoutAMechanismGridAndWithCrlf) {
   std::string csv =
       "point,workload.models,seed,mechanism,hardware,requests,mean_ms,min_ms,p50_ms,p90_ms,p99_ms\r\n"
       "0,[inception_v3],1,mps,h200,3,1.5,1.0,1.25,2.0,3.0\r\n";
-  const auto p = psw::sim::parse_sweep_predictions(csv, "s.csv");
+  const auto p = psw::xval::parse_sweep_predictions(csv, "s.csv");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].mechanism, "mps");
   EXPECT_EQ(p[0].model, "inception_v3");
@@ -93,32 +93,32 @@ TEST(CompareServe, ReadsASweepWithoutAMechanismGridAndWithCrlf) {
 }
 
 TEST(CompareServe, MalformedSweepCsvNamesFileLineAndColumn) {
-  EXPECT_EQ(input_error([] { psw::sim::parse_sweep_predictions("", "s.csv"); }),
+  EXPECT_EQ(input_error([] { psw::xval::parse_sweep_predictions("", "s.csv"); }),
             "s.csv: empty (expected a psw sweep CSV with a header)");
   EXPECT_NE(input_error([] {
-              psw::sim::parse_sweep_predictions("point,seed,mechanism,requests,mean_ms,p50_ms,p99_ms\n", "s.csv");
+              psw::xval::parse_sweep_predictions("point,seed,mechanism,requests,mean_ms,p50_ms,p99_ms\n", "s.csv");
             }).find("s.csv:1: no column 'workload.models': the comparison needs each point's model"),
             std::string::npos);
   EXPECT_EQ(input_error([] {
-              psw::sim::parse_sweep_predictions(kHeader + sweep_row(0, "ready", "[resnet152]", "abc"), "s.csv");
+              psw::xval::parse_sweep_predictions(kHeader + sweep_row(0, "ready", "[resnet152]", "abc"), "s.csv");
             }),
             "s.csv:2: column 'p50_ms': expected a non-negative number, got 'abc'");
   EXPECT_EQ(input_error([] {
-              psw::sim::parse_sweep_predictions(
+              psw::xval::parse_sweep_predictions(
                   kHeader + sweep_row(0, "ready", "[resnet152]", "1") + sweep_row(1, "ready", "[bert_base]", "-2"),
                   "s.csv");
             }),
             "s.csv:3: column 'p50_ms': expected a non-negative number, got '-2'");
   EXPECT_EQ(input_error([] {
-              psw::sim::parse_sweep_predictions(kHeader + sweep_row(0, "ready", "\"[resnet152, bert_base]\"", "1"),
+              psw::xval::parse_sweep_predictions(kHeader + sweep_row(0, "ready", "\"[resnet152, bert_base]\"", "1"),
                                                 "s.csv");
             }),
             "s.csv:2: column 'workload.models' is '[resnet152, bert_base]': the comparison needs exactly one model "
             "per point");
-  EXPECT_EQ(input_error([] { psw::sim::parse_sweep_predictions(kHeader + "0,ready,[resnet152],1\n", "s.csv"); }),
+  EXPECT_EQ(input_error([] { psw::xval::parse_sweep_predictions(kHeader + "0,ready,[resnet152],1\n", "s.csv"); }),
             "s.csv:2: 4 fields, the header has 22");
   EXPECT_EQ(input_error([] {
-              psw::sim::parse_sweep_predictions(kHeader + "0,\"ready,[resnet152],1\n1,2\n", "s.csv");
+              psw::xval::parse_sweep_predictions(kHeader + "0,\"ready,[resnet152],1\n1,2\n", "s.csv");
             }),
             "s.csv:2: a quoted field is not closed");
 }
@@ -127,7 +127,7 @@ TEST(CompareServe, ReadsABenchServeReportAndSkipsModelsWithoutRequests) {
   const std::string json = R"({"cold_latency_ms": {
       "resnet152": {"count": 10, "median_ms": 20.5, "p99_ms": 28.0, "min_ms": 16.0, "max_ms": 28.0},
       "bert_base": {"count": 0, "median_ms": 0.0, "p99_ms": 0.0, "min_ms": 0.0, "max_ms": 0.0}}})";
-  const auto m = psw::sim::parse_bench_serve_report(json, "mechanism-pipeswitch.json", "pipeswitch");
+  const auto m = psw::xval::parse_bench_serve_report(json, "mechanism-pipeswitch.json", "pipeswitch");
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].mechanism, "pipeswitch");
   EXPECT_EQ(m[0].model, "resnet152");
@@ -138,7 +138,7 @@ TEST(CompareServe, ReadsABenchServeReportAndSkipsModelsWithoutRequests) {
 
 TEST(CompareServe, MalformedReportNamesFileAndLineOrKey) {
   const auto parse = [](const std::string& json) {
-    return input_error([&] { psw::sim::parse_bench_serve_report(json, "m.json", "ready"); });
+    return input_error([&] { psw::xval::parse_bench_serve_report(json, "m.json", "ready"); });
   };
   const std::string syntax = parse("{\n  \"cold_latency_ms\": {\n    \"resnet152\": {\"count\": 10,,}\n}");
   EXPECT_EQ(syntax.rfind("m.json:3:", 0), 0u) << syntax;
@@ -156,13 +156,13 @@ TEST(CompareServe, MalformedReportNamesFileAndLineOrKey) {
 }
 
 TEST(CompareServe, JoinsOnMechanismAndModelAndReportsEitherSideMissing) {
-  const std::vector<psw::sim::MeasuredLatency> m = {measured("pipeswitch", "resnet152", 20.0),
+  const std::vector<psw::xval::MeasuredLatency> m = {measured("pipeswitch", "resnet152", 20.0),
                                                     measured("pipeswitch", "bert_base", 10.0),
                                                     measured("mps", "resnet152", 30.0)};
-  const std::vector<psw::sim::PredictedLatency> p = {predicted("ready", "resnet152", 3.0, 2),
+  const std::vector<psw::xval::PredictedLatency> p = {predicted("ready", "resnet152", 3.0, 2),
                                                      predicted("pipeswitch", "resnet152", 19.5, 3),
                                                      predicted("pipeswitch", "bert_base", 8.0, 4)};
-  const auto rows = psw::sim::compare_serve(m, p);
+  const auto rows = psw::xval::compare_serve(m, p);
   ASSERT_EQ(rows.size(), 4u);
   // The sweep's order first, then what only the measurement has.
   EXPECT_EQ(rows[0].mechanism, "ready");
@@ -178,7 +178,7 @@ TEST(CompareServe, JoinsOnMechanismAndModelAndReportsEitherSideMissing) {
   EXPECT_EQ(rows[3].status(), ComparisonStatus::NoPrediction);
   EXPECT_FALSE(rows[3].p50_relative_error());
 
-  const psw::sim::ComparisonSummary s = psw::sim::summarize(rows);
+  const psw::xval::ComparisonSummary s = psw::xval::summarize(rows);
   EXPECT_EQ(s.rows, 4u);
   EXPECT_EQ(s.compared, 2u);
   EXPECT_EQ(s.within_5_percent, 1u);
@@ -186,14 +186,14 @@ TEST(CompareServe, JoinsOnMechanismAndModelAndReportsEitherSideMissing) {
   EXPECT_EQ(s.no_prediction, 1u);
   EXPECT_EQ(s.no_measurement, 1u);
 
-  EXPECT_EQ(psw::sim::comparison_csv(rows),
+  EXPECT_EQ(psw::xval::comparison_csv(rows),
             "mechanism,model,status,measured_median_ms,measured_p99_ms,measured_requests,predicted_mean_ms,"
             "predicted_p50_ms,predicted_p99_ms,predicted_requests,p50_relative_error\n"
             "ready,resnet152,no-measurement,,,,3.0,3.0,3.0,10,\n"
             "pipeswitch,resnet152,ok,20.0,40.0,10,19.5,19.5,19.5,10,-0.025\n"
             "pipeswitch,bert_base,ok,10.0,20.0,10,8.0,8.0,8.0,10,-0.2\n"
             "mps,resnet152,no-prediction,30.0,60.0,10,,,,,\n");
-  const std::string md = psw::sim::comparison_markdown(rows);
+  const std::string md = psw::xval::comparison_markdown(rows);
   EXPECT_NE(md.find("| pipeswitch | resnet152 | ok | 20.000 | 40.000 | 10 | 19.500 | 19.500 | 19.500 | 10 | -2.5% |"),
             std::string::npos)
       << md;
@@ -208,12 +208,12 @@ TEST(CompareServe, JoinsOnMechanismAndModelAndReportsEitherSideMissing) {
 
 TEST(CompareServe, RefusesTwoPointsOrReportsForOneMechanismAndModel) {
   EXPECT_EQ(input_error([] {
-              psw::sim::compare_serve({}, {predicted("ready", "resnet152", 3.0, 2), predicted("ready", "resnet152", 3.1, 7)});
+              psw::xval::compare_serve({}, {predicted("ready", "resnet152", 3.0, 2), predicted("ready", "resnet152", 3.1, 7)});
             }),
             "sweep.csv:7: a second point for ready and resnet152 (the first at line 2): the comparison needs one "
             "point per mechanism and model");
   EXPECT_NE(input_error([] {
-              psw::sim::compare_serve({measured("ready", "resnet152", 3.0), measured("ready", "resnet152", 3.0)}, {});
+              psw::xval::compare_serve({measured("ready", "resnet152", 3.0), measured("ready", "resnet152", 3.0)}, {});
             }).find("a second measurement of ready and resnet152"),
             std::string::npos);
 }
@@ -221,26 +221,26 @@ TEST(CompareServe, RefusesTwoPointsOrReportsForOneMechanismAndModel) {
 // The folder reader: only mechanism-<name>.json, the mechanism from the name, models without
 // requests left out.
 TEST(CompareServe, LoadsTheMeasuredFolderAndTheSweepFolder) {
-  const auto m = psw::sim::load_measured_serve(kData / "measured");
+  const auto m = psw::xval::load_measured_serve(kData / "measured");
   ASSERT_EQ(m.size(), 4u);  // mps: 1, pipeswitch: 2, ready: 1 (bert_base had no requests)
   EXPECT_EQ(m[0].mechanism, "mps");
   EXPECT_EQ(m[3].mechanism, "ready");
   EXPECT_EQ(m[3].model, "resnet152");
-  const auto p = psw::sim::load_predicted_sweep(kData / "predicted");
+  const auto p = psw::xval::load_predicted_sweep(kData / "predicted");
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[4].mechanism, "no-optimization");
   EXPECT_EQ(p[4].source, kData / "predicted" / "sweep.csv");
   EXPECT_EQ(p[4].line, 6u);
 
-  EXPECT_NE(input_error([] { psw::sim::load_measured_serve(kData / "predicted"); })
+  EXPECT_NE(input_error([] { psw::xval::load_measured_serve(kData / "predicted"); })
                 .find("no mechanism-<name>.json (psw bench-serve reports) here"),
             std::string::npos);
-  EXPECT_NE(input_error([] { psw::sim::load_measured_serve(kData / "nowhere"); }).find("nowhere: not a folder"),
+  EXPECT_NE(input_error([] { psw::xval::load_measured_serve(kData / "nowhere"); }).find("nowhere: not a folder"),
             std::string::npos);
-  EXPECT_NE(input_error([] { psw::sim::load_predicted_sweep(kData / "measured"); })
+  EXPECT_NE(input_error([] { psw::xval::load_predicted_sweep(kData / "measured"); })
                 .find("sweep.csv: no such file"),
             std::string::npos);
-  const std::string bad = input_error([] { psw::sim::load_measured_serve(kData / "bad"); });
+  const std::string bad = input_error([] { psw::xval::load_measured_serve(kData / "bad"); });
   EXPECT_NE(bad.find("mechanism-pipeswitch.json:4:"), std::string::npos) << bad;
 }
 

@@ -1,4 +1,4 @@
-#include "psw/sim/calibration.hpp"
+#include "psw/xval/calibration.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,12 @@
 
 #include "psw/common/error.hpp"
 #include "psw/sim/gpu_server.hpp"
-#include "psw/sim/validation.hpp"
+#include "psw/xval/validation.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
+
+using sim::run_simulation;
+using sim::SimulationOptions;
 
 namespace {
 
@@ -535,4 +538,4 @@ UnifiedMemoryFit fit_unified_memory(const ExperimentConfig& config, const std::v
   return fit;
 }
 
-}  // namespace psw::sim
+}  // namespace psw::xval

@@ -1,7 +1,7 @@
 #pragma once
 // psw validate (issue 9): one experiment config driving both engines: the simulator predicts
 // the workload, psw load sends the same workload (the simulator's own arrivals) to a live psw
-// serve, and sim/validation.hpp compares the two summaries.
+// serve, and xval/validation.hpp compares the two summaries.
 //
 // Before anything runs, the server must be the case the config describes (Note [Validating the
 // same case]), so that a difference in the report is the simulator's error, not a mismatch.
@@ -37,15 +37,15 @@
 #include "psw/common/output.hpp"
 #include "psw/runtime/load_generator.hpp"
 #include "psw/runtime/service.hpp"
-#include "psw/sim/validation.hpp"
+#include "psw/xval/validation.hpp"
 
-namespace psw::runtime {
+namespace psw::xval {
 
 struct ValidationRun {
   nlohmann::json simulated;  // psw sim's summary.json
-  LoadReport measured;       // psw load's report (of a recorded run: its summary only)
-  std::optional<sim::MeasuredTraining> training;
-  sim::ValidationReport report;
+  runtime::LoadReport measured;       // psw load's report (of a recorded run: its summary only)
+  std::optional<MeasuredTraining> training;
+  ValidationReport report;
   // Note [Validating again]: the psw validate folder whose measurement this run reuses.
   std::optional<std::filesystem::path> recorded;
 };
@@ -57,7 +57,7 @@ inline constexpr std::chrono::seconds kTrainingResumePatience{60};
 // The job's status once it runs or is no longer active (stopped, done), or `patience` has
 // passed: polls `status` every 5 ms while the job is active but not running (between tasks),
 // saying once through `progress` that it waits. Throws what `status` throws.
-TrainingStatus wait_while_between_tasks(const std::function<TrainingStatus()>& status, std::chrono::milliseconds patience,
+runtime::TrainingStatus wait_while_between_tasks(const std::function<runtime::TrainingStatus()>& status, std::chrono::milliseconds patience,
                                         const std::function<void(const std::string&)>& progress);
 
 // The labels of a gauge in Prometheus text (`name{a="x",b="y"} 1`); empty when `name` has no
@@ -67,8 +67,8 @@ std::map<std::string, std::string> metric_labels(const std::string& metrics_text
 // Checks the server against the config (Note [Validating the same case]), runs the simulator,
 // then the load, and compares. `sim_out`: where psw sim's outputs go (empty: none). With a
 // training job and `training_alone` > 0, the job's rate alone is measured over that long before
-// the workload and again after it, with no requests (Note [Training share] in sim/validation.hpp).
-ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
+// the workload and again after it, with no requests (Note [Training share] in xval/validation.hpp).
+ValidationRun run_validation(const ExperimentConfig& config, const runtime::LoadOptions& options,
                              const std::filesystem::path& sim_out,
                              std::chrono::milliseconds training_alone = std::chrono::milliseconds(0));
 
@@ -98,4 +98,4 @@ class ValidationOutput {
   StagedFolder folder_;
 };
 
-}  // namespace psw::runtime
+}  // namespace psw::xval

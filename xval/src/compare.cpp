@@ -1,4 +1,4 @@
-#include "psw/sim/compare.hpp"
+#include "psw/xval/compare.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +16,7 @@
 #include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
 
 namespace fs = std::filesystem;
 
@@ -462,4 +462,4 @@ std::string comparison_markdown(const std::vector<ComparisonRow>& rows) {
   return out;
 }
 
-}  // namespace psw::sim
+}  // namespace psw::xval

@@ -1,4 +1,4 @@
-#include "psw/sim/validation.hpp"
+#include "psw/xval/validation.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -6,7 +6,9 @@
 
 #include "psw/common/error.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
+
+using sim::SimulationOptions;
 
 namespace {
 
@@ -281,4 +283,4 @@ nlohmann::json validation_json(const ValidationReport& report) {
           {"rows", rows}};
 }
 
-}  // namespace psw::sim
+}  // namespace psw::xval

@@ -35,7 +35,7 @@
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 
-namespace psw::sim {
+namespace psw::xval {
 
 enum class FitMeasure { Engine, Latency };
 std::string to_string(FitMeasure measure);
@@ -224,4 +224,4 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const nlo
 // total), its measured engine over every request.
 EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std::vector<RecordedRun>& runs);
 
-}  // namespace psw::sim
+}  // namespace psw::xval

@@ -10,8 +10,8 @@
 
 #include "psw/common/error.hpp"
 #include "psw/runtime/load_generator.hpp"
-#include "psw/runtime/validation_run.hpp"
-#include "psw/sim/validation.hpp"
+#include "psw/xval/validation_run.hpp"
+#include "psw/xval/validation.hpp"
 
 namespace psw::runtime {
 namespace {
@@ -47,7 +47,7 @@ TrainingStatus running_job() {
 TEST(ValidationWait, WaitsForAJobThatResumes) {
   ScriptedJob job{3, running_job()};
   std::vector<std::string> said;
-  const TrainingStatus status = wait_while_between_tasks(std::ref(job), milliseconds(10'000),
+  const TrainingStatus status = xval::wait_while_between_tasks(std::ref(job), milliseconds(10'000),
                                                          [&](const std::string& line) { said.push_back(line); });
   EXPECT_TRUE(status.running);
   EXPECT_EQ(job.polls, 4);
@@ -60,15 +60,15 @@ TEST(ValidationWait, DoesNotWaitForAStoppedJobANeverStartedOneOrNone) {
   stopped.model = "resnet152";
   stopped.stopped = true;
   ScriptedJob job{0, stopped};
-  EXPECT_TRUE(wait_while_between_tasks(std::ref(job), milliseconds(10'000), nullptr).stopped);
+  EXPECT_TRUE(xval::wait_while_between_tasks(std::ref(job), milliseconds(10'000), nullptr).stopped);
   EXPECT_EQ(job.polls, 1);
   ScriptedJob none{0, TrainingStatus{}};  // the server has no training job
-  EXPECT_TRUE(wait_while_between_tasks(std::ref(none), milliseconds(10'000), nullptr).model.empty());
+  EXPECT_TRUE(xval::wait_while_between_tasks(std::ref(none), milliseconds(10'000), nullptr).model.empty());
   EXPECT_EQ(none.polls, 1);
   TrainingStatus idle;  // configured, never started
   idle.model = "resnet152";
   ScriptedJob never{0, idle};
-  const TrainingStatus status = wait_while_between_tasks(std::ref(never), milliseconds(10'000), nullptr);
+  const TrainingStatus status = xval::wait_while_between_tasks(std::ref(never), milliseconds(10'000), nullptr);
   EXPECT_FALSE(status.running);
   EXPECT_FALSE(status.active);
   EXPECT_EQ(never.polls, 1);
@@ -77,7 +77,7 @@ TEST(ValidationWait, DoesNotWaitForAStoppedJobANeverStartedOneOrNone) {
 TEST(ValidationWait, GivesUpAfterItsPatience) {
   ScriptedJob job{1'000'000, running_job()};  // never resumes within the test
   const auto start = std::chrono::steady_clock::now();
-  const TrainingStatus status = wait_while_between_tasks(std::ref(job), milliseconds(50), nullptr);
+  const TrainingStatus status = xval::wait_while_between_tasks(std::ref(job), milliseconds(50), nullptr);
   EXPECT_FALSE(status.running);
   EXPECT_FALSE(status.stopped);
   EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(50));
@@ -218,14 +218,14 @@ TEST(FreshStandbyWorkers, TheSimulatorStartsWhereTheMeasuredServerStood) {
   EXPECT_EQ(parse_fresh_standby_workers("psw_resident_models 3\npsw_fresh_standby_workers 1\n"), 1);
   EXPECT_FALSE(parse_fresh_standby_workers("psw_requests_total 7\n").has_value()) << "a server before the gauge";
   EXPECT_THROW((void)parse_fresh_standby_workers("psw_fresh_standby_workers -1\n"), InputError);
-  EXPECT_EQ(sim::simulation_options_of_run({{"fresh_standby_workers", 1}, {"warmup_per_model", 2}}, "s.json")
+  EXPECT_EQ(xval::simulation_options_of_run({{"fresh_standby_workers", 1}, {"warmup_per_model", 2}}, "s.json")
                 .fresh_standby_processes,
             1);
-  EXPECT_EQ(sim::simulation_options_of_run({{"warmup_per_model", 2}}, "s.json").fresh_standby_processes, 0);
-  EXPECT_FALSE(sim::simulation_options_of_run({{"warmup_per_model", 0}}, "s.json").fresh_standby_processes);
-  EXPECT_FALSE(sim::simulation_options_of_run(nlohmann::json::object(), "s.json").fresh_standby_processes);
+  EXPECT_EQ(xval::simulation_options_of_run({{"warmup_per_model", 2}}, "s.json").fresh_standby_processes, 0);
+  EXPECT_FALSE(xval::simulation_options_of_run({{"warmup_per_model", 0}}, "s.json").fresh_standby_processes);
+  EXPECT_FALSE(xval::simulation_options_of_run(nlohmann::json::object(), "s.json").fresh_standby_processes);
   try {
-    (void)sim::simulation_options_of_run({{"fresh_standby_workers", "two"}}, "s.json");
+    (void)xval::simulation_options_of_run({{"fresh_standby_workers", "two"}}, "s.json");
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("s.json: fresh_standby_workers"), std::string::npos) << e.what();
