@@ -12,9 +12,9 @@
 #include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
 #include "psw/common/serving_profile.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/load_generator.hpp"
-#include "psw/runtime/serving_benchmark.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/client/load_generator.hpp"
+#include "psw/runtime/client/serving_benchmark.hpp"
 
 namespace psw::cli {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "psw/common/error.hpp"
-#include "psw/runtime/load_generator.hpp"
+#include "psw/runtime/client/load_generator.hpp"
 #include "psw/xval/validation_run.hpp"
 #include "psw/xval/validation.hpp"
 

@@ -10,8 +10,8 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/input_file.hpp"
-#include "psw/runtime/client.hpp"
-#include "psw/runtime/service.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/ipc/service.hpp"
 #include "psw/sim/gpu_server.hpp"
 #include "psw/sim/metrics.hpp"
 

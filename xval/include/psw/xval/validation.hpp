@@ -69,7 +69,7 @@
 // startup.process_start_ns + cuda_context_ns + framework_start_ns of the hardware profile and
 // one memory.cuda_malloc_ns (MechanismModel::switch_in). Where psw load's summary has the
 // server's own split of the starts in the workload (`worker_starts`, Note [Worker starts
-// measured] in psw/runtime/load_generator.hpp), four rows (scope all) compare them:
+// measured] in psw/runtime/client/load_generator.hpp), four rows (scope all) compare them:
 // worker_start_ms (the whole start), worker_start_process_ms (spawn to the worker's main),
 // worker_start_context_ms (the CUDA context and backend) and worker_start_framework_ms (the
 // rest: the shared regions, the models, the training job, the last steps, against the

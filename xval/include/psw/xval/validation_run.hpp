@@ -35,8 +35,8 @@
 
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/output.hpp"
-#include "psw/runtime/load_generator.hpp"
-#include "psw/runtime/service.hpp"
+#include "psw/runtime/client/load_generator.hpp"
+#include "psw/runtime/ipc/service.hpp"
 #include "psw/xval/validation.hpp"
 
 namespace psw::xval {
