@@ -11,8 +11,8 @@
 #include "validators.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/serving_benchmark.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/client/serving_benchmark.hpp"
 
 namespace psw::cli {
 

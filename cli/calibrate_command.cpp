@@ -1,5 +1,5 @@
 // psw calibrate: one estimated cost of a hardware profile fitted to a recorded psw validate run
-// (Note [Calibrating a cost], sim/calibration.hpp); options and printing only.
+// (Note [Calibrating a cost], xval/calibration.hpp); options and printing only.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,9 +9,9 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
-#include "psw/sim/calibration.hpp"
-#include "psw/sim/compare.hpp"
+#include "psw/xval/calibration.hpp"
 
 namespace psw::cli {
 
@@ -30,17 +30,17 @@ struct CalibrateOptions {
 Action add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   std::string costs;
-  for (const auto& c : sim::calibratable_costs()) {
+  for (const auto& c : xval::calibratable_costs()) {
     costs += (costs.empty() ? "" : ", ") + c.name + " (" + to_string(c.paid_by) + ")";
   }
-  costs += std::string(", ") + sim::kMpsContentionCost + " (mps: one point per model beside the config's training job)";
-  costs += std::string(", ") + sim::kWorkerStartCost +
+  costs += std::string(", ") + xval::kMpsContentionCost + " (mps: one point per model beside the config's training job)";
+  costs += std::string(", ") + xval::kWorkerStartCost +
            " (stop-and-start or two-processes: process start, context and framework start adopted from the server's "
            "split of its starts)";
-  costs += std::string(", ") + sim::kEagerSwitchCost +
+  costs += std::string(", ") + xval::kEagerSwitchCost +
            " (no-memory-management, no-ipc-optimization, no-pinned-memory or one-process: each model's host time "
            "of an eager switch adopted from the server's measurement)";
-  costs += std::string(", ") + sim::kUnifiedMemoryCost +
+  costs += std::string(", ") + xval::kUnifiedMemoryCost +
            " (unified-memory: page_fault_ns and migration_bandwidth_bytes_per_s fitted together to the models' "
            "engine means)";
   CLI::App* cmd = app.add_subcommand(
@@ -60,11 +60,11 @@ Action add_calibrate_command(CLI::App& app) {
   return [o] {
     ExperimentConfig config = load_experiment_config(o->config_path);
     if (!o->hardware_path.empty()) config.hardware = load_hardware_profile(o->hardware_path);
-    std::vector<sim::RecordedRun> runs;
+    std::vector<xval::RecordedRun> runs;
     std::string recorded;  // the folders, as the profile's note names them
     for (const std::string& folder : o->recorded) {
       const std::string path = folder + "/measured/summary.json";
-      runs.push_back({sim::read_json_object(path, "psw load's summary.json"), path});
+      runs.push_back({read_json_object(path, "psw load's summary.json"), path});
       recorded += (recorded.empty() ? "" : " and ") + folder;
     }
     const std::string& summary_path = runs.front().origin;
@@ -82,10 +82,10 @@ Action add_calibrate_command(CLI::App& app) {
                                  to_yaml(hardware));
       std::printf("  wrote %s\n", o->out_path.c_str());
     };
-    if (o->cost == sim::kMpsContentionCost) {  // Note [MPS contention]
-      const sim::ContentionFit fit =
-          sim::fit_mps_contention(config, one_run(), summary_path);
-      std::printf("%s beside %s at training batch %d:\n", sim::kMpsContentionCost, fit.training_model.c_str(),
+    if (o->cost == xval::kMpsContentionCost) {  // Note [MPS contention]
+      const xval::ContentionFit fit =
+          xval::fit_mps_contention(config, one_run(), summary_path);
+      std::printf("%s beside %s at training batch %d:\n", xval::kMpsContentionCost, fit.training_model.c_str(),
                   fit.training_batch);
       std::string fitted;
       for (const auto& p : fit.points) {
@@ -95,16 +95,16 @@ Action add_calibrate_command(CLI::App& app) {
         fitted += detail::concat(fitted.empty() ? "" : ", ", p.model, " ", p.percent, "% (engine mean ", p.measured_ms,
                                  " ms)");
       }
-      write_profile(fit.hardware, detail::concat(sim::kMpsContentionCost, " beside ", fit.training_model, " at batch ",
+      write_profile(fit.hardware, detail::concat(xval::kMpsContentionCost, " beside ", fit.training_model, " at batch ",
                                                  fit.training_batch, " fitted by psw calibrate to ", recorded, ": ",
                                                  fitted));
       return;
     }
-    if (o->cost == sim::kWorkerStartCost) {  // Note [Adopting a worker start]
-      const sim::WorkerStartAdoption a =
-          sim::adopt_worker_start(config, one_run(), summary_path);
+    if (o->cost == xval::kWorkerStartCost) {  // Note [Adopting a worker start]
+      const xval::WorkerStartAdoption a =
+          xval::adopt_worker_start(config, one_run(), summary_path);
       std::printf("%s over %lld starts: process %.1f ms, context %.1f ms, framework %.1f ms (cudaMalloc included)\n",
-                  sim::kWorkerStartCost, static_cast<long long>(a.starts), a.process_ms, a.context_ms, a.framework_ms);
+                  xval::kWorkerStartCost, static_cast<long long>(a.starts), a.process_ms, a.context_ms, a.framework_ms);
       std::string firsts;
       for (const auto& f : a.first_forwards) {
         std::printf("  %s first forward: %.1f ms (engine mean measured %.4f ms, simulated %.4f ms without it)\n",
@@ -123,9 +123,9 @@ Action add_calibrate_command(CLI::App& app) {
                                    a.kill_ms ? detail::concat(", kill ", *a.kill_ms, " ms") : std::string(), ")"));
       return;
     }
-    if (o->cost == sim::kEagerSwitchCost) {  // Note [Adopting eager host times]
-      const sim::EagerSwitchAdoption a = sim::adopt_eager_switch(config, runs);
-      std::printf("%s under %s, per model over its eager switches:\n", sim::kEagerSwitchCost,
+    if (o->cost == xval::kEagerSwitchCost) {  // Note [Adopting eager host times]
+      const xval::EagerSwitchAdoption a = xval::adopt_eager_switch(config, runs);
+      std::printf("%s under %s, per model over its eager switches:\n", xval::kEagerSwitchCost,
                   to_string(config.mechanism).c_str());
       std::string adopted;
       for (const auto& m : a.models) {
@@ -136,14 +136,14 @@ Action add_calibrate_command(CLI::App& app) {
         adopted += detail::concat(adopted.empty() ? "" : ", ", m.model, " prepare ", m.prepare_ms, " ms forward ",
                                   m.forward_ms, " ms");
       }
-      write_profile(a.hardware, detail::concat(sim::kEagerSwitchCost, " under ", to_string(config.mechanism),
+      write_profile(a.hardware, detail::concat(xval::kEagerSwitchCost, " under ", to_string(config.mechanism),
                                                " adopted by psw calibrate from ", recorded, " (", adopted, ")"));
       return;
     }
-    if (o->cost == sim::kUnifiedMemoryCost) {  // Note [Unified memory's two costs]
-      const sim::UnifiedMemoryFit fit = sim::fit_unified_memory(config, runs);
+    if (o->cost == xval::kUnifiedMemoryCost) {  // Note [Unified memory's two costs]
+      const xval::UnifiedMemoryFit fit = xval::fit_unified_memory(config, runs);
       std::printf("%s: page_fault_ns %.6g -> %.6g, migration_bandwidth_bytes_per_s %.6g -> %.6g (%d simulations)\n",
-                  sim::kUnifiedMemoryCost, fit.initial_page_fault_ns, fit.fitted_page_fault_ns, fit.initial_bandwidth,
+                  xval::kUnifiedMemoryCost, fit.initial_page_fault_ns, fit.fitted_page_fault_ns, fit.initial_bandwidth,
                   fit.fitted_bandwidth, fit.simulations);
       std::string means;
       for (const auto& m : fit.models) {
@@ -159,14 +159,14 @@ Action add_calibrate_command(CLI::App& app) {
                                    " bytes/s)"));
       return;
     }
-    const sim::CalibratableCost& cost = sim::calibratable_cost(o->cost);
-    const sim::CostFit fit = sim::fit_cost(config, cost, runs);
+    const xval::CalibratableCost& cost = xval::calibratable_cost(o->cost);
+    const xval::CostFit fit = xval::fit_cost(config, cost, runs);
     std::printf("%s: %.6g -> %.6g (%d simulations)\n", fit.cost.c_str(), fit.initial, fit.fitted, fit.simulations);
     std::printf("  %s mean over the %s: measured %.4f ms; simulated %.4f ms before, %.4f ms fitted\n",
-                sim::to_string(fit.measure).c_str(), runs.size() > 1 ? "runs" : "run", fit.measured_ms,
+                xval::to_string(fit.measure).c_str(), runs.size() > 1 ? "runs" : "run", fit.measured_ms,
                 fit.simulated_initial_ms, fit.simulated_fitted_ms);
     write_profile(fit.hardware, detail::concat(fit.cost, " fitted by psw calibrate to ", recorded, " (",
-                                               sim::to_string(fit.measure), " mean ", fit.measured_ms, " ms, was ",
+                                               xval::to_string(fit.measure), " mean ", fit.measured_ms, " ms, was ",
                                                fit.initial, ")"));
   };
 }

@@ -1,6 +1,6 @@
 // psw client: talk to a running `psw serve` over its gRPC protocol (KServe v2 + Control):
 // health, metadata, inference with latencies, the training job, metrics. The logic lives in the
-// client library (psw/runtime/client.hpp, client_tools.hpp); this file parses and prints.
+// client library (psw/runtime/client/client.hpp, client_tools.hpp); this file parses and prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,9 +17,9 @@
 #include "commands.hpp"
 #include "validators.hpp"
 #include "psw/common/error.hpp"
-#include "psw/runtime/client.hpp"
-#include "psw/runtime/client_tools.hpp"
-#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/client/client_tools.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
 
 namespace psw::cli {
 

@@ -1,5 +1,5 @@
 // psw compare-serve: the server's measured mechanisms beside the simulator's prediction
-// (sim/compare.hpp); options and output only.
+// (xval/compare.hpp); options and output only.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -7,7 +7,7 @@
 #include "commands.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
-#include "psw/sim/compare.hpp"
+#include "psw/xval/compare.hpp"
 
 namespace psw::cli {
 
@@ -25,10 +25,10 @@ void run_compare_serve(const CompareServeOptions& o) {
   if (format != "csv" && format != "markdown") {
     throw InputError("unknown --format '" + o.format + "': expected csv or markdown");
   }
-  const auto measured = sim::load_measured_serve(o.measured_dir);
-  const auto predicted = sim::load_predicted_sweep(o.predicted_path);
-  const auto rows = sim::compare_serve(measured, predicted);
-  const std::string text = format == "csv" ? sim::comparison_csv(rows) : sim::comparison_markdown(rows);
+  const auto measured = xval::load_measured_serve(o.measured_dir);
+  const auto predicted = xval::load_predicted_sweep(o.predicted_path);
+  const auto rows = xval::compare_serve(measured, predicted);
+  const std::string text = format == "csv" ? xval::comparison_csv(rows) : xval::comparison_markdown(rows);
   if (o.out_path.empty()) {
     std::cout << text;
     return;
@@ -37,7 +37,7 @@ void run_compare_serve(const CompareServeOptions& o) {
   StagedFile file(o.out_path);
   save_text(file.path(), text);
   file.commit();
-  const sim::ComparisonSummary s = sim::summarize(rows);
+  const xval::ComparisonSummary s = xval::summarize(rows);
   std::printf("compare-serve: %zu rows, %zu compared (%zu within 5%%, %zu within 15%%), %zu without a prediction, "
               "%zu without a measurement -> %s\n",
               s.rows, s.compared, s.within_5_percent, s.within_15_percent, s.no_prediction, s.no_measurement,

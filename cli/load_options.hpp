@@ -9,8 +9,8 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/load_generator.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/client/load_generator.hpp"
 
 namespace psw::cli {
 

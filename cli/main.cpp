@@ -10,7 +10,7 @@
 #include <string>
 
 #include "app.hpp"
-#include "psw/runtime/message_memory.hpp"
+#include "psw/runtime/ipc/message_memory.hpp"
 
 namespace {
 

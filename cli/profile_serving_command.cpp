@@ -10,12 +10,12 @@
 #include "commands.hpp"
 #include "validators.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/common/output.hpp"
 #include "psw/common/serving_profile.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/load_generator.hpp"
-#include "psw/sim/compare.hpp"
-#include "psw/runtime/serving_benchmark.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/client/load_generator.hpp"
+#include "psw/runtime/client/serving_benchmark.hpp"
 
 namespace psw::cli {
 
@@ -91,7 +91,7 @@ Action add_profile_serving_command(CLI::App& app) {
     if (!o->from_load.empty()) {
       std::optional<ServingProfile> growth_from;
       if (!o->growth_from.empty()) growth_from = load_serving_profile(o->growth_from);
-      profile = runtime::serving_profile_from_load(sim::read_input(o->from_load, "psw load's requests.csv"), o->from_load,
+      profile = runtime::serving_profile_from_load(read_input(o->from_load, "psw load's requests.csv"), o->from_load,
                                                    o->spec.name, o->spec.device, runtime::inputs_of_load(o->from_load, o->inputs),
                                                    growth_from ? &*growth_from : nullptr);
       // The note names the load's file as given (its messages do too): shown here relative.
@@ -106,7 +106,7 @@ Action add_profile_serving_command(CLI::App& app) {
       }
       if (!o->training_from_validation.empty()) {
         const std::string path = o->training_from_validation + "/validation.json";
-        profile.training = {runtime::training_step_from_validation(sim::read_json_object(path, "psw validate's validation.json"),
+        profile.training = {runtime::training_step_from_validation(read_json_object(path, "psw validate's validation.json"),
                                                                    path, o->training_model, o->spec.training_batch)};
         profile.source.note += detail::concat("; training step of ", o->training_model, " (batch ", o->spec.training_batch,
                                               ") from the job alone in ", shown(o->training_from_validation));

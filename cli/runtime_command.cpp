@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 #include "psw/common/error.hpp"
-#include "psw/runtime/processes.hpp"
+#include "psw/runtime/worker/processes.hpp"
 
 namespace psw::cli {
 

@@ -9,7 +9,7 @@
 #include "commands.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/serve_config.hpp"
-#include "psw/runtime/server.hpp"
+#include "psw/runtime/server/server.hpp"
 
 namespace psw::cli {
 

@@ -1,5 +1,5 @@
 // psw validate: the simulator and a live psw serve on one experiment config, compared
-// (exec/runtime/validation_run.hpp, sim/validation.hpp); options and printing only.
+// (xval/validation_run.hpp, xval/validation.hpp); options and printing only.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "load_options.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/runtime/validation_run.hpp"
+#include "psw/xval/validation_run.hpp"
 
 namespace psw::cli {
 
@@ -30,7 +30,7 @@ std::string number(const std::optional<double>& v, const char* format) {
   return text;
 }
 
-void print_report(const sim::ValidationReport& report, const std::string& out_dir) {
+void print_report(const xval::ValidationReport& report, const std::string& out_dir) {
   std::printf("%-14s %-22s %12s %12s %10s %9s  %s\n", "scope", "measure", "simulated", "measured", "error", "tolerance",
               "status");
   for (const auto& row : report.rows) {
@@ -38,7 +38,7 @@ void print_report(const sim::ValidationReport& report, const std::string& out_di
     std::printf("%-14s %-22s %12s %12s %10s %8.0f%%  %s\n", row.scope.c_str(), row.measure.c_str(),
                 number(row.simulated, "%.4f").c_str(), number(row.measured, "%.4f").c_str(),
                 error ? number(*error * 100.0, "%+.1f%%").c_str() : "-", row.tolerance * 100.0,
-                sim::to_string(row.status()).c_str());
+                xval::to_string(row.status()).c_str());
   }
   std::printf("%lld within tolerance, %lld outside; written to %s\n", static_cast<long long>(report.within()),
               static_cast<long long>(report.outside()), out_dir.c_str());
@@ -79,12 +79,12 @@ Action add_validate_command(CLI::App& app) {
     if (!o->recorded.empty() && std::filesystem::weakly_canonical(o->recorded) == std::filesystem::weakly_canonical(out_dir)) {
       throw InputError("--out " + out_dir + " is the --measured folder; write the new comparison elsewhere");
     }
-    runtime::ValidationOutput output(out_dir);
-    const runtime::ValidationRun run = o->recorded.empty()
-                                           ? runtime::run_validation(config, o->load, output.simulated_dir(),
-                                                                     std::chrono::milliseconds(std::llround(
-                                                                         o->training_alone_s * 1000.0)))
-                                           : runtime::revalidate(config, o->recorded, output.simulated_dir());
+    xval::ValidationOutput output(out_dir);
+    const xval::ValidationRun run = o->recorded.empty()
+                                        ? xval::run_validation(config, o->load, output.simulated_dir(),
+                                                                  std::chrono::milliseconds(std::llround(
+                                                                      o->training_alone_s * 1000.0)))
+                                        : xval::revalidate(config, o->recorded, output.simulated_dir());
     output.write(config, run);
     print_report(run.report, out_dir);
   };

@@ -8,10 +8,10 @@
 #   PSW_FUZZ_TARGETS   the targets to run (default: all), e.g. "fuzz_traces fuzz_cli"
 #   PSW_FUZZ_JOBS      build parallelism (default: nproc)
 #   PSW_FUZZ_PARALLEL  targets run side by side (default: nproc)
-#   PSW_FUZZ_UNIT_TESTS=1  also build the unit tests (psw_unit_tests, psw_sim_tests) in the
-#                      same build and run them first: they run under ASan+UBSan there, and the
-#                      libraries compile once for both (scripts/test.sh, CI). libFuzzer's
-#                      coverage hooks are inert without libFuzzer's main.
+#   PSW_FUZZ_UNIT_TESTS=1  also build the unit tests (psw_unit_tests, psw_sim_tests,
+#                      psw_xval_tests) in the same build and run them first: they run under
+#                      ASan+UBSan there, and the libraries compile once for both (scripts/test.sh,
+#                      CI). libFuzzer's coverage hooks are inert without libFuzzer's main.
 #
 # Reproduce a finding:  build-fuzz/tests/fuzz/<target> build-fuzz/findings/<target>/crash-...
 set -euo pipefail
@@ -33,23 +33,27 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
     -DPSW_FUZZ=ON -DPSW_BUILD_TESTS=ON -DPSW_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON >/dev/null
 fi
 unit_tests=()
-if [[ -n ${PSW_FUZZ_UNIT_TESTS:-} ]]; then unit_tests=(psw_unit_tests psw_sim_tests); fi
+if [[ -n ${PSW_FUZZ_UNIT_TESTS:-} ]]; then unit_tests=(psw_unit_tests psw_sim_tests psw_xval_tests); fi
 # shellcheck disable=SC2086
 cmake --build "$build" --parallel "${PSW_FUZZ_JOBS:-$(nproc)}" --target $targets "${unit_tests[@]}"
 echo "fuzz: built in ${SECONDS}s"  # where CI's time goes (scripts/test.sh prints its parts too)
 if ((${#unit_tests[@]})); then
-  # The two binaries themselves: ctest there would also list tests whose programs this build
+  # The binaries themselves: ctest there would also list tests whose programs this build
   # leaves out (the runtime's, the CLI's). Side by side: each is one thread.
   "$build/tests/psw_unit_tests" --gtest_brief=1 >"$build/unit_tests.log" 2>&1 &
   unit_pid=$!
   "$build/tests/psw_sim_tests" --gtest_brief=1 >"$build/sim_tests.log" 2>&1 &
   sim_pid=$!
-  unit_status=0 sim_status=0
+  "$build/tests/psw_xval_tests" --gtest_brief=1 >"$build/xval_tests.log" 2>&1 &
+  xval_pid=$!
+  unit_status=0 sim_status=0 xval_status=0
   wait "$unit_pid" || unit_status=$?
   wait "$sim_pid" || sim_status=$?
-  cat "$build/unit_tests.log" "$build/sim_tests.log"
-  if ((unit_status != 0 || sim_status != 0)); then
-    echo "fuzz: the unit tests failed under ASan+UBSan (psw_unit_tests $unit_status, psw_sim_tests $sim_status)"
+  wait "$xval_pid" || xval_status=$?
+  cat "$build/unit_tests.log" "$build/sim_tests.log" "$build/xval_tests.log"
+  if ((unit_status != 0 || sim_status != 0 || xval_status != 0)); then
+    echo "fuzz: the unit tests failed under ASan+UBSan (psw_unit_tests $unit_status, psw_sim_tests $sim_status," \
+         "psw_xval_tests $xval_status)"
     exit 1
   fi
   echo "fuzz: unit tests under ASan+UBSan done at ${SECONDS}s"

@@ -30,7 +30,7 @@
 #   engine      psw run of each model alone (no server) under the mechanisms the engine runs by
 #               itself: pipeswitch with --graph, and eagerly pipeswitch, per-layer-pipeline,
 #               no-optimization, no-memory-management and no-pinned-memory (the server runs these
-#               ablations eagerly: exec/runtime/src/worker/processes.cpp, init part 1);
+#               ablations eagerly: exec/runtime/worker/src/processes.cpp, init part 1);
 #               each run's switch, its eager and graph resident forward and the profile's
 #               prediction, into raw/engine/ (PSW_ENGINE_REPEAT repetitions, default 30; PSW_ENGINE_MODES
 #               narrows the mechanisms, `pipeswitch-graph` for the graph switch)

@@ -56,7 +56,7 @@ def print_processes(raw, processes_file, memory_file, with_rss):
 
 
 def print_mechanisms_vs_sim(path):
-    """The table `psw compare-serve` wrote (sim/compare.hpp computes every number)."""
+    """The table `psw compare-serve` wrote (xval/compare.hpp computes every number)."""
     def ms(v):
         return f"{float(v):.3f}" if v else "-"
     print("### Beside the simulator\n")

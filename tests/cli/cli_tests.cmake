@@ -264,7 +264,7 @@ psw_cli_script_test(sweep_merge.refuses_bad_shard_sets 180
 psw_cli_script_test(sweep.slurm_script_steps 120
   "export PSW=$<TARGET_FILE:psw> SLURM_ARRAY_TASK_COUNT=2 SLURM_CPUS_PER_TASK=2; c=${PSW_SIM_DATA}/sweep-small.yaml; $PSW sweep --config $c --jobs 2 --out $out/whole >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=1 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && SLURM_ARRAY_TASK_ID=2 bash scripts/slurm-sweep.sh --task $c $out/s >/dev/null 2>&1 && bash scripts/slurm-sweep.sh --merge $out/s 2 >/dev/null && cmp $out/whole/sweep.csv $out/s/merged/sweep.csv")
 
-# The server's mechanisms beside the simulator's (psw compare-serve, sim/compare.hpp): the
+# The server's mechanisms beside the simulator's (psw compare-serve, xval/compare.hpp): the
 # join of tests/data/compare-serve/ with a row on each side only; the CSV written to --out; the
 # h200-serve sweep (every mechanism the server runs, three models) joined with it; bad input.
 set(PSW_COMPARE_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/compare-serve)

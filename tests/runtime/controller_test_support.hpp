@@ -26,7 +26,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/profiler.hpp"
-#include "psw/runtime/controller.hpp"
+#include "psw/runtime/server/controller.hpp"
 
 namespace psw::runtime::test_support {
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "psw/runtime/service.hpp"
+#include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime::testing {
 

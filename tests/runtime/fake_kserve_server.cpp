@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fake_inference_service.hpp"
-#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
 
 int main(int argc, char** argv) {
   psw::runtime::Endpoint endpoint;

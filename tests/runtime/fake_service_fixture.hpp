@@ -15,7 +15,7 @@
 #include "fake_inference_service.hpp"
 #include "grpc_test_support.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
 
 namespace psw::runtime::testing {
 

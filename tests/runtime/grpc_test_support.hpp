@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "psw/runtime/service.hpp"
+#include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime::grpc_test_support {
 

@@ -5,7 +5,7 @@ if(PSW_HAVE_EXEC)
   add_executable(psw_runtime_tests
     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training.cpp
     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_controller.cpp)
-  target_link_libraries(psw_runtime_tests PRIVATE psw_runtime psw_control GTest::gtest GTest::gtest_main)
+  target_link_libraries(psw_runtime_tests PRIVATE psw_worker psw_server psw_client GTest::gtest GTest::gtest_main)
   target_compile_definitions(psw_runtime_tests PRIVATE
     PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     PSW_EXEC_PATH="$<TARGET_FILE:psw-exec>")
@@ -20,7 +20,7 @@ if(PSW_HAVE_EXEC)
     add_executable(psw_runtime_gpu_tests ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training_cuda.cpp
                                          ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_serve_cuda.cpp
                                          ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_modes_cuda.cpp)
-    target_link_libraries(psw_runtime_gpu_tests PRIVATE psw_runtime psw_control GTest::gtest GTest::gtest_main)
+    target_link_libraries(psw_runtime_gpu_tests PRIVATE psw_worker psw_server psw_client GTest::gtest GTest::gtest_main)
     target_compile_definitions(psw_runtime_gpu_tests PRIVATE
       PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
       PSW_EXEC_PATH="$<TARGET_FILE:psw-exec>")

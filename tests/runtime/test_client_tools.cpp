@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "psw/common/error.hpp"
-#include "psw/runtime/client_tools.hpp"
-#include "psw/runtime/tensor_bytes.hpp"
+#include "psw/runtime/client/client_tools.hpp"
+#include "psw/runtime/ipc/tensor_bytes.hpp"
 
 namespace psw::runtime {
 namespace {

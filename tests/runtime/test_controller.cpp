@@ -30,9 +30,9 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/profiler.hpp"
-#include "psw/runtime/controller.hpp"
-#include "psw/runtime/shared_memory.hpp"
-#include "psw/runtime/training.hpp"
+#include "psw/runtime/server/controller.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
+#include "psw/runtime/worker/training.hpp"
 #include "controller_test_support.hpp"
 
 namespace psw::runtime {

@@ -21,8 +21,8 @@
 #include "grpc_test_support.hpp"
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
-#include "psw/runtime/client.hpp"
-#include "psw/runtime/grpc_server.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
 #include "../common/input_error.hpp"
 
 namespace psw::runtime {

@@ -18,9 +18,9 @@
 #include "grpc_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/runtime/client.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/load_generator.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/client/load_generator.hpp"
 
 namespace psw::runtime {
 namespace {

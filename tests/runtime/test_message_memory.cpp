@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "psw/runtime/message_memory.hpp"
+#include "psw/runtime/ipc/message_memory.hpp"
 
 namespace psw::runtime {
 namespace {

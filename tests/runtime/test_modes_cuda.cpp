@@ -22,7 +22,7 @@
 #include "psw/common/serve_config.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
-#include "psw/runtime/controller.hpp"
+#include "psw/runtime/server/controller.hpp"
 #include "controller_test_support.hpp"
 
 namespace psw::runtime {

@@ -23,9 +23,9 @@
 #include "grpc_test_support.hpp"
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
-#include "psw/runtime/client.hpp"
-#include "psw/runtime/grpc_server.hpp"
-#include "psw/runtime/shared_memory.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
 
 namespace psw::runtime {
 namespace {

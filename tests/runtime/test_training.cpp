@@ -10,7 +10,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/exec/model_zoo.hpp"
-#include "psw/runtime/training.hpp"
+#include "psw/runtime/worker/training.hpp"
 
 namespace psw::runtime {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "psw/exec/backend.hpp"
 #include "psw/exec/model_zoo.hpp"
-#include "psw/runtime/training.hpp"
+#include "psw/runtime/worker/training.hpp"
 
 namespace psw::runtime {
 namespace {

@@ -37,7 +37,7 @@ struct SwitchInCost {
   // A fresh process (stop-and-start, two processes) ready to take the task, its start done, or
   // under one-process the worker done with the training step it abandoned (Note [Training
   // abort]): a live server hands it the request only then, so its engine's clock starts there
-  // (Note [Worker start rows] in validation.hpp). Zero for the other mechanisms.
+  // (Note [Worker start rows] in xval/validation.hpp). Zero for the other mechanisms.
   Duration worker_ready = Duration::zero();
 };
 

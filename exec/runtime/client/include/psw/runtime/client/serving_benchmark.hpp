@@ -1,0 +1,93 @@
+#pragma once
+// Measures a running `psw serve` from the outside, as a client sees it (the numbers of the
+// runtime issue, DESIGN.md §6): cold requests of every model while the training job runs,
+// the server's own startup and preemption quantiles, training throughput alone and under a
+// steady trickle of requests, and a long run of consecutive switches. The logic lives here and
+// returns a typed report; `psw bench-serve` prints it as JSON.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "psw/common/serving_profile.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/client/client_tools.hpp"
+
+namespace psw::runtime {
+
+struct ServingBenchmarkSpec {
+  int cold_requests = 20;          // per model, each while training runs
+  int gap_ms = 300;                // between them: training resumes before the next
+  int batch = 8;
+  double throughput_window_s = 10; // training alone, then with requests
+  double request_rate = 1.0;       // requests per second in the second window
+  int switches = 0;                // consecutive requests alternating the models (0: skip)
+  std::uint64_t seed = 1;
+  // Tensors in shared memory (a region per model, registered once; each request's inputs are
+  // written there before its clock starts, as a producer on the host would write them) instead
+  // of in the messages.
+  bool shared_memory = false;
+  // The models to request, by name (empty: the zoo's built-in models the server serves; a
+  // decoder, or a model in another dtype, is named here).
+  std::vector<std::string> models;
+};
+
+struct ServingBenchmarkReport {
+  std::map<std::string, LatencySummary> cold_latency_ms;  // per model, client-observed
+  double training_steps_per_s_alone = 0;
+  double training_steps_per_s_with_requests = 0;
+  int requests_in_throughput_window = 0;
+  // Note [Training held] (controller.cpp): in the window with requests, the time the job was
+  // held for them, and its rate while not held over its rate alone (the window's steps over the
+  // window less the hold, over the alone window's rate): 1 where requests cost the job only the
+  // time they hold it. Both 0 without the windows.
+  double training_held_s_with_requests = 0;
+  double training_running_share = 0;
+  LatencySummary switch_latency_ms;                       // the consecutive switches
+  int switches = 0;
+  // The server's metrics after the run (Prometheus text) and the values read from it.
+  std::string metrics;
+  std::map<std::string, double> server;  // e.g. "preemption_p99_s", "startup_p50_s", "preemptions"
+};
+
+ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
+                                             const std::function<void(const std::string&)>& progress = {});
+
+// Note [Request path] (psw/common/serving_profile.hpp): a live server's request path per model
+// and its training job's step, measured from the outside, for the simulator (`psw
+// profile-serving`). Each model gets `requests` cold requests, inputs in the messages, each
+// `gap_ms` after the training job (if it runs at the start) runs again; each response's
+// psw_server_ns and psw_engine_ns split the client's latency, and the medians are the
+// profile's. Then that training job's steps over `training_window_s` with no requests give its
+// step (no training entry when no job runs).
+struct ServingProfileSpec {
+  std::string name;    // of the written profile
+  std::string device;  // the GPU (or host) the server runs on, for the profile's source
+  int requests = 20;
+  int gap_ms = 150;
+  // Requests go round-robin over this many connections, as psw load's senders spread theirs
+  // (LoadOptions::senders): a connection's gRPC state (its flow-control windows) is part of the
+  // path being measured.
+  int connections = 16;
+  int batch = 8;           // of each request
+  int training_batch = 8;  // the server's training job's (its config's training.batch)
+  double training_window_s = 10;
+  std::uint64_t seed = 1;
+  std::vector<std::string> models;  // as ServingBenchmarkSpec::models
+};
+
+struct ServingProfileRun {
+  ServingProfile profile;
+  std::map<std::string, LatencySummary> client_ms;  // per model, the client's latency
+};
+
+ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,
+                                  const std::function<void(const std::string&)>& progress = {});
+
+// One value of a Prometheus text exposition: `name` with its labels exactly as written, e.g.
+// metric_value(text, "psw_preemption_latency_seconds{quantile=\"0.99\"}"); NaN when absent.
+double metric_value(const std::string& text, const std::string& name);
+
+}  // namespace psw::runtime

@@ -1,0 +1,297 @@
+#include "psw/runtime/client/serving_benchmark.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "psw/common/error.hpp"
+#include "psw/runtime/ipc/request_phases.hpp"
+
+namespace psw::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+InferRequest random_request(const ModelInfo& info, int batch, std::uint64_t seed) {
+  InferRequest request;
+  request.model = info.name;
+  for (const auto& spec : info.inputs) request.inputs.push_back(random_tensor(spec, batch, seed));
+  return request;
+}
+
+void wait_for_training(Client& client, const std::string& model) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    if (client.training_status(model).running) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  throw Error("the training job did not resume within 60 s");
+}
+
+// The models a benchmark requests: those named (each must be served), else the zoo's built-in
+// models the server serves.
+std::vector<ModelInfo> served_models(Client& client, const std::vector<std::string>& names) {
+  std::vector<ModelInfo> models;
+  for (const auto& name : names) {
+    try {
+      models.push_back(client.model_metadata(name));
+    } catch (const ServiceError& e) {
+      if (e.code() != ServiceError::Code::NotFound) throw;
+      throw InputError("the server at " + client.target() + " does not serve model '" + name + "'");
+    }
+  }
+  if (!names.empty()) return models;
+  for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
+    try {
+      models.push_back(client.model_metadata(name));
+    } catch (const ServiceError& e) {
+      if (e.code() != ServiceError::Code::NotFound) throw;
+    }
+  }
+  if (models.empty()) throw Error("the server serves none of the zoo's built-in models: name the models to request");
+  return models;
+}
+
+std::string utc_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+}  // namespace
+
+ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,
+                                  const std::function<void(const std::string&)>& progress) {
+  if (spec.name.empty()) throw InputError("a serving profile needs a name");
+  if (spec.device.empty()) throw InputError("a serving profile needs the device the server runs on");
+  if (spec.requests < 1) throw InputError("profile-serving needs at least one request per model");
+  if (spec.connections < 1) throw InputError("profile-serving needs at least one connection");
+  if (spec.gap_ms < 0 || spec.batch < 1 || spec.training_batch < 1 || spec.training_window_s < 0) {
+    throw InputError("profile-serving: the batches must be positive, the gap and the training window not negative");
+  }
+  auto say = [&progress](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
+  // The training job as found: one that is not running at the start (none configured, not
+  // started, stopped) is neither waited for nor measured.
+  const TrainingStatus status = client.training_status("");
+  const std::string trained = status.running ? status.model : std::string();
+  const std::vector<ModelInfo> models = served_models(client, spec.models);
+  ServingProfileRun run;
+  ServingProfile& profile = run.profile;
+  profile.name = spec.name;
+  std::uint64_t seed = spec.seed;
+  std::vector<std::unique_ptr<Client>> connections;
+  for (int c = 0; c < spec.connections; ++c) {
+    connections.push_back(std::make_unique<Client>(client.target()));
+    // Connected before the first request, as psw load's senders are (no connect in a latency).
+    if (!connections.back()->server_live()) throw Error("the server at " + client.target() + " is not live");
+  }
+  std::size_t sent = 0;
+  for (const auto& info : models) {
+    std::vector<double> latencies;
+    std::vector<std::int64_t> protocol, server;
+    for (int i = 0; i < spec.requests; ++i) {
+      if (!trained.empty()) wait_for_training(client, trained);
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      Client& connection = *connections[sent++ % connections.size()];
+      const auto t0 = Clock::now();
+      const InferResponse response = connection.infer(request);
+      const auto client_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+      if (response.server_ns <= 0 || response.engine_ns <= 0) {
+        throw Error("the server at " + client.target() + " does not report its times (response parameters "
+                    "psw_server_ns and psw_engine_ns): it is not a psw serve of this version");
+      }
+      latencies.push_back(static_cast<double>(client_ns) * 1e-6);
+      // The server's time is measured inside the client's and the engine's inside the
+      // server's; the guards only keep a misreporting server from writing a negative cost.
+      protocol.push_back(std::max<std::int64_t>(0, client_ns - response.server_ns));
+      server.push_back(std::max<std::int64_t>(0, response.server_ns - response.engine_ns));
+    }
+    // Note [Protocol spread]: the quantiles too.
+    std::vector<Duration> quantiles = evenly_spaced_quantiles(protocol, kProtocolQuantiles);
+    const std::int64_t protocol_ns = median_of(std::move(protocol));
+    const std::int64_t server_ns = median_of(std::move(server));
+    profile.request_path.push_back(
+        {info.name, nanoseconds(protocol_ns), nanoseconds(server_ns), spec.requests, std::move(quantiles)});
+    run.client_ms[info.name] = summarize_latencies(latencies);
+    say(detail::concat(info.name, ": protocol ", protocol_ns / 1000, " us, server ", server_ns / 1000,
+                       " us (medians of ", spec.requests, " requests)"));
+  }
+  std::string training_note;
+  if (!trained.empty() && spec.training_window_s > 0) {
+    wait_for_training(client, trained);
+    auto steps = [&] { return client.training_status(trained).completed_steps; };
+    const std::int64_t s0 = steps();
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(spec.training_window_s));
+    const std::int64_t done = steps() - s0;
+    const double seconds = ms_since(t0) / 1000.0;
+    if (done < 1) throw Error("the training job completed no step in " + std::to_string(seconds) + " s");
+    const auto step_ns = static_cast<std::int64_t>(std::llround(seconds * 1e9 / static_cast<double>(done)));
+    profile.training.push_back({trained, spec.training_batch, nanoseconds(step_ns)});
+    training_note = detail::concat("; training step of ", trained, " (batch ", spec.training_batch, ") from ",
+                                   done, " steps in ", seconds, " s with no requests");
+    say(detail::concat(trained, " training: ", step_ns / 1000, " us per step"));
+  }
+  profile.source.kind = ProfileSource::Measured;
+  profile.source.device = spec.device;
+  profile.source.date = utc_date();
+  profile.source.note = detail::concat(
+      "psw profile-serving against ", client.target(), ": per model, medians over ", spec.requests,
+      " cold requests of batch ", spec.batch, ", inputs in the messages, round-robin over ", spec.connections,
+      " connections, each ", spec.gap_ms, trained.empty() ? " ms apart (no training job ran)" : " ms after training resumed",
+      "; protocol = client latency - psw_server_ns, server = psw_server_ns - "
+      "psw_engine_ns (Note [Request path]); the protocol's quantiles too (Note [Protocol spread])", training_note);
+  return run;
+}
+
+double metric_value(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > name.size() && line.compare(0, name.size(), name) == 0 && line[name.size()] == ' ') {
+      return std::stod(line.substr(name.size() + 1));
+    }
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
+                                             const std::function<void(const std::string&)>& progress) {
+  auto say = [&progress](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
+  // The models: every one the metadata of the server's models lists; the server's training job.
+  const TrainingStatus training = client.training_status("");
+  const std::vector<ModelInfo> models = served_models(client, spec.models);
+  ServingBenchmarkReport report;
+  std::uint64_t seed = spec.seed;
+  // spec.shared_memory: each model's tensors in its own region, registered at its first request;
+  // placed() writes a request's inputs there and says where they are (nothing without it).
+  std::map<std::string, std::unique_ptr<SharedMemoryStaging>> staged;
+  const SharedMemoryPlacement in_messages;
+  auto placed = [&](const ModelInfo& info, const InferRequest& request) -> const SharedMemoryPlacement& {
+    if (!spec.shared_memory) return in_messages;
+    auto& staging = staged[info.name];
+    if (!staging) {
+      staging = std::make_unique<SharedMemoryStaging>(client, info, request);
+    } else {
+      staging->write_inputs(request);
+    }
+    return staging->placement();
+  };
+  // 1. Cold requests while training runs (cache off in the config: each one transfers).
+  for (const auto& info : models) {
+    std::vector<double> latencies;
+    for (int i = 0; i < spec.cold_requests; ++i) {
+      if (!training.model.empty()) wait_for_training(client, training.model);
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      const SharedMemoryPlacement& placement = placed(info, request);
+      const auto t0 = Clock::now();
+      client.infer(request, placement);
+      latencies.push_back(ms_since(t0));
+    }
+    report.cold_latency_ms[info.name] = summarize_latencies(latencies);
+    say(info.name + ": " + std::to_string(spec.cold_requests) + " cold requests, median " +
+        std::to_string(report.cold_latency_ms[info.name].median_ms) + " ms");
+  }
+  // 2. Training throughput alone, then under requests at the given rate.
+  if (!training.model.empty() && spec.throughput_window_s > 0) {
+    wait_for_training(client, training.model);
+    auto steps = [&] { return client.training_status(training.model).completed_steps; };
+    std::int64_t s0 = steps();
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(spec.throughput_window_s));
+    report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
+    const TrainingStatus before = client.training_status(training.model);
+    s0 = before.completed_steps;
+    t0 = Clock::now();
+    const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
+    auto next = Clock::now();
+    std::size_t k = 0;
+    while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
+      std::this_thread::sleep_until(next);
+      const ModelInfo& info = models[k++ % models.size()];
+      const InferRequest request = random_request(info, spec.batch, seed++);
+      client.infer(request, placed(info, request));
+      ++report.requests_in_throughput_window;
+      next += std::chrono::duration_cast<Clock::duration>(period);
+    }
+    const TrainingStatus after = client.training_status(training.model);
+    const double window_s = ms_since(t0) / 1000.0;
+    report.training_steps_per_s_with_requests = static_cast<double>(after.completed_steps - s0) / window_s;
+    report.training_held_s_with_requests = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
+    const double running_s = window_s - report.training_held_s_with_requests;
+    if (running_s > 0 && report.training_steps_per_s_alone > 0) {
+      report.training_running_share = static_cast<double>(after.completed_steps - s0) / running_s /
+                                      report.training_steps_per_s_alone;
+    }
+    say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
+        std::to_string(report.training_steps_per_s_with_requests) + " with requests");
+  }
+  // 3. Consecutive switches: the models in turn, back to back (training stopped).
+  if (spec.switches > 0) {
+    if (!training.model.empty()) client.stop_training(training.model);
+    std::vector<InferRequest> requests;
+    std::vector<SharedMemoryPlacement> placements;
+    for (const auto& info : models) {
+      requests.push_back(random_request(info, spec.batch, seed++));
+      placements.push_back(placed(info, requests.back()));  // a model's region holds its request
+    }
+    std::vector<double> latencies;
+    latencies.reserve(static_cast<std::size_t>(spec.switches));
+    for (int i = 0; i < spec.switches; ++i) {
+      const auto t0 = Clock::now();
+      const std::size_t r = static_cast<std::size_t>(i) % requests.size();
+      client.infer(requests[r], placements[r]);
+      latencies.push_back(ms_since(t0));
+      if ((i + 1) % 1000 == 0) say(std::to_string(i + 1) + " switches");
+    }
+    report.switches = spec.switches;
+    report.switch_latency_ms = summarize_latencies(latencies);
+    if (!training.model.empty()) client.start_training(training.model, 0);
+  }
+  report.metrics = client.metrics();
+  for (const auto& [key, metric] : std::map<std::string, std::string>{
+           {"preemption_p50_s", "psw_preemption_latency_seconds{quantile=\"0.5\"}"},
+           {"preemption_p99_s", "psw_preemption_latency_seconds{quantile=\"0.99\"}"},
+           {"preemptions", "psw_preemptions_total"},
+           {"startup_p50_s", "psw_startup_latency_seconds{quantile=\"0.5\"}"},
+           {"startup_p99_s", "psw_startup_latency_seconds{quantile=\"0.99\"}"},
+           {"server_latency_p50_s", "psw_server_latency_seconds{quantile=\"0.5\"}"},
+           {"server_latency_p99_s", "psw_server_latency_seconds{quantile=\"0.99\"}"},
+           {"switches", "psw_switches_total"},
+           {"worker_restarts", "psw_worker_restarts_total"},
+           {"device_memory_bytes", "psw_device_memory_bytes"},
+           {"training_iterations", "psw_training_iterations_total"}}) {
+    report.server[key] = metric_value(report.metrics, metric);
+  }
+  // Note [Request phases]: where the server's time went.
+  for (const char* phase : kRequestPhaseNames) {
+    for (const char* q : {"0.5", "0.99"}) {
+      const std::string metric = std::string("psw_request_phase_seconds{phase=\"") + phase + "\",quantile=\"" + q + "\"}";
+      report.server[std::string("phase_") + phase + (q[2] == '5' ? "_p50_s" : "_p99_s")] = metric_value(report.metrics, metric);
+    }
+  }
+  return report;
+}
+
+}  // namespace psw::runtime

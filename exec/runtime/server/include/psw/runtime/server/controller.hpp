@@ -1,0 +1,171 @@
+#pragma once
+// The controller of `psw serve` (DESIGN.md §5): receives requests, keeps the queue, decides
+// which worker runs, and drives the memory daemon and the workers with small messages
+// (ipc.hpp). It links neither LibTorch nor CUDA: the daemon and the workers are `psw-exec`
+// processes it starts.
+//
+//   client --gRPC--> front end --> Controller::infer --queue--> scheduler thread
+//                                                               |  Infer / Train / Cleanup
+//                                  memory daemon <--segments--  +--> worker 0 (active)
+//                                  (device regions, packed         worker 1 (standby)
+//                                   parameters, training state)
+//
+// Note [Scheduling]: FIFO, inference before training (ServerPolicy, common/server_policy.hpp,
+// which makes every decision; the controller turns what it observes into the policy's events and
+// carries out its actions). A request goes to a standby worker at once; if training runs, its
+// worker is told to stop at its next layer boundary at the same moment (the regions are disjoint,
+// so the new model's transfer overlaps the training's last layer). Training resumes, from its last
+// completed step, on a standby worker once the queue is empty.
+//
+// Note [Faults]: a worker that exits, or does not answer a request within the config's
+// request_timeout (the watchdog), is killed and replaced; the request it held is answered
+// with UNAVAILABLE or DEADLINE_EXCEEDED, never left hanging; the next request goes to another
+// worker. The training state lives in the daemon (Note [Training state]), so a training
+// worker's death loses at most its step in flight.
+//
+// Note [Inputs read in place]: an input in a client's registered shared memory region
+// (BorrowedBytes::region) is not copied by the controller: every worker maps the region once
+// (MapInput, the object's fd attached; page-locked on cuda) and copies the input from there to
+// the device itself; the Infer names the region and the offset (kFlagInputInRegion). Other
+// inputs go through the worker's io segment. A worker that trains does not read its socket (any
+// message would stop it), so the controller never sends it Map/Unmap: before each Infer, and
+// whenever a worker is on standby, it brings the worker's set of mapped regions up to date with
+// the registered ones (Unmap first, then Map), so a new or replaced worker gets them all. A region
+// is gone once the registry dropped it and no request reads it (its owner expired); a request
+// dispatched before its Unmap is safe, the worker handles its messages in order. Before dispatch
+// the controller checks that the object still holds the input (a client may shrink it); after
+// that, on cuda, the worker's copy reads page-locked pages, which stay allocated for as long as
+// they are registered even if the object is truncated, so the copy cannot fault (it may read
+// stale bytes: the client's own doing).
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "psw/common/serve_config.hpp"
+#include "psw/runtime/ipc/ipc.hpp"
+#include "psw/runtime/ipc/request_phases.hpp"
+#include "psw/runtime/ipc/service.hpp"
+
+namespace psw::runtime {
+
+struct ControllerOptions {
+  ServeConfig config;
+  std::string backend = "host";
+  std::string exec_path;  // psw-exec
+  std::function<void(const std::string&)> log;  // progress lines (startup, restarts); may be empty
+  // Note [Decision log] (server_policy.hpp): where to write every event with its actions, as
+  // JSON lines; empty: nowhere.
+  std::filesystem::path decisions;
+};
+
+// What the controller has measured since it started (tests and results read these).
+struct ControllerStats {
+  std::int64_t requests = 0;
+  std::int64_t failed_requests = 0;
+  std::int64_t transfers = 0;           // inference requests that switched parameters in
+  std::int64_t worker_switches = 0;     // a request or training went to another worker than the last task
+  std::int64_t preemptions = 0;
+  // Of the preemptions, those that abandoned the training step in progress instead of pausing it
+  // (no other worker was free to serve beside the paused job, or fresh processes): its work so
+  // far is lost. The simulator's PipeSwitch always pauses. (Counted to test a reading of the
+  // H200's burst run, which lost more training per request than simulated: a second run counted
+  // 460 preemptions and none abandoning, so it was not this; README.)
+  std::int64_t preemptions_abandoning_step = 0;
+  // Note [Training held]: the job's time stopped for requests, from stopped at a layer boundary
+  // (the device done with what it had queued) to running again, over completed holds.
+  std::int64_t training_held_ns = 0;
+  std::int64_t worker_restarts = 0;
+  // Note [Worker start] (ipc.hpp): worker processes started (the first ones and every
+  // replacement) whose split was counted, and that split summed over them, by phase.
+  std::int64_t worker_starts = 0;
+  WorkerStartSplit worker_start_ns{};
+  // Note [Worker kill] (controller.cpp): worker processes killed (a fault's or a fresh
+  // process's predecessor), and the time from SIGKILL to reaped, summed.
+  std::int64_t worker_kills = 0;
+  std::int64_t worker_kill_ns = 0;
+  // Note [Fresh processes]: the most workers ever starting at once when a replacement was
+  // spawned (the first workers, started together, are not counted): 1 under stop-and-start.
+  std::int64_t most_replacements_starting = 0;
+  // Note [Host time of an eager switch] (exec/pipeline.hpp): per model, the switches its
+  // workers ran eagerly (not replayed from a graph) and their host time summed, by part.
+  struct EagerSwitchHost {
+    std::int64_t switches = 0;
+    std::int64_t prepare_ns = 0;
+    std::int64_t forward_ns = 0;
+  };
+  std::map<std::string, EagerSwitchHost> eager_switch_host;
+  std::int64_t inputs_read_in_place = 0;  // requests whose worker read the input from the client's region
+  std::int64_t region_maps = 0;           // MapInput messages sent (a region, once per worker)
+  std::int64_t region_unmaps = 0;         // UnmapInput messages sent
+  // Per request (the most recent 50,000 to 100,000: kMaxSamples in controller.cpp).
+  std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
+  std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
+  std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
+  std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;  // by RequestPhase, per request
+};
+
+class Controller final : public InferenceService {
+ public:
+  // Starts the daemon and the workers and returns once every worker is ready; InputError for
+  // a config the processes refuse (with their message), Error when they fail to start.
+  explicit Controller(ControllerOptions options);
+  ~Controller() override;  // shutdown()
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  // Answers queued requests with UNAVAILABLE, stops the workers and the daemon (killing what
+  // does not exit within a few seconds). Idempotent.
+  void shutdown();
+
+  bool live() override;
+  bool ready() override;
+  std::vector<ModelInfo> models() override;
+  InferResponse infer(const InferRequest& request) override;
+  TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
+  TrainingStatus stop_training(const std::string& model) override;
+  TrainingStatus training_status(const std::string& model) override;
+  std::string metrics_text() override;
+  void shared_memory_registered(const BorrowedBytes& region) override;
+
+  ControllerStats stats();
+  // Why the controller cannot serve any more (the memory daemon exited); empty while it can.
+  std::string failure();
+  // The training job's segment (Note [Training state]) as the daemon holds it: header,
+  // weights, momentum; empty without a training job. For tests comparing it with a run.
+  std::pair<const std::uint8_t*, std::size_t> training_segment();
+  // Note [Serve trace]: a Chrome trace (chrome://tracing, Perfetto) of the last requests and
+  // training pauses: per request its wait in the queue, the worker's handling, the device from
+  // the switch's start to its first layer and on to the reply; per pause the time from the
+  // request's arrival to the training stopped, and the pause itself.
+  std::string chrome_trace();
+  std::vector<pid_t> worker_pids();
+  pid_t daemon_pid();
+  // Per worker, the group memory it has opened (Note [Per-group handles]: under
+  // no-ipc-optimization one per group with parameters, per task; zero otherwise).
+  std::vector<std::uint64_t> worker_group_opens();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The tensors a served model takes and returns over the protocol, in its dtype (the controller
+// does not link the zoo; tests/runtime checks this table against it): the built-in models at
+// their example sizes, a decoder a prompt of prompt_tokens ids returning the last position's
+// logits. InputError for a name the zoo lacks.
+ModelInfo served_model_info(const ServedModelConfig& model);
+// The bound of a served model's token ids (its vocabulary: every id must lie in [0, bound)),
+// or 0 when its input is not token ids. The controller checks every request's ids against it:
+// an id out of range would index past the embedding table (on a GPU a device-side assert that
+// ends the worker's CUDA context).
+std::int64_t token_id_bound(const ServedModelConfig& model);
+
+}  // namespace psw::runtime

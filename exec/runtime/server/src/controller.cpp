@@ -1,0 +1,1306 @@
+#include "psw/runtime/server/controller.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <future>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/error.hpp"
+#include "psw/common/mechanism.hpp"
+#include "psw/common/server_policy.hpp"
+#include "psw/runtime/ipc/ipc.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
+
+extern char** environ;
+
+namespace psw::runtime {
+
+namespace {
+
+constexpr std::int64_t kBertVocabulary = 30522;  // exec/src/models/bert.cpp (bert-base-uncased)
+
+// The KServe datatype of a zoo dtype's floating-point tensors.
+const char* floating_datatype(const std::string& dtype) {
+  if (dtype == "bf16") return "BF16";
+  if (dtype == "fp16") return "FP16";
+  return "FP32";
+}
+
+}  // namespace
+
+ModelInfo served_model_info(const ServedModelConfig& model) {
+  ModelInfo info;
+  info.name = model.name;
+  info.platform = "pytorch_libtorch";
+  info.versions = {"1"};
+  const char* floating = floating_datatype(model.dtype);
+  // The sizes the models are served at (their switch graphs are captured for them): the
+  // zoo's example inputs, a decoder's configured prompt; only the batch may vary.
+  if (model.decoder) {
+    info.inputs = {{"input_ids", "INT64", {-1, model.prompt_tokens}}};
+    info.outputs = {{"logits", floating, {-1, model.decoder->vocabulary}}};
+  } else if (model.name == "resnet152" || model.name == "inception_v3") {
+    const std::int64_t side = model.name == "resnet152" ? 224 : 299;
+    info.inputs = {{"input", floating, {-1, 3, side, side}}};
+    info.outputs = {{"logits", floating, {-1, 1000}}};
+  } else if (model.name == "bert_base") {
+    info.inputs = {{"input_ids", "INT64", {-1, 128}}};
+    info.outputs = {{"pooled_output", floating, {-1, 768}}};
+  } else {
+    throw InputError("model '" + model.name +
+                     "' is not in the zoo: expected resnet152, inception_v3, bert_base or a decoder (decoder: its config file)");
+  }
+  return info;
+}
+
+std::int64_t token_id_bound(const ServedModelConfig& model) {
+  if (model.decoder) return model.decoder->vocabulary;
+  return model.name == "bert_base" ? kBertVocabulary : 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ServiceError::Code code_of(std::int64_t value) {
+  if (value < 0 || value > static_cast<std::int64_t>(ServiceError::Code::Internal)) return ServiceError::Code::Internal;
+  return static_cast<ServiceError::Code>(value);
+}
+
+static_assert(static_cast<int>(StatusCode::AlreadyExists) == static_cast<int>(ServiceError::Code::AlreadyExists) &&
+                  static_cast<int>(StatusCode::Unavailable) == static_cast<int>(ServiceError::Code::Unavailable) &&
+                  static_cast<int>(StatusCode::DeadlineExceeded) == static_cast<int>(ServiceError::Code::DeadlineExceeded),
+              "the policy's status codes are the service's, in its order");
+ServiceError::Code service_code(StatusCode code) { return static_cast<ServiceError::Code>(code); }
+StatusCode status_code(ServiceError::Code code) { return static_cast<StatusCode>(code); }
+
+// A worker process as the controller drives it; what it is doing (its WorkerState) is the
+// policy's (Note [Server policy]).
+struct Worker {
+  int id = 0;
+  pid_t pid = -1;
+  UniqueFd socket;
+  SharedSegment io;
+  std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
+  std::int64_t spawned_ns = 0;     // its process was spawned (Note [Worker start])
+  // Note [Inputs read in place]: the client regions this process has been told to map.
+  std::set<std::uint64_t> mapped_regions;
+  // Its last answer to an Infer, read when the policy completes the request from it.
+  Message reply;
+};
+
+struct Pending {
+  std::uint64_t id = 0;  // Message::request
+  std::string model_name;
+  std::string version;
+  std::string request_id;  // the client's
+  // The caller's input, read once when the request goes to its worker. Not a copy (inputs are
+  // megabytes): infer() waits for the reply, and takes the request out of the queue when it
+  // gives up, so the tensor outlives every read.
+  const TensorData* input = nullptr;
+  std::vector<OutputDestination> output_destinations;  // outputs the client wants in its shared memory
+  int model = -1;
+  ElementType type = ElementType::Float32;
+  std::int64_t arrival_ns = 0;
+  std::promise<InferResponse> reply;
+  std::int64_t copied_ns = 0;    // the input is in the worker's io segment (or read in place: dequeued)
+  std::int64_t dispatch_ns = 0;  // the message to the worker sent
+  bool transfer = false;
+};
+
+// Note [Serve trace]: one span of the trace (times: the runtime's monotonic clock, ns).
+struct TraceSpan {
+  std::string name;
+  std::string track;  // "queue", "worker N", "training"
+  std::int64_t begin_ns;
+  std::int64_t end_ns;
+  std::string detail;
+};
+constexpr std::size_t kMaxTraceSpans = 50'000;  // the oldest go first
+
+// A server runs for weeks: the per-request samples behind the metrics' quantiles keep the most
+// recent ones only (between half this and this many), so their memory stays bounded.
+constexpr std::size_t kMaxSamples = 100'000;
+void record_sample(std::vector<std::int64_t>& samples, std::int64_t ns) {
+  if (samples.size() >= kMaxSamples) samples.erase(samples.begin(), samples.begin() + kMaxSamples / 2);
+  samples.push_back(ns);
+}
+
+// The latency histogram's upper bounds, in seconds (Prometheus `le`).
+constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+
+}  // namespace
+
+struct Controller::State {
+  ControllerOptions options;
+  // Note [Server policy]: every decision; built once the daemon has said how large each model is.
+  std::optional<ServerPolicy> policy;
+  std::deque<PolicyEvent> events;  // fed, not yet handled (an action may cause another event)
+  bool handling = false;
+  std::ofstream decisions;         // Note [Decision log]: `psw serve --decisions FILE`
+  std::vector<ModelInfo> infos;
+  std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
+
+  // Processes and segments.
+  pid_t daemon_pid = -1;
+  UniqueFd daemon_socket;
+  std::vector<SharedSegment> daemon_segments;  // Note [Segment order]: stores, training header
+  struct RegionGrant {
+    Message message;
+    std::optional<SharedSegment> segment;  // host backend: the region's shared segment
+  };
+  std::vector<RegionGrant> regions;            // per model, then the training state
+  SharedSegment control;                        // WorkerControl per worker
+  TrainingHeader* training_header = nullptr;    // in the daemon's training segment
+  std::vector<Worker> workers;
+  UniqueFd wakeup;  // eventfd: a request arrived or a call changed the state
+
+  // Everything below under `mutex`.
+  std::mutex mutex;
+  bool stopping = false;
+  bool all_ready = false;
+  std::string failure;  // set when the server cannot go on
+  std::uint64_t next_request_id = 1;
+  // The requests queued or running, by id (their order is the policy's).
+  std::map<std::uint64_t, std::shared_ptr<Pending>> pending;
+  int last_worker = -1;           // the worker of the last task started (psw_worker_switches_total)
+  bool training_stopped_by_client = false;
+  std::int64_t training_target = 0;
+  std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
+  // Note [Inputs read in place]: the client regions the workers map, by registration id.
+  struct InputRegion {
+    std::weak_ptr<void> owner;  // the registry's region: expired once it is gone
+    int fd = -1;                // the object, open while `owner` lives
+    std::uint64_t object_offset = 0;
+    std::uint64_t byte_size = 0;
+  };
+  std::map<std::uint64_t, InputRegion> input_regions;
+  ControllerStats stats;
+  std::map<std::string, std::int64_t> requests_by_model_code;
+  std::vector<std::int64_t> latency_bucket_counts = std::vector<std::int64_t>(std::size(kLatencyBuckets) + 1, 0);
+  double latency_sum_s = 0;
+  std::int64_t latency_count = 0;
+
+  std::thread scheduler;
+  std::deque<TraceSpan> trace;
+  std::int64_t started_ns = monotonic_ns();
+  std::int64_t paused_since_ns = 0;
+  std::int64_t held_since_ns = 0;  // Note [Training held]: 0 unless stopped for a request now
+
+  // Note [Training held]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // A request that preempts training costs the job more than the request's own time: the
+  // job stops at a layer boundary once the device has done what it had queued, waits (paused
+  // in place, or in a fresh process), and runs again when the controller resumes it. The
+  // controller sums the time from stopped to running again (TrainingStatus::held_ns), so that a
+  // client can split the job's loss under load into the time it was held and its rate while it
+  // ran (psw validate's training rows); the simulator reports the same hold (training_held_ms).
+  std::int64_t training_held_ns(std::int64_t now) const {
+    return stats.training_held_ns + (held_since_ns > 0 ? now - held_since_ns : 0);
+  }
+  void end_hold(std::int64_t now) {
+    if (held_since_ns > 0) stats.training_held_ns += now - held_since_ns;
+    held_since_ns = 0;
+  }
+
+  void add_span(TraceSpan span) {  // with the mutex held
+    if (trace.size() >= kMaxTraceSpans) trace.pop_front();
+    trace.push_back(std::move(span));
+  }
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+
+  void wake() const {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wakeup.get(), &one, sizeof one);
+  }
+
+  pid_t spawn(const std::vector<std::string>& args, UniqueFd child_end) {
+    // The child's socket must be fd 3 with close-on-exec off: dup2 onto 3 does that, unless it
+    // already is 3 (dup2 to itself keeps the flag), so move it away first.
+    if (child_end.get() == 3) child_end = UniqueFd(::fcntl(child_end.get(), F_DUPFD_CLOEXEC, 10));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(options.exec_path.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, child_end.get(), 3);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, options.exec_path.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw Error("cannot start " + options.exec_path + ": " + std::strerror(rc));
+    return pid;
+  }
+
+  std::vector<std::string> process_args(const char* role) const {
+    return {role, "--config", options.config.path.string(), "--backend", options.backend, "--socket-fd", "3"};
+  }
+
+  // Waits for one message from a starting process; turns its Failed report into the error.
+  Message expect(int socket, MessageType type, const std::string& who, int timeout_ms,
+                 std::vector<UniqueFd>* fds = nullptr) {
+    const std::optional<Message> m = receive_message(socket, fds, timeout_ms);
+    if (!m) throw Error(who + " exited during start-up (see its message above)");
+    if (m->type == MessageType::Failed) {
+      if (code_of(m->value) == ServiceError::Code::InvalidArgument) throw InputError(who + ": " + m->get_text());
+      throw Error(who + ": " + m->get_text());
+    }
+    if (m->type != type) {
+      throw Error(who + ": expected a " + to_string(type) + " message, got " + to_string(m->type));
+    }
+    return *m;
+  }
+
+  void start_daemon() {
+    auto [mine, theirs] = message_socket_pair();
+    daemon_pid = spawn(process_args("runtime-daemon"), std::move(theirs));
+    daemon_socket = std::move(mine);
+    expect(daemon_socket.get(), MessageType::Hello, "the memory daemon", 60'000);
+    std::vector<UniqueFd> fds;
+    // Packing every model's parameters takes seconds on a CPU.
+    expect(daemon_socket.get(), MessageType::Segments, "the memory daemon", 600'000, &fds);
+    const std::size_t n = options.config.models.size();
+    const std::size_t training = options.config.training ? 1 : 0;
+    if (fds.size() != n + training) {
+      throw Error(detail::concat("the memory daemon sent ", fds.size(), " segments, expected ", n + training));
+    }
+    for (auto& fd : fds) daemon_segments.push_back(SharedSegment::attach(std::move(fd)));
+    for (std::size_t i = 0; i < n + training; ++i) {
+      std::vector<UniqueFd> region_fds;
+      RegionGrant grant{expect(daemon_socket.get(), MessageType::Region, "the memory daemon", 600'000, &region_fds), {}};
+      if (!region_fds.empty()) grant.segment = SharedSegment::attach(std::move(region_fds.front()));
+      regions.push_back(std::move(grant));
+    }
+    for (std::size_t i = 0; i < n; ++i) model_bytes.push_back(regions[i].message.value);
+    if (training != 0) training_header = reinterpret_cast<TrainingHeader*>(daemon_segments[n].data());
+  }
+
+  // Starts worker `id` (again) and sends it the segments; it says Ready later, on its socket.
+  void start_worker(int id) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    auto [mine, theirs] = message_socket_pair();
+    std::vector<std::string> args = process_args("runtime-worker");
+    args.push_back("--worker");
+    args.push_back(std::to_string(id));
+    w.spawned_ns = monotonic_ns();
+    w.pid = spawn(args, std::move(theirs));
+    w.socket = std::move(mine);
+    w.busy_since_ns = monotonic_ns();
+    w.mapped_regions.clear();  // a new process has mapped nothing
+    reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
+    std::vector<int> fds;
+    for (const auto& s : daemon_segments) fds.push_back(s.fd());
+    fds.push_back(control.fd());
+    fds.push_back(w.io.fd());
+    Message segments;
+    segments.type = MessageType::Segments;
+    segments.worker = static_cast<std::uint32_t>(id);
+    send_message(w.socket.get(), segments, fds);
+    for (const auto& r : regions) {
+      std::vector<int> region_fds;
+      if (r.segment) region_fds.push_back(r.segment->fd());
+      send_message(w.socket.get(), r.message, region_fds);
+    }
+  }
+
+  // Note [Worker kill]
+  // ~~~~~~~~~~~~~~~~~~
+  // A worker is replaced by killing its process and reaping it before its successor starts, on
+  // the controller's thread: the exit runs the driver's teardown of the process's CUDA context,
+  // and the successor should not start beside it (Note [Fresh processes] in server_policy.cpp).
+  // Under stop-and-start that wait is on every request's critical path, before its fresh
+  // process's start, and it is not part of the start the worker splits (Note [Worker start]): on
+  // the H200 the requests' server time beyond start and engine was 162-200 ms (2026-12-03). The
+  // controller times it (psw_worker_kills_total, psw_worker_kill_seconds_total), psw load reads it
+  // beside the starts (Note [Worker starts measured]) and the simulator charges it before a fresh
+  // process's start (the hardware profile's startup.process_kill_ns).
+  void kill_worker(Worker& w) {
+    if (w.pid > 0) {
+      const std::int64_t killed_ns = monotonic_ns();
+      ::kill(w.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(w.pid, &status, 0);
+      ++stats.worker_kills;
+      stats.worker_kill_ns += monotonic_ns() - killed_ns;
+    }
+    w.socket = UniqueFd();
+  }
+
+  void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
+    ++stats.failed_requests;
+    ++requests_by_model_code[p->model_name + "\x1f" + "error"];
+    p->reply.set_exception(std::make_exception_ptr(ServiceError(code, message)));
+  }
+
+  // Note [Server policy]: with the mutex held. Every event goes through the policy, in the order
+  // fed; an action that fails (a worker that cannot be reached) feeds another event, handled
+  // after the actions of this one, so the decision log is one sequence.
+  void feed(PolicyEvent event) {
+    events.push_back(std::move(event));
+    if (handling) return;
+    handling = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{handling};
+    while (!events.empty()) {
+      const PolicyEvent next = std::move(events.front());
+      events.pop_front();
+      const std::vector<PolicyAction> actions = policy->handle(next);
+      if (decisions.is_open()) {
+        decisions << decision_line(monotonic_ns() - started_ns, next, actions);
+        decisions.flush();
+      }
+      for (const PolicyAction& a : actions) carry_out(a);
+    }
+  }
+
+  void lost(int worker, ServiceError::Code code, const std::string& why) {
+    PolicyEvent e{.kind = PolicyEvent::Kind::WorkerLost, .worker = worker};
+    e.code = status_code(code);
+    e.text = why;
+    feed(std::move(e));
+  }
+
+  WorkerControl& control_of(int worker) { return reinterpret_cast<WorkerControl*>(control.data())[worker]; }
+
+  void carry_out(const PolicyAction& a) {
+    using A = PolicyAction::Kind;
+    switch (a.kind) {
+      case A::Dispatch: dispatch_request(a.request, a.worker, a.transfer); return;
+      case A::Complete: complete_request(a.request, a.worker); return;
+      case A::FailRequest: {
+        const auto it = pending.find(a.request);
+        if (it == pending.end()) return;
+        fail(it->second, service_code(a.code), a.text);
+        pending.erase(it);
+        return;
+      }
+      case A::StopTraining: {
+        control_of(a.worker).stop.store(a.mode == StopMode::Pause ? kStopPause : kStopAbort, std::memory_order_release);
+        const auto it = pending.find(a.request);
+        stop_requested_for_arrival_ns = a.request != 0 && it != pending.end() ? it->second->arrival_ns : 0;
+        workers[static_cast<std::size_t>(a.worker)].busy_since_ns = monotonic_ns();
+        return;
+      }
+      case A::ResumeTraining: resume_paused_training(a.worker); return;
+      case A::StartTraining: start_training_on(a.worker); return;
+      case A::Cleanup: {
+        // Off the critical path: the stopped worker drops its task before its next one.
+        Worker& w = workers[static_cast<std::size_t>(a.worker)];
+        Message cleanup;
+        cleanup.type = MessageType::Cleanup;
+        w.busy_since_ns = monotonic_ns();
+        try {
+          send_message(w.socket.get(), cleanup);
+        } catch (const Error&) {
+          lost(a.worker, ServiceError::Code::Unavailable, "could not be reached");
+        }
+        return;
+      }
+      case A::RestartWorker: {
+        Worker& w = workers[static_cast<std::size_t>(a.worker)];
+        kill_worker(w);
+        log("worker " + std::to_string(a.worker) + " " + a.text + "; starting a new one");
+        if (a.fault) ++stats.worker_restarts;  // else the mechanism's own cost (Note [Fresh processes])
+        start_worker(a.worker);
+        std::int64_t starting = 0;
+        for (const auto& other : workers) starting += policy->worker_state(other.id) == WorkerState::Starting ? 1 : 0;
+        stats.most_replacements_starting = std::max(stats.most_replacements_starting, starting);
+        return;
+      }
+      case A::KillWorker:
+        kill_worker(workers[static_cast<std::size_t>(a.worker)]);
+        log("worker " + std::to_string(a.worker) + " " + a.text);
+        return;
+      case A::Log: log(a.text); return;
+    }
+  }
+
+  void dispatch_request(std::uint64_t request, int id, bool transfer) {
+    const std::shared_ptr<Pending> p = pending.at(request);
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    const std::int64_t dequeued_ns = monotonic_ns();
+    const TensorData& input = *p->input;
+    const IoLayout io{options.config.max_tensor_bytes};
+    const std::string_view input_bytes = input.contents();
+    // Note [Inputs read in place]: an input in a registered region is the worker's to read.
+    const SharedRegionHandle* region = input.is_borrowed() ? input.borrowed.region : nullptr;
+    bool input_ok = true;
+    if (region != nullptr) {
+      note_region(input.borrowed);
+      p->copied_ns = dequeued_ns;  // nothing copied: the check below is the message's time (ToWorker)
+      const auto end = region->object_offset + static_cast<std::uint64_t>(input.borrowed.data - region->data) +
+                       input.borrowed.size;
+      struct stat object {};
+      input_ok = ::fstat(region->fd, &object) == 0 && static_cast<std::uint64_t>(object.st_size) >= end;
+    } else {
+      // Straight from the request, or from the client's shared memory, which its owner can shrink
+      // under the copy (shared_memory.hpp: copy_guarded).
+      input_ok = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
+      p->copied_ns = monotonic_ns();
+    }
+    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)], dequeued_ns - p->arrival_ns);
+    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)], p->copied_ns - dequeued_ns);
+    if (!input_ok) {
+      PolicyEvent aborted{.kind = PolicyEvent::Kind::DispatchAborted, .worker = id, .request = request};
+      aborted.code = StatusCode::InvalidArgument;
+      aborted.text = "the input's shared memory object shrank while the request waited";
+      feed(std::move(aborted));
+      return;
+    }
+    Message m;
+    m.type = MessageType::Infer;
+    m.worker = static_cast<std::uint32_t>(id);
+    m.request = p->id;
+    m.model = p->model;
+    m.dtype = static_cast<std::int32_t>(p->type);
+    m.rank = static_cast<std::uint32_t>(input.shape.size());
+    for (std::size_t d = 0; d < input.shape.size(); ++d) m.shape[d] = input.shape[d];
+    m.bytes = static_cast<std::int64_t>(input_bytes.size());
+    if (region != nullptr) {
+      m.flags |= kFlagInputInRegion;
+      m.value = static_cast<std::int64_t>(region->id);
+      m.value2 = input.borrowed.data - region->data;
+      ++stats.inputs_read_in_place;
+    }
+    if (transfer) {
+      m.flags |= kFlagTransfer;
+      ++stats.transfers;
+    }
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.busy_since_ns = monotonic_ns();
+    p->dispatch_ns = monotonic_ns();
+    p->transfer = transfer;
+    try {
+      update_mapped_regions(w);  // the worker handles these before the Infer, in order
+      send_message(w.socket.get(), m);
+    } catch (const Error&) {
+      lost(id, ServiceError::Code::Unavailable, "could not be reached");
+    }
+  }
+
+  // Note [Inputs read in place]. With the mutex held, as everything below.
+  void note_region(const BorrowedBytes& borrowed) {
+    const SharedRegionHandle& r = *borrowed.region;
+    if (input_regions.count(r.id) != 0) return;
+    input_regions.emplace(r.id, InputRegion{borrowed.owner, r.fd, r.object_offset, r.byte_size});
+  }
+
+  // Forgets the regions that are gone: the registry dropped them and no request reads them.
+  void forget_gone_regions() {
+    std::erase_if(input_regions, [](const auto& entry) { return entry.second.owner.expired(); });
+  }
+
+  // Brings what worker `w` maps up to date with input_regions: Unmap what is gone, then Map
+  // what is new. Only for a worker that reads its socket (never one training or paused in
+  // place, which would take the message for the controller gone). Throws Error when the worker
+  // cannot be reached.
+  void update_mapped_regions(Worker& w) {
+    for (auto it = w.mapped_regions.begin(); it != w.mapped_regions.end();) {
+      if (input_regions.count(*it) != 0) {
+        ++it;
+        continue;
+      }
+      Message unmap;
+      unmap.type = MessageType::UnmapInput;
+      unmap.worker = static_cast<std::uint32_t>(w.id);
+      unmap.value = static_cast<std::int64_t>(*it);
+      send_message(w.socket.get(), unmap);
+      ++stats.region_unmaps;
+      it = w.mapped_regions.erase(it);
+    }
+    for (const auto& [region_id, r] : input_regions) {
+      if (w.mapped_regions.count(region_id) != 0) continue;
+      const std::shared_ptr<void> alive = r.owner.lock();  // keeps `fd` open while it is sent
+      if (!alive) continue;  // gone since; forgotten at the next pass
+      Message map;
+      map.type = MessageType::MapInput;
+      map.worker = static_cast<std::uint32_t>(w.id);
+      map.value = static_cast<std::int64_t>(region_id);
+      map.value2 = static_cast<std::int64_t>(r.object_offset);
+      map.bytes = static_cast<std::int64_t>(r.byte_size);
+      send_message(w.socket.get(), map, {r.fd});
+      ++stats.region_maps;
+      w.mapped_regions.insert(region_id);
+    }
+  }
+
+  // Off the critical path: a worker on standby maps new regions (page-locking them takes time)
+  // before a request needs them, and unmaps the gone ones.
+  void update_standby_workers() {
+    forget_gone_regions();
+    for (auto& w : workers) {
+      if (policy->worker_state(w.id) != WorkerState::Standby) continue;
+      try {
+        update_mapped_regions(w);
+      } catch (const Error&) {
+        lost(w.id, ServiceError::Code::Unavailable, "could not be reached");
+      }
+    }
+  }
+
+  // A job paused in place goes on where it stopped (Note [Preemption without loss]).
+  void resume_paused_training(int id) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.busy_since_ns = monotonic_ns();
+    end_hold(w.busy_since_ns);
+    // Note [Pause and resume] (ipc.hpp): counted first, so that a stop for the next request
+    // cannot hide this resume from the worker.
+    WorkerControl& own = control_of(id);
+    own.resumes.fetch_add(1, std::memory_order_release);
+    own.stop.store(kStopNone, std::memory_order_release);
+    if (paused_since_ns > 0) add_span({"paused in place", "training", paused_since_ns, w.busy_since_ns, ""});
+    paused_since_ns = 0;
+  }
+
+  // The job runs on worker `id` from its last completed step (Note [Training state]).
+  void start_training_on(int id) {
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    control_of(id).stop.store(kStopNone);
+    Message m;
+    m.type = MessageType::Train;
+    m.worker = static_cast<std::uint32_t>(id);
+    m.value = training_target;
+    if (last_worker != id) ++stats.worker_switches;
+    last_worker = id;
+    w.busy_since_ns = monotonic_ns();
+    end_hold(w.busy_since_ns);
+    try {
+      send_message(w.socket.get(), m);
+    } catch (const Error&) {
+      lost(id, ServiceError::Code::Unavailable, "could not be reached");
+    }
+  }
+
+  // A worker said Ready (at start-up, or with the mutex held): its start logged and counted by
+  // phase (Note [Worker start]).
+  void worker_ready(Worker& w, const Message& ready) {
+    std::string line = "worker " + std::to_string(w.id) + " ready (pid " + std::to_string(w.pid) + ") ";
+    if (const std::optional<WorkerStartSplit> split = split_worker_start(w.spawned_ns, ready.times)) {
+      ++stats.worker_starts;
+      for (std::size_t i = 0; i < kWorkerStartPhases; ++i) stats.worker_start_ns[i] += (*split)[i];
+      line += describe_worker_start(*split);
+    } else {
+      line += "(its start's times are out of order: not counted in psw_worker_start_seconds_total)";
+    }
+    log(line);
+    feed(PolicyEvent{.kind = PolicyEvent::Kind::WorkerReady, .worker = w.id});
+  }
+
+  // The policy completes request `request` from worker `id`'s reply (Worker::reply).
+  void complete_request(std::uint64_t request, int id) {
+    const auto it = pending.find(request);
+    if (it == pending.end()) return;
+    const std::shared_ptr<Pending> p = it->second;
+    pending.erase(it);
+    const Worker& w = workers[static_cast<std::size_t>(id)];
+    const Message& m = w.reply;
+    InferResponse response;
+    response.model = p->model_name;
+    response.version = p->version.empty() ? "1" : p->version;
+    response.id = p->request_id;
+    TensorData out;
+    out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
+    out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
+    out.shape.assign(m.shape, m.shape + m.rank);
+    const IoLayout io{options.config.max_tensor_bytes};
+    const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
+    // Into the client's shared memory when it asked for that and it fits (else the front end
+    // says why), so the output is copied once.
+    const BorrowedBytes* target = nullptr;
+    for (const auto& d : p->output_destinations) {
+      if (d.name == out.name) target = &d.destination;
+    }
+    if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
+        copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
+      out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
+    } else {
+      out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
+    }
+    response.outputs.push_back(std::move(out));
+    const double latency_s = static_cast<double>(monotonic_ns() - p->arrival_ns) * 1e-9;
+    std::size_t b = 0;
+    while (b < std::size(kLatencyBuckets) && latency_s > kLatencyBuckets[b]) ++b;
+    ++latency_bucket_counts[b];
+    latency_sum_s += latency_s;
+    ++latency_count;
+    // Arrival at the controller to the first layer computing: the wait for the worker,
+    // plus the device's own startup of the switch (times[2], from its events).
+    record_sample(stats.startup_ns, m.times[0] - p->arrival_ns + m.times[2]);
+    const std::int64_t now = monotonic_ns();
+    record_sample(stats.latency_ns, now - p->arrival_ns);
+    // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
+    // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
+    // the input on the device (times[3]) and to the forward's end (times[4]).
+    auto phase = [this](RequestPhase k, std::int64_t ns) { record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns); };
+    phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
+    phase(RequestPhase::InputToDevice, m.times[3]);
+    phase(RequestPhase::DeviceStartup, m.times[2]);
+    phase(RequestPhase::Compute, m.times[4] - m.times[2]);
+    phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
+    phase(RequestPhase::Reply, now - m.times[1]);
+    const std::string what = p->model_name + (p->transfer ? " (switch)" : " (resident)");
+    const std::string track = "worker " + std::to_string(id);
+    add_span({"queue " + p->model_name, "controller", p->arrival_ns, p->dispatch_ns, "request " + p->request_id});
+    add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
+    add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2],
+              "until the first layer computes (the input's copy to the device included)"});
+    add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
+    add_span({"reply", "controller", m.times[1], now, ""});
+    ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
+    // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
+    response.server_ns = now - p->arrival_ns;
+    response.engine_ns = m.times[4] - m.times[3];
+    // Note [Host time of an eager switch]: the worker's times[5] and [6], zero unless the
+    // switch ran eagerly.
+    if (p->transfer && (m.times[5] > 0 || m.times[6] > 0)) {
+      ControllerStats::EagerSwitchHost& host = stats.eager_switch_host[p->model_name];
+      ++host.switches;
+      host.prepare_ns += m.times[5];
+      host.forward_ns += m.times[6];
+    }
+    p->reply.set_value(std::move(response));
+  }
+
+  void on_message(int id, const Message& m) {  // with the mutex held
+    Worker& w = workers[static_cast<std::size_t>(id)];
+    switch (m.type) {
+      case MessageType::Hello: return;
+      case MessageType::Ready: {
+        worker_ready(w, m);
+        all_ready = policy->all_workers_ready();
+        return;
+      }
+      case MessageType::InferDone:
+      case MessageType::Failed: {
+        w.reply = m;
+        PolicyEvent e{.kind = PolicyEvent::Kind::WorkerFinished, .worker = id, .request = m.request};
+        e.ok = m.type == MessageType::InferDone;
+        if (!e.ok) {
+          e.code = status_code(code_of(m.value));
+          e.text = m.get_text();
+        }
+        feed(std::move(e));
+        return;
+      }
+      case MessageType::TrainStopped: {
+        PolicyEvent e{.kind = PolicyEvent::Kind::TrainingStopped, .worker = id};
+        e.steps = std::max<std::int64_t>(0, m.value);
+        if (m.value2 == kTrainReachedTarget) {
+          e.stop = TrainingStop::ReachedTarget;
+        } else if (m.value2 == kTrainAbandoned) {
+          e.stop = TrainingStop::Abandoned;
+        } else if (m.value2 == kTrainPaused) {
+          e.stop = TrainingStop::Paused;
+        } else {
+          lost(id, ServiceError::Code::Internal, "sent a TrainStopped message of unknown kind " + std::to_string(m.value2));
+          return;
+        }
+        if (policy->training_stopping() && e.stop != TrainingStop::ReachedTarget && stop_requested_for_arrival_ns > 0) {
+          ++stats.preemptions;
+          if (e.stop == TrainingStop::Abandoned) ++stats.preemptions_abandoning_step;
+          record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
+          held_since_ns = m.times[1];
+        }
+        if (stop_requested_for_arrival_ns > 0 && e.stop != TrainingStop::ReachedTarget) {
+          add_span({"stopping training", "training", stop_requested_for_arrival_ns, m.times[1],
+                    "request arrival to training stopped at a layer boundary"});
+        }
+        if (e.stop == TrainingStop::Paused) paused_since_ns = m.times[1];  // waits in place until resumed
+        stop_requested_for_arrival_ns = 0;
+        feed(std::move(e));
+        return;
+      }
+      case MessageType::CleanupDone:
+        feed(PolicyEvent{.kind = PolicyEvent::Kind::WorkerCleanedUp, .worker = id});
+        return;
+      default:
+        log(std::string("worker sent an unexpected ") + to_string(m.type) + " message");
+    }
+  }
+
+  // A timer, turned into events: a worker that owes an answer for longer than the config's
+  // request_timeout, or that has not started within 600 s, is lost (Note [Faults]).
+  void watchdog() {  // with the mutex held
+    const std::int64_t now = monotonic_ns();
+    const std::int64_t limit = options.config.request_timeout.ns();
+    for (auto& w : workers) {
+      if (policy->awaiting_answer(w.id) && now - w.busy_since_ns > limit) {
+        lost(w.id, ServiceError::Code::DeadlineExceeded, "did not answer within " + std::to_string(limit / 1'000'000) + " ms");
+      } else if (policy->worker_state(w.id) == WorkerState::Starting && now - w.busy_since_ns > 600'000'000'000) {
+        lost(w.id, ServiceError::Code::Unavailable, "did not start within 600 s");
+      }
+    }
+  }
+
+  // The server stops: the policy answers everything waiting with `why` and stops the job.
+  void stop_serving(const std::string& why) {  // with the mutex held
+    stopping = true;
+    PolicyEvent bye{.kind = PolicyEvent::Kind::Shutdown};
+    bye.text = why;
+    feed(std::move(bye));
+    for (auto& [id, p] : pending) fail(p, ServiceError::Code::Unavailable, why);  // none should be left
+    pending.clear();
+  }
+
+  void loop() {
+    while (true) {
+      std::vector<pollfd> fds;
+      fds.push_back({wakeup.get(), POLLIN, 0});
+      fds.push_back({daemon_socket.get(), POLLIN, 0});
+      std::vector<int> ids;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping) return;
+        for (const auto& w : workers) {
+          if (w.socket) {
+            fds.push_back({w.socket.get(), POLLIN, 0});
+            ids.push_back(w.id);
+          }
+        }
+      }
+      const int ready_count = ::poll(fds.data(), fds.size(), 50);
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return;
+      if (ready_count > 0) {
+        if ((fds[0].revents & POLLIN) != 0) {
+          std::uint64_t n;
+          [[maybe_unused]] const ssize_t r = ::read(wakeup.get(), &n, sizeof n);
+        }
+        if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+          log("the memory daemon exited; the server cannot go on");
+          failure = "the memory daemon exited";
+          all_ready = false;
+          stop_serving("the memory daemon exited");
+          // Wakes `psw serve`'s main thread, which waits for SIGTERM (server.cpp), so that the
+          // server stops instead of answering UNAVAILABLE forever.
+          ::kill(::getpid(), SIGTERM);
+          return;
+        }
+        for (std::size_t k = 2; k < fds.size(); ++k) {
+          if (fds[k].revents == 0) continue;
+          const int id = ids[k - 2];
+          if (workers[static_cast<std::size_t>(id)].socket.get() != fds[k].fd) continue;  // replaced meanwhile
+          std::optional<Message> m;
+          try {
+            m = receive_message(workers[static_cast<std::size_t>(id)].socket.get(), nullptr, 0);
+          } catch (const Error&) {
+            m.reset();
+          }
+          if (!m) {
+            lost(id, ServiceError::Code::Unavailable, "exited");
+          } else {
+            on_message(id, *m);
+          }
+        }
+      }
+      watchdog();
+      update_standby_workers();
+    }
+  }
+};
+
+Controller::Controller(ControllerOptions options) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.options = std::move(options);
+  const ServeConfig& config = s.options.config;
+  if (config.workers > static_cast<int>(kMaxWorkers)) throw InputError("at most 16 workers");
+  // One process: training and inference take turns in one worker, which swaps models in and out
+  // (one group, fresh allocations: the mechanism table); a request abandons the training's step.
+  if (traits(config.mechanism).process == ProcessModel::OneProcess && config.workers != 1) {
+    throw InputError(config.path.string() + ": mechanism 'one-process' runs every task in one worker: set workers: 1");
+  }
+  if (traits(config.mechanism).process == ProcessModel::SharedContext && config.training && config.workers < 2) {
+    throw InputError(config.path.string() + ": mechanism '" + to_string(config.mechanism) +
+                     "' runs inference beside the training job, in another worker: it needs workers: 2 or more");
+  }
+  for (const auto& m : config.models) s.infos.push_back(served_model_info(m));
+  s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s.wakeup) throw Error("eventfd failed");
+  // Before any process starts: a log that cannot be written is the user's error, said at once.
+  if (!s.options.decisions.empty()) {
+    s.decisions.open(s.options.decisions, std::ios::out | std::ios::trunc);
+    if (!s.decisions) {
+      throw InputError("--decisions " + s.options.decisions.string() + ": cannot write it (" + std::strerror(errno) + ")");
+    }
+  }
+  s.log("starting the memory daemon");
+  s.start_daemon();
+  s.policy.emplace(policy_config(config, s.model_bytes));
+  if (s.decisions.is_open()) {
+    s.decisions << decision_header_line(s.policy->config());
+    s.decisions.flush();
+  }
+  s.control = SharedSegment::create("control", sizeof(WorkerControl) * kMaxWorkers);
+  s.workers.resize(static_cast<std::size_t>(config.workers));
+  for (int id = 0; id < config.workers; ++id) {
+    s.workers[static_cast<std::size_t>(id)].id = id;
+    s.workers[static_cast<std::size_t>(id)].io =
+        SharedSegment::create("io-" + std::to_string(id), static_cast<std::size_t>(IoLayout{config.max_tensor_bytes}.total()));
+  }
+  s.log("starting " + std::to_string(config.workers) + " workers");
+  for (int id = 0; id < config.workers; ++id) s.start_worker(id);
+  // Init part 1 of every worker before the first request: wait for every Ready.
+  for (auto& w : s.workers) {
+    const Message m = s.expect(w.socket.get(), MessageType::Hello, "worker " + std::to_string(w.id), 60'000);
+    (void)m;
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& w : s.workers) {
+      s.worker_ready(w, s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000));
+    }
+    s.all_ready = true;
+    if (config.training && config.training->autostart) {
+      s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested});
+    }
+  }
+  s.log("ready");
+  s.scheduler = std::thread([&s] { s.loop(); });
+}
+
+Controller::~Controller() { shutdown(); }
+
+void Controller::shutdown() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping && !s.scheduler.joinable() && s.daemon_pid < 0) return;
+    s.stopping = true;
+    // A training worker (running or paused) abandons its step at its next layer boundary.
+    if (s.policy && s.control.data() != nullptr) s.stop_serving("the server is shutting down");
+  }
+  s.wake();
+  if (s.scheduler.joinable()) s.scheduler.join();
+  std::vector<pid_t> pids;
+  Message bye;
+  bye.type = MessageType::Shutdown;
+  for (auto& w : s.workers) {
+    if (w.socket) {
+      try {
+        send_message(w.socket.get(), bye);
+      } catch (const Error&) {
+      }
+    }
+    if (w.pid > 0) pids.push_back(w.pid);
+    w.pid = -1;
+  }
+  if (s.daemon_socket) {
+    try {
+      send_message(s.daemon_socket.get(), bye);
+    } catch (const Error&) {
+    }
+  }
+  if (s.daemon_pid > 0) pids.push_back(s.daemon_pid);
+  s.daemon_pid = -1;
+  // Up to 5 s to exit, then SIGKILL.
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+bool Controller::live() { return true; }
+
+bool Controller::ready() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->all_ready && !state_->stopping;
+}
+
+std::vector<ModelInfo> Controller::models() {
+  std::vector<ModelInfo> infos = state_->infos;
+  const bool ok = ready();
+  for (auto& i : infos) i.ready = ok;
+  return infos;
+}
+
+namespace {
+
+// Every token id of a request in [0, bound) (token_id_bound). Read through copy_guarded: the
+// bytes may be a client's shared memory, which its owner can shrink under the read.
+void check_token_ids(const std::string& model, const std::string& input, std::string_view bytes, std::int64_t bound) {
+  std::vector<std::int64_t> ids(bytes.size() / sizeof(std::int64_t));
+  if (!copy_guarded(ids.data(), bytes.data(), ids.size() * sizeof(std::int64_t))) {
+    throw ServiceError(ServiceError::Code::InvalidArgument, "the input's shared memory object shrank while the request was read");
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= bound) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(model, "'s input '", input, "' holds token id ", ids[i], " at element ", i,
+                                        ": ids must lie in [0, ", bound, ")"));
+    }
+  }
+}
+
+}  // namespace
+
+InferResponse Controller::infer(const InferRequest& request) {
+  State& s = *state_;
+  auto p = std::make_shared<Pending>();
+  p->arrival_ns = monotonic_ns();
+  p->model = s.options.config.model_index(request.model);
+  if (p->model < 0) {
+    throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
+  }
+  if (!request.version.empty() && request.version != "1") {
+    throw ServiceError(ServiceError::Code::NotFound,
+                       "model '" + request.model + "' has only version 1, not '" + request.version + "'");
+  }
+  const ModelInfo& info = s.infos[static_cast<std::size_t>(p->model)];
+  if (request.inputs.size() != info.inputs.size()) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       detail::concat(request.model, " takes ", info.inputs.size(), " input, got ", request.inputs.size()));
+  }
+  const TensorData& input = request.inputs.front();
+  const TensorSpec& spec = info.inputs.front();
+  if (input.datatype != spec.datatype) {
+    throw ServiceError(ServiceError::Code::InvalidArgument, request.model + "'s input '" + spec.name + "' is " +
+                                                                spec.datatype + ", got " + input.datatype);
+  }
+  if (input.shape.size() != spec.shape.size()) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       detail::concat(request.model, "'s input '", spec.name, "' has rank ", spec.shape.size(),
+                                      ", got a tensor of rank ", input.shape.size()));
+  }
+  for (std::size_t d = 0; d < spec.shape.size(); ++d) {
+    if (spec.shape[d] >= 0 && input.shape[d] != spec.shape[d]) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(request.model, "'s input dimension ", d, " must be ", spec.shape[d], ", got ",
+                                        input.shape[d]));
+    }
+    if (input.shape[d] <= 0) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(request.model, "'s input dimension ", d, " must be positive, got ", input.shape[d]));
+    }
+  }
+  if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
+    throw ServiceError(ServiceError::Code::ResourceExhausted,
+                       detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
+                                      s.options.config.max_tensor_bytes));
+  }
+  if (const std::int64_t bound = token_id_bound(s.options.config.models[static_cast<std::size_t>(p->model)]); bound > 0) {
+    check_token_ids(request.model, spec.name, input.contents(), bound);
+  }
+  p->type = *element_type_of(input.datatype);
+  p->model_name = request.model;
+  p->version = request.version;
+  p->request_id = request.id;
+  p->input = &input;
+  p->output_destinations = request.output_destinations;
+  std::future<InferResponse> reply = p->reply.get_future();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+    ++s.stats.requests;
+    p->id = s.next_request_id++;
+    s.pending.emplace(p->id, p);
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestArrived, .request = p->id, .model = p->model});
+  }
+  // The watchdog answers within request_timeout of the worker starting it; the queue ahead
+  // may add as much again per request, so this bound only catches a controller bug.
+  const auto limit = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
+  if (reply.wait_for(limit) != std::future_status::ready) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    // The request's input is ours only until we return (Pending::input).
+    if (s.policy->inflight() != p->id && s.pending.erase(p->id) != 0) {
+      s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestWithdrawn, .request = p->id});
+    }
+    if (reply.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
+    }
+  }
+  return reply.get();
+}
+
+TrainingStatus Controller::training_status(const std::string& model) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  TrainingStatus status;
+  if (!s.options.config.training) return status;
+  if (!model.empty() && model != s.options.config.training->model) {
+    throw ServiceError(ServiceError::Code::NotFound, "no training job of model '" + model + "' (this server trains " +
+                                                         s.options.config.training->model + ")");
+  }
+  status.model = s.options.config.training->model;
+  status.running = s.policy->training_running();
+  status.completed_steps = s.training_header->completed_steps;
+  status.target_steps = s.training_target;
+  // Stopped by a client only once its worker has let go of the job: from then on the state in
+  // the daemon's segment is final, which is what a client waiting for `stopped` wants to read.
+  status.stopped = (s.training_stopped_by_client && s.policy->training_worker() < 0) ||
+                   (s.training_target > 0 && status.completed_steps >= s.training_target);
+  status.active = s.policy->training_wanted() && !status.stopped;
+  status.preemptions = s.stats.preemptions;
+  status.held_ns = s.training_held_ns(monotonic_ns());
+  status.last_loss = s.training_header->last_loss;
+  return status;
+}
+
+TrainingStatus Controller::start_training(const std::string& model, std::int64_t steps) {
+  State& s = *state_;
+  if (!s.options.config.training) {
+    throw ServiceError(ServiceError::Code::NotFound, "this server has no training job (the config has no training section)");
+  }
+  if (steps < 0) throw ServiceError(ServiceError::Code::InvalidArgument, "steps must not be negative");
+  training_status(model);  // checks the name
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.training_stopped_by_client = false;
+    s.training_target = steps == 0 ? 0 : s.training_header->completed_steps + steps;
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested, .steps = s.training_target});
+  }
+  return training_status(model);
+}
+
+TrainingStatus Controller::stop_training(const std::string& model) {
+  State& s = *state_;
+  training_status(model);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.training_stopped_by_client = true;
+    s.end_hold(monotonic_ns());  // from here on the client's stop, not a request's hold
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStopRequested});  // running, stopping or paused: abandon
+  }
+  return training_status(model);
+}
+
+void Controller::shared_memory_registered(const BorrowedBytes& region) {
+  State& s = *state_;
+  if (region.region == nullptr || region.owner == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) return;
+    s.note_region(region);
+  }
+  s.wake();  // the scheduler maps it in the workers on standby
+}
+
+std::string Controller::failure() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->failure;
+}
+
+ControllerStats Controller::stats() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
+  State& s = *state_;
+  if (!s.options.config.training) return {nullptr, 0};
+  const auto& grant = s.regions.back();
+  if (!grant.segment) return {nullptr, 0};  // device memory: not readable here
+  return {grant.segment->data(), grant.segment->size()};
+}
+
+std::string Controller::chrome_trace() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> tids;
+  auto tid = [&tids](const std::string& track) {
+    auto it = tids.find(track);
+    if (it == tids.end()) it = tids.emplace(track, static_cast<int>(tids.size()) + 1).first;
+    return it->second;
+  };
+  tid("controller");
+  tid("training");
+  for (const auto& span : s.trace) {
+    nlohmann::json e = {{"name", span.name}, {"ph", "X"}, {"pid", 1}, {"tid", tid(span.track)},
+                        {"ts", static_cast<double>(span.begin_ns - s.started_ns) / 1000.0},
+                        {"dur", static_cast<double>(std::max<std::int64_t>(0, span.end_ns - span.begin_ns)) / 1000.0}};
+    if (!span.detail.empty()) e["args"] = {{"detail", span.detail}};
+    events.push_back(std::move(e));
+  }
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "psw serve"}}}});
+  for (const auto& [track, id] : tids) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", id}, {"args", {{"name", track}}}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+std::vector<pid_t> Controller::worker_pids() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<pid_t> pids;
+  for (const auto& w : state_->workers) pids.push_back(w.pid);
+  return pids;
+}
+
+pid_t Controller::daemon_pid() { return state_->daemon_pid; }
+
+// Note [Per-group handles]: what the workers counted in their control slots.
+std::vector<std::uint64_t> Controller::worker_group_opens() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<std::uint64_t> opens;
+  const auto* control = reinterpret_cast<const WorkerControl*>(state_->control.data());
+  for (std::size_t i = 0; i < state_->workers.size(); ++i) opens.push_back(control[i].group_opens.load());
+  return opens;
+}
+
+std::string Controller::metrics_text() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::ostringstream out;
+  // Prometheus's info idiom: what this server is, as labels of a gauge that is always 1 (psw
+  // validate checks that the server runs the mechanism its experiment config names).
+  out << "# HELP psw_server_info The server's switching mechanism and backend (always 1).\n"
+      << "# TYPE psw_server_info gauge\n"
+      << "psw_server_info{mechanism=\"" << to_string(s.options.config.mechanism) << "\",backend=\""
+      << s.options.backend << "\"} 1\n";
+  out << "# HELP psw_requests_total Inference requests answered, by model and outcome.\n"
+      << "# TYPE psw_requests_total counter\n";
+  for (const auto& [key, count] : s.requests_by_model_code) {
+    const auto sep = key.find('\x1f');
+    out << "psw_requests_total{model=\"" << key.substr(0, sep) << "\",outcome=\"" << key.substr(sep + 1) << "\"} "
+        << count << "\n";
+  }
+  out << "# HELP psw_request_latency_seconds Request latency at the controller (arrival to reply).\n"
+      << "# TYPE psw_request_latency_seconds histogram\n";
+  std::int64_t cumulative = 0;
+  for (std::size_t b = 0; b < std::size(kLatencyBuckets); ++b) {
+    cumulative += s.latency_bucket_counts[b];
+    out << "psw_request_latency_seconds_bucket{le=\"" << kLatencyBuckets[b] << "\"} " << cumulative << "\n";
+  }
+  cumulative += s.latency_bucket_counts.back();
+  out << "psw_request_latency_seconds_bucket{le=\"+Inf\"} " << cumulative << "\n"
+      << "psw_request_latency_seconds_sum " << s.latency_sum_s << "\n"
+      << "psw_request_latency_seconds_count " << s.latency_count << "\n";
+  auto counter = [&out](const char* name, const char* help, std::int64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << value << "\n";
+  };
+  auto gauge = [&out](const char* name, const char* help, std::int64_t value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << " " << value << "\n";
+  };
+  counter("psw_switches_total", "Inference requests that transferred their model's parameters.", s.stats.transfers);
+  counter("psw_worker_switches_total", "Tasks started on another worker than the previous task.", s.stats.worker_switches);
+  counter("psw_preemptions_total", "Times inference stopped training.", s.stats.preemptions);
+  counter("psw_preemptions_abandoned_total",
+          "Preemptions that abandoned the training step in progress instead of pausing it (no other worker free).",
+          s.stats.preemptions_abandoning_step);
+  counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
+  counter("psw_inputs_read_in_place_total",
+          "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",
+          s.stats.inputs_read_in_place);
+  counter("psw_training_iterations_total", "Completed training steps.",
+          s.training_header != nullptr ? s.training_header->completed_steps : 0);
+  counter("psw_worker_starts_total", "Worker processes started whose start was split by phase (Note [Worker start]).",
+          s.stats.worker_starts);
+  out << "# HELP psw_worker_start_seconds_total Time worker processes took to start, from spawned to ready, by phase "
+         "(Note [Worker start]).\n# TYPE psw_worker_start_seconds_total counter\n";
+  for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
+    out << "psw_worker_start_seconds_total{phase=\"" << to_string(static_cast<WorkerStartPhase>(i)) << "\"} "
+        << static_cast<double>(s.stats.worker_start_ns[i]) * 1e-9 << "\n";
+  }
+  counter("psw_worker_kills_total", "Worker processes killed and reaped (Note [Worker kill]).", s.stats.worker_kills);
+  out << "# HELP psw_worker_kill_seconds_total Time from killing worker processes to reaping them, summed "
+         "(Note [Worker kill]).\n# TYPE psw_worker_kill_seconds_total counter\npsw_worker_kill_seconds_total "
+      << static_cast<double>(s.stats.worker_kill_ns) * 1e-9 << "\n";
+  // Note [Host time of an eager switch] (exec/pipeline.hpp).
+  out << "# HELP psw_eager_switches_total Switches a worker ran eagerly (not replayed from a graph), by model.\n"
+         "# TYPE psw_eager_switches_total counter\n";
+  for (const auto& [model, host] : s.stats.eager_switch_host) {
+    out << "psw_eager_switches_total{model=\"" << model << "\"} " << host.switches << "\n";
+  }
+  out << "# HELP psw_eager_switch_host_seconds_total The host's time in eager switches, by model and part "
+         "(prepare: memory and copies enqueued; forward: the forward's calls).\n"
+         "# TYPE psw_eager_switch_host_seconds_total counter\n";
+  for (const auto& [model, host] : s.stats.eager_switch_host) {
+    out << "psw_eager_switch_host_seconds_total{model=\"" << model << "\",part=\"prepare\"} "
+        << static_cast<double>(host.prepare_ns) * 1e-9 << "\n";
+    out << "psw_eager_switch_host_seconds_total{model=\"" << model << "\",part=\"forward\"} "
+        << static_cast<double>(host.forward_ns) * 1e-9 << "\n";
+  }
+  out << "# HELP psw_training_held_seconds_total Time the training job was stopped for requests, from stopped at a "
+         "layer boundary to running again.\n# TYPE psw_training_held_seconds_total counter\npsw_training_held_seconds_total "
+      << static_cast<double>(s.training_held_ns(monotonic_ns())) * 1e-9 << "\n";
+  // Summaries (quantiles over everything since start) of the two times the paper's system is
+  // judged by.
+  auto summary = [&out](const char* name, const char* help, std::vector<std::int64_t> ns) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
+    std::sort(ns.begin(), ns.end());
+    double sum = 0;
+    for (std::int64_t v : ns) sum += static_cast<double>(v) * 1e-9;
+    for (double q : {0.5, 0.9, 0.99}) {
+      double value = 0;
+      if (!ns.empty()) {
+        const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
+        value = static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
+      }
+      out << name << "{quantile=\"" << q << "\"} " << value << "\n";
+    }
+    out << name << "_sum " << sum << "\n" << name << "_count " << ns.size() << "\n";
+  };
+  summary("psw_preemption_latency_seconds", "Request arrival at the controller to training stopped at a layer boundary.",
+          s.stats.preemption_ns);
+  summary("psw_startup_latency_seconds", "Request arrival at the controller to its first layer computing on the device.",
+          s.stats.startup_ns);
+  summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
+          s.stats.latency_ns);
+  // Note [Request phases]: one summary, labelled by phase.
+  out << "# HELP psw_request_phase_seconds Where a request's time at the server goes, by phase.\n"
+      << "# TYPE psw_request_phase_seconds summary\n";
+  for (std::size_t k = 0; k < kRequestPhases; ++k) {
+    std::vector<std::int64_t> ns = s.stats.phase_ns[k];
+    std::sort(ns.begin(), ns.end());
+    for (double q : {0.5, 0.99}) {
+      const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
+      const double value = ns.empty() ? 0 : static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
+      out << "psw_request_phase_seconds{phase=\"" << kRequestPhaseNames[k] << "\",quantile=\"" << q << "\"} " << value << "\n";
+    }
+  }
+  gauge("psw_resident_models", "Models whose parameters are on the device.",
+        static_cast<std::int64_t>(s.policy->resident().size()));
+  // Note [Processes a server starts with] (sim/src/gpu_server.cpp): what psw load reads when its
+  // clock starts, for the simulator to start where the server stood.
+  gauge("psw_fresh_standby_workers", "Workers ready that have run no task since their process started.",
+        std::count_if(s.workers.begin(), s.workers.end(), [&s](const Worker& w) {
+          return s.policy->worker_state(w.id) == WorkerState::Standby && !s.policy->worker_used(w.id);
+        }));
+  std::int64_t device = 0;
+  std::int64_t host = 0;
+  for (const auto& segment : s.daemon_segments) host += static_cast<std::int64_t>(segment.size());
+  for (const auto& region : s.regions) device += region.message.value;
+  gauge("psw_device_memory_bytes", "Device memory the memory daemon holds (regions and training state).", device);
+  gauge("psw_host_memory_bytes", "Shared host memory with the packed parameters.", host);
+  return out.str();
+}
+
+}  // namespace psw::runtime

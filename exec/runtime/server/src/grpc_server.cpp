@@ -1,0 +1,743 @@
+// The gRPC front end of `psw serve`: endpoint safety (socket directory, stale sockets, modes,
+// wildcard addresses), protocol validation, and the translation between protobuf messages and
+// the plain structs of service.hpp.
+#include "psw/runtime/server/grpc_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grpc_service.grpc.pb.h"
+#include "psw/common/error.hpp"
+#include "tcp_address.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
+#include "psw/runtime/ipc/tensor_bytes.hpp"
+#include "psw_control.grpc.pb.h"
+
+namespace psw::runtime {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// --- endpoints -------------------------------------------------------------------------------
+
+bool is_private_directory_of(const char* path, uid_t uid) {
+  struct stat info {};
+  return ::stat(path, &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == uid &&
+         ::access(path, W_OK | X_OK) == 0;
+}
+
+// Creates `dir` (one level) with mode 0700 unless it exists; the mode of an existing one is
+// judged by check_socket_directory.
+void make_private_directory(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw InputError("cannot create the socket directory " + dir.string() + ": " + errno_text(errno));
+  }
+}
+
+// A socket in a directory that someone else can write can be unlinked and replaced by theirs,
+// and clients would then send their tensors to an impostor: refuse such directories.
+void check_socket_directory(const fs::path& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) {
+    throw InputError("socket directory " + dir.string() + ": " + errno_text(errno));
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    throw InputError("socket directory " + dir.string() + " is not a directory");
+  }
+  const uid_t uid = ::geteuid();
+  if (info.st_uid != uid) {
+    throw InputError("socket directory " + dir.string() + " is owned by uid " +
+                     std::to_string(info.st_uid) + ", not by the current user (uid " +
+                     std::to_string(uid) +
+                     "): its owner could replace the socket; use a directory of your own with "
+                     "mode 0700");
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    throw InputError("socket directory " + dir.string() + " has mode " + octal_mode(info.st_mode) +
+                     ", writable by group or others, who could replace the socket; use a "
+                     "directory with mode 0700");
+  }
+}
+
+enum class SocketProbe { Absent, Stale, Listening };
+
+// Whether a server answers on the socket file at `path`. A non-blocking connect, so that a
+// server whose accept backlog is full counts as listening instead of blocking the probe.
+SocketProbe probe_socket(const fs::path& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return SocketProbe::Absent;
+    throw InputError("cannot inspect " + path.string() + ": " + errno_text(errno));
+  }
+  if (!S_ISSOCK(info.st_mode)) {
+    throw InputError(path.string() + " exists and is not a socket; refusing to replace it");
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw Error("cannot create a Unix socket: " + errno_text(errno));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.string().size() + 1);
+  const int result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = errno;
+  ::close(fd);
+  if (result == 0 || error == EAGAIN || error == EINPROGRESS) return SocketProbe::Listening;
+  if (error == ECONNREFUSED) return SocketProbe::Stale;
+  if (error == ENOENT) return SocketProbe::Absent;  // removed between lstat and connect
+  throw InputError("cannot probe the socket " + path.string() + ": " + errno_text(error));
+}
+
+fs::path prepare_unix_socket(const std::string& requested) {
+  if (requested.empty()) throw InputError("the Unix socket path is empty");
+  const fs::path path = fs::absolute(requested).lexically_normal();
+  constexpr std::size_t max_length = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.string().size() > max_length) {
+    throw InputError("socket path " + path.string() + " is " + std::to_string(path.string().size()) +
+                     " bytes long; a Unix socket path has at most " + std::to_string(max_length));
+  }
+  const fs::path dir = path.parent_path();
+  make_private_directory(dir);
+  check_socket_directory(dir);
+  switch (probe_socket(path)) {
+    case SocketProbe::Listening:
+      throw InputError("another server is already listening on " + path.string());
+    case SocketProbe::Stale:
+      // Left behind by a server that died without cleaning up: nobody answers on it.
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        throw InputError("cannot remove the stale socket " + path.string() + ": " + errno_text(errno));
+      }
+      break;
+    case SocketProbe::Absent:
+      break;
+  }
+  return path;
+}
+
+// Sets the process's umask for its lifetime. The umask is process-wide: a file another thread
+// creates meanwhile gets a narrower mode than it asked for, which errs on the safe side.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(previous_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t previous_;
+};
+
+// --- errors ------------------------------------------------------------------------------------
+
+grpc::StatusCode to_grpc_code(ServiceError::Code code) {
+  switch (code) {
+    case ServiceError::Code::InvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ServiceError::Code::NotFound: return grpc::StatusCode::NOT_FOUND;
+    case ServiceError::Code::Unavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ServiceError::Code::ResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ServiceError::Code::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ServiceError::Code::Internal: return grpc::StatusCode::INTERNAL;
+    case ServiceError::Code::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+// Runs one handler body. An exception escaping a gRPC handler would terminate the server, so
+// every one ends here as a status.
+template <typename Body>
+grpc::Status answer(Body&& body) {
+  try {
+    body();
+    return grpc::Status::OK;
+  } catch (const ServiceError& e) {
+    return {to_grpc_code(e.code()), e.what()};
+  } catch (const std::exception& e) {
+    return {grpc::StatusCode::INTERNAL, e.what()};
+  } catch (...) {
+    return {grpc::StatusCode::INTERNAL, "unknown error"};
+  }
+}
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw ServiceError(ServiceError::Code::InvalidArgument, message);
+}
+
+std::string in_quotes(const std::string& name) { return "'" + name + "'"; }
+
+std::string describe(const std::string& datatype, const std::vector<std::int64_t>& shape) {
+  std::string text = datatype + " [";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// --- inference ---------------------------------------------------------------------------------
+
+ModelInfo find_model(InferenceService& service, const std::string& name, const std::string& version) {
+  if (name.empty()) invalid("the model name is empty");
+  for (ModelInfo& model : service.models()) {
+    if (model.name != name) continue;
+    if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) ==
+                                model.versions.end()) {
+      throw ServiceError(ServiceError::Code::NotFound,
+                         "model " + in_quotes(name) + " has no version " + in_quotes(version));
+    }
+    return std::move(model);
+  }
+  throw ServiceError(ServiceError::Code::NotFound, "unknown model " + in_quotes(name));
+}
+
+void fill_tensor_metadata(const TensorSpec& spec, inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(spec.name);
+  out->set_datatype(spec.datatype);
+  for (const std::int64_t dim : spec.shape) out->add_shape(dim);
+}
+
+// --- system shared memory ------------------------------------------------------------------------
+
+// The parameters by which a tensor names a range of a registered region (the extension's
+// "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size").
+struct SharedMemoryParameters {
+  bool present = false;
+  std::string region;
+  std::int64_t offset = 0;
+  std::int64_t byte_size = 0;
+};
+
+std::int64_t int64_parameter(const inference::InferParameter& value, const char* key, const std::string& what) {
+  std::int64_t number = 0;
+  if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+    number = value.int64_param();
+  } else if (value.parameter_choice_case() == inference::InferParameter::kUint64Param &&
+             value.uint64_param() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    number = static_cast<std::int64_t>(value.uint64_param());
+  } else {
+    invalid(what + ": parameter " + in_quotes(key) + " must be an int64_param");
+  }
+  if (number < 0) invalid(what + ": parameter " + in_quotes(key) + " is " + std::to_string(number) + ", negative");
+  return number;
+}
+
+template <typename Tensor>
+SharedMemoryParameters shared_memory_parameters(const Tensor& tensor, const std::string& what) {
+  const auto& parameters = tensor.parameters();
+  const auto region = parameters.find("shared_memory_region");
+  const auto offset = parameters.find("shared_memory_offset");
+  const auto byte_size = parameters.find("shared_memory_byte_size");
+  SharedMemoryParameters result;
+  if (region == parameters.end()) {
+    if (offset != parameters.end() || byte_size != parameters.end()) {
+      invalid(what + ": shared_memory_offset or shared_memory_byte_size given without shared_memory_region");
+    }
+    return result;
+  }
+  if (region->second.parameter_choice_case() != inference::InferParameter::kStringParam ||
+      region->second.string_param().empty()) {
+    invalid(what + ": parameter 'shared_memory_region' must be a non-empty string_param");
+  }
+  if (byte_size == parameters.end()) {
+    invalid(what + ": shared_memory_region " + in_quotes(region->second.string_param()) +
+            " given without shared_memory_byte_size");
+  }
+  result.present = true;
+  result.region = region->second.string_param();
+  result.byte_size = int64_parameter(byte_size->second, "shared_memory_byte_size", what);
+  if (offset != parameters.end()) result.offset = int64_parameter(offset->second, "shared_memory_offset", what);
+  return result;
+}
+
+// Over TCP the extension does not exist (shared_memory.hpp: Security).
+[[noreturn]] void no_shared_memory_here(const std::string& what) {
+  invalid(what + " names a shared memory region, but this server offers system shared memory only on its "
+          "Unix socket, not over TCP");
+}
+
+// A request in the service's terms, and where each of the request's `outputs` goes: a range of a
+// region, or (no owner) back in the response.
+struct ConvertedRequest {
+  InferRequest request;
+  std::vector<BorrowedBytes> output_targets;
+};
+
+// Checks what the protocol fixes and moves the raw bytes out of `request` (the service never
+// sees a malformed tensor, and a tensor of hundreds of MiB is not copied). Inputs in shared
+// memory become borrowed ranges of their regions, mapped, never copied here. `registry` is null
+// where the extension is not offered.
+ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const SharedMemoryRegistry* registry) {
+  if (request.model_name().empty()) invalid("the request names no model (model_name is empty)");
+  if (request.inputs_size() == 0) invalid("the request has no inputs");
+  // The protocol: raw_input_contents has one entry for each input that is not in shared memory,
+  // in the order of `inputs`.
+  std::vector<SharedMemoryParameters> placed(static_cast<std::size_t>(request.inputs_size()));
+  int raw_wanted = 0;
+  int first_placed = -1;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& input = request.inputs(i);
+    const std::string what = "input " + in_quotes(input.name());
+    SharedMemoryParameters& where = placed[static_cast<std::size_t>(i)];
+    where = shared_memory_parameters(input, what);
+    const bool typed = input.has_contents() && input.contents().ByteSizeLong() > 0;
+    if (where.present) {
+      if (registry == nullptr) no_shared_memory_here(what);
+      if (typed) {
+        invalid(what + " is in shared memory region " + in_quotes(where.region) +
+                " and also carries typed `contents`; give a tensor's bytes one way only");
+      }
+      if (first_placed < 0) first_placed = i;
+      continue;
+    }
+    if (typed) {
+      invalid(what + " carries typed `contents`; this server takes tensor data only as raw bytes: send "
+              "them in raw_input_contents, one entry per input");
+    }
+    ++raw_wanted;
+  }
+  if (request.raw_input_contents_size() != raw_wanted) {
+    if (first_placed < 0) {
+      invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
+              std::to_string(request.raw_input_contents_size()) +
+              " raw_input_contents entries; send one entry per input, in the order of `inputs`");
+    }
+    const auto& input = request.inputs(first_placed);
+    if (request.raw_input_contents_size() > raw_wanted) {
+      invalid("input " + in_quotes(input.name()) + " is in shared memory region " +
+              in_quotes(placed[static_cast<std::size_t>(first_placed)].region) + ", yet raw_input_contents has " +
+              std::to_string(request.raw_input_contents_size()) + " entries for the " + std::to_string(raw_wanted) +
+              " inputs not in shared memory; raw_input_contents carries only those: send a tensor's bytes "
+              "either in a region or raw, not both");
+    }
+    invalid("the request has " + std::to_string(raw_wanted) + " inputs not in shared memory but " +
+            std::to_string(request.raw_input_contents_size()) +
+            " raw_input_contents entries; send one entry for each of them, in the order of `inputs`");
+  }
+  ConvertedRequest converted;
+  converted.request.model = request.model_name();
+  converted.request.version = request.model_version();
+  converted.request.id = request.id();
+  converted.request.inputs.reserve(static_cast<std::size_t>(request.inputs_size()));
+  int raw_index = 0;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const auto& input = request.inputs(i);
+    const std::string what = "input " + in_quotes(input.name());
+    if (input.name().empty()) invalid("input " + std::to_string(i) + " has no name");
+    for (int j = 0; j < i; ++j) {
+      if (request.inputs(j).name() == input.name()) invalid(what + " is given twice");
+    }
+    const std::vector<std::int64_t> shape(input.shape().begin(), input.shape().end());
+    const std::int64_t expected = tensor_byte_count(what, input.datatype(), shape);
+    const SharedMemoryParameters& where = placed[static_cast<std::size_t>(i)];
+    if (where.present) {
+      if (where.byte_size != expected) {
+        invalid(what + ": shared_memory_byte_size is " + std::to_string(where.byte_size) + ", but " +
+                describe(input.datatype(), shape) + " needs " + std::to_string(expected));
+      }
+      TensorData tensor{input.name(), input.datatype(), shape, {}};
+      tensor.borrowed = registry->range(where.region, where.offset, where.byte_size, what);
+      converted.request.inputs.push_back(std::move(tensor));
+      continue;
+    }
+    std::string& bytes = *request.mutable_raw_input_contents(raw_index++);
+    if (static_cast<std::int64_t>(bytes.size()) != expected) {
+      invalid(what + ": " + std::to_string(bytes.size()) + " bytes of raw contents, but " +
+              describe(input.datatype(), shape) + " needs " + std::to_string(expected));
+    }
+    converted.request.inputs.push_back(TensorData{input.name(), input.datatype(), shape, std::move(bytes)});
+  }
+  // Outputs wanted in shared memory: their ranges are looked up now, so that a wrong region fails
+  // the request before the model runs, and held until the answer is written.
+  converted.output_targets.resize(static_cast<std::size_t>(request.outputs_size()));
+  for (int k = 0; k < request.outputs_size(); ++k) {
+    const auto& wanted = request.outputs(k);
+    const std::string what = "output " + in_quotes(wanted.name());
+    const SharedMemoryParameters where = shared_memory_parameters(wanted, what);
+    if (!where.present) continue;
+    if (registry == nullptr) no_shared_memory_here(what);
+    BorrowedBytes target = registry->range(where.region, where.offset, where.byte_size, what);
+    if (converted.request.output_destination(wanted.name()) == nullptr) {
+      converted.request.output_destinations.push_back({wanted.name(), target});
+    }
+    converted.output_targets[static_cast<std::size_t>(k)] = std::move(target);
+  }
+  return converted;
+}
+
+// Which of the service's outputs go back, in which order: the requested ones, else all.
+std::vector<std::size_t> selected_outputs(const inference::ModelInferRequest& request,
+                                          const InferResponse& answer) {
+  std::vector<std::size_t> order;
+  if (request.outputs_size() == 0) {
+    for (std::size_t i = 0; i < answer.outputs.size(); ++i) order.push_back(i);
+    return order;
+  }
+  for (const auto& wanted : request.outputs()) {
+    std::size_t found = answer.outputs.size();
+    for (std::size_t i = 0; i < answer.outputs.size(); ++i) {
+      if (answer.outputs[i].name == wanted.name()) found = i;
+    }
+    if (found == answer.outputs.size()) {
+      invalid("model " + in_quotes(request.model_name()) + " has no output " + in_quotes(wanted.name()));
+    }
+    order.push_back(found);
+  }
+  return order;
+}
+
+class InferenceEndpoint final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit InferenceEndpoint(InferenceService& service) : service_(service) {}
+
+  // Set before the server starts: whether this endpoint offers system shared memory.
+  void offer_shared_memory(bool offer) { shared_memory_offered_ = offer; }
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* response) override {
+    return answer([&] { response->set_live(service_.live()); });
+  }
+
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* response) override {
+    return answer([&] { response->set_ready(service_.ready()); });
+  }
+
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override {
+    return answer([&] { response->set_ready(find_model(service_, request->name(), request->version()).ready); });
+  }
+
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* response) override {
+    return answer([&] {
+      response->set_name("psw");
+      response->set_version("0.1");
+      if (shared_memory_offered_) response->add_extensions("system_shared_memory");
+    });
+  }
+
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override {
+    return answer([&] {
+      const ModelInfo model = find_model(service_, request->name(), request->version());
+      response->set_name(model.name);
+      response->set_platform(model.platform);
+      for (const auto& version : model.versions) response->add_versions(version);
+      for (const auto& input : model.inputs) fill_tensor_metadata(input, response->add_inputs());
+      for (const auto& output : model.outputs) fill_tensor_metadata(output, response->add_outputs());
+    });
+  }
+
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override {
+    return answer([&] {
+      // The synchronous API hands the request as const, but the object is the call's own and
+      // is only destroyed after this handler returns: moving its raw bytes out saves a copy of
+      // every input.
+      auto& owned_request = const_cast<inference::ModelInferRequest&>(*request);
+      ConvertedRequest converted = to_infer_request(owned_request, shared_memory_offered_ ? &registry_ : nullptr);
+      InferResponse result = service_.infer(converted.request);
+      response->set_model_name(result.model.empty() ? request->model_name() : result.model);
+      response->set_model_version(result.version);
+      response->set_id(result.id.empty() ? request->id() : result.id);
+      // Note [Request path] (psw/common/serving_profile.hpp): the server's own times, for a
+      // client that splits its latency (psw profile --serving); other clients ignore them.
+      if (result.server_ns > 0) (*response->mutable_parameters())["psw_server_ns"].set_int64_param(result.server_ns);
+      if (result.engine_ns > 0) (*response->mutable_parameters())["psw_engine_ns"].set_int64_param(result.engine_ns);
+      const std::vector<std::size_t> order = selected_outputs(*request, result);
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        TensorData& output = result.outputs[order[k]];
+        const std::string what = "output " + in_quotes(output.name);
+        const std::string_view produced = output.contents();
+        // A service that answers inconsistent bytes would make every client misread them.
+        const std::int64_t expected = tensor_byte_count(what, output.datatype, output.shape);
+        if (static_cast<std::int64_t>(produced.size()) != expected) {
+          throw ServiceError(ServiceError::Code::Internal,
+                             "the server produced " + std::to_string(produced.size()) + " bytes for " + what +
+                                 " of " + describe(output.datatype, output.shape) + ", which needs " +
+                                 std::to_string(expected));
+        }
+        auto* tensor = response->add_outputs();
+        tensor->set_name(output.name);
+        tensor->set_datatype(output.datatype);
+        for (const std::int64_t dim : output.shape) tensor->add_shape(dim);
+        const BorrowedBytes* target = k < converted.output_targets.size() && converted.output_targets[k].owner
+                                          ? &converted.output_targets[k]
+                                          : nullptr;
+        if (target != nullptr) {
+          if (produced.size() > target->size) {
+            invalid(what + " has " + std::to_string(produced.size()) + " bytes (" +
+                    describe(output.datatype, output.shape) + "), but its shared memory range holds only " +
+                    std::to_string(target->size) + "; give a shared_memory_byte_size of at least " +
+                    std::to_string(produced.size()));
+          }
+          // The service may have written it there already (the controller does, when it fits).
+          if (produced.data() != target->data && !copy_guarded(target->data, produced.data(), produced.size())) {
+            invalid(what + ": its shared memory region could not be written: the object shrank or /dev/shm is full");
+          }
+          // No bytes in the response, but an empty entry, as Triton sends: clients find an output's
+          // raw contents by its position among the outputs.
+          response->add_raw_output_contents();
+          continue;
+        }
+        // Moved, unless the request asks for the same output again further on.
+        const bool asked_again = std::find(order.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                                           order.end(), order[k]) != order.end();
+        if (asked_again || output.is_borrowed()) {
+          response->add_raw_output_contents(produced.data(), produced.size());
+        } else {
+          response->add_raw_output_contents(std::move(output.bytes));
+        }
+      }
+    });
+  }
+
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* request,
+                                        inference::SystemSharedMemoryStatusResponse* response) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] {
+      for (const SharedMemoryRegionInfo& info : registry_.status(request->name())) {
+        auto& region = (*response->mutable_regions())[info.name];
+        region.set_name(info.name);
+        region.set_key(info.key);
+        region.set_offset(info.offset);
+        region.set_byte_size(info.byte_size);
+      }
+    });
+  }
+
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*,
+                                          const inference::SystemSharedMemoryRegisterRequest* request,
+                                          inference::SystemSharedMemoryRegisterResponse*) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] {
+      service_.shared_memory_registered(
+          registry_.register_region(request->name(), request->key(), request->offset(), request->byte_size()));
+    });
+  }
+
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+                                            const inference::SystemSharedMemoryUnregisterRequest* request,
+                                            inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (!shared_memory_offered_) return no_shared_memory_status();
+    return answer([&] { registry_.unregister(request->name()); });
+  }
+
+ private:
+  // What a server without the extension answers: the calls do not exist here.
+  static grpc::Status no_shared_memory_status() {
+    return {grpc::StatusCode::UNIMPLEMENTED,
+            "system shared memory is offered only on the server's Unix socket, not over TCP, where every local "
+            "user who reaches the port could make the server read and write its user's shared memory"};
+  }
+
+  InferenceService& service_;
+  bool shared_memory_offered_ = false;
+  SharedMemoryRegistry registry_;
+};
+
+// --- control -----------------------------------------------------------------------------------
+
+void fill_training_status(const TrainingStatus& status, psw::control::TrainingStatusResponse* out) {
+  out->set_model(status.model);
+  out->set_running(status.running);
+  out->set_stopped(status.stopped);
+  out->set_active(status.active);
+  out->set_completed_steps(status.completed_steps);
+  out->set_target_steps(status.target_steps);
+  out->set_preemptions(status.preemptions);
+  out->set_held_ns(status.held_ns);
+  out->set_last_loss(status.last_loss);
+}
+
+class ControlEndpoint final : public psw::control::Control::Service {
+ public:
+  explicit ControlEndpoint(InferenceService& service) : service_(service) {}
+
+  grpc::Status StartTraining(grpc::ServerContext*, const psw::control::StartTrainingRequest* request,
+                             psw::control::TrainingStatusResponse* response) override {
+    return answer([&] {
+      if (request->steps() < 0) {
+        invalid("steps must be 0 (until stopped) or positive, not " + std::to_string(request->steps()));
+      }
+      fill_training_status(service_.start_training(request->model(), request->steps()), response);
+    });
+  }
+
+  grpc::Status StopTraining(grpc::ServerContext*, const psw::control::StopTrainingRequest* request,
+                            psw::control::TrainingStatusResponse* response) override {
+    return answer([&] { fill_training_status(service_.stop_training(request->model()), response); });
+  }
+
+  grpc::Status TrainingStatus(grpc::ServerContext*, const psw::control::TrainingStatusRequest* request,
+                              psw::control::TrainingStatusResponse* response) override {
+    return answer([&] { fill_training_status(service_.training_status(request->model()), response); });
+  }
+
+  grpc::Status Metrics(grpc::ServerContext*, const psw::control::MetricsRequest*,
+                       psw::control::MetricsResponse* response) override {
+    return answer([&] { response->set_text(service_.metrics_text()); });
+  }
+
+ private:
+  InferenceService& service_;
+};
+
+}  // namespace
+
+std::string default_socket_path() {
+  const uid_t uid = ::geteuid();
+  fs::path dir;
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime_dir != nullptr && runtime_dir[0] == '/' && is_private_directory_of(runtime_dir, uid)) {
+    dir = fs::path(runtime_dir) / "psw";
+  } else {
+    dir = fs::path("/tmp") / ("psw-" + std::to_string(uid));
+  }
+  make_private_directory(dir);
+  return (dir / "psw.sock").string();
+}
+
+struct GrpcFrontEnd::Impl {
+  explicit Impl(InferenceService& service) : inference(service), control(service) {}
+
+  InferenceEndpoint inference;
+  ControlEndpoint control;
+  std::unique_ptr<grpc::Server> server;
+  std::string target;
+  fs::path socket_path;            // empty for TCP
+  dev_t socket_device = 0;         // identify the socket file this server created, so that
+  ino_t socket_inode = 0;          // shutdown never removes another server's
+  std::mutex mutex;
+  std::condition_variable stopped_changed;
+  bool stopped = false;
+};
+
+GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(service)) {
+  if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
+    throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
+  }
+  if (max_message_bytes < 1 || max_message_bytes > INT_MAX) {
+    throw InputError("max message size " + std::to_string(max_message_bytes) +
+                     " bytes is outside [1, " + std::to_string(INT_MAX) + "] (gRPC's limit)");
+  }
+  std::string listen_uri;
+  std::optional<HostPort> tcp;
+  if (!endpoint.unix_path.empty()) {
+    impl_->socket_path = prepare_unix_socket(endpoint.unix_path);
+    listen_uri = "unix:" + impl_->socket_path.string();
+  } else {
+    tcp = parse_tcp_address(endpoint.tcp_address);
+    check_tcp_host(endpoint.tcp_address, *tcp);
+    listen_uri = endpoint.tcp_address;
+  }
+
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  // gRPC sets SO_REUSEPORT by default, which would let a second server share a port in use
+  // instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Tensors of megabytes: large HTTP/2 frames and a stream window that does not throttle one
+  // request to a few round trips of 64 KiB (the defaults), on a local socket with no loss.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+  int selected_port = 0;
+  builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
+  impl_->inference.offer_shared_memory(!tcp.has_value());
+  builder.RegisterService(&impl_->inference);
+  builder.RegisterService(&impl_->control);
+  {
+    // gRPC creates the socket file while it starts; with this umask it is 0600 from the start,
+    // with no moment in which another user could connect.
+    const ScopedUmask private_files(0177);
+    impl_->server = builder.BuildAndStart();
+  }
+  if (!impl_->server || (tcp && selected_port == 0)) {
+    impl_->server.reset();
+    throw InputError("cannot listen on " + listen_uri +
+                     (tcp ? ": the port is in use or the address is not one of this host's"
+                          : ": gRPC could not bind the socket"));
+  }
+  if (tcp) {
+    impl_->target = (tcp->bracketed ? "[" + tcp->host + "]" : tcp->host) + ":" + std::to_string(selected_port);
+    return;
+  }
+  impl_->target = listen_uri;
+  struct stat info {};
+  if (::stat(impl_->socket_path.c_str(), &info) == 0) {
+    impl_->socket_device = info.st_dev;
+    impl_->socket_inode = info.st_ino;
+  }
+  // The umask already made it 0600; set it explicitly so the mode does not depend on how gRPC
+  // creates the file.
+  if (impl_->socket_inode == 0 || ::chmod(impl_->socket_path.c_str(), 0600) != 0) {
+    const int error = errno;
+    shutdown(0);
+    throw Error("cannot restrict the socket " + impl_->socket_path.string() + " to mode 0600: " +
+                errno_text(error));
+  }
+}
+
+GrpcFrontEnd::~GrpcFrontEnd() {
+  try {
+    shutdown();
+  } catch (...) {
+    // A destructor must not throw; shutdown only fails if gRPC does, and the process is ending
+    // the server anyway.
+  }
+}
+
+void GrpcFrontEnd::shutdown(std::int64_t grace_ms) {
+  std::unique_lock lock(impl_->mutex);
+  if (impl_->stopped) return;
+  if (impl_->server) {
+    impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+    impl_->server->Wait();
+  }
+  if (!impl_->socket_path.empty()) {
+    struct stat info {};
+    if (::lstat(impl_->socket_path.c_str(), &info) == 0 && info.st_dev == impl_->socket_device &&
+        info.st_ino == impl_->socket_inode) {
+      ::unlink(impl_->socket_path.c_str());
+    }
+  }
+  impl_->stopped = true;
+  impl_->stopped_changed.notify_all();
+}
+
+void GrpcFrontEnd::wait() {
+  std::unique_lock lock(impl_->mutex);
+  impl_->stopped_changed.wait(lock, [this] { return impl_->stopped; });
+}
+
+std::string GrpcFrontEnd::target() const { return impl_->target; }
+
+}  // namespace psw::runtime

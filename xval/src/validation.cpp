@@ -1,0 +1,286 @@
+#include "psw/xval/validation.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "psw/common/error.hpp"
+
+namespace psw::xval {
+
+using sim::SimulationOptions;
+
+namespace {
+
+// The latency object of one scope ("all": the summary's own; a model: models.<name>.latency),
+// or null when the scope answered nothing (no such model, or a count of 0).
+const nlohmann::json* latency_of(const nlohmann::json& summary, const std::string& scope, const char* side) {
+  const nlohmann::json* latency = nullptr;
+  if (scope == "all") {
+    if (!summary.contains("latency") || !summary["latency"].is_object()) {
+      throw InputError(std::string("the ") + side + " summary has no latency object");
+    }
+    latency = &summary["latency"];
+  } else {
+    if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
+    const auto& models = summary["models"];
+    if (!models.contains(scope) || !models[scope].contains("latency")) return nullptr;
+    latency = &models[scope]["latency"];
+  }
+  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
+  return latency;
+}
+
+// A model's latency part `key` (engine_latency: Note [Request path]; server_latency,
+// protocol_latency: Note [Latency parts]), or null when the side has none or it counts nothing.
+const nlohmann::json* part_latency_of(const nlohmann::json& summary, const std::string& model, const char* key) {
+  if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
+  const auto& models = summary["models"];
+  if (!models.contains(model) || !models[model].contains(key)) return nullptr;
+  const nlohmann::json* latency = &models[model][key];
+  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
+  return latency;
+}
+
+std::optional<double> number_at(const nlohmann::json* object, const char* key, const char* side) {
+  if (object == nullptr) return std::nullopt;
+  if (!object->contains(key) || !(*object)[key].is_number()) {
+    throw InputError(std::string("the ") + side + " summary's latency has no number '" + key + "'");
+  }
+  return (*object)[key].get<double>();
+}
+
+std::string cell(const std::optional<double>& value) {
+  if (!value) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g", *value);
+  return text;
+}
+
+}  // namespace
+
+std::string to_string(ValidationStatus status) {
+  switch (status) {
+    case ValidationStatus::Within: return "within";
+    case ValidationStatus::Outside: return "outside";
+    case ValidationStatus::OneSided: return "one-sided";
+  }
+  return "?";
+}
+
+std::optional<double> ValidationRow::relative_error() const {
+  if (!simulated || !measured || *measured == 0) return std::nullopt;
+  return (*simulated - *measured) / *measured;
+}
+
+ValidationStatus ValidationRow::status() const {
+  const auto error = relative_error();
+  if (!error) return ValidationStatus::OneSided;
+  return std::abs(*error) <= tolerance ? ValidationStatus::Within : ValidationStatus::Outside;
+}
+
+std::int64_t ValidationReport::within() const {
+  std::int64_t n = 0;
+  for (const auto& row : rows) n += row.status() == ValidationStatus::Within;
+  return n;
+}
+
+std::int64_t ValidationReport::outside() const {
+  std::int64_t n = 0;
+  for (const auto& row : rows) n += row.status() == ValidationStatus::Outside;
+  return n;
+}
+
+double latency_tolerance(Mechanism mechanism) {
+  switch (mechanism) {
+    case Mechanism::Mps:
+    case Mechanism::TimeSliced:
+    case Mechanism::UnifiedMemory: return 0.15;
+    default: return 0.05;
+  }
+}
+
+std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, const HardwareProfile& hardware) {
+  if (traits(mechanism).process != ProcessModel::FreshProcess) return std::nullopt;
+  return SimulatedWorkerStart{hardware.process_start, hardware.cuda_context_create,
+                              hardware.framework_start + hardware.cuda_malloc, hardware.process_kill};
+}
+
+std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin) {
+  const auto starts = summary.find("worker_starts");
+  if (starts == summary.end()) return std::nullopt;
+  if (!starts->is_object() || !starts->contains("count") || !(*starts)["count"].is_number_integer() ||
+      !starts->contains("mean_ms") || !(*starts)["mean_ms"].is_object()) {
+    throw InputError(origin + ": worker_starts needs an integer count and an object mean_ms");
+  }
+  const nlohmann::json& mean = (*starts)["mean_ms"];
+  auto mean_of = [&](const char* phase) {
+    if (!mean.contains(phase) || !mean[phase].is_number()) {
+      throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
+    }
+    return mean[phase].get<double>();
+  };
+  MeasuredWorkerStart out{(*starts)["count"].get<std::int64_t>(), mean_of("process"), mean_of("context"),
+                          mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other"), std::nullopt};
+  if (starts->contains("kill_mean_ms")) {  // Note [Worker kill]
+    if (!(*starts)["kill_mean_ms"].is_number()) throw InputError(origin + ": worker_starts.kill_mean_ms is not a number");
+    out.kill_ms = (*starts)["kill_mean_ms"].get<double>();
+  }
+  return out;
+}
+
+SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin) {
+  SimulationOptions options;
+  if (const auto fresh = measured_summary.find("fresh_standby_workers"); fresh != measured_summary.end()) {
+    if (!fresh->is_number_integer() || fresh->get<std::int64_t>() < 0 || fresh->get<std::int64_t>() > 1024) {
+      throw InputError(origin + ": fresh_standby_workers must be a count of workers (an integer from 0 to 1024)");
+    }
+    options.fresh_standby_processes = fresh->get<int>();
+  } else if (const auto warmup = measured_summary.find("warmup_per_model");
+             warmup != measured_summary.end() && warmup->is_number_integer() && warmup->get<std::int64_t>() > 0) {
+    options.fresh_standby_processes = 0;
+  }
+  return options;
+}
+
+ValidationReport compare_summaries(const std::string& experiment, Mechanism mechanism,
+                                   const std::vector<std::string>& models, const nlohmann::json& simulated,
+                                   const nlohmann::json& measured, const std::optional<MeasuredTraining>& training,
+                                   std::optional<Duration> simulated_step,
+                                   std::optional<SimulatedWorkerStart> worker_start) {
+  ValidationReport report;
+  report.experiment = experiment;
+  report.mechanism = mechanism;
+  const double tolerance = latency_tolerance(mechanism);
+  std::vector<std::string> scopes{"all"};
+  scopes.insert(scopes.end(), models.begin(), models.end());
+  for (const std::string& scope : scopes) {
+    const nlohmann::json* sim_latency = latency_of(simulated, scope, "simulated");
+    const nlohmann::json* measured_latency = latency_of(measured, scope, "measured");
+    for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
+      report.rows.push_back({scope, measure, number_at(sim_latency, measure, "simulated"),
+                             number_at(measured_latency, measure, "measured"), tolerance});
+    }
+    // The engine alone (Note [Request path]), where a side has it: the timeline's prediction
+    // against the worker's own measurement, apart from the protocol and the server's steps.
+    if (scope == "all") continue;
+    const nlohmann::json* sim_engine = part_latency_of(simulated, scope, "engine_latency");
+    const nlohmann::json* measured_engine = part_latency_of(measured, scope, "engine_latency");
+    if (sim_engine != nullptr || measured_engine != nullptr) {
+      for (const char* measure : {"mean_ms", "p50_ms"}) {
+        report.rows.push_back({scope, std::string("engine_") + measure, number_at(sim_engine, measure, "simulated"),
+                               number_at(measured_engine, measure, "measured"), tolerance});
+      }
+    }
+    // Note [Latency parts]: the server's time and the protocol's, where both sides split them.
+    for (const char* part : {"server", "protocol"}) {
+      const std::string key = std::string(part) + "_latency";
+      const nlohmann::json* sim_part = part_latency_of(simulated, scope, key.c_str());
+      const nlohmann::json* measured_part = part_latency_of(measured, scope, key.c_str());
+      if (sim_part == nullptr || measured_part == nullptr) continue;
+      for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
+        std::string name = part;
+        name.append("_").append(measure);
+        report.rows.push_back({scope, std::move(name), number_at(sim_part, measure, "simulated"),
+                               number_at(measured_part, measure, "measured"), tolerance});
+      }
+    }
+  }
+  // Note [Worker start rows]: where the server split the starts of the workload.
+  const std::optional<MeasuredWorkerStart> measured_start =
+      worker_start ? measured_worker_start(measured, "the measured summary") : std::nullopt;
+  if (measured_start) {
+    const MeasuredWorkerStart& m = *measured_start;
+    auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
+    report.rows.push_back({"all", "worker_start_ms", ms(worker_start->total()),
+                           m.process_ms + m.context_ms + m.framework_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_process_ms", ms(worker_start->process), m.process_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_context_ms", ms(worker_start->context), m.context_ms, tolerance});
+    report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), m.framework_ms, tolerance});
+    if (m.kill_ms) report.rows.push_back({"all", "worker_kill_ms", ms(worker_start->kill), *m.kill_ms, tolerance});
+  }
+  auto throughput = [](const nlohmann::json& summary, const char* side) {
+    if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {
+      throw InputError(std::string("the ") + side + " summary has no number 'throughput_rps'");
+    }
+    return summary["throughput_rps"].get<double>();
+  };
+  report.rows.push_back({"all", "throughput_rps", throughput(simulated, "simulated"), throughput(measured, "measured"),
+                         tolerance});
+  // Training: the simulator's rate when its config has a job; the server's when it trains.
+  std::optional<double> sim_training;
+  if (simulated.contains("training_iterations_per_s") && simulated["training_iterations_per_s"].is_number() &&
+      simulated["training_iterations_per_s"].get<double>() > 0) {
+    sim_training = simulated["training_iterations_per_s"].get<double>();
+  }
+  std::optional<double> measured_training;
+  if (training && training->seconds > 0 && training->steps > 0) {
+    measured_training = static_cast<double>(training->steps) / training->seconds;
+  }
+  if (sim_training || measured_training) {
+    report.rows.push_back({"all", "training_steps_per_s", sim_training, measured_training, kTrainingTolerance});
+  }
+  // Note [Training share]: where the server's job was also measured alone.
+  if (training && training->alone_steps > 0 && training->alone_seconds > 0) {
+    const double alone_rate = static_cast<double>(training->alone_steps) / training->alone_seconds;
+    std::optional<double> measured_share;
+    if (measured_training) measured_share = *measured_training / alone_rate;
+    std::optional<double> sim_share;
+    if (sim_training && simulated_step && *simulated_step > Duration::zero()) {
+      sim_share = *sim_training * simulated_step->seconds();
+    }
+    if (sim_share || measured_share) {
+      report.rows.push_back({"all", "training_share", sim_share, measured_share, kTrainingTolerance});
+    }
+    // Note [Training held]: the share split into the time held and the rate while not held.
+    std::optional<double> sim_held;
+    const double makespan_s = simulated.value("makespan_s", 0.0);
+    if (sim_share && simulated.contains("training_held_ms") && simulated["training_held_ms"].is_number() && makespan_s > 0) {
+      sim_held = simulated["training_held_ms"].get<double>() / 1000.0 / makespan_s;
+    }
+    std::optional<double> measured_held;
+    if (measured_share && training->held_seconds && training->seconds > 0) {
+      measured_held = *training->held_seconds / training->seconds;
+    }
+    // Only where the server counted its hold: the simulator's alone compares with nothing.
+    if (measured_held) {
+      auto running_share = [](const std::optional<double>& share, const std::optional<double>& held) {
+        return share && held && *held < 1.0 ? std::optional<double>(*share / (1.0 - *held)) : std::nullopt;
+      };
+      report.rows.push_back({"all", "training_held_fraction", sim_held, measured_held, kTrainingTolerance});
+      report.rows.push_back({"all", "training_running_share", running_share(sim_share, sim_held),
+                             running_share(measured_share, measured_held), kTrainingTolerance});
+    }
+  }
+  return report;
+}
+
+std::string validation_csv(const ValidationReport& report) {
+  std::string text = "scope,measure,simulated,measured,relative_error,tolerance,status\n";
+  for (const auto& row : report.rows) {
+    text += row.scope + "," + row.measure + "," + cell(row.simulated) + "," + cell(row.measured) + "," +
+            cell(row.relative_error()) + "," + cell(row.tolerance) + "," + to_string(row.status()) + "\n";
+  }
+  return text;
+}
+
+nlohmann::json validation_json(const ValidationReport& report) {
+  auto value = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : report.rows) {
+    rows.push_back({{"scope", row.scope},
+                    {"measure", row.measure},
+                    {"simulated", value(row.simulated)},
+                    {"measured", value(row.measured)},
+                    {"relative_error", value(row.relative_error())},
+                    {"tolerance", row.tolerance},
+                    {"status", to_string(row.status())}});
+  }
+  return {{"experiment", report.experiment},
+          {"mechanism", to_string(report.mechanism)},
+          {"within", report.within()},
+          {"outside", report.outside()},
+          {"rows", rows}};
+}
+
+}  // namespace psw::xval
