@@ -334,7 +334,7 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
   } else {
     write_load_outputs(config, run.measured, folder_.path() / "measured");
   }
-  save_text(folder_.path() / "config.resolved.yaml", resolved_yaml(config));
+  save_text(folder_.path() / "config.resolved.yaml", resolved_yaml(config, folder_.path() / "config.resolved.yaml"));
   save_text(folder_.path() / "validation.csv", validation_csv(run.report));
   nlohmann::json json = validation_json(run.report);
   if (run.training) {

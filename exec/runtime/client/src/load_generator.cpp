@@ -972,7 +972,7 @@ TrainingStepCost training_step_from_validation(const nlohmann::json& validation,
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {
   // The same marker as psw sim's folders: the files are the same kind.
   StagedFolder folder(out_dir, "config.resolved.yaml");
-  save_text(folder.path() / "config.resolved.yaml", resolved_yaml(config));
+  save_text(folder.path() / "config.resolved.yaml", resolved_yaml(config, folder.path() / "config.resolved.yaml"));
   // As psw sim: no requests.csv when the config turns it off (outputs.requests_csv).
   if (config.requests_csv) {
     std::string csv =
