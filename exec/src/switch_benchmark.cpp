@@ -120,7 +120,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   const std::optional<TransferMode> mode = transfer_mode(spec.mechanism);
   if (traits(spec.mechanism).peer_paths) {
     throw InputError("mechanism '" + to_string(spec.mechanism) +
-                     "' is simulated only: the executor's switch through peer GPUs is not built yet (issue 10)");
+                     "' is simulated only: the executor's switch through peer GPUs is not built yet");
   }
   if (!mode) {
     std::string names;

@@ -448,14 +448,15 @@ class GpuServer {
   // request's worker goes to cleaning, and the job runs again at once (with no standby worker
   // configured the job is switched out as before). The simulator once switched the training
   // model back in (its pipelined transfer, 0.56 ms per resume under PipeSwitch on the H200),
-  // which made its hold 8% longer than the server's (session 17, raw-serve-2026-12-02-held-a:
-  // 3.41 s simulated, 3.16 s measured, 450 resumes).
+  // which made its hold 8% longer than the server's (raw-serve-2026-12-02-held-a: 3.41 s
+  // simulated, 3.16 s measured, 450 resumes).
   // With one standby worker, the worker beside the paused job serves queued requests back to
   // back, and waits between them only for what psw serve's worker does after a task
   // (MechanismModel::after_task_time): nothing under PipeSwitch. Measured so on the H200
-  // (session 17, by hand from the replays' requests.csv): a queued BERT-base request's reply
-  // came a median 0.44 ms after the one before it plus its engine time (75 pairs), less than a
-  // request's server part alone (0.72 ms), where a 1 ms cleanup would have made it 1.7 ms.
+  // (by hand from the requests.csv of the LLM replay raw-serve-2026-12-02-replay-llm-e): a
+  // queued BERT-base request's reply came a median 0.44 ms after the one before it plus its
+  // engine time (75 pairs), less than a request's server part alone (0.72 ms), where a 1 ms
+  // cleanup would have made it 1.7 ms.
   // Not modelled: the runtime abandons the step instead when no other worker is standby at that
   // moment; and the switch-in still pays for the model it replaces (no-memory-management frees
   // the training model's layers on the critical path), as before, since the recorded runs' fit
@@ -472,8 +473,8 @@ class GpuServer {
   // else after cleanup_time. Figure 6's closed loop showed the difference: the next request
   // comes a protocol's time (~0.45 ms) after the answer, while the training job runs again;
   // with the 1 ms cleanup the simulator made it wait ~0.5 ms for the only standby worker, and
-  // PipeSwitch's latency came out 7.6-9.1% above the H200's (session 24,
-  // raw-serve-2026-12-03-shm-fig6), its part beyond the engine 0.85 ms against 0.35 ms.
+  // PipeSwitch's latency came out 7.6-9.1% above the H200's (raw-serve-2026-12-03-shm-fig6),
+  // its part beyond the engine 0.85 ms against 0.35 ms.
   Duration worker_cleanup(std::uint32_t model) const {
     return config_.serving ? mechanism_.after_task_time(model) : mechanism_.cleanup_time(model);
   }

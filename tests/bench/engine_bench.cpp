@@ -1,5 +1,5 @@
 // Event-engine throughput (sim/src/simulator.cpp). scripts/bench-engine.sh runs this pinned
-// to one core and prints the table for results/sim/perf.md. Target (issue 3): at least 10
+// to one core and prints the table for results/sim/perf.md. Target: at least 10
 // million events per second on one core.
 //
 // Every case is named BM_<model>/<N>/<mean delay in ns> and measures one step() per

@@ -1,6 +1,6 @@
 // Planner search time: `optimal` and `pipeswitch` on the shipped models and on synthetic
 // models of 50 to 5,000 layers. scripts/bench-planner.sh runs this and writes
-// results/planner.md. Targets (issue 2): optimal under 5 ms per shipped model and under
+// results/planner.md. Targets: optimal under 5 ms per shipped model and under
 // 100 ms at 1,000 layers, on one core.
 #include <benchmark/benchmark.h>
 

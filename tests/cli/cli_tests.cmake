@@ -178,7 +178,7 @@ set_tests_properties(cli.plan_timeline_file PROPERTIES LABELS cli TIMEOUT 60)
 set(PSW_SIM_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/sim)
 psw_cli_test(sim_help 0 "--trace-out" sim --help)
 psw_cli_test(sim.switch 0 "latency \\(ms\\) +mean" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/switch-base.yaml)
-# The trace replays for the hardware (issue 9): a window and a sample of each public trace.
+# The trace replays for the hardware (the cross-validation): a window and a sample of each public trace.
 psw_cli_test(sim.replay_azure2019 0 "requests +2687$" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/replay-azure2019.yaml)
 psw_cli_test(sim.replay_azure_llm2023 0 "requests +2146$" sim --config ${PROJECT_SOURCE_DIR}/configs/experiments/replay-azure-llm2023.yaml)
 psw_cli_test(sim.set 0 "mechanism +stop-and-start" sim --config ${PSW_SIM_DATA}/small.yaml --set mechanism=stop-and-start)
@@ -332,7 +332,7 @@ if(PSW_HAVE_EXEC)
   # and one of the same model with other layer sizes by its fingerprint (Note [Layer fingerprint]).
   psw_cli_script_test(run.plan_file 300
     "$<TARGET_FILE:psw> plan --model ${PSW_MODELS}/inception_v3.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --out $out/p.yaml >/dev/null && grep -q 'fingerprint: 0x' $out/p.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"strategy\": \"optimal\"' && { $<TARGET_FILE:psw> run --model bert_base --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q \"is for model 'inception_v3'\" && sed -i 's/^fingerprint: .*/fingerprint: 0x1/' $out/p.yaml && { $<TARGET_FILE:psw> run --model inception_v3 --backend host --plan $out/p.yaml --repeat 1 --warmup 0 --batch 1 2>&1; test $? -eq 2; } | grep -q 'fingerprint'")
-  # --dtype (issue 11 item 1): bf16 runs on the host with the analytic bf16 profile by default;
+  # --dtype (the zoo in bf16/fp16): bf16 runs on the host with the analytic bf16 profile by default;
   # a bad name, a profile of another dtype and a plan made for another dtype are refused, each
   # by name.
   psw_cli_test(run.host_bf16 0 "\"dtype\": \"bf16\"" run --model inception_v3 --backend host --dtype bf16

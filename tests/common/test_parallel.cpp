@@ -351,7 +351,8 @@ TEST(ParallelPlanner, EqualsTheSingleGpuPlannerWithoutHelpers) {
 }
 
 // The shipped H200 profile: more GPUs never slow a switch, training helpers never beat idle
-// ones, and every plan is within issue 10's 1.10 of its multi-link pipeline bound.
+// ones, and every plan is within 1.10 of its multi-link pipeline bound (the parallel
+// planner's target).
 TEST(ParallelPlanner, ShippedModelsOnSeveralH200s) {
   const HardwareProfile hw = load_hardware_profile(source_path("configs/hardware/h200-pcie5-nvlink.yaml"));
   for (const std::string name : {"resnet152", "inception_v3", "bert_base"}) {

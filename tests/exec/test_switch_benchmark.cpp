@@ -1,4 +1,4 @@
-// run_switch_benchmark's checks of the dtype (issue 11 item 1): the profile and a plan file
+// run_switch_benchmark's checks of the dtype (the zoo in bf16/fp16): the profile and a plan file
 // must be of the model's dtype, refused with one InputError that says which dtype they are of.
 #include <gtest/gtest.h>
 

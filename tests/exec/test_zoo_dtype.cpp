@@ -1,4 +1,4 @@
-// The zoo in bf16 and fp16 (issue 11 item 1): the dtype names, the conversion of the seeded
+// The zoo in bf16 and fp16: the dtype names, the conversion of the seeded
 // fp32 model, and each model's bf16 output against fp32's within dtype_tolerance_on_cpu
 // (exec_test_support.hpp). fp16 outputs are tested on the GPU only
 // (tests/exec_cuda/test_cuda_dtype.cpp): LibTorch 1.13's CPU kernels lack Half for the zoo's

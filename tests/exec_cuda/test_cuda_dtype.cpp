@@ -1,4 +1,4 @@
-// The zoo in bf16 and fp16 on the CUDA backend (label gpu; issue 11 item 1): every model's
+// The zoo in bf16 and fp16 on the CUDA backend (label gpu): every model's
 // output in each 16-bit dtype against the fp32 model of the same seed on the same GPU, within
 // the tolerance of tests/exec/exec_test_support.hpp (dtype_tolerance), and the switched output
 // equal to a resident run in that dtype after the region is poisoned. fp16 is tested here and

@@ -45,7 +45,7 @@ using namespace test_support;
 // is the initial state: TrainingJob::run(0, ...) would train until stopped, and nothing stops it
 // here. (A job stopped before its first step completed returns 0: under CI's load the
 // unified-memory case below did, and the test then trained for ever, until ctest killed it at
-// 900 s; so did a stop-and-start case in session 6.)
+// 900 s; so did a stop-and-start case in an earlier CI run.)
 torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t steps) {
   auto model = exec::make_model("resnet152", config.seed);
   torch::Tensor state = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
@@ -152,9 +152,9 @@ training:
 // stopped (not paused), resumes from its last completed step, and still loses nothing.
 // Its job is bounded (5 steps), not run until stopped as the tests above: stopping an unbounded
 // job under stop-and-start once left CI recomputing an uninterrupted run for over 7 minutes
-// (not understood yet; session 6's note). The first request must find the job still running,
+// (not understood yet). The first request must find the job still running,
 // so everything slow (building BERT, its expected output) happens before the job starts: in
-// session 12's CI the job's three steps finished while the test was still building BERT, and
+// one CI run (2026-12-02) the job's three steps finished while the test was still building BERT, and
 // no request preempted anything.
 TEST(Controller, StopAndStartGivesEveryTaskAFreshProcess) {
   const ServeConfig config = write_config("stop-and-start", R"(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cross-validation on the host (issue 9): the simulator, given profiles measured on this
+# The cross-validation on the host: the simulator, given profiles measured on this
 # machine, predicts a host-backend psw serve within a tolerance, and a deliberately wrong profile
 # breaks it. The steps of a user who calibrates a machine: psw profile (the model's layers and
 # the link), psw serve with those profiles, psw profile-serving (the request path), psw validate.

@@ -44,8 +44,8 @@ struct ComputeModel {
 // with `inference_share_percent` of the GPU until it ends:
 //   latency(W) = context_switch + W * 100 / inference_share_percent
 // for an inference of W alone on the GPU (the time-sliced mechanism; Figures 5-9's "resident
-// model that shares the GPU" of issue 9). Meanwhile the training job advances at the rest,
-// (100 - inference_share_percent)% of its rate. Equal turns would be 50%.
+// model that shares the GPU" of the cross-validation). Meanwhile the training job advances at
+// the rest, (100 - inference_share_percent)% of its rate. Equal turns would be 50%.
 //
 // Why a share and not slices: the first model here was the textbook one (wait half a slice,
 // then alternate slices of ~2 ms), which predicts at least 2W for any W longer than a slice.
@@ -106,7 +106,7 @@ struct UnifiedMemoryModel {
 // A host with several GPUs has one PCIe link per GPU and NVLink between them. A switch onto
 // one GPU (the target) may bring part of a group's bytes through a helper GPU: host to
 // helper over the helper's own host link, then helper to target over the peer link
-// (DeepPlan's parallel transmission; issue 10). A group's bytes split over paths:
+// (DeepPlan's parallel transmission). A group's bytes split over paths:
 //   path 0, direct:  host -> target, one copy of b bytes on the target's pinned link,
 //                    copy_fixed + ceil(b / bandwidth), copies serialised on the path;
 //   path h, helper:  stage A, host -> helper h: one copy on the helper's host link,
@@ -133,7 +133,8 @@ struct UnifiedMemoryModel {
 // H200s at once, twice one link). A helper that is training keeps running; its host
 // link is shared with the training job's own input copies, modelled as the forward getting
 // `helper_busy_share_percent` of the link's bandwidth (the fixed cost unchanged). The
-// training job's slowdown from forwarding is not modelled (issue 10 measures it).
+// training job's slowdown from forwarding is not modelled (it is to be measured with the
+// executor's switch through peer GPUs, not built yet).
 struct MultiGpuModel {
   int gpus = 1;  // GPUs on the host, the switch's target included
   // Per helper (gpus - 1 of them, helper h at index h - 1): its host-to-device pinned link.

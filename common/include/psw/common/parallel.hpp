@@ -1,5 +1,5 @@
 #pragma once
-// Parallel transmission through peer GPUs (issue 10): the costs, the plan and the timeline
+// Parallel transmission through peer GPUs: the costs, the plan and the timeline
 // of a switch whose groups' bytes split over the direct host link and helper GPUs' host
 // links plus NVLink. The path model is Note [Parallel paths] (hardware_profile.hpp); with
 // no helpers, or every byte direct, everything here is timeline.hpp's single-GPU result
@@ -108,7 +108,7 @@ Duration balanced_total(const ParallelCosts& costs, const Grouping& groups);
 // the time to deliver layers 0..k over all paths at once (the least fixed cost of a path,
 // then the bytes at the sum of the paths' rates, a helper's rate the lesser of its two
 // links) plus the compute of layers k..n-1. No plan finishes earlier. With no helpers this
-// is pipeline_bound exactly; with two GPUs it is the issue's "two-link pipeline bound".
+// is pipeline_bound exactly; with two GPUs it is the "two-link pipeline bound".
 Duration parallel_pipeline_bound(const ParallelCosts& costs);
 
 // Note [Parallel planner]

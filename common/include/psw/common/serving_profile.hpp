@@ -1,7 +1,7 @@
 #pragma once
-// ServingProfile: what a live server adds around the engine, measured on it (issue 9's
-// calibration), so that the simulator's latencies are a client's and its training rate the
-// server's job's.
+// ServingProfile: what a live server adds around the engine, measured on it (the
+// cross-validation's calibration), so that the simulator's latencies are a client's and its
+// training rate the server's job's.
 //
 // Note [Request path]
 // ~~~~~~~~~~~~~~~~~~~
@@ -51,18 +51,18 @@
 //
 // Note [Protocol under load]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The protocol is not a request's alone: when requests overlap, each one's protocol part grows
-// (the client's and the server's gRPC threads, copies and wake-ups shared among them). On the
-// H200 (2026-12-02, the LLM replay of session 16) Inception-v3's median protocol was 9.0, 9.4,
-// 10.4, 10.6 ms with 0, 1, 2, 3 other requests in flight when it was sent, and 12.4 ms with 4
-// or more (its 90th percentile 11.3 ms alone, 24.6 ms with 4 or more); BERT-base's 90th
+// The protocol is not a request's alone: when requests overlap, each one's protocol part grows (the
+// client's and the server's gRPC threads, copies and wake-ups shared among them). On the H200
+// (2026-12-02, the LLM replay raw-serve-2026-12-02-replay-llm-d) Inception-v3's median protocol was
+// 9.0, 9.4, 10.4, 10.6 ms with 0, 1, 2, 3 other requests in flight when it was sent, and 12.4 ms
+// with 4 or more (its 90th percentile 11.3 ms alone, 24.6 ms with 4 or more); BERT-base's 90th
 // percentile 1.6 ms alone, 9.1 ms with 4 or more. A profile may give the growth per request in
 // flight, `protocol_per_in_flight_ns`: the simulator adds it once per other request in flight
 // (arrived and not yet answered) when the request arrives, to the protocol it draws. psw
-// profile-serving --from-load fits it from a load's requests.csv (least squares of each
-// request's protocol on the requests in flight at its send, over the model's requests; zero
-// unless at least kMinLoadedRequests of them had company) and takes the median and quantiles
-// from the protocol less that growth, so that a request alone is drawn as before.
+// profile-serving --from-load fits it from a load's requests.csv (least squares of each request's
+// protocol on the requests in flight at its send, over the model's requests; zero unless at least
+// kMinLoadedRequests of them had company) and takes the median and quantiles from the protocol less
+// that growth, so that a request alone is drawn as before.
 
 // The training job's step time comes from the same server, measured alone (steps per second
 // over a window, no requests): the runtime's step does more than the profile's forward and

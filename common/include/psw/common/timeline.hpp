@@ -1,7 +1,7 @@
 #pragma once
 // Timeline evaluation: the one function that says when every group of a plan is
 // transferred and computed. The planners, the simulator and the executor's prediction
-// all call it, with these semantics (issue 2, DESIGN.md §3):
+// all call it, with these semantics (DESIGN.md §3):
 //  - group g's transfer starts when group g-1's ends (the first at 0) and lasts
 //    copy_fixed + ceil(bytes_g / bandwidth);
 //  - group g's compute starts at max(transfer_end_g, compute_end_{g-1}) + group_sync

@@ -1,5 +1,5 @@
 #pragma once
-// The user's own weights (issue 11, item 3): a zoo model's parameters and buffers from a
+// The user's own weights: a zoo model's parameters and buffers from a
 // safetensors file, by the names the usual exporters write (Note [Weight names] in
 // exec/src/weights.cpp), and the model's own state written as such a file.
 //

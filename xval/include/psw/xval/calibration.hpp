@@ -1,6 +1,6 @@
 #pragma once
 // Fitting one estimated cost of a hardware profile to a recorded run of the live server
-// (issue 9's calibration; psw calibrate).
+// (the cross-validation's calibration; psw calibrate).
 //
 // Note [Calibrating a cost]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~

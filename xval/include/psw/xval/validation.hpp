@@ -1,5 +1,5 @@
 #pragma once
-// psw validate (issue 9, DESIGN.md §4): the simulator's prediction beside the live server's
+// psw validate (DESIGN.md §4): the simulator's prediction beside the live server's
 // measurement of one workload. Both sides are summary.json objects with the same keys (psw sim
 // writes one, psw load the other, through the shared latency_summary_json), so the comparison is
 // a join on those keys: one row per scope (every request, then each model in the config's
@@ -7,8 +7,8 @@
 //
 // Note [Validation tolerances]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Issue 9's targets: the simulator's mean latency within 5% of the measurement for ready,
-// PipeSwitch, stop-and-start and the ablations; within 15% for MPS, time-sliced sharing and
+// The cross-validation targets: the simulator's mean latency within 5% of the measurement for
+// ready, PipeSwitch, stop-and-start and the ablations; within 15% for MPS, time-sliced sharing and
 // unified memory, whose costs depend on contention the hardware profile holds as one number;
 // the training job's progress within 5%. The same latency tolerance is applied to every latency
 // measure and to throughput: a row beyond it is `outside`, which the report says, never hides.
@@ -19,7 +19,7 @@
 //
 // Note [Latency parts]
 // ~~~~~~~~~~~~~~~~~~~~
-// Issue 9 asks a missed target to say which cost is wrong and by how much. A request's latency
+// A missed target must say which cost is wrong and by how much. A request's latency
 // is the server's time (arrival at the server to its answer: queue, switch, engine and the
 // server's own steps) plus the protocol's (what the client pays beyond it: gRPC, copies). psw
 // load writes both per model from each response's psw_server_ns (`server_latency`,
@@ -61,7 +61,8 @@
 // of its rate alone (the simulator's is 1 for a mechanism that stops the job, and the
 // concurrent rate for one that does not). The share is (1 - held fraction) x running share,
 // up to the time the job spends stopping (counted as running on both sides). The rows appear
-// where the server counted its hold (runs from 2026-12-02's session 16 on).
+// where the server counted its hold (the runs from raw-serve-2026-12-02-held-a, 2026-12-02
+// 13:40 UTC, on).
 //
 // Note [Worker start rows]
 // ~~~~~~~~~~~~~~~~~~~~~~~~

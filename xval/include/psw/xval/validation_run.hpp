@@ -1,5 +1,5 @@
 #pragma once
-// psw validate (issue 9): one experiment config driving both engines: the simulator predicts
+// psw validate: one experiment config driving both engines: the simulator predicts
 // the workload, psw load sends the same workload (the simulator's own arrivals) to a live psw
 // serve, and xval/validation.hpp compares the two summaries.
 //
