@@ -8,7 +8,8 @@
 #   results/profiles/<model>.yaml     -> configs/models/h200/<model>.yaml
 #   results/profiles/bf16/<model>.yaml -> configs/models/h200/bf16/<model>.yaml (scripts/gpu-llm.sh)
 #   results/profiles/serving-h200-from-burst-c.yaml -> configs/serving/h200.yaml (psw profile-serving
-#                                         --from-load of session 17's burst run, through
+#                                         --from-load of the burst run
+#                                         raw-serve-2026-12-02-held-c, through
 #                                         scripts/revalidate-h200.sh part 5: the request path of
 #                                         psw load's client, with protocol quantiles and growth;
 #                                         held out on two replays, README)
@@ -57,7 +58,7 @@ for model in resnet152 bert_base llama-1b llama-8b; do
 done
 # The request path as psw load's client pays it (Note [Client connections]): psw profile-serving's
 # own (results/profiles/serving-h200.yaml) sends from one thread and its protocol came out 10-17%
-# shorter on session 17's machine.
+# shorter on the machine of raw-serve-2026-12-02-held-c.
 adopt results/profiles/serving-h200-from-burst-c.yaml configs/serving/h200.yaml
 compose_peers() {
   local single=$1 section=$2 target=$3 name=$4

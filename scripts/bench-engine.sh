@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the simulator's event engine (tests/bench/engine_bench.cpp, Google Benchmark) on
 # one core and prints a Markdown report on stdout: the environment (scripts/environment.sh),
-# then events per second for each case, the median of 5 runs. Target (issue 3): at least
+# then events per second for each case, the median of 5 runs. Target: at least
 # 10 million events per second on one core.
 #
 #   scripts/bench-engine.sh > results/sim/perf.md
@@ -27,7 +27,7 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
 echo "# Event engine throughput"
 echo
 echo "Produced by \`scripts/bench-engine.sh\` (Google Benchmark, \`tests/bench/engine_bench.cpp\`,"
-echo "pinned to one core with \`${pin[*]:-no pinning}\`); do not edit by hand. Target (issue 3): at"
+echo "pinned to one core with \`${pin[*]:-no pinning}\`); do not edit by hand. Target: at"
 echo "least 10 million events per second on one core."
 echo
 "$root/scripts/environment.sh"

@@ -18,7 +18,7 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c 0); fi
   echo
   echo "Produced by \`scripts/bench-planner.sh\` (Google Benchmark, \`tests/bench/planner_bench.cpp\`,"
   echo "pinned to one core); do not edit by hand. Hardware profile: h200-pcie5, inference, batch 8."
-  echo "Targets (issue 2): \`optimal\` under 5 ms on each shipped model and under 100 ms at 1,000 layers."
+  echo "Targets: \`optimal\` under 5 ms on each shipped model and under 100 ms at 1,000 layers."
   echo
   "$root/scripts/environment.sh"
   echo

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 9's calibration of the estimated costs, from the H200 runs recorded in results/gpu/ (no
-# GPU needed: the measurements are recorded, the simulator runs here). Calibrate on one set of
-# runs, validate on another (Note [Calibrating a cost]):
+# The cross-validation's calibration of the estimated costs, from the H200 runs recorded in
+# results/gpu/ (no GPU needed: the measurements are recorded, the simulator runs here).
+# Calibrate on one set of runs, validate on another (Note [Calibrating a cost]):
 #  1. fit each cost to the run of the mechanism that pays it, chaining the fits into one profile,
 #     results/profiles/h200-calibrated.yaml (the link as raw-figures-2026-12-01-a measured it, its
 #     time_slicing translated to the current model, below):
@@ -84,7 +84,7 @@
 #                                                     2, 8 (run c) and 32, so 4 and 16 are its
 #                                                     held-out runs (and 2026-12-02-a, 2026-12-01-c
 #                                                     at batch 8, other machines)
-#     Each run is simulated with the request path calibrated in its own session (serving-h200.yaml
+#     Each run is simulated with the request path calibrated the same day (serving-h200.yaml
 #     of raw-figures-2026-12-01-a for 2026-12-01's runs, of raw-figures-2026-12-02-a for
 #     2026-12-02's morning runs, of raw-figures-2026-12-02-c for its afternoon's; the batch runs
 #     were simulated with batch 8's training step, as they ran; the fresh runs of 2026-12-03 with
@@ -105,7 +105,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work" "$experiments"/.figures-*.yaml' EXIT
 
 source "$root/scripts/figures_lib.sh"
-# The request path of a run's session: serving-h200.yaml of that day's first call.
+# The request path a run is simulated with: serving-h200.yaml of the first call of its day (or
+# of its afternoon).
 serving_of() {  # RUN_FOLDER
   case ${1##*/} in
     raw-figures-2026-12-01-*) echo "$runs/raw-figures-2026-12-01-a/serving-h200.yaml" ;;

@@ -63,7 +63,8 @@ du -sh "$root/.gpu-carry"
 # untracked ones git does not ignore) by 2026-12-02 were 23 MiB, most of it results/ (recorded
 # runs and their comparisons), which no GPU run reads (gpu-serve.sh and gpu-test.sh write to
 # their OUT_DIR): when the sum is near the limit, move results/gpu and results/validation out of
-# the tree for the call and back after it (`git status` clean again), as session 18 did.
+# the tree for the call and back after it (`git status` clean again), as the calls of 2026-12-02
+# 21:19-22:16 UTC did (raw-serve-2026-12-02-load-llm, -replay-azure2019-e, -rate30).
 tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
   awk '{s += $1} END {printf "%d", s / 1048576}')
 carried=$(du -sm --apparent-size "$root/.gpu-carry" | cut -f1)

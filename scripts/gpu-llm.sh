@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU host (issue 11): cold starts of LLM decoders and of the zoo in bf16. Builds, runs
+# On a GPU host: cold starts of LLM decoders and of the zoo in bf16. Builds, runs
 # the decoder, dtype and Hugging Face reference tests of the `gpu` label, profiles the link and each model
 # (`psw profile`, decoders at a 512-token prompt), then measures with `psw run --graph`:
 #  - llama-1b and llama-8b (configs/zoo/) in bf16: time to first token of a cold switch beside

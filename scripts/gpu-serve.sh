@@ -49,10 +49,12 @@
 #               --from-load of its requests (path, protocol quantiles and growth per request in
 #               flight) with the training step from its job alone, written to
 #               OUT_DIR/profiles/serving-h200-from-load.yaml; the later parts of the call simulate
-#               with it rather than with calibrate's (session 17: held out on the two replays it
-#               gave p50 -4.4% and -1.8% where calibrate's gave -9.9% and -7.6%).
+#               with it rather than with calibrate's (raw-serve-2026-12-02-held-c's burst run:
+#               held out on the two replays that followed on its machine it gave p50 -4.4% and
+#               -1.8% where calibrate's gave -9.9% and -7.6%).
 #               PSW_CALIBRATE_LOAD_RATE (requests/s, default 12) sets the arrivals' rate: at 12/s
-#               too few requests overlap to fit the growth (session 18's run fitted none)
+#               too few requests overlap to fit the growth (raw-serve-2026-12-02-load-llm's run
+#               fitted none)
 #   calibrate-start
 #               the worker's start on this machine: psw validate of h200-figures.yaml under
 #               stop-and-start (three requests 12 s apart), then psw calibrate --cost
@@ -86,7 +88,8 @@
 #   replay-azure2019, replay-llm
 #               psw validate of a trace replay (configs/experiments/replay-*.yaml) with training
 #               in the background, PSW_REPLAY_S seconds of it (default 540: a replay and the
-#               server's start fit in one 10-minute device call; issue 9 asks for 600)
+#               server's start fit in one 10-minute device call; the cross-validation asks for
+#               600)
 # PSW_INPUTS=shared-memory makes every psw validate send its inputs in shared memory (psw load
 # --shared-memory, Note [Inputs in shared memory]); calibrate-load's profile then says so, and a
 # profile of raw inputs (PSW_SERVING_PROFILE, an experiment's own) is refused by the runs.
@@ -389,8 +392,9 @@ if has_part calibrate; then
   training_batch=$(training_batch_of "$config")
   # PSW_CALIBRATE_REQUESTS per model (default 60): the protocol's quantiles (Note [Protocol
   # spread]) come from them, and with 20 the top 5% of the simulated draws rests on one request
-  # (session 16: one ResNet-152 request of 16.3 ms against a median of 5.6 ms, and the Functions
-  # replay's simulated p99 27% above the measured).
+  # (the runs of 2026-12-02 13:38-14:05 UTC: one ResNet-152 request of 16.3 ms against a median
+  # of 5.6 ms, and the Functions replay raw-serve-2026-12-02-replay-azure2019-c's simulated p99
+  # 27% above the measured).
   if start_server "$config" "$raw/serve-calibrate.log"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(gpu_name)" \
       --requests "${PSW_CALIBRATE_REQUESTS:-60}" --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
@@ -440,13 +444,14 @@ use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
 }
 # psw validate: an experiment config's workload sent to the server and simulated, compared
 # (`validation.json` per case under raw/validation/; the report prints the tables).
-# With shared memory, psw load warms up each sender's regions (Note [Shared memory senders]):
-# 16 senders x 3 models x PSW_WARMUP requests. Under the mechanisms that give every request a
-# fresh worker process (stop-and-start, two-processes) each of those costs a process start
-# (~3 s: session 23's first call spent five minutes warming up), so there the run has one sender
-# (its requests are 12 s apart: one at a time anyway) and one warm-up request per model. The
-# warm-up takes the process the server started with (Note [Processes a server starts with]), so
-# that every measured request waits for a start, as in the paper's baseline and the raw runs.
+# With shared memory, psw load warms up each sender's regions (Note [Shared memory senders]): 16
+# senders x 3 models x PSW_WARMUP requests. Under the mechanisms that give every request a fresh
+# worker process (stop-and-start, two-processes) each of those costs a process start (~3 s: on
+# 2026-12-03 a device call under shared memory spent five minutes warming up), so there the run
+# has one sender (its requests are 12 s apart: one at a time anyway) and one warm-up request per
+# model. The warm-up takes the process the server started with
+# (Note [Processes a server starts with]), so that every measured request waits for a start, as
+# in the paper's baseline and the raw runs.
 load_flags_for() {  # MECHANISM: psw validate's warm-up (and senders) for it
   if [[ ${PSW_INPUTS:-raw} == shared-memory && ($1 == stop-and-start || $1 == two-processes) ]]; then
     echo "--warmup 1 --senders 1"
@@ -474,10 +479,11 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
   save_metrics "$name"
   stop_server
 }
-# Note [Client connections]: psw profile-serving sends from one thread, and on session 17's machine
-# its protocol came out 10-17% shorter than psw load's 16 senders' even for requests with nothing
-# else in flight; this part measures the path with the client the validations use. Its own
-# psw validate simulates with the experiment's `serving:` (only its measured side is used).
+# Note [Client connections]: psw profile-serving sends from one thread, and on the machine of
+# raw-serve-2026-12-02-held-c its protocol came out 10-17% shorter than psw load's 16 senders'
+# even for requests with nothing else in flight; this part measures the path with the client the
+# validations use. Its own psw validate simulates with the experiment's `serving:` (only its
+# measured side is used).
 if has_part calibrate-load; then
   echo "== calibrate-load: psw validate of h200-burst, then psw profile-serving --from-load ($(date -u +%T))"
   experiment="$sock_dir/calibrate-load.yaml"
@@ -569,7 +575,7 @@ stop_mps() {
 if has_part figures; then
   mechanisms="ready pipeswitch mps stop-and-start per-layer-pipeline grouped-transmission no-optimization
               no-memory-management no-ipc-optimization no-pinned-memory unified-memory one-process two-processes"
-  # Today's baseline (issue 9): the model resident beside training, the GPU time-sliced between
+  # Today's baseline: the model resident beside training, the GPU time-sliced between
   # the two processes; the simulator models it where the hardware profile has time_slicing.
   grep -q '^time_slicing:' "$hardware" && mechanisms+=" time-sliced"
   echo "== figures with $hardware"

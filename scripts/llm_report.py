@@ -21,7 +21,7 @@ def main():
         sys.exit("usage: llm_report.py RAW_DIR scripts/environment.sh|ENVIRONMENT.md|-")
     raw, environment = sys.argv[1], sys.argv[2]
     runs = load(raw)
-    print("# Cold starts of LLM decoders and of the zoo in bf16 on the H200 (issue 11)\n")
+    print("# Cold starts of LLM decoders and of the zoo in bf16 on the H200\n")
     print("Produced by `scripts/gpu-llm.sh` (`psw profile`, then `psw run --graph` per row); do not edit by hand.\n")
     # The environment: the script's output where the runs are (the GPU host), or the file it
     # wrote there beside them; '-' when neither was kept (PSW_RUN_NOTE then says what is known).

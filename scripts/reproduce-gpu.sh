@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU host: the paper's Figures 5-9 on this GPU, through the server, beside the simulator's
-# prediction of the same runs and the authors' V100 artifact (issue 9). One command:
+# prediction of the same runs and the authors' V100 artifact. One command:
 #
 #   scripts/reproduce-gpu.sh [OUT_DIR]        (default results/gpu)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 item 5 in simulation: the Azure LLM 2023 replay served by llama-1b and llama-8b in
+# LLM serving in simulation: the Azure LLM 2023 replay served by llama-1b and llama-8b in
 # bf16 (profiles measured on the H200), one sweep over the mechanisms
 # (configs/experiments/replay-azure-llm2023-llama.yaml), into
 # results/sim/replay-azure-llm2023-llama/sweep.csv and README.md (the table, with the

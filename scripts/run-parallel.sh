@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Parallel transmission through peer GPUs (issue 10), simulated: builds psw, runs the sweep
+# Parallel transmission through peer GPUs, simulated: builds psw, runs the sweep
 # configs/experiments/parallel-gpus.yaml (every model with 1, 2, 4 and 8 H200s, the helpers
 # idle or training) into results/sim/parallel/sweep.csv, and writes results/sim/parallel/README.md
 # (scripts/parallel_report.py: the switch latency table per model, the plans beside their

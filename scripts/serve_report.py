@@ -421,7 +421,8 @@ def main():
         print("Each case's workload sent to the server by `psw validate` and simulated from the same config")
         print("(`configs/experiments/h200-validate.yaml` per mechanism, `h200-figures.yaml` per mechanism of the")
         print("paper's figures (`figures-*`, drawn by scripts/gpu_figures.py), the trace replays `replay-*.yaml`);")
-        print("the error is (simulated - measured) / measured, the tolerance issue 9's.\n")
+        print("the error is (simulated - measured) / measured, the tolerance that of")
+        print("Note [Validation tolerances] (xval/include/psw/xval/validation.hpp).\n")
         for path in validations:
             v = load(path)
             name = os.path.basename(os.path.dirname(path))

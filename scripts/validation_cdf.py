@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the latency distributions of one `psw validate` run side by side: the empirical CDF of
-the simulated requests and of the measured ones (issue 9's trace replay plot), per model and
-over every request.
+the simulated requests and of the measured ones (the cross-validation's trace replay plot), per
+model and over every request.
 
 Usage: scripts/validation_cdf.py VALIDATION_DIR [OUT.png]
   VALIDATION_DIR  what `psw validate --out` wrote (simulated/requests.csv, measured/requests.csv,
