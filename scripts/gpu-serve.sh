@@ -626,7 +626,7 @@ if has_part fig6; then
   done
   python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
 fi
-# Issue 11's decoders through the server: configs/serve/h200-llm.yaml (llama-1b and llama-8b in
+# LLM decoders through the server: configs/serve/h200-llm.yaml (llama-1b and llama-8b in
 # bf16, 512-token prompts, ResNet-152 training). The request path per model is measured on that
 # server first (psw profile-serving, cold requests at batch 1), then psw validate of
 # configs/experiments/h200-validate-llm.yaml simulates with it: calibrated on one set of runs,

@@ -151,7 +151,7 @@ psw_cli_script_test(range.total_bytes 60
 psw_cli_test(range.sim_late_arrival 2 "late-arrival\\.csv:4: column 'arrival_ns': 9223372036854775000 ns is more than a year"
              sim --config ${PSW_RANGE}/late-arrival.yaml)
 
-# The JSON carries every field the issue names, and --timeline writes a trace file.
+# The JSON carries the planner's fields (planner_ns among them), and --timeline writes a trace file.
 # Placement (Note [Placement]): auto reads BERT's word embeddings in place on hardware with a
 # mapped link, and is refused clearly where the hardware has none.
 set(PSW_MAPPED_HW ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml)

@@ -750,7 +750,7 @@ TEST(ConfigErrors, MissingFile) {
   expect_contains(message, {"such.yaml: no such file"});
 }
 
-// Hardening (issue: inputs): one document per file, valid UTF-8, regular files only.
+// Hardening of the inputs: one document per file, valid UTF-8, regular files only.
 TEST(ConfigDocuments, ASecondDocumentIsRefused) {
   // The line of the second document's marker.
   expect_contains(model_error(kTinyModel + "---\nname: other\n"), {"bad.yaml:8:", "a second YAML document"});

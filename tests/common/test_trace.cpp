@@ -684,7 +684,7 @@ TEST(TraceBursty, InvalidSpecs) {
   expect_input_error(make(s), {"model_weights are all zero"});
 }
 
-// Hardening (issue: inputs): traces are regular files, lines are bounded.
+// Hardening of the inputs: traces are regular files, lines are bounded.
 TEST(TraceFiles, DevicesAndFifosAreRefusedWithoutReading) {
   expect_input_error([] { open_project_csv("/dev/zero", {{"resnet152", 0}}); }, {"/dev/zero", "not a regular file"});
   const auto fifo = std::filesystem::temp_directory_path() / ("psw-trace-fifo-" + std::to_string(::getpid()));

@@ -101,7 +101,7 @@ struct SwitchBenchmarkReport {
 // pipelining, the prefill after the last copy (TransferMode::Unpipelined, replayed as a graph
 // with graphs). A pipelined TTFT is bounded below by neither the copy nor the prefill alone but
 // approaches transfer + the last groups' compute; the report compares it with transfer +
-// resident prefill (first_token_bound_ms), the yardstick. Per-token decode latency is
+// resident prefill (first_token_bound_ms), the yardstick of LLM switching. Per-token decode latency is
 // the resident model's (the parameters have all arrived by then).
 //
 // Throws InputError for a mechanism psw run cannot measure in one process (the ones that

@@ -1,6 +1,6 @@
 #pragma once
 // Measures a running `psw serve` from the outside, as a client sees it (the numbers of the
-// runtime issue, DESIGN.md §6): cold requests of every model while the training job runs,
+// runtime, DESIGN.md §6): cold requests of every model while the training job runs,
 // the server's own startup and preemption quantiles, training throughput alone and under a
 // steady trickle of requests, and a long run of consecutive switches. The logic lives here and
 // returns a typed report; `psw bench-serve` prints it as JSON.

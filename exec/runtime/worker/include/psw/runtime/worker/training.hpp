@@ -1,5 +1,5 @@
 #pragma once
-// A real training job that loses nothing when preempted (DESIGN.md §5, issue "runtime").
+// A real training job that loses nothing when preempted (DESIGN.md §5).
 //
 // Note [Training state]: the job's weights, BatchNorm statistics, momentum buffers and step
 // counter live in the memory daemon's memory, not in the worker: a worker that is preempted,
