@@ -50,8 +50,8 @@
 #               flight) with the training step from its job alone, written to
 #               OUT_DIR/profiles/serving-h200-from-load.yaml; the later parts of the call simulate
 #               with it rather than with calibrate's (raw-serve-2026-12-02-held-c's burst run:
-#               held out on the two replays that followed on its machine it gave p50 -4.4% and
-#               -1.8% where calibrate's gave -9.9% and -7.6%).
+#               on the two replays that followed on its machine, held out, it gave p50 -4.4%
+#               and -1.8% where calibrate's gave -9.9% and -7.6%).
 #               PSW_CALIBRATE_LOAD_RATE (requests/s, default 12) sets the arrivals' rate: at 12/s
 #               too few requests overlap to fit the growth (raw-serve-2026-12-02-load-llm's run
 #               fitted none)
