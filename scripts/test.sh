@@ -19,6 +19,8 @@ python3 "$root/scripts/gen_model_profiles.py" --check
 python3 "$root/scripts/gen_artifact_plans.py" --check
 # The h200 configs must be the profiles measured on the H200 (results/profiles/).
 bash "$root/scripts/adopt-profiles.sh" --check
+# Checked-in results must be newer than the code they describe (scripts/check-results-fresh.sh lists them).
+bash "$root/scripts/check-results-fresh.sh"
 ctest --test-dir "$build" --label-exclude gpu --output-on-failure --parallel "$(nproc)" --timeout 600
 echo "test: ctest done at ${SECONDS}s"
 
