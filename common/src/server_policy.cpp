@@ -10,10 +10,6 @@
 
 namespace psw {
 
-namespace {
-using A = PolicyAction::Kind;
-}  // namespace
-
 PolicyConfig policy_config(const ServeConfig& config, std::vector<Bytes> model_bytes) {
   PolicyConfig p;
   p.mechanism = config.mechanism;
@@ -136,7 +132,7 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
   switch (e.kind) {
     case K::RequestArrived:
       if (stopped_) {
-        out.push_back({.kind = A::FailRequest,
+        out.push_back({.kind = PolicyAction::Kind::FailRequest,
                        .request = e.request,
                        .code = StatusCode::Unavailable,
                        .text = "the server is shutting down"});
@@ -153,14 +149,14 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
     case K::WorkerFinished: {
       Worker& w = workers_[static_cast<std::size_t>(e.worker)];
       if (w.state == WorkerState::Starting) {
-        out.push_back({.kind = A::Log,
+        out.push_back({.kind = PolicyAction::Kind::Log,
                        .worker = e.worker,
                        .text = detail::concat("worker ", e.worker, " failed to start: ", e.text)});
         w.state = WorkerState::Dead;
         break;
       }
       if (w.state == WorkerState::Training) {  // the training job failed
-        out.push_back({.kind = A::Log,
+        out.push_back({.kind = PolicyAction::Kind::Log,
                        .worker = e.worker,
                        .text = detail::concat("training failed on worker ", e.worker, ": ", e.text)});
         training_wanted_ = false;
@@ -172,10 +168,13 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
       w.state = WorkerState::Standby;
       if (!inflight_ || inflight_->worker != e.worker || inflight_->request != e.request) break;  // stale
       if (e.ok) {
-        out.push_back({.kind = A::Complete, .worker = e.worker, .request = e.request});
+        out.push_back({.kind = PolicyAction::Kind::Complete, .worker = e.worker, .request = e.request});
       } else {
-        out.push_back(
-            {.kind = A::FailRequest, .worker = e.worker, .request = e.request, .code = e.code, .text = e.text});
+        out.push_back({.kind = PolicyAction::Kind::FailRequest,
+                       .worker = e.worker,
+                       .request = e.request,
+                       .code = e.code,
+                       .text = e.text});
       }
       inflight_.reset();
       break;
@@ -204,7 +203,7 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
       if (stopped_) break;
       // Off the critical path: the stopped worker drops its task before its next one.
       w.state = WorkerState::CleaningUp;
-      out.push_back({.kind = A::Cleanup, .worker = e.worker});
+      out.push_back({.kind = PolicyAction::Kind::Cleanup, .worker = e.worker});
       break;
     }
     case K::WorkerLost:
@@ -220,7 +219,11 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
         resident_.remove(inflight_->model);
         inflight_.reset();
       }
-      out.push_back({.kind = A::FailRequest, .worker = e.worker, .request = e.request, .code = e.code, .text = e.text});
+      out.push_back({.kind = PolicyAction::Kind::FailRequest,
+                     .worker = e.worker,
+                     .request = e.request,
+                     .code = e.code,
+                     .text = e.text});
       break;
     }
     case K::TrainingStartRequested:
@@ -231,17 +234,20 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
       training_wanted_ = false;
       if (training_worker_ >= 0) {  // running, stopping or paused (its worker kept): abandon
         training_stopping_ = true;
-        out.push_back({.kind = A::StopTraining, .worker = training_worker_});
+        out.push_back({.kind = PolicyAction::Kind::StopTraining, .worker = training_worker_});
       }
       break;
     case K::Shutdown: {
       stopped_ = true;
       for (const Queued& q : queue_) {
-        out.push_back({.kind = A::FailRequest, .request = q.request, .code = StatusCode::Unavailable, .text = e.text});
+        out.push_back({.kind = PolicyAction::Kind::FailRequest,
+                       .request = q.request,
+                       .code = StatusCode::Unavailable,
+                       .text = e.text});
       }
       queue_.clear();
       if (inflight_) {
-        out.push_back({.kind = A::FailRequest,
+        out.push_back({.kind = PolicyAction::Kind::FailRequest,
                        .worker = inflight_->worker,
                        .request = inflight_->request,
                        .code = StatusCode::Unavailable,
@@ -252,7 +258,7 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
       for (std::size_t i = 0; i < workers_.size(); ++i) {
         const WorkerState s = workers_[i].state;
         if (s == WorkerState::Training || s == WorkerState::Paused) {
-          out.push_back({.kind = A::StopTraining, .worker = static_cast<int>(i)});
+          out.push_back({.kind = PolicyAction::Kind::StopTraining, .worker = static_cast<int>(i)});
         }
       }
       training_wanted_ = false;
@@ -271,7 +277,7 @@ void ServerPolicy::lose_worker(int worker, StatusCode code, const std::string& w
   Worker& w = workers_[static_cast<std::size_t>(worker)];
   w.used = false;
   if (inflight_ && inflight_->worker == worker) {
-    out.push_back({.kind = A::FailRequest,
+    out.push_back({.kind = PolicyAction::Kind::FailRequest,
                    .worker = worker,
                    .request = inflight_->request,
                    .code = code,
@@ -285,11 +291,12 @@ void ServerPolicy::lose_worker(int worker, StatusCode code, const std::string& w
   resident_.clear();
   if (stopped_) {
     w.state = WorkerState::Dead;
-    out.push_back({.kind = A::KillWorker, .worker = worker, .code = code, .text = why});
+    out.push_back({.kind = PolicyAction::Kind::KillWorker, .worker = worker, .code = code, .text = why});
     return;
   }
   w.state = WorkerState::Starting;
-  out.push_back({.kind = A::RestartWorker, .worker = worker, .fault = fault, .code = code, .text = why});
+  out.push_back(
+      {.kind = PolicyAction::Kind::RestartWorker, .worker = worker, .fault = fault, .code = code, .text = why});
 }
 
 void ServerPolicy::dispatch(std::vector<PolicyAction>& out) {
@@ -302,7 +309,7 @@ void ServerPolicy::dispatch(std::vector<PolicyAction>& out) {
   last_worker_ = id;
   w.used = true;
   w.state = WorkerState::Inferring;
-  out.push_back({.kind = A::Dispatch, .worker = id, .request = next.request, .transfer = transfer});
+  out.push_back({.kind = PolicyAction::Kind::Dispatch, .worker = id, .request = next.request, .transfer = transfer});
 }
 
 void ServerPolicy::resume_training(std::vector<PolicyAction>& out) {
@@ -312,7 +319,7 @@ void ServerPolicy::resume_training(std::vector<PolicyAction>& out) {
     last_worker_ = paused;
     workers_[static_cast<std::size_t>(paused)].state = WorkerState::Training;
     training_worker_ = paused;
-    out.push_back({.kind = A::ResumeTraining, .worker = paused});
+    out.push_back({.kind = PolicyAction::Kind::ResumeTraining, .worker = paused});
     return;
   }
   const int id = free_worker();
@@ -323,7 +330,7 @@ void ServerPolicy::resume_training(std::vector<PolicyAction>& out) {
   training_worker_ = id;
   // Training has the device memory of its own segment; the inference models' parameters stay
   // where they are (Note [Residency]); with cache off the next request transfers anyway.
-  out.push_back({.kind = A::StartTraining, .worker = id});
+  out.push_back({.kind = PolicyAction::Kind::StartTraining, .worker = id});
 }
 
 // Pause in place when another worker can serve the request, else abandon the step (and always
@@ -335,7 +342,8 @@ void ServerPolicy::stop_training_for(std::uint64_t request, std::vector<PolicyAc
   }
   const StopMode mode = other_free && !fresh_processes() ? StopMode::Pause : StopMode::Abort;
   training_stopping_ = true;
-  out.push_back({.kind = A::StopTraining, .worker = training_worker_, .request = request, .mode = mode});
+  out.push_back(
+      {.kind = PolicyAction::Kind::StopTraining, .worker = training_worker_, .request = request, .mode = mode});
 }
 
 // Note [Fresh processes]: with a task waiting and no fresh worker, restart a used one (unless
@@ -391,7 +399,9 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
 
 // Note [Decision log] ---------------------------------------------------------------------
 
-namespace {
+// Named, not anonymous: the unity build compiles this file with others of psw_core, whose
+// helpers (field, int_field) would meet these.
+namespace decision_json {
 
 template <typename Enum, std::size_t N>
 Enum enum_from(const std::string& text, const char* const (&names)[N], const std::string& where, const char* key) {
@@ -465,17 +475,23 @@ std::string describe(const std::vector<PolicyAction>& actions) {
   return s;
 }
 
-}  // namespace
+}  // namespace decision_json
 
-std::string to_string(PolicyEvent::Kind kind) { return name_of(static_cast<std::size_t>(kind), kEventNames); }
-std::string to_string(PolicyAction::Kind kind) { return name_of(static_cast<std::size_t>(kind), kActionNames); }
-std::string to_string(WorkerState state) { return name_of(static_cast<std::size_t>(state), kWorkerStates); }
+std::string to_string(PolicyEvent::Kind kind) {
+  return decision_json::name_of(static_cast<std::size_t>(kind), decision_json::kEventNames);
+}
+std::string to_string(PolicyAction::Kind kind) {
+  return decision_json::name_of(static_cast<std::size_t>(kind), decision_json::kActionNames);
+}
+std::string to_string(WorkerState state) {
+  return decision_json::name_of(static_cast<std::size_t>(state), decision_json::kWorkerStates);
+}
 
 nlohmann::json to_json(const PolicyConfig& c) {
   return {{"mechanism", to_string(c.mechanism)},
           {"workers", c.workers},
-          {"dispatch", kDispatchNames[static_cast<std::size_t>(c.dispatch)]},
-          {"cache", kCacheNames[static_cast<std::size_t>(c.cache)]},
+          {"dispatch", decision_json::kDispatchNames[static_cast<std::size_t>(c.dispatch)]},
+          {"cache", decision_json::kCacheNames[static_cast<std::size_t>(c.cache)]},
           {"cache_bytes", c.cache_bytes},
           {"model_bytes", c.model_bytes},
           {"training", c.training}};
@@ -492,9 +508,9 @@ nlohmann::json to_json(const PolicyEvent& e) {
   if (e.kind == K::RequestArrived) j["model"] = e.model;
   if (e.kind == K::WorkerFinished) j["ok"] = e.ok;
   if ((e.kind == K::WorkerFinished && !e.ok) || e.kind == K::WorkerLost || e.kind == K::DispatchAborted) {
-    j["code"] = kStatusNames[static_cast<std::size_t>(e.code)];
+    j["code"] = decision_json::kStatusNames[static_cast<std::size_t>(e.code)];
   }
-  if (e.kind == K::TrainingStopped) j["stop"] = kStopNames[static_cast<std::size_t>(e.stop)];
+  if (e.kind == K::TrainingStopped) j["stop"] = decision_json::kStopNames[static_cast<std::size_t>(e.stop)];
   if (e.kind == K::TrainingStopped || e.kind == K::TrainingStartRequested) j["steps"] = e.steps;
   if (!e.text.empty()) j["text"] = e.text;
   return j;
@@ -506,10 +522,10 @@ nlohmann::json to_json(const PolicyAction& a) {
   if (a.worker >= 0) j["worker"] = a.worker;
   if (a.request != 0) j["request"] = a.request;
   if (a.kind == K::Dispatch) j["transfer"] = a.transfer;
-  if (a.kind == K::StopTraining) j["mode"] = kModeNames[static_cast<std::size_t>(a.mode)];
+  if (a.kind == K::StopTraining) j["mode"] = decision_json::kModeNames[static_cast<std::size_t>(a.mode)];
   if (a.kind == K::RestartWorker) j["fault"] = a.fault;
   if (a.kind == K::FailRequest || a.kind == K::RestartWorker || a.kind == K::KillWorker) {
-    j["code"] = kStatusNames[static_cast<std::size_t>(a.code)];
+    j["code"] = decision_json::kStatusNames[static_cast<std::size_t>(a.code)];
   }
   if (!a.text.empty()) j["text"] = a.text;
   return j;
@@ -517,13 +533,15 @@ nlohmann::json to_json(const PolicyAction& a) {
 
 PolicyConfig policy_config_from_json(const nlohmann::json& j, const std::string& where) {
   PolicyConfig c;
-  c.mechanism = parse_mechanism(field(j, "mechanism", where).get<std::string>());
-  c.workers = static_cast<int>(int_field(j, "workers", where, 0));
+  c.mechanism = parse_mechanism(decision_json::field(j, "mechanism", where).get<std::string>());
+  c.workers = static_cast<int>(decision_json::int_field(j, "workers", where, 0));
   if (c.workers < 1 || c.workers > 1024) throw InputError(where + ": 'workers' must lie in [1, 1024]");
-  c.dispatch = enum_from<DispatchPolicy>(string_field(j, "dispatch", where), kDispatchNames, where, "dispatch");
-  c.cache = enum_from<CachePolicy>(string_field(j, "cache", where), kCacheNames, where, "cache");
-  c.cache_bytes = int_field(j, "cache_bytes", where, 0);
-  const auto& bytes = field(j, "model_bytes", where);
+  c.dispatch = decision_json::enum_from<DispatchPolicy>(decision_json::string_field(j, "dispatch", where),
+                                                        decision_json::kDispatchNames, where, "dispatch");
+  c.cache = decision_json::enum_from<CachePolicy>(decision_json::string_field(j, "cache", where),
+                                                  decision_json::kCacheNames, where, "cache");
+  c.cache_bytes = decision_json::int_field(j, "cache_bytes", where, 0);
+  const auto& bytes = decision_json::field(j, "model_bytes", where);
   if (!bytes.is_array()) throw InputError(where + ": 'model_bytes' must be a list of integers");
   for (const auto& b : bytes) {
     if (!b.is_number_integer() || b.get<std::int64_t>() < 0) {
@@ -531,41 +549,51 @@ PolicyConfig policy_config_from_json(const nlohmann::json& j, const std::string&
     }
     c.model_bytes.push_back(b.get<std::int64_t>());
   }
-  c.training = bool_field(j, "training", where, false);
+  c.training = decision_json::bool_field(j, "training", where, false);
   return c;
 }
 
 PolicyEvent policy_event_from_json(const nlohmann::json& j, const std::string& where) {
   PolicyEvent e;
-  const auto& kind = field(j, "kind", where);
+  const auto& kind = decision_json::field(j, "kind", where);
   if (!kind.is_string()) throw InputError(where + ": 'kind' must be a string");
-  e.kind = enum_from<PolicyEvent::Kind>(kind.get<std::string>(), kEventNames, where, "kind");
-  e.worker = worker_field(j, where);
-  e.request = request_field(j, where);
-  const std::int64_t model = int_field(j, "model", where, -1);
+  e.kind =
+      decision_json::enum_from<PolicyEvent::Kind>(kind.get<std::string>(), decision_json::kEventNames, where, "kind");
+  e.worker = decision_json::worker_field(j, where);
+  e.request = decision_json::request_field(j, where);
+  const std::int64_t model = decision_json::int_field(j, "model", where, -1);
   if (model < -1 || model > 1'000'000) throw InputError(where + ": 'model' is out of range");
   e.model = static_cast<int>(model);
-  e.ok = bool_field(j, "ok", where, true);
-  e.steps = int_field(j, "steps", where, 0);
+  e.ok = decision_json::bool_field(j, "ok", where, true);
+  e.steps = decision_json::int_field(j, "steps", where, 0);
   if (e.steps < 0) throw InputError(where + ": 'steps' must not be negative");
-  if (j.contains("code")) e.code = enum_from<StatusCode>(string_field(j, "code", where), kStatusNames, where, "code");
-  if (j.contains("stop")) e.stop = enum_from<TrainingStop>(string_field(j, "stop", where), kStopNames, where, "stop");
-  e.text = string_field(j, "text", where);
+  if (j.contains("code"))
+    e.code = decision_json::enum_from<StatusCode>(decision_json::string_field(j, "code", where),
+                                                  decision_json::kStatusNames, where, "code");
+  if (j.contains("stop"))
+    e.stop = decision_json::enum_from<TrainingStop>(decision_json::string_field(j, "stop", where),
+                                                    decision_json::kStopNames, where, "stop");
+  e.text = decision_json::string_field(j, "text", where);
   return e;
 }
 
 PolicyAction policy_action_from_json(const nlohmann::json& j, const std::string& where) {
   PolicyAction a;
-  const auto& kind = field(j, "kind", where);
+  const auto& kind = decision_json::field(j, "kind", where);
   if (!kind.is_string()) throw InputError(where + ": 'kind' must be a string");
-  a.kind = enum_from<PolicyAction::Kind>(kind.get<std::string>(), kActionNames, where, "kind");
-  a.worker = worker_field(j, where);
-  a.request = request_field(j, where);
-  a.transfer = bool_field(j, "transfer", where, false);
-  if (j.contains("mode")) a.mode = enum_from<StopMode>(string_field(j, "mode", where), kModeNames, where, "mode");
-  a.fault = bool_field(j, "fault", where, false);
-  if (j.contains("code")) a.code = enum_from<StatusCode>(string_field(j, "code", where), kStatusNames, where, "code");
-  a.text = string_field(j, "text", where);
+  a.kind =
+      decision_json::enum_from<PolicyAction::Kind>(kind.get<std::string>(), decision_json::kActionNames, where, "kind");
+  a.worker = decision_json::worker_field(j, where);
+  a.request = decision_json::request_field(j, where);
+  a.transfer = decision_json::bool_field(j, "transfer", where, false);
+  if (j.contains("mode"))
+    a.mode = decision_json::enum_from<StopMode>(decision_json::string_field(j, "mode", where),
+                                                decision_json::kModeNames, where, "mode");
+  a.fault = decision_json::bool_field(j, "fault", where, false);
+  if (j.contains("code"))
+    a.code = decision_json::enum_from<StatusCode>(decision_json::string_field(j, "code", where),
+                                                  decision_json::kStatusNames, where, "code");
+  a.text = decision_json::string_field(j, "text", where);
   return a;
 }
 
@@ -602,8 +630,8 @@ DecisionReplay replay_decisions(const std::string& text, const std::string& orig
       policy.emplace(policy_config_from_json(j.at("policy"), where));
       continue;
     }
-    const PolicyEvent event = policy_event_from_json(field(j, "event", where), where);
-    const auto& list = field(j, "actions", where);
+    const PolicyEvent event = policy_event_from_json(decision_json::field(j, "event", where), where);
+    const auto& list = decision_json::field(j, "actions", where);
     if (!list.is_array()) throw InputError(where + ": 'actions' must be a list");
     std::vector<PolicyAction> logged;
     for (const auto& a : list) logged.push_back(policy_action_from_json(a, where));
@@ -640,7 +668,7 @@ DecisionReplay replay_decision_file(const std::filesystem::path& path) {
 std::string describe_difference(const DecisionReplay& r) {
   if (r.identical) return "no difference";
   return r.where + ": after " + std::to_string(r.events) + " identical events, " + to_json(r.event).dump() +
-         "\n  logged:  " + describe(r.logged) + "\n  decided: " + describe(r.decided);
+         "\n  logged:  " + decision_json::describe(r.logged) + "\n  decided: " + decision_json::describe(r.decided);
 }
 
 }  // namespace psw

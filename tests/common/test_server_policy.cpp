@@ -15,7 +15,9 @@
 #include "psw/common/server_policy.hpp"
 
 namespace psw {
-namespace {
+// A named namespace, not an anonymous one: the unity build compiles the test files together,
+// and their helpers' names (ready, started, expect_input_error) would meet.
+namespace server_policy_test {
 
 // The InputError `work` throws must contain `part`.
 template <typename Work>
@@ -404,5 +406,5 @@ TEST(DecisionReplay, TheConfigRoundTrips) {
   EXPECT_EQ(to_json(back), to_json(c));
 }
 
-}  // namespace
+}  // namespace server_policy_test
 }  // namespace psw
