@@ -607,8 +607,10 @@ std::string decision_line(std::int64_t t_ns, const PolicyEvent& event, const std
   return nlohmann::json{{"t_ns", t_ns}, {"event", to_json(event)}, {"actions", list}}.dump() + "\n";
 }
 
-DecisionReplay replay_decisions(const std::string& text, const std::string& origin) {
-  std::istringstream in(text);
+namespace decision_json {
+
+// The log read line by line from `in`, so that a long server's log is never held whole.
+DecisionReplay replay_stream(std::istream& in, const std::string& origin) {
   std::string line;
   std::int64_t number = 0;
   std::optional<ServerPolicy> policy;
@@ -652,17 +654,28 @@ DecisionReplay replay_decisions(const std::string& text, const std::string& orig
     ++result.events;
     result.actions += static_cast<std::int64_t>(decided.size());
   }
+  if (in.bad()) throw InputError(origin + ": reading the decision log failed");
   if (!policy) throw InputError(origin + ": the decision log is empty");
   return result;
 }
 
+}  // namespace decision_json
+
+DecisionReplay replay_decisions(const std::string& text, const std::string& origin) {
+  std::istringstream in(text);
+  return decision_json::replay_stream(in, origin);
+}
+
 DecisionReplay replay_decision_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  // A FIFO or a device would block the read or never end: only a regular file is a log.
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(path.string() + ": cannot read the decision log" +
+                     (std::filesystem::exists(path, ec) ? " (not a regular file)" : ""));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot read the decision log");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(path.string() + ": reading the decision log failed");
-  return replay_decisions(text.str(), path.string());
+  return decision_json::replay_stream(in, path.string());
 }
 
 std::string describe_difference(const DecisionReplay& r) {

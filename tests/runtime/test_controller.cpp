@@ -255,14 +255,10 @@ TEST(WorkerStart, SplitsAStartIntoItsPhasesAndRefusesTimesOutOfOrder) {
   EXPECT_FALSE(split_worker_start(0, times).has_value());             // never spawned
 }
 
-// MPS and time slicing: inference runs beside the training job, which is never stopped (on the
-// host backend the two processes share the CPU; on a GPU mps needs NVIDIA's MPS daemon, and
-// time-sliced needs none running).
-class ControllerBesideTraining : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(ControllerBesideTraining, RunsInferenceBesideTrainingWithoutStoppingIt) {
-  const std::string mechanism = GetParam();
-  const ServeConfig config = write_config("beside-" + mechanism, "mechanism: " + mechanism + R"(
+// Two workers serving BERT-base (batch 1) beside ResNet-152 training at 32 x 32 pixels, under
+// `mechanism`, in a config folder named PREFIX + mechanism.
+ServeConfig bert_beside_resnet_training(const std::string& prefix, const std::string& mechanism) {
+  return write_config(prefix + mechanism, "mechanism: " + mechanism + R"(
 workers: 2
 request_timeout_ms: 120000
 models:
@@ -275,6 +271,16 @@ training:
   seed: 1
   autostart: true
 )");
+}
+
+// MPS and time slicing: inference runs beside the training job, which is never stopped (on the
+// host backend the two processes share the CPU; on a GPU mps needs NVIDIA's MPS daemon, and
+// time-sliced needs none running).
+class ControllerBesideTraining : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ControllerBesideTraining, RunsInferenceBesideTrainingWithoutStoppingIt) {
+  const std::string mechanism = GetParam();
+  const ServeConfig config = bert_beside_resnet_training("beside-", mechanism);
   auto controller = start(config);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   auto bert = exec::make_model("bert_base", 0);
@@ -306,19 +312,7 @@ class ControllerDecisions : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ControllerDecisions, ServesBesideTrainingAsThePolicyDecides) {
   const std::string mechanism = GetParam();
-  const ServeConfig config = write_config("decisions-" + mechanism, "mechanism: " + mechanism + R"(
-workers: 2
-request_timeout_ms: 120000
-models:
-  - name: bert_base
-    batch: 1
-training:
-  model: resnet152
-  batch: 2
-  input_size: 32
-  seed: 1
-  autostart: true
-)");
+  const ServeConfig config = bert_beside_resnet_training("decisions-", mechanism);
   auto controller = start(config);
   ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
   auto bert = exec::make_model("bert_base", 0);
