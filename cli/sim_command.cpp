@@ -12,7 +12,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/sim/sweep.hpp"
 
 namespace psw::cli {
@@ -24,6 +24,7 @@ struct SimOptions {
   std::string out_dir;
   std::int64_t seed = -1;
   std::string trace_out;
+  std::string decisions;
   std::vector<std::string> sets;
 };
 
@@ -49,7 +50,7 @@ void print_summary(const nlohmann::json& s) {
               l.at("p99_ms").get<double>(), l.at("p999_ms").get<double>(), l.at("max_ms").get<double>());
   std::printf("%-22s %.4f\n", "SLO attainment", s.at("slo_attainment").get<double>());
   std::printf("%-22s %.3f req/s\n", "throughput", s.at("throughput_rps").get<double>());
-  // Note [GPU busy and GPU work] in sim/src/gpu_server.cpp: time with work, and the work done.
+  // Note [GPU busy and GPU work] in sim/src/simulated_server.cpp: time with work, and the work done.
   std::printf("%-22s %.4f (work %.4f per second)\n", "GPU busy fraction", s.at("gpu_busy_fraction").get<double>(),
               s.at("gpu_work_fraction").get<double>());
   std::printf("%-22s %lld (%.3f/s)\n", "training iterations",
@@ -75,6 +76,7 @@ void run_sim(const SimOptions& o) {
   sim::SimulationOptions options;
   options.out_dir = o.out_dir;
   options.chrome_trace = o.trace_out;
+  options.decisions = o.decisions;
   const sim::SimulationResult result = sim::run_simulation(config, options);
   print_summary(result.summary);
   std::printf("%-22s %.3f s wall, %llu events (%.2f M events/s)\n", "simulation", result.wall_seconds,
@@ -153,6 +155,8 @@ Action add_sim_command(CLI::App& app) {
   cmd->add_option("--out", options->out_dir, "Folder for requests.csv, summary.json, config.resolved.yaml");
   cmd->add_option("--seed", options->seed, "Override the config's seed")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62));
   cmd->add_option("--trace-out", options->trace_out, "Write a Chrome trace of every transfer, compute and switch");
+  cmd->add_option("--decisions", options->decisions,
+                  "Write the server policy's events and actions, one JSON line each (psw replay-decisions reads it)");
   cmd->add_option("--set", options->sets, "Override a config key: KEY=VALUE (dotted keys, YAML values)");
   return [options] { with_range_context(options->config_path, [&] { run_sim(*options); }); };
 }

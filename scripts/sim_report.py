@@ -296,12 +296,12 @@ def sec_setup(d, profiles, plan_ok, groups, base):
     lines.append(
         "- **Figure 6** (`configs/experiments/cycles-base.yaml`): ResNet-152 training for one cycle, then "
         "back-to-back ResNet-152 inference for one cycle, %s rounds, cycles 1, 2, 5, 10, 30 s. "
-        "**Throughput** (summary.json's `throughput_rps`, `summary()` in `sim/src/gpu_server.cpp`) = "
+        "**Throughput** (summary.json's `throughput_rps`, `summary()` in `sim/src/simulated_server.cpp`) = "
         "inference requests (batches of 8) completed inside an inference phase ÷ (rounds × cycle), the total "
         "length of the inference phases. A request that completes between phases (during training) does not "
         "count. This is the artifact's definition: inferences completed within the inference cycle ÷ the "
         "cycle length. Only a request answered by the end of its own inference phase (the one it was issued "
-        "in) counts (`phase_end_of` and `completed_in_phase_` in `sim/src/gpu_server.cpp`): a switch begun in "
+        "in) counts (`phase_end_of` and `completed_in_phase_` in `sim/src/simulated_server.cpp`): a switch begun in "
         "one phase that ends inside a later one counts in no phase, and that request issues no next one "
         "(stop-and-start, below)." % base["rounds"])
     lines.append(
@@ -551,7 +551,7 @@ def sec_fig5(d):
         L.append(
             "- **Training under stop-and-start.** Stopping kills the training process, so the iteration in "
             "progress is lost (`training_lost_ms` in `psw sim`'s summary.json, not a sweep.csv column; Note [Killed training] in "
-            "`sim/src/gpu_server.cpp`) and switching training back in costs another new process; PipeSwitch "
+            "`sim/src/simulated_server.cpp`) and switching training back in costs another new process; PipeSwitch "
             "pauses training at a layer boundary and loses nothing. With one request every %s s, simulated "
             "training runs at %.1f iterations/s under stop-and-start against %.1f under PipeSwitch "
             "(V100, ResNet-152). The artifact does not report training throughput." % (

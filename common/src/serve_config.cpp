@@ -68,7 +68,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   config.workers = static_cast<int>(r.optional_integer("workers", 1, 16).value_or(2));
   config.hardware = resolve_against(config.path, r.string("hardware"));
   config.profiles = resolve_against(config.path, r.string("profiles"));
-  config.cache = optional_choice(r, "cache", {{"off", CachePolicy::Off}, {"lru", CachePolicy::Lru}}, CachePolicy::Off);
+  config.cache = optional_choice(r, "cache", {{"off", CachePolicy::Off}, {"lru", CachePolicy::Lru}, {"active", CachePolicy::Active}}, CachePolicy::Off);
   config.cache_bytes = r.optional_integer("cache_bytes", 0, kMaxBytes).value_or(0);
   if (config.cache == CachePolicy::Lru && config.cache_bytes == 0) {
     r.fail_key("cache", r.get("cache"), "cache: lru needs cache_bytes (the parameters kept resident at most)");

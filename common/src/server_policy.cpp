@@ -26,6 +26,16 @@ ServerPolicy::ServerPolicy(PolicyConfig config) : config_(std::move(config)) {
   if (config_.workers < 1)
     throw InputError(detail::concat("the server needs at least one worker, got ", config_.workers));
   workers_.resize(static_cast<std::size_t>(config_.workers));
+  if (config_.used_at_start < 0 || config_.used_at_start > config_.workers) {
+    throw InputError(detail::concat("used_at_start is ", config_.used_at_start, ", the server has ", config_.workers,
+                                    " workers"));
+  }
+  for (int i = config_.workers - config_.used_at_start; i < config_.workers; ++i) {
+    workers_[static_cast<std::size_t>(i)].used = true;
+  }
+  if (config_.resident_at_start) {
+    for (std::size_t m = 0; m < config_.model_bytes.size(); ++m) resident_.push_back(static_cast<int>(m));
+  }
 }
 
 bool ServerPolicy::fresh_processes() const { return traits(config_.mechanism).process == ProcessModel::FreshProcess; }
@@ -68,13 +78,21 @@ bool ServerPolicy::awaiting_answer(int worker) const {
 // not paused but abandons its step in flight at the next layer boundary, before its process goes
 // (a kill could land in the middle of its update of the weights), and resumes later, in a fresh
 // process, from its last completed step.
-int ServerPolicy::free_worker() const {
+// Without a fresh process per task, the process of the last task runs the next one when its
+// model is still resident there (no transfer, so no switch for the paper's baseline to pay).
+int ServerPolicy::free_worker(std::optional<int> model) const {
   const bool fresh = fresh_processes();
-  auto usable = [fresh](const Worker& w) { return w.state == WorkerState::Standby && (!fresh || !w.used); };
+  const bool same_process = fresh && !config_.fresh_process_per_task && model && config_.cache != CachePolicy::Off &&
+                            is_resident(*model);
+  auto usable = [&](std::size_t i) {
+    const Worker& w = workers_[i];
+    return w.state == WorkerState::Standby &&
+           (!fresh || !w.used || (same_process && static_cast<int>(i) == last_worker_));
+  };
   // The worker of the last task when it is free (no process switch), else any standby one.
-  if (last_worker_ >= 0 && usable(workers_[static_cast<std::size_t>(last_worker_)])) return last_worker_;
+  if (last_worker_ >= 0 && usable(static_cast<std::size_t>(last_worker_))) return last_worker_;
   for (std::size_t i = 0; i < workers_.size(); ++i) {
-    if (usable(workers_[i])) return static_cast<int>(i);
+    if (usable(i)) return static_cast<int>(i);
   }
   return -1;
 }
@@ -90,9 +108,11 @@ bool ServerPolicy::is_resident(int model) const {
   return std::find(resident_.begin(), resident_.end(), model) != resident_.end();
 }
 
-// Note [Residency]: with cache off every request transfers (the paper); with lru the model stays
-// resident until the parameters kept exceed cache_bytes, least recently used out first; ready,
-// MPS and time slicing keep every model once loaded (the last two run them beside training).
+// Note [Residency]: with cache off every request transfers (the paper); with active the model of
+// the last task stays until another task runs (resume_training forgets it); with lru the model
+// stays resident until the parameters kept exceed cache_bytes, least recently used out first;
+// ready, MPS and time slicing keep every model once loaded (the last two run them beside
+// training).
 bool ServerPolicy::note_use(int model) {
   if (config_.mechanism == Mechanism::Ready || shares_device()) {
     if (is_resident(model)) return false;
@@ -101,9 +121,9 @@ bool ServerPolicy::note_use(int model) {
   }
   const bool transfer = !is_resident(model) || config_.cache == CachePolicy::Off;
   resident_.remove(model);
-  if (config_.cache == CachePolicy::Off) {
+  if (config_.cache == CachePolicy::Off || config_.cache == CachePolicy::Active) {
     resident_ = {model};
-    return true;
+    return transfer;
   }
   resident_.push_front(model);
   Bytes kept = 0;
@@ -302,7 +322,7 @@ void ServerPolicy::lose_worker(int worker, StatusCode code, const std::string& w
 void ServerPolicy::dispatch(std::vector<PolicyAction>& out) {
   const Queued next = queue_.front();
   queue_.pop_front();
-  const int id = free_worker();
+  const int id = free_worker(next.model);
   Worker& w = workers_[static_cast<std::size_t>(id)];
   const bool transfer = note_use(next.model);
   inflight_ = Inflight{next.request, id, next.model, w.used};
@@ -313,6 +333,10 @@ void ServerPolicy::dispatch(std::vector<PolicyAction>& out) {
 }
 
 void ServerPolicy::resume_training(std::vector<PolicyAction>& out) {
+  // The training job runs: under `active` no inference model is the active one any more.
+  if (config_.cache == CachePolicy::Active && config_.mechanism != Mechanism::Ready && !shares_device()) {
+    resident_.clear();
+  }
   // A job paused in place goes on where it stopped (Note [Preemption without loss]).
   const int paused = paused_worker();
   if (paused >= 0) {
@@ -322,7 +346,7 @@ void ServerPolicy::resume_training(std::vector<PolicyAction>& out) {
     out.push_back({.kind = PolicyAction::Kind::ResumeTraining, .worker = paused});
     return;
   }
-  const int id = free_worker();
+  const int id = free_worker(std::nullopt);
   Worker& w = workers_[static_cast<std::size_t>(id)];
   last_worker_ = id;
   w.used = true;
@@ -366,7 +390,8 @@ void ServerPolicy::renew_a_worker(std::vector<PolicyAction>& out) {
 void ServerPolicy::decide(std::vector<PolicyAction>& out) {
   const bool request_waiting = !queue_.empty();
   const bool request_running = inflight_.has_value();
-  const bool worker_free = free_worker() >= 0;
+  const bool worker_free = free_worker(request_waiting ? std::optional<int>(queue_.front().model) : std::nullopt) >= 0;
+  const bool worker_free_for_training = free_worker(std::nullopt) >= 0;
   const bool training_wanted = this->training_wanted();
   const bool running = training_running();
   const bool stopping = training_worker_ >= 0 && training_stopping_;
@@ -374,7 +399,7 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
   if (shares_device()) {  // MPS, time slicing: nothing to stop; one request at a time beside the job
     if (request_waiting && !request_running && worker_free) {
       dispatch(out);
-    } else if (training_wanted && !running && !stopping && !paused && worker_free) {
+    } else if (training_wanted && !running && !stopping && !paused && worker_free_for_training) {
       resume_training(out);
     }
   } else {
@@ -389,12 +414,15 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
       acted = true;
     }
     if (!acted && !request_waiting && !request_running && training_wanted && !running && !stopping &&
-        (worker_free || paused)) {
+        (worker_free_for_training || paused)) {
       resume_training(out);
     }
   }
-  const bool task_waits = !queue_.empty() || (training_wanted && training_worker_ < 0 && !inflight_);
-  if (fresh_processes() && task_waits && free_worker() < 0) renew_a_worker(out);
+  // The task that waits first: the queue's head, else the training job.
+  const bool task_without_worker =
+      !queue_.empty() ? free_worker(queue_.front().model) < 0
+                      : training_wanted && training_worker_ < 0 && !inflight_ && free_worker(std::nullopt) < 0;
+  if (fresh_processes() && task_without_worker) renew_a_worker(out);
 }
 
 // Note [Decision log] ---------------------------------------------------------------------
@@ -426,7 +454,7 @@ constexpr const char* kStatusNames[] = {"INVALID_ARGUMENT",  "NOT_FOUND", "UNAVA
                                         "DEADLINE_EXCEEDED", "INTERNAL",  "ALREADY_EXISTS"};
 constexpr const char* kStopNames[] = {"reached_target", "abandoned", "paused"};
 constexpr const char* kModeNames[] = {"pause", "abort"};
-constexpr const char* kCacheNames[] = {"off", "lru"};
+constexpr const char* kCacheNames[] = {"off", "lru", "active"};
 constexpr const char* kDispatchNames[] = {"overlap", "after-stop"};
 
 template <std::size_t N>
@@ -494,7 +522,10 @@ nlohmann::json to_json(const PolicyConfig& c) {
           {"cache", decision_json::kCacheNames[static_cast<std::size_t>(c.cache)]},
           {"cache_bytes", c.cache_bytes},
           {"model_bytes", c.model_bytes},
-          {"training", c.training}};
+          {"training", c.training},
+          {"resident_at_start", c.resident_at_start},
+          {"fresh_process_per_task", c.fresh_process_per_task},
+          {"used_at_start", c.used_at_start}};
 }
 
 nlohmann::json to_json(const PolicyEvent& e) {
@@ -550,6 +581,12 @@ PolicyConfig policy_config_from_json(const nlohmann::json& j, const std::string&
     c.model_bytes.push_back(b.get<std::int64_t>());
   }
   c.training = decision_json::bool_field(j, "training", where, false);
+  c.resident_at_start = decision_json::bool_field(j, "resident_at_start", where, false);
+  c.fresh_process_per_task = decision_json::bool_field(j, "fresh_process_per_task", where, true);
+  c.used_at_start = static_cast<int>(decision_json::int_field(j, "used_at_start", where, 0));
+  if (c.used_at_start < 0 || c.used_at_start > c.workers) {
+    throw InputError(where + ": 'used_at_start' must lie in [0, workers]");
+  }
   return c;
 }
 

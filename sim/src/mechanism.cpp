@@ -230,9 +230,7 @@ SwitchInCost MechanismModel::switch_in(std::uint32_t model, Task task, Duration 
     case Mechanism::TwoProcesses: {
       // Note [Worker kill] (the runtime's controller.cpp): the process it replaces is killed
       // and reaped first.
-      const Duration prep = max(Duration::zero(), hardware_.process_kill + hardware_.process_start +
-                                                      hardware_.framework_start + hardware_.cuda_context_create +
-                                                      hardware_.cuda_malloc - process_started_ago);
+      const Duration prep = max(Duration::zero(), process_start() - process_started_ago);
       const Duration start = max(stop, prep + pm.single_copy) + sync;
       // Note [First forward in a fresh process]: measured for requests; a training job's first
       // step in its fresh process is not (its resumption pays its layers' times only).
@@ -363,6 +361,11 @@ bool MechanismModel::stops_at_layer_boundary() const {
 
 bool MechanismModel::kills_training() const {
   return mechanism_ == Mechanism::StopAndStart || mechanism_ == Mechanism::TwoProcesses;
+}
+
+Duration MechanismModel::process_start() const {
+  return hardware_.process_kill + hardware_.process_start + hardware_.framework_start +
+         hardware_.cuda_context_create + hardware_.cuda_malloc;
 }
 
 Duration MechanismModel::training_abort() const {

@@ -14,7 +14,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 
 namespace psw::sim {
 

@@ -1,4 +1,4 @@
-// The arrivals of an experiment's workload (workload_source.hpp), moved out of gpu_server.cpp
+// The arrivals of an experiment's workload (workload_source.hpp), moved out of simulated_server.cpp
 // so that psw load replays the same arrivals as the simulator.
 #include "psw/sim/workload_source.hpp"
 

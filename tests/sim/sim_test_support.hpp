@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/experiment_config.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 
 namespace psw::sim::testing_support {
 

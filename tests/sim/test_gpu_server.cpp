@@ -8,7 +8,8 @@
 #include "sim_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/common/server_policy.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/sim/mechanism.hpp"
 #include "psw/sim/metrics.hpp"
 
@@ -122,27 +123,66 @@ TEST(SimServer, CyclesReachTheReadyThroughputUnderPipeSwitch) {
   EXPECT_LT(stop_start.at("throughput_rps").get<double>(), 0.2 * r);
 }
 
-TEST(SimServer, SwitchesWaitForAStandbyWorkerWhenAllAreCleaning) {
-  // Requests alternate between two models 1 us apart: every request needs a switch, and
-  // the worker of the previous model is still cleaning. Training is paused in place in a
-  // worker of its own (Note [Paused in place]), so with one standby worker that worker serves
-  // every request, after what psw serve's worker does after a task: closing its per-group
-  // handles under no-ipc-optimization (the profile's slow cleanup), nothing under PipeSwitch.
+TEST(SimServer, ARequestWaitsForItsWorkerToFinishWhatItDoesAfterATask) {
+  // Requests alternate between two models 1 us apart, so each waits in the queue for the one
+  // before. The server policy gives it the worker of the last task, standby as soon as its
+  // answer is out (Note [Cleanup in psw serve]); under no-ipc-optimization that worker still
+  // closes its per-group handles (the profile's slow cleanup, 50 ms), and the request waits for
+  // it: every request after the first. More standby workers change nothing (the policy takes
+  // the last task's worker, as psw serve does); under PipeSwitch nothing is left to do.
   const Overrides burst = {{"workload.interval_ms", "0.001"},
                            {"workload.count", "6"},
                            {"hardware", "\"" + data("v100-slow-cleanup.yaml") + "\""}};
   Overrides per_group = burst;
   per_group.emplace_back("mechanism", "no-ipc-optimization");
   const auto s = simulate("small.yaml", per_group);
-  EXPECT_GT(s.at("standby_waits").get<std::int64_t>(), 0);
+  EXPECT_EQ(s.at("standby_waits").get<std::int64_t>(), 5);
   Overrides more_workers = per_group;
   more_workers.emplace_back("standby_workers", "4");
-  const auto more = simulate("small.yaml", more_workers);
-  EXPECT_LT(more.at("standby_waits").get<std::int64_t>(), s.at("standby_waits").get<std::int64_t>());
-  EXPECT_LT(mean_ms(more), mean_ms(s));
+  EXPECT_EQ(simulate("small.yaml", more_workers).at("standby_waits").get<std::int64_t>(), 5);
   Overrides pipeswitch = burst;
   pipeswitch.emplace_back("mechanism", "pipeswitch");
-  EXPECT_EQ(simulate("small.yaml", pipeswitch).at("standby_waits").get<std::int64_t>(), 0);
+  const auto fast = simulate("small.yaml", pipeswitch);
+  EXPECT_EQ(fast.at("standby_waits").get<std::int64_t>(), 0);
+  EXPECT_LT(mean_ms(fast), mean_ms(s));
+}
+
+// Note [The simulator drives the server policy]: every decision of a simulation is the
+// policy's, so its decision log replays through a fresh policy without a difference, as psw
+// serve's does, for every mechanism, with and without a serving profile, on open and closed
+// loops, and with a bursty workload whose requests queue.
+TEST(SimDecisions, EveryMechanismsDecisionLogReplaysWithoutADifference) {
+  const auto dir = std::filesystem::temp_directory_path() / "psw_sim_decisions";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  struct Case {
+    std::string config;
+    Overrides overrides;
+  };
+  std::vector<Case> cases;
+  for (Mechanism m : all_mechanisms()) {
+    if (traits(m).peer_paths) {
+      cases.push_back({"parallel.yaml", {}});
+      continue;
+    }
+    for (const char* config : {"small.yaml", "training-batch16.yaml", "cycles.yaml", "solo.yaml"}) {
+      cases.push_back({config, {{"mechanism", to_string(m)}}});
+    }
+  }
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.config + (c.overrides.empty() ? "" : " " + c.overrides[0].second));
+    SimulationOptions options;
+    options.decisions = dir / "decisions.jsonl";
+    const auto summary = run_simulation(load_experiment_config(data(c.config), c.overrides), options).summary;
+    const DecisionReplay replay = replay_decision_file(options.decisions);
+    EXPECT_TRUE(replay.identical) << describe_difference(replay);
+    // Every request arrived and was answered through the policy.
+    const std::int64_t requests =
+        summary.at("requests").get<std::int64_t>() + summary.at("training_requests").get<std::int64_t>();
+    EXPECT_GE(replay.events, 2 * requests);
+    EXPECT_GE(replay.actions, 2 * requests);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(SimServer, EveryMechanismParsesAndUnknownOnesAreRejected) {

@@ -10,7 +10,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/parallel.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/sim/mechanism.hpp"
 
 namespace psw::sim {

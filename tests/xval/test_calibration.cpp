@@ -10,7 +10,7 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/hardware_profile.hpp"
 #include "psw/xval/calibration.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 
 namespace psw::xval {
 namespace {

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "psw/common/error.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/xval/validation.hpp"
 
 namespace psw::xval {

@@ -12,7 +12,7 @@
 #include "psw/common/input_file.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/ipc/service.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/sim/metrics.hpp"
 
 namespace psw::xval {

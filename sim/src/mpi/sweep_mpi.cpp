@@ -22,7 +22,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 #include "psw/sim/sweep.hpp"
 
 namespace psw::sim {

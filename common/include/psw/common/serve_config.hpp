@@ -9,7 +9,7 @@
 //   workers: 2                     # worker processes (one active, the rest standby)
 //   hardware: configs/hardware/h200-pcie5.yaml
 //   profiles: configs/models/h200  # NAME.yaml per model, for planning
-//   cache: off                     # off: every switch transfers (the paper); lru
+//   cache: off                     # off: every switch transfers (the paper); lru; active
 //   cache_bytes: 2GiB              # lru: parameters kept resident at most
 //   max_tensor_bytes: 64MiB        # largest input or output tensor
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
@@ -81,7 +81,10 @@ struct TrainingJobConfig {
   int lookahead = 4;
 };
 
-enum class CachePolicy { Off, Lru };
+// Note [Residency]: off: every request transfers its model (the paper's measurements); active:
+// the model of the last task stays until another task (a model or the training job) runs (the
+// paper's active worker); lru: models stay within cache_bytes, least recently used out first.
+enum class CachePolicy { Off, Lru, Active };
 // When a request that preempts training goes to its worker: at once, its switch overlapping the
 // training's last layers (overlap), or once the training has stopped (after-stop).
 enum class DispatchPolicy { Overlap, AfterStop };

@@ -58,6 +58,18 @@ struct PolicyConfig {
   Bytes cache_bytes = 0;
   std::vector<Bytes> model_bytes;  // per served model: its packed parameters (Note [Residency])
   bool training = false;           // a training job is configured
+  // Note [Server policy as the simulator runs it]: the three below describe a server that is
+  // not `psw serve` as it starts (whose values are the defaults).
+  // Every model is on the device before the first request (ready, MPS and time slicing loaded
+  // ahead of the workload, as the paper measures them); otherwise each transfers once first.
+  bool resident_at_start = false;
+  // Fresh processes (Note [Fresh processes]): every task gets a process that has run nothing
+  // (psw serve), or only a task that transfers its model does, and one whose model is still
+  // resident runs in the process of the task before (the paper's stop-and-start baseline).
+  bool fresh_process_per_task = true;
+  // How many workers (the last ones) have run a task when the policy starts (Note [Processes a
+  // server starts with]: a warm-up used them); under fresh processes they take no task.
+  int used_at_start = 0;
 };
 // The policy of a serve config; `model_bytes` from the memory daemon's regions.
 PolicyConfig policy_config(const ServeConfig& config, std::vector<Bytes> model_bytes);
@@ -167,7 +179,8 @@ class ServerPolicy {
 
   bool fresh_processes() const;
   bool shares_device() const;
-  int free_worker() const;
+  // A worker that can take the next task: a request for `model`, or the training job (nullopt).
+  int free_worker(std::optional<int> model) const;
   int paused_worker() const;
   bool is_resident(int model) const;
   bool note_use(int model);

@@ -266,7 +266,7 @@ constexpr int kMaxFailuresInARow = 100;
 // Note [Closed-loop cycles]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // workload.kind: cycles (the paper's Figure 6) as the simulator runs it (start_cycles in
-// sim/src/gpu_server.cpp): in each round the training job has the GPU for one cycle, then
+// sim/src/simulated_server.cpp): in each round the training job has the GPU for one cycle, then
 // requests for the cycle's model go back to back for one cycle. The first is issued at the
 // inference phase's start, each next one when the previous answer comes, while the phase lasts;
 // an answer counts for throughput when it comes within its phase, and throughput is those

@@ -1288,7 +1288,7 @@ std::string Controller::metrics_text() {
   }
   gauge("psw_resident_models", "Models whose parameters are on the device.",
         static_cast<std::int64_t>(s.policy->resident().size()));
-  // Note [Processes a server starts with] (sim/src/gpu_server.cpp): what psw load reads when its
+  // Note [Processes a server starts with] (sim/src/simulated_server.cpp): what psw load reads when its
   // clock starts, for the simulator to start where the server stood.
   gauge("psw_fresh_standby_workers", "Workers ready that have run no task since their process started.",
         std::count_if(s.workers.begin(), s.workers.end(), [&s](const Worker& w) {

@@ -114,15 +114,18 @@ class MechanismModel {
   // and the in-process mechanisms) or kills it at once (stop-and-start).
   bool stops_at_layer_boundary() const;
   // Whether stopping training kills its process, so that the training iteration in progress
-  // is lost (stop-and-start, two processes; Note [Killed training] in gpu_server.cpp).
+  // is lost (stop-and-start, two processes; Note [Killed training] in simulated_server.cpp).
   bool kills_training() const;
   // Whether a request pauses the training job in place, in a worker of its own, so that the job
-  // goes on without a switch once the request is answered (Note [Paused in place] in gpu_server.cpp).
+  // goes on without a switch once the request is answered (Note [Paused in place] in simulated_server.cpp).
   bool pauses_training_in_place() const;
   // What a request waits, after the training job's stop at a layer boundary, for the worker
   // that trains to abandon the step and take the request: the hardware profile's
   // training_abort under one-process (Note [Training abort]), else nothing.
   Duration training_abort() const;
+  // Stop-and-start, two processes: killing the old process and starting a fresh one, up to its
+  // device memory (what a switch pays unless its process started `process_started_ago` before).
+  Duration process_start() const;
   // MPS: tasks run concurrently instead of being switched.
   // Time slicing: the same, taking turns on the GPU (Note [Time slicing]).
   bool concurrent() const { return mechanism_ == Mechanism::Mps || mechanism_ == Mechanism::TimeSliced; }

@@ -1,6 +1,6 @@
 #pragma once
 // The requests of an experiment's `workload:` (periodic, poisson, bursty, trace replay), as
-// the simulator sees them. Shared by the simulator (gpu_server.cpp) and by `psw load`
+// the simulator sees them. Shared by the simulator (simulated_server.cpp) and by `psw load`
 // (exec/runtime load_generator), so that a live server is driven with exactly the arrivals the
 // simulator models for the same config.
 

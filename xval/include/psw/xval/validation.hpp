@@ -87,7 +87,7 @@
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/units.hpp"
-#include "psw/sim/gpu_server.hpp"
+#include "psw/sim/simulation.hpp"
 
 namespace psw::xval {
 
@@ -138,7 +138,7 @@ inline constexpr double kTrainingTolerance = 0.05;
 // Joins psw sim's summary with psw load's. `models` is the config's model list (the order of
 // the rows). InputError when a summary lacks a key both must have (latency, throughput_rps).
 // `simulated_step`: the simulator's step of the training job alone (training_step in
-// gpu_server.hpp), for training_share.
+// simulation.hpp), for training_share.
 // `worker_start`: what the simulator charges a fresh process (Note [Worker start rows]).
 struct SimulatedWorkerStart {
   Duration process;

@@ -167,7 +167,7 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
 // when none started (InputError when `after` counts fewer than `before`: another server).
 nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after);
 // The gauge psw_fresh_standby_workers of a Prometheus text (Note [Processes a server starts
-// with] in sim/src/gpu_server.cpp): workers ready that have run nothing; nothing for a server from
+// with] in sim/src/simulated_server.cpp): workers ready that have run nothing; nothing for a server from
 // before it (InputError for a value that is not a number). run_load reads it when its clock
 // starts into summary.json's `fresh_standby_workers`.
 std::optional<std::int64_t> parse_fresh_standby_workers(const std::string& metrics_text);

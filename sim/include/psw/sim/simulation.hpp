@@ -1,7 +1,9 @@
 #pragma once
 // One GPU server time-shared by inference requests and (optionally) a training job, under
-// one switching mechanism. The controller keeps a FIFO queue; inference preempts training;
-// training resumes where it stopped once the queue is empty.
+// one switching mechanism, simulated: the server policy that psw serve runs (Note [Server
+// policy]) decides, and cost models answer its actions in virtual time (Note [The simulator
+// drives the server policy] in simulated_server.cpp). Requests wait in one FIFO queue;
+// inference preempts training; training resumes where it stopped once the queue is empty.
 //
 //   time ->   training ......|stop|switch-in M|infer M|infer M|switch back|training ...
 //   request          arrives ^                ^ startup       ^ reply
@@ -23,6 +25,9 @@ struct SimulationOptions {
   std::filesystem::path out_dir;       // requests.csv, summary.json, config.resolved.yaml; empty: none
   std::filesystem::path chrome_trace;  // Chrome trace of transfers, computes and switches; empty: none
   std::size_t chrome_trace_max_events = 500'000;  // the trace stops growing past this
+  // The server policy's events and actions, one JSON line each, as psw serve --decisions
+  // writes them (Note [Decision log]); empty: none.
+  std::filesystem::path decisions;
   // Note [Processes a server starts with]: the fresh worker processes psw serve had ready and
   // unused when the workload began (psw load's `fresh_standby_workers`); nullopt: as a server
   // starts. Read only where the simulator models psw serve (a serving profile) under
