@@ -176,6 +176,74 @@ TEST(ServerPolicy, ReadyKeepsEveryModelAndLruKeepsWhatFits) {
   EXPECT_EQ(p.resident(), (std::list<int>{0}));
 }
 
+// Note [Server policy as the simulator runs it]: the paper's active worker keeps the model of
+// the last task until another task runs.
+TEST(ServerPolicy, ActiveKeepsTheLastTasksModelUntilTrainingRuns) {
+  PolicyConfig c = config_of(Mechanism::PipeSwitch, 2);
+  c.cache = CachePolicy::Active;
+  ServerPolicy p = started(c);
+  EXPECT_EQ(brief(p.handle(arrived(1, 0))), (Script{"stop_training r1 w0 pause", "dispatch r1 w1 transfer"}));
+  p.handle(stopped(0, TrainingStop::Paused));
+  EXPECT_EQ(brief(p.handle(arrived(2, 0))), Script{});
+  EXPECT_EQ(brief(p.handle(finished(1, 1))), (Script{"complete r1 w1", "dispatch r2 w1"}));  // resident
+  EXPECT_EQ(brief(p.handle(arrived(3, 1))), Script{});
+  EXPECT_EQ(brief(p.handle(finished(1, 2))), (Script{"complete r2 w1", "dispatch r3 w1 transfer"}));
+  EXPECT_EQ(p.resident(), (std::list<int>{1}));
+  EXPECT_EQ(brief(p.handle(finished(1, 3))), (Script{"complete r3 w1", "resume_training w0"}));
+  EXPECT_TRUE(p.resident().empty());  // the training job ran: no model is the active one
+  EXPECT_EQ(brief(p.handle(arrived(4, 1))), (Script{"stop_training r4 w0 pause", "dispatch r4 w1 transfer"}));
+}
+
+TEST(ServerPolicy, ModelsResidentAtStartNeverTransfer) {
+  for (Mechanism m : {Mechanism::Ready, Mechanism::Mps}) {
+    SCOPED_TRACE(to_string(m));
+    PolicyConfig c = config_of(m, 2, false);
+    c.resident_at_start = true;
+    ServerPolicy p = started(c);
+    EXPECT_EQ(p.resident(), (std::list<int>{0, 1, 2}));
+    EXPECT_EQ(brief(p.handle(arrived(1, 2))), (Script{"dispatch r1 w0"}));
+  }
+}
+
+// The paper's stop-and-start: a process per switch, not per task.
+TEST(ServerPolicy, AFreshProcessPerSwitchKeepsTheProcessForTheSameModel) {
+  PolicyConfig c = config_of(Mechanism::StopAndStart, 1);
+  c.cache = CachePolicy::Active;
+  c.fresh_process_per_task = false;
+  ServerPolicy p = started(c);
+  EXPECT_EQ(brief(p.handle(arrived(1, 0))), (Script{"stop_training r1 w0 abort"}));
+  EXPECT_EQ(brief(p.handle(stopped(0, TrainingStop::Abandoned))), (Script{"restart_worker w0"}));
+  EXPECT_EQ(brief(p.handle(ready(0))), (Script{"dispatch r1 w0 transfer"}));
+  EXPECT_EQ(brief(p.handle(arrived(2, 0))), Script{});
+  // The same model again: the process that ran it goes on, with nothing to transfer.
+  EXPECT_EQ(brief(p.handle(finished(0, 1))), (Script{"complete r1 w0", "dispatch r2 w0"}));
+  EXPECT_EQ(brief(p.handle(arrived(3, 1))), Script{});
+  // Another model: a fresh process.
+  EXPECT_EQ(brief(p.handle(finished(0, 2))), (Script{"complete r2 w0", "restart_worker w0"}));
+  EXPECT_EQ(brief(p.handle(ready(0))), (Script{"dispatch r3 w0 transfer"}));
+  // Per task (psw serve), the same model gets a fresh process too.
+  c.fresh_process_per_task = true;
+  ServerPolicy per_task = started(c);
+  per_task.handle(arrived(1, 0));
+  per_task.handle(stopped(0, TrainingStop::Abandoned));
+  per_task.handle(ready(0));
+  per_task.handle(arrived(2, 0));
+  EXPECT_EQ(brief(per_task.handle(finished(0, 1))), (Script{"complete r1 w0", "restart_worker w0"}));
+}
+
+// Note [Processes a server starts with]: workers a warm-up used take no task of their own.
+TEST(ServerPolicy, WorkersUsedAtStartAreRestartedBeforeATask) {
+  PolicyConfig c = config_of(Mechanism::StopAndStart, 2, false);
+  c.used_at_start = 1;
+  ServerPolicy p = started(c);
+  EXPECT_FALSE(p.worker_used(0));
+  EXPECT_TRUE(p.worker_used(1));
+  EXPECT_EQ(brief(p.handle(arrived(1, 0))), (Script{"dispatch r1 w0 transfer"}));
+  EXPECT_EQ(brief(p.handle(arrived(2, 0))), (Script{"restart_worker w1"}));
+  c.used_at_start = 3;
+  expect_input_error([&] { ServerPolicy bad(c); }, "used_at_start is 3, the server has 2 workers");
+}
+
 TEST(ServerPolicy, ALostWorkerFailsItsRequestAndTheNextGoesElsewhere) {
   ServerPolicy p = started(config_of(Mechanism::PipeSwitch, 2, false));
   EXPECT_EQ(brief(p.handle(arrived(1, 0))), (Script{"dispatch r1 w0 transfer"}));
@@ -402,6 +470,9 @@ TEST(DecisionReplay, TheConfigRoundTrips) {
   c.dispatch = DispatchPolicy::AfterStop;
   c.cache = CachePolicy::Lru;
   c.cache_bytes = 12345;
+  c.resident_at_start = true;
+  c.fresh_process_per_task = false;
+  c.used_at_start = 2;
   const PolicyConfig back = policy_config_from_json(to_json(c), "x");
   EXPECT_EQ(to_json(back), to_json(c));
 }
