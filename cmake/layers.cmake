@@ -29,12 +29,14 @@
 
 set(PSW_LAYER_RANKS core:0 sim:1 exec:1 ipc:2 proto:2 server:3 worker:3 client:3 xval:4 cli:5)
 # from>to: group `from` must not use group `to` although it lies below:
-#   server>sim      the server decides by ServerPolicy (psw_core), never by the simulator
+#   server>sim, client>sim, worker>sim, ipc>sim
+#                   the runtime never links the simulator: the server decides by ServerPolicy,
+#                   psw load draws arrivals from the workload sources (both psw_core)
 #   server>exec, client>exec, ipc>exec
 #                   LibTorch only in the workers: the controller does not load it, and psw
 #                   (client, load, validate) starts in milliseconds
 #   worker>proto    the workers load no gRPC
-set(PSW_LAYER_BARRED server>sim server>exec client>exec ipc>exec worker>proto)
+set(PSW_LAYER_BARRED server>sim client>sim worker>sim ipc>sim server>exec client>exec ipc>exec worker>proto)
 set(PSW_LAYER_TARGETS
   psw_core:core psw_sim:sim psw_exec:exec psw_ipc:ipc psw_proto:proto psw_server:server
   psw_worker:worker psw_client:client psw_xval:xval

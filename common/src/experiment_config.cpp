@@ -179,7 +179,7 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
       }
     }
     w.mark_seen("buckets");
-    // Note [Trace window and sample] in sim/src/workload_source.cpp.
+    // Note [Trace window and sample] in common/src/workload_source.cpp.
     if (w.has("window_start_s")) spec.window_start = w.duration("window_start_s");
     if (w.has("window_s")) {
       spec.window = w.duration("window_s");

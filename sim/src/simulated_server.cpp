@@ -19,10 +19,10 @@
 #include "psw/common/server_policy.hpp"
 #include "psw/common/switch_costs.hpp"
 #include "psw/sim/mechanism.hpp"
-#include "psw/sim/metrics.hpp"
-#include "psw/sim/random_streams.hpp"
+#include "psw/common/metrics.hpp"
+#include "psw/common/random_streams.hpp"
 #include "psw/sim/simulator.hpp"
-#include "psw/sim/workload_source.hpp"
+#include "psw/common/workload_source.hpp"
 
 namespace psw::sim {
 

@@ -25,7 +25,7 @@
 #include <random>
 #include <vector>
 
-#include "psw/sim/random_streams.hpp"
+#include "psw/common/random_streams.hpp"
 #include "psw/sim/simulator.hpp"
 
 namespace {
@@ -37,9 +37,9 @@ using psw::sim::Simulator;
 constexpr std::size_t kTableSize = std::size_t{1} << 16;
 
 std::vector<Duration> delay_table(Duration mean) {
-  std::mt19937_64 rng = sim::RandomStreams(42).stream("bench.delays");
+  std::mt19937_64 rng = RandomStreams(42).stream("bench.delays");
   std::vector<Duration> table(kTableSize);
-  for (Duration& d : table) d = sim::exponential(rng, mean);
+  for (Duration& d : table) d = exponential(rng, mean);
   return table;
 }
 
@@ -84,12 +84,12 @@ void BM_Hold(benchmark::State& state) {
 struct HoldRng {
   explicit HoldRng(Duration m) : mean(m) {}
   void fire() {
-    s.schedule_after(sim::exponential(rng, mean), 0, [this] { fire(); });
+    s.schedule_after(exponential(rng, mean), 0, [this] { fire(); });
   }
 
   Simulator s;
   Duration mean;
-  std::mt19937_64 rng = sim::RandomStreams(42).stream("bench.hold");
+  std::mt19937_64 rng = RandomStreams(42).stream("bench.hold");
 };
 
 void BM_HoldRng(benchmark::State& state) {

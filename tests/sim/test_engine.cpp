@@ -1,5 +1,5 @@
 // The discrete-event engine (sim/src/simulator.cpp) and the random streams
-// (sim/src/random_streams.cpp): same-time order, cancellation, run_until/stop semantics,
+// (common/src/random_streams.cpp): same-time order, cancellation, run_until/stop semantics,
 // agreement with a plain ordered-set engine on random workloads, Simulator::Callback,
 // determinism, and the distribution helpers.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "psw/common/error.hpp"
-#include "psw/sim/random_streams.hpp"
+#include "psw/common/random_streams.hpp"
 #include "psw/sim/simulator.hpp"
 
 namespace psw::sim {

@@ -11,7 +11,7 @@
 #include "psw/common/server_policy.hpp"
 #include "psw/sim/simulation.hpp"
 #include "psw/sim/mechanism.hpp"
-#include "psw/sim/metrics.hpp"
+#include "psw/common/metrics.hpp"
 
 namespace psw::sim {
 namespace {

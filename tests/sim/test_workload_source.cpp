@@ -1,4 +1,4 @@
-// Note [Trace window and sample] (sim/src/workload_source.cpp): a trace's window and sample,
+// Note [Trace window and sample] (common/src/workload_source.cpp): a trace's window and sample,
 // the same requests on every open, shifted to start at zero.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
-#include "psw/sim/workload_source.hpp"
+#include "psw/common/workload_source.hpp"
 
 namespace psw::sim {
 namespace {

@@ -13,7 +13,7 @@
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/ipc/service.hpp"
 #include "psw/sim/simulation.hpp"
-#include "psw/sim/metrics.hpp"
+#include "psw/common/metrics.hpp"
 
 namespace psw::xval {
 
@@ -298,7 +298,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   // as recorded.
   const std::filesystem::path requests = recorded / "measured" / "requests.csv";
   if (std::filesystem::exists(requests) && measured.contains("models") && measured["models"].is_object()) {
-    std::map<std::string, sim::LatencyHistogram> protocol;
+    std::map<std::string, LatencyHistogram> protocol;
     for (const runtime::AnsweredRequest& a :
          read_answered_requests(read_input(requests, "psw load's requests.csv"), requests.string())) {
       protocol[a.model].add(nanoseconds(a.latency - a.server));
@@ -306,7 +306,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
     for (auto& [model, entry] : run.measured.summary["models"].items()) {
       const auto found = protocol.find(model);
       if (entry.contains("protocol_latency") && found != protocol.end()) {
-        entry["protocol_latency"] = sim::latency_summary_json(found->second);
+        entry["protocol_latency"] = latency_summary_json(found->second);
       }
     }
   }

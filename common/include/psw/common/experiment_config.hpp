@@ -65,7 +65,7 @@ struct WorkloadSpec {
   int first_minute = 1;
   int minutes = 1440;
   std::vector<TokenBucket> buckets;
-  // Note [Trace window and sample] (sim/src/workload_source.cpp): any trace format.
+  // Note [Trace window and sample] (common/src/workload_source.cpp): any trace format.
   Duration window_start;   // requests before it are dropped; the rest shifted to start at 0
   Duration window;         // zero: to the trace's end
   double sample = 1.0;     // each request kept with this probability (seeded), in (0, 1]

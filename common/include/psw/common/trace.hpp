@@ -55,7 +55,7 @@ struct TraceMapping {
 // The project's CSV: header `arrival_ns,model,task,batch,slo_ns`, one request per row;
 // `model` is a name looked up in `model_index`. `model_batch[i]`, when given, is the one batch
 // model i's profile serves: a row at another batch is an InputError naming the file and line
-// (Note [Batch of a request] in sim/src/workload_source.cpp).
+// (Note [Batch of a request] in common/src/workload_source.cpp).
 std::unique_ptr<RequestSource> open_project_csv(const std::filesystem::path& path,
                                                 const std::map<std::string, std::uint32_t>& model_index,
                                                 const std::vector<int>& model_batch = {});

@@ -24,8 +24,8 @@
 #include "psw/common/output.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/client/client_tools.hpp"
-#include "psw/sim/metrics.hpp"
-#include "psw/sim/workload_source.hpp"
+#include "psw/common/metrics.hpp"
+#include "psw/common/workload_source.hpp"
 
 namespace psw::runtime {
 
@@ -45,7 +45,7 @@ std::string where(const ExperimentConfig& config) { return config.source.string(
 // and the dispatcher then only sleeps and hands out indices. (Cycles are a closed loop: Note
 // [Closed-loop cycles].)
 std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double time_scale) {
-  std::unique_ptr<RequestSource> source = sim::open_workload_source(config);
+  std::unique_ptr<RequestSource> source = open_workload_source(config);
   if (!source) throw Error(where(config) + ": a closed-loop workload has no arrivals to plan");
   std::vector<PlannedRequest> planned;
   Duration previous = Duration::zero();
@@ -68,7 +68,7 @@ std::vector<PlannedRequest> plan_requests(const ExperimentConfig& config, double
 }
 
 // One request per model the workload uses: random tensors of the server's metadata at the
-// model's profile batch (Note [Batch of a request] in sim/src/workload_source.cpp), built once
+// model's profile batch (Note [Batch of a request] in common/src/workload_source.cpp), built once
 // and shared read-only by the senders, with the metadata (the outputs a shared memory region
 // holds). A model the server does not serve is refused here.
 struct PreparedRequest {
@@ -155,11 +155,11 @@ std::string csv_text(const std::string& s) {
 nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& options,
                          const std::vector<LoadRequestRecord>& records, const std::vector<Duration>& slos) {
   auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
-  sim::LatencyHistogram all;
-  std::vector<sim::LatencyHistogram> per_model(config.models.size());
-  std::vector<sim::LatencyHistogram> per_model_engine(config.models.size());
-  std::vector<sim::LatencyHistogram> per_model_server(config.models.size());
-  std::vector<sim::LatencyHistogram> per_model_protocol(config.models.size());
+  LatencyHistogram all;
+  std::vector<LatencyHistogram> per_model(config.models.size());
+  std::vector<LatencyHistogram> per_model_engine(config.models.size());
+  std::vector<LatencyHistogram> per_model_server(config.models.size());
+  std::vector<LatencyHistogram> per_model_protocol(config.models.size());
   std::vector<std::int64_t> model_errors(config.models.size(), 0);
   std::vector<bool> model_used(config.models.size(), false);
   std::int64_t errors = 0;
@@ -199,12 +199,12 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
   for (std::size_t m = 0; m < config.models.size(); ++m) {
     if (!model_used[m]) continue;
     nlohmann::json& entry = models[config.models[m].name];
-    entry = {{"latency", sim::latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
+    entry = {{"latency", latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
     // Only where the server reported every answered request's times (Note [Request path]).
     if (per_model_engine[m].count() > 0 && per_model_engine[m].count() == per_model[m].count()) {
-      entry["engine_latency"] = sim::latency_summary_json(per_model_engine[m]);
-      entry["server_latency"] = sim::latency_summary_json(per_model_server[m]);
-      entry["protocol_latency"] = sim::latency_summary_json(per_model_protocol[m]);
+      entry["engine_latency"] = latency_summary_json(per_model_engine[m]);
+      entry["server_latency"] = latency_summary_json(per_model_server[m]);
+      entry["protocol_latency"] = latency_summary_json(per_model_protocol[m]);
     }
   }
   const double makespan_s = end.seconds();
@@ -222,7 +222,7 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       {"requests", all.count()},
       {"errors", errors},
       // Latency from each request's scheduled time to its answer (psw sim: arrival to finish).
-      {"latency", sim::latency_summary_json(all)},
+      {"latency", latency_summary_json(all)},
       {"slo_attainment", slo_total > 0 ? static_cast<double>(slo_met) / static_cast<double>(slo_total) : 1.0},
       {"throughput_rps", makespan_s > 0 ? static_cast<double>(all.count()) / makespan_s : 0.0},
       {"makespan_s", makespan_s},

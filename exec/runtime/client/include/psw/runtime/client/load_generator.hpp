@@ -1,7 +1,7 @@
 #pragma once
 // psw load: drive a live `psw serve` with the workload of a simulator experiment config.
 //
-// The arrivals come from the simulator's own source (psw/sim/workload_source.hpp), so a run
+// The arrivals come from the simulator's own source (psw/common/workload_source.hpp), so a run
 // here and `psw sim` on the same config see the same request ids, models and arrival times.
 // The load is open loop: request i is sent at start + arrival_i * time_scale whatever the
 // server does, by a pool of sender threads (each with its own connection unless told to share:

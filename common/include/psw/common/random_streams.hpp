@@ -14,7 +14,7 @@
 
 #include "psw/common/units.hpp"
 
-namespace psw::sim {
+namespace psw {
 
 class RandomStreams {
  public:
@@ -46,4 +46,4 @@ double uniform01(std::mt19937_64& rng);
 // u = uniform01(rng), rounded to the nearest nanosecond; always >= 0. One draw per call.
 Duration exponential(std::mt19937_64& rng, Duration mean);
 
-}  // namespace psw::sim
+}  // namespace psw

@@ -1,13 +1,13 @@
 // Reproducible random streams (see random_streams.hpp).
 
-#include "psw/sim/random_streams.hpp"
+#include "psw/common/random_streams.hpp"
 
 #include <cmath>
 #include <limits>
 
 #include "psw/common/error.hpp"
 
-namespace psw::sim {
+namespace psw {
 
 std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15u;
@@ -47,4 +47,4 @@ Duration exponential(std::mt19937_64& rng, Duration mean) {
   return Duration::from_ns(std::llround(x));
 }
 
-}  // namespace psw::sim
+}  // namespace psw

@@ -1,31 +1,33 @@
-#include "psw/sim/metrics.hpp"
+#include "psw/common/metrics.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
-namespace psw::sim {
+namespace psw {
 
-namespace {
+// Named, not anonymous: the unity build compiles this file with the rest of psw_core.
+namespace latency_histogram {
 constexpr std::int64_t kLinearLimit = std::int64_t{1} << LatencyHistogram::kSubBits;
-}
+}  // namespace latency_histogram
+
 
 std::size_t LatencyHistogram::bucket_of(std::int64_t ns) {
-  if (ns < kLinearLimit) return static_cast<std::size_t>(ns);
+  if (ns < latency_histogram::kLinearLimit) return static_cast<std::size_t>(ns);
   const int exponent = static_cast<int>(std::bit_width(static_cast<std::uint64_t>(ns))) - 1;  // >= kSubBits
   const int shift = exponent - kSubBits;
-  const auto mantissa = static_cast<std::size_t>((ns >> shift) - kLinearLimit);  // 0..2^kSubBits-1
-  return static_cast<std::size_t>(kLinearLimit) +
-         static_cast<std::size_t>(shift) * static_cast<std::size_t>(kLinearLimit) + mantissa;
+  const auto mantissa = static_cast<std::size_t>((ns >> shift) - latency_histogram::kLinearLimit);  // 0..2^kSubBits-1
+  return static_cast<std::size_t>(latency_histogram::kLinearLimit) +
+         static_cast<std::size_t>(shift) * static_cast<std::size_t>(latency_histogram::kLinearLimit) + mantissa;
 }
 
 std::int64_t LatencyHistogram::bucket_value(std::size_t bucket) {
-  if (bucket < static_cast<std::size_t>(kLinearLimit)) return static_cast<std::int64_t>(bucket);
-  const std::size_t rest = bucket - static_cast<std::size_t>(kLinearLimit);
-  const int shift = static_cast<int>(rest / static_cast<std::size_t>(kLinearLimit));
-  const auto mantissa = static_cast<std::int64_t>(rest % static_cast<std::size_t>(kLinearLimit));
+  if (bucket < static_cast<std::size_t>(latency_histogram::kLinearLimit)) return static_cast<std::int64_t>(bucket);
+  const std::size_t rest = bucket - static_cast<std::size_t>(latency_histogram::kLinearLimit);
+  const int shift = static_cast<int>(rest / static_cast<std::size_t>(latency_histogram::kLinearLimit));
+  const auto mantissa = static_cast<std::int64_t>(rest % static_cast<std::size_t>(latency_histogram::kLinearLimit));
   // Middle of the bucket [lo, lo + 2^shift).
-  const std::int64_t lo = (kLinearLimit + mantissa) << shift;
+  const std::int64_t lo = (latency_histogram::kLinearLimit + mantissa) << shift;
   return lo + ((std::int64_t{1} << shift) >> 1);
 }
 
@@ -68,4 +70,4 @@ nlohmann::json latency_summary_json(const LatencyHistogram& h) {
           {"max_ms", ms(h.max())}};
 }
 
-}  // namespace psw::sim
+}  // namespace psw

@@ -10,7 +10,7 @@
 
 #include "psw/common/units.hpp"
 
-namespace psw::sim {
+namespace psw {
 
 // Log-linear histogram of non-negative durations: 2^kSubBits buckets per power of two, so
 // a reported quantile is within 2^-kSubBits (0.1%) of the true value (exact below 1 us).
@@ -41,4 +41,4 @@ class LatencyHistogram {
 // one function, so that psw sim and psw load report latencies with the same keys and rules.
 nlohmann::json latency_summary_json(const LatencyHistogram& h);
 
-}  // namespace psw::sim
+}  // namespace psw

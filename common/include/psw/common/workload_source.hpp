@@ -9,15 +9,15 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/trace.hpp"
 
-namespace psw::sim {
+namespace psw {
 
 // The arrivals of `config.workload`, in non-decreasing order, streamed. Null for a cycles
 // workload: it is a closed loop (the next request is issued when one completes), so its
 // arrivals depend on the server and no source can list them in advance.
 //
-// Note [Batch of a request] in sim/src/workload_source.cpp: every request is its model at the
+// Note [Batch of a request] in common/src/workload_source.cpp: every request is its model at the
 // model's profile batch (`config.models[request.model].batch`); a Request's own `batch` is
 // not meaningful for every kind.
 std::unique_ptr<RequestSource> open_workload_source(const ExperimentConfig& config);
 
-}  // namespace psw::sim
+}  // namespace psw

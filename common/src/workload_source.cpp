@@ -1,6 +1,6 @@
 // The arrivals of an experiment's workload (workload_source.hpp), moved out of simulated_server.cpp
 // so that psw load replays the same arrivals as the simulator.
-#include "psw/sim/workload_source.hpp"
+#include "psw/common/workload_source.hpp"
 
 #include <map>
 #include <string>
@@ -8,9 +8,10 @@
 
 #include "psw/common/error.hpp"
 
-namespace psw::sim {
+namespace psw {
 
-namespace {
+// Named, not anonymous: the unity build compiles this file with the rest of psw_core.
+namespace workload_sources {
 
 // `count` requests, one every `interval`, models round-robin; the first at `interval`.
 class PeriodicSource : public RequestSource {
@@ -96,7 +97,7 @@ std::unique_ptr<RequestSource> open_trace(const ExperimentConfig& c) {
   throw Error("unhandled trace format");
 }
 
-}  // namespace
+}  // namespace workload_sources
 
 // Note [Batch of a request]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -112,17 +113,17 @@ std::unique_ptr<RequestSource> open_trace(const ExperimentConfig& c) {
 std::unique_ptr<RequestSource> open_workload_source(const ExperimentConfig& c) {
   const auto& w = c.workload;
   switch (w.kind) {
-    case WorkloadKind::Periodic: return std::make_unique<PeriodicSource>(w);
+    case WorkloadKind::Periodic: return std::make_unique<workload_sources::PeriodicSource>(w);
     case WorkloadKind::Poisson: return make_poisson_source(w.poisson);
     case WorkloadKind::Bursty: return make_bursty_source(w.bursty);
     case WorkloadKind::Trace: {
       const bool whole = w.window_start == Duration::zero() && w.window == Duration::zero() && w.sample >= 1.0;
-      if (whole) return open_trace(c);
-      return std::make_unique<WindowedSource>(open_trace(c), w, c.seed);
+      if (whole) return workload_sources::open_trace(c);
+      return std::make_unique<workload_sources::WindowedSource>(workload_sources::open_trace(c), w, c.seed);
     }
     case WorkloadKind::Cycles: return nullptr;  // closed loop, driven by the server
   }
   throw Error("unhandled workload kind");
 }
 
-}  // namespace psw::sim
+}  // namespace psw
