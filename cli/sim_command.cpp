@@ -38,35 +38,29 @@ std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<st
   return out;
 }
 
-void print_summary(const nlohmann::json& s) {
-  const auto& l = s.at("latency");
-  std::printf("%-22s %s on %s (seed %llu)\n", "experiment", s.at("name").get<std::string>().c_str(),
-              s.at("hardware").get<std::string>().c_str(),
-              static_cast<unsigned long long>(s.at("seed").get<std::uint64_t>()));
-  std::printf("%-22s %s\n", "mechanism", s.at("mechanism").get<std::string>().c_str());
-  std::printf("%-22s %lld\n", "requests", static_cast<long long>(s.at("requests").get<std::int64_t>()));
-  std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", "latency (ms)",
-              l.at("mean_ms").get<double>(), l.at("p50_ms").get<double>(), l.at("p90_ms").get<double>(),
-              l.at("p99_ms").get<double>(), l.at("p999_ms").get<double>(), l.at("max_ms").get<double>());
-  std::printf("%-22s %.4f\n", "SLO attainment", s.at("slo_attainment").get<double>());
-  std::printf("%-22s %.3f req/s\n", "throughput", s.at("throughput_rps").get<double>());
+void print_summary(const sim::SimulationSummary& s) {
+  const LatencySummary& l = s.latency;
+  std::printf("%-22s %s on %s (seed %llu)\n", "experiment", s.name.c_str(), s.hardware.c_str(),
+              static_cast<unsigned long long>(s.seed));
+  std::printf("%-22s %s\n", "mechanism", s.mechanism.c_str());
+  std::printf("%-22s %lld\n", "requests", static_cast<long long>(s.requests));
+  std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", "latency (ms)", l.mean_ms,
+              l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms);
+  std::printf("%-22s %.4f\n", "SLO attainment", s.slo_attainment);
+  std::printf("%-22s %.3f req/s\n", "throughput", s.throughput_rps);
   // Note [GPU busy and GPU work] in sim/src/simulated_server.cpp: time with work, and the work done.
-  std::printf("%-22s %.4f (work %.4f per second)\n", "GPU busy fraction", s.at("gpu_busy_fraction").get<double>(),
-              s.at("gpu_work_fraction").get<double>());
-  std::printf("%-22s %lld (%.3f/s)\n", "training iterations",
-              static_cast<long long>(s.at("training_iterations").get<std::int64_t>()),
-              s.at("training_iterations_per_s").get<double>());
+  std::printf("%-22s %.4f (work %.4f per second)\n", "GPU busy fraction", s.gpu_busy_fraction, s.gpu_work_fraction);
+  std::printf("%-22s %lld (%.3f/s)\n", "training iterations", static_cast<long long>(s.training_iterations),
+              s.training_iterations_per_s);
   std::printf("%-22s %lld inference, %lld training switch-ins (standby waits %lld)\n", "switches",
-              static_cast<long long>(s.at("switches").get<std::int64_t>()),
-              static_cast<long long>(s.at("training_switch_ins").get<std::int64_t>()),
-              static_cast<long long>(s.at("standby_waits").get<std::int64_t>()));
-  if (s.at("training_requests").get<std::int64_t>() > 0 || s.at("training_lost_ms").get<double>() > 0) {
+              static_cast<long long>(s.switches), static_cast<long long>(s.training_switch_ins),
+              static_cast<long long>(s.standby_waits));
+  if (s.training_requests > 0 || s.training_lost_ms > 0) {
     std::printf("%-22s %lld training requests, %.3f ms of training lost to kills\n", "training work",
-                static_cast<long long>(s.at("training_requests").get<std::int64_t>()),
-                s.at("training_lost_ms").get<double>());
+                static_cast<long long>(s.training_requests), s.training_lost_ms);
   }
-  std::printf("%-22s startup %.3f ms, total %.3f ms (means)\n", "overheads",
-              s.at("startup_overhead_ms").at("mean").get<double>(), s.at("total_overhead_ms").at("mean").get<double>());
+  std::printf("%-22s startup %.3f ms, total %.3f ms (means)\n", "overheads", s.startup_overhead_mean_ms,
+              s.total_overhead_mean_ms);
 }
 
 void run_sim(const SimOptions& o) {

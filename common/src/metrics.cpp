@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 
+#include "psw/common/error.hpp"
+
 namespace psw {
 
 // Named, not anonymous: the unity build compiles this file with the rest of psw_core.
@@ -62,12 +64,32 @@ Duration LatencyHistogram::quantile(double q) const {
   return max_;
 }
 
-nlohmann::json latency_summary_json(const LatencyHistogram& h) {
+LatencySummary summarize(const LatencyHistogram& h) {
   auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
-  return {{"count", h.count()},     {"mean_ms", ms(h.mean())},         {"min_ms", ms(h.min())},
-          {"p50_ms", ms(h.quantile(0.5))},  {"p90_ms", ms(h.quantile(0.9))},
-          {"p99_ms", ms(h.quantile(0.99))}, {"p999_ms", ms(h.quantile(0.999))},
-          {"max_ms", ms(h.max())}};
+  return {h.count(),         ms(h.mean()),           ms(h.min()),           ms(h.quantile(0.5)), ms(h.quantile(0.9)),
+          ms(h.quantile(0.99)), ms(h.quantile(0.999)), ms(h.max())};
 }
+
+nlohmann::json to_json(const LatencySummary& s) {
+  return {{"count", s.count},   {"mean_ms", s.mean_ms}, {"min_ms", s.min_ms},   {"p50_ms", s.p50_ms},
+          {"p90_ms", s.p90_ms}, {"p99_ms", s.p99_ms},   {"p999_ms", s.p999_ms}, {"max_ms", s.max_ms}};
+}
+
+LatencySummary latency_summary_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(where + ": expected a latency summary (an object with count, mean_ms, ...)");
+  auto number = [&](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) throw InputError(where + ": the latency summary has no number '" + key + "'");
+    return it->get<double>();
+  };
+  const auto count = j.find("count");
+  if (count == j.end() || !count->is_number_integer() || count->get<std::int64_t>() < 0) {
+    throw InputError(where + ": the latency summary has no count (a non-negative integer)");
+  }
+  return {count->get<std::int64_t>(), number("mean_ms"), number("min_ms"), number("p50_ms"),
+          number("p90_ms"),           number("p99_ms"),  number("p999_ms"), number("max_ms")};
+}
+
+nlohmann::json latency_summary_json(const LatencyHistogram& h) { return to_json(summarize(h)); }
 
 }  // namespace psw

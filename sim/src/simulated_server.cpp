@@ -22,6 +22,7 @@
 #include "psw/common/metrics.hpp"
 #include "psw/common/random_streams.hpp"
 #include "psw/sim/simulator.hpp"
+#include "psw/sim/summary.hpp"
 #include "psw/common/workload_source.hpp"
 
 namespace psw::sim {
@@ -251,33 +252,31 @@ class SimulatedServer {
   // requests]) that needed one. MPS switches nothing, so both stay 0 there. A job paused in
   // place goes on without a switch (Note [Paused in place]): `training_preemptions` counts the
   // times the job was stopped for requests, whichever way it came back.
-  nlohmann::json summary() const {
-    using nlohmann::json;
+  SimulationSummary summary() const {
     auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
-    auto latency = [](const LatencyHistogram& h) { return latency_summary_json(h); };
-    json models = json::object();
+    SimulationSummary out;
     for (std::size_t m = 0; m < per_model_.size(); ++m) {
       if (per_model_[m].latency.count() == 0) continue;
-      models[config_.models[m].name] = {{"latency", latency(per_model_[m].latency)},
-                                        {"engine_latency", latency(per_model_[m].engine)},
-                                        {"switches", per_model_[m].switches}};
+      ModelSimulationSummary& model = out.models[config_.models[m].name];
+      model.latency = summarize(per_model_[m].latency);
+      model.engine_latency = summarize(per_model_[m].engine);
+      model.switches = per_model_[m].switches;
       if (config_.serving) {
         // Note [Latency parts] (validation.hpp): the keys psw load writes, for psw validate.
-        models[config_.models[m].name]["server_latency"] = latency(per_model_[m].server);
-        models[config_.models[m].name]["protocol_latency"] = latency(per_model_[m].protocol);
+        model.server_latency = summarize(per_model_[m].server);
+        model.protocol_latency = summarize(per_model_[m].protocol);
       }
       if (traits(config_.mechanism).peer_paths) {
         // Note [Parallel paths]: the switch's plan, its bound and the one-GPU plan beside it.
         const auto p = mechanism_.parallel_switch(static_cast<std::uint32_t>(m), Task::Inference);
-        models[config_.models[m].name]["parallel"] = {
-            {"gpus", p.gpus},
-            {"helpers", p.helpers_training ? "training" : "idle"},
-            {"groups", p.groups},
-            {"bytes", p.bytes},
-            {"via_helpers_bytes", p.via_helpers},
-            {"switch_ms", ms(p.total)},
-            {"bound_ms", ms(p.bound)},
-            {"single_gpu_ms", ms(p.single_gpu_total)}};
+        model.parallel = ParallelSwitchSummary{.gpus = p.gpus,
+                                               .helpers_training = p.helpers_training,
+                                               .groups = static_cast<std::int64_t>(p.groups),
+                                               .bytes = p.bytes,
+                                               .via_helpers_bytes = p.via_helpers,
+                                               .switch_ms = ms(p.total),
+                                               .bound_ms = ms(p.bound),
+                                               .single_gpu_ms = ms(p.single_gpu_total)};
       }
     }
     const double makespan_s = end_.seconds();
@@ -307,41 +306,36 @@ class SimulatedServer {
     const double inference_time_s = config_.workload.kind == WorkloadKind::Cycles
                                         ? (config_.workload.cycle * config_.workload.rounds).seconds()
                                         : makespan_s;
-    json out = {
-        {"name", config_.name},
-        {"mechanism", mechanism_name()},
-        {"hardware", config_.hardware.name},
-        {"seed", config_.seed},
-        {"requests", latency_.count()},
-        {"latency", latency(latency_)},
-        {"slo_attainment", slo_total_ > 0 ? static_cast<double>(slo_met_) / static_cast<double>(slo_total_) : 1.0},
-        // Cycles (Figure 6): inferences completed within the inference phases per second of
-        // inference phase; otherwise completions per second of the whole run.
-        {"throughput_rps",
-         inference_time_s > 0
-             ? static_cast<double>(config_.workload.kind == WorkloadKind::Cycles ? completed_in_phase_
-                                                                                : latency_.count()) /
-                   inference_time_s
-             : 0.0},
-        {"makespan_s", makespan_s},
-        // Note [GPU busy and GPU work]
-        {"gpu_busy_fraction", busy},
-        {"gpu_work_fraction", work},
-        {"training_iterations", training_ ? training_->iterations() : 0},
-        {"training_iterations_per_s",
-         training_ && makespan_s > 0 ? static_cast<double>(training_->iterations()) / makespan_s : 0.0},
-        // Note [Switch counts]: inference switches and training switch-ins apart.
-        {"switches", switches_},
-        {"training_switch_ins", training_switch_ins_},
-        {"training_preemptions", training_preemptions_},
-        {"training_requests", training_requests_},
-        {"training_lost_ms", ms(training_lost_)},
-        {"training_held_ms", ms(training_held_)},
-        {"standby_waits", standby_waits_},
-        {"startup_overhead_ms", {{"mean", switched_ ? ms(startup_sum_) / static_cast<double>(switched_) : 0.0}}},
-        {"total_overhead_ms",
-         {{"mean", latency_.count() ? ms(overhead_sum_) / static_cast<double>(latency_.count()) : 0.0}}},
-        {"models", models}};
+    out.name = config_.name;
+    out.mechanism = mechanism_name();
+    out.hardware = config_.hardware.name;
+    out.seed = config_.seed;
+    out.requests = latency_.count();
+    out.latency = summarize(latency_);
+    out.slo_attainment = slo_total_ > 0 ? static_cast<double>(slo_met_) / static_cast<double>(slo_total_) : 1.0;
+    // Cycles (Figure 6): inferences completed within the inference phases per second of
+    // inference phase; otherwise completions per second of the whole run.
+    out.throughput_rps =
+        inference_time_s > 0
+            ? static_cast<double>(config_.workload.kind == WorkloadKind::Cycles ? completed_in_phase_ : latency_.count()) /
+                  inference_time_s
+            : 0.0;
+    out.makespan_s = makespan_s;
+    out.gpu_busy_fraction = busy;  // Note [GPU busy and GPU work]
+    out.gpu_work_fraction = work;
+    out.training_iterations = training_ ? training_->iterations() : 0;
+    out.training_iterations_per_s =
+        training_ && makespan_s > 0 ? static_cast<double>(training_->iterations()) / makespan_s : 0.0;
+    // Note [Switch counts]: inference switches and training switch-ins apart.
+    out.switches = switches_;
+    out.training_switch_ins = training_switch_ins_;
+    out.training_preemptions = training_preemptions_;
+    out.training_requests = training_requests_;
+    out.training_lost_ms = ms(training_lost_);
+    out.training_held_ms = ms(training_held_);
+    out.standby_waits = standby_waits_;
+    out.startup_overhead_mean_ms = switched_ ? ms(startup_sum_) / static_cast<double>(switched_) : 0.0;
+    out.total_overhead_mean_ms = latency_.count() ? ms(overhead_sum_) / static_cast<double>(latency_.count()) : 0.0;
     return out;
   }
 
@@ -1058,7 +1052,7 @@ SimulationResult run_simulation(const ExperimentConfig& config, const Simulation
     result.events = server.events();
   }
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (folder) save_text(staged.out_dir / "summary.json", result.summary.dump(2) + "\n");
+  if (folder) save_text(staged.out_dir / "summary.json", to_json(result.summary).dump(2) + "\n");
   for (auto& file : staged_files) file.commit();
   if (folder) folder->commit();
   return result;

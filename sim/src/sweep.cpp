@@ -123,30 +123,29 @@ std::uint64_t sweep_fingerprint(const SweepConfig& sweep) {
   return h.hash;
 }
 
-SweepRow sweep_row(const SweepConfig& sweep, std::size_t point, const nlohmann::json& s) {
+SweepRow sweep_row(const SweepConfig& sweep, std::size_t point, const SimulationSummary& s) {
   SweepRow r;
   r.point = point;
   for (const auto& [k, v] : sweep.points.at(point).overrides) r.values.push_back(v);
   r.seed = sweep.points[point].seed;
-  r.mechanism = s.at("mechanism").get<std::string>();
-  r.hardware = s.at("hardware").get<std::string>();
-  r.requests = s.at("requests").get<std::int64_t>();
-  const auto& l = s.at("latency");
-  r.mean_ms = l.at("mean_ms").get<double>();
-  r.min_ms = l.at("min_ms").get<double>();
-  r.p50_ms = l.at("p50_ms").get<double>();
-  r.p90_ms = l.at("p90_ms").get<double>();
-  r.p99_ms = l.at("p99_ms").get<double>();
-  r.p999_ms = l.at("p999_ms").get<double>();
-  r.max_ms = l.at("max_ms").get<double>();
-  r.slo_attainment = s.at("slo_attainment").get<double>();
-  r.throughput_rps = s.at("throughput_rps").get<double>();
-  r.gpu_busy_fraction = s.at("gpu_busy_fraction").get<double>();
-  r.training_iterations_per_s = s.at("training_iterations_per_s").get<double>();
-  r.switches = s.at("switches").get<std::int64_t>();
-  r.training_switch_ins = s.at("training_switch_ins").get<std::int64_t>();
-  r.startup_overhead_ms = s.at("startup_overhead_ms").at("mean").get<double>();
-  r.total_overhead_ms = s.at("total_overhead_ms").at("mean").get<double>();
+  r.mechanism = s.mechanism;
+  r.hardware = s.hardware;
+  r.requests = s.requests;
+  r.mean_ms = s.latency.mean_ms;
+  r.min_ms = s.latency.min_ms;
+  r.p50_ms = s.latency.p50_ms;
+  r.p90_ms = s.latency.p90_ms;
+  r.p99_ms = s.latency.p99_ms;
+  r.p999_ms = s.latency.p999_ms;
+  r.max_ms = s.latency.max_ms;
+  r.slo_attainment = s.slo_attainment;
+  r.throughput_rps = s.throughput_rps;
+  r.gpu_busy_fraction = s.gpu_busy_fraction;
+  r.training_iterations_per_s = s.training_iterations_per_s;
+  r.switches = s.switches;
+  r.training_switch_ins = s.training_switch_ins;
+  r.startup_overhead_ms = s.startup_overhead_mean_ms;
+  r.total_overhead_ms = s.total_overhead_mean_ms;
   return r;
 }
 

@@ -28,7 +28,7 @@ inline nlohmann::json simulate(const std::string& config, const Overrides& overr
   SimulationOptions options;
   options.out_dir = out;
   options.chrome_trace = trace;
-  return run_simulation(load_experiment_config(data(config), overrides), options).summary;
+  return to_json(run_simulation(load_experiment_config(data(config), overrides), options).summary);
 }
 
 // A summary's mean latency over every request.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "sim_test_support.hpp"
@@ -173,16 +174,45 @@ TEST(SimDecisions, EveryMechanismsDecisionLogReplaysWithoutADifference) {
     SCOPED_TRACE(c.config + (c.overrides.empty() ? "" : " " + c.overrides[0].second));
     SimulationOptions options;
     options.decisions = dir / "decisions.jsonl";
-    const auto summary = run_simulation(load_experiment_config(data(c.config), c.overrides), options).summary;
+    const SimulationSummary summary = run_simulation(load_experiment_config(data(c.config), c.overrides), options).summary;
     const DecisionReplay replay = replay_decision_file(options.decisions);
     EXPECT_TRUE(replay.identical) << describe_difference(replay);
     // Every request arrived and was answered through the policy.
-    const std::int64_t requests =
-        summary.at("requests").get<std::int64_t>() + summary.at("training_requests").get<std::int64_t>();
+    const std::int64_t requests = summary.requests + summary.training_requests;
     EXPECT_GE(replay.events, 2 * requests);
     EXPECT_GE(replay.actions, 2 * requests);
   }
   std::filesystem::remove_all(dir);
+}
+
+// Note [Simulation summary]: summary.json is the typed summary's JSON form, read back whole;
+// a summary with a key missing or of the wrong type is refused naming the key.
+TEST(SimSummary, RoundTripsThroughJsonAndRefusesAMalformedOne) {
+  for (const char* config : {"training-batch16.yaml", "parallel.yaml", "cycles.yaml"}) {
+    SCOPED_TRACE(config);
+    const SimulationSummary s = run_simulation(load_experiment_config(data(config), {}), SimulationOptions{}).summary;
+    EXPECT_FALSE(s.models.empty());
+    const SimulationSummary back = simulation_summary_from_json(nlohmann::json::parse(to_json(s).dump()), "x");
+    EXPECT_EQ(back, s);
+    EXPECT_EQ(to_json(back).dump(), to_json(s).dump());
+  }
+  const SimulationSummary s = run_simulation(load_experiment_config(data("training-batch16.yaml"), {}), SimulationOptions{}).summary;
+  ASSERT_TRUE(s.models.begin()->second.server_latency.has_value());
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& part) {
+    nlohmann::json j = to_json(s);
+    edit(j);
+    try {
+      (void)simulation_summary_from_json(j, "run/summary.json");
+      ADD_FAILURE() << "accepted: " << part;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused([](nlohmann::json& j) { j.erase("throughput_rps"); }, "run/summary.json: no 'throughput_rps'");
+  refused([](nlohmann::json& j) { j["switches"] = "many"; }, "'switches' must be an integer");
+  refused([](nlohmann::json& j) { j["latency"].erase("p99_ms"); }, "run/summary.json.latency: the latency summary has no number 'p99_ms'");
+  refused([](nlohmann::json& j) { j["models"]["resnet152"]["engine_latency"]["count"] = -1; },
+          "run/summary.json.models.resnet152.engine_latency: the latency summary has no count");
 }
 
 TEST(SimServer, EveryMechanismParsesAndUnknownOnesAreRejected) {

@@ -113,7 +113,7 @@ TEST(SimTimeSliced, InferenceRunsWithItsShareOfTheGpuBesideTraining) {
   for (const int share : {25, 50, 100}) {
     ExperimentConfig config = load_experiment_config(data("small.yaml"), {{"mechanism", "time-sliced"}});
     config.hardware.time_slicing->inference_share_percent = share;
-    const auto beside = run_simulation(config, SimulationOptions{}).summary;
+    const auto beside = to_json(run_simulation(config, SimulationOptions{}).summary);
     for (const char* model : {"resnet152", "bert_base"}) {
       // Ready's requests each run the model's forward alone (every model resident).
       const double work = ready.at("models").at(model).at("latency").at("mean_ms").get<double>();
@@ -684,7 +684,7 @@ TEST(SimMechanism, ATraceReplayPricesEachPromptByItsContextTokens) {
                                        << "}\nmechanism: ready\nseed: 1\nworkload:\n  kind: trace\n  format: azure-llm-2023\n  path: "
                                        << quoted(std::string(PSW_TEST_DATA_DIR) + "/traces/llm2023_small.csv")
                                        << "\n  buckets:\n    - {max_context_tokens: 1000000, model: llama-8b}\n";
-    return run_simulation(load_experiment_config(dir / "replay.yaml", {}), SimulationOptions{}).summary;
+    return to_json(run_simulation(load_experiment_config(dir / "replay.yaml", {}), SimulationOptions{}).summary);
   };
   const double flat = mean_ms(replay(false));
   const double priced = mean_ms(replay(true));

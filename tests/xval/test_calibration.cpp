@@ -33,7 +33,7 @@ ExperimentConfig figures_case(Mechanism mechanism) {
 // A "measurement" made by the simulator itself with the cost at `truth`.
 nlohmann::json simulated_run(ExperimentConfig config, const CalibratableCost& cost, double truth) {
   cost.set(config.hardware, truth);
-  return run_simulation(config, SimulationOptions{}).summary;
+  return to_json(run_simulation(config, SimulationOptions{}).summary);
 }
 
 TEST(Calibration, RecoversEachCostFromARunSimulatedWithIt) {
@@ -66,9 +66,9 @@ TEST(Calibration, TheTrainingAbortIsPaidBeforeTheEngineUnderOneProcessOnly) {
   for (const Mechanism mechanism : {Mechanism::OneProcess, Mechanism::PipeSwitch}) {
     SCOPED_TRACE(to_string(mechanism));
     ExperimentConfig config = figures_case(mechanism);
-    const nlohmann::json before = run_simulation(config, SimulationOptions{}).summary;
+    const nlohmann::json before = to_json(run_simulation(config, SimulationOptions{}).summary);
     config.hardware.training_abort = milliseconds(5);
-    const nlohmann::json after = run_simulation(config, SimulationOptions{}).summary;
+    const nlohmann::json after = to_json(run_simulation(config, SimulationOptions{}).summary);
     const double added = mechanism == Mechanism::OneProcess ? 5.0 : 0.0;
     EXPECT_NEAR(summary_mean_ms(after, FitMeasure::Latency, "after"),
                 summary_mean_ms(before, FitMeasure::Latency, "before") + added, 0.05)
@@ -154,7 +154,7 @@ TEST(Calibration, FitsOneMpsContentionPointPerModel) {
   const std::map<std::string, int> truth = {{"resnet152", 138}, {"inception_v3", 150}, {"bert_base", 125}};
   ExperimentConfig measured = config;
   for (const auto& [model, percent] : truth) measured.hardware.mps.contention.push_back({model, "resnet152", 8, percent});
-  const ContentionFit fit = fit_mps_contention(config, run_simulation(measured, SimulationOptions{}).summary, "run.json");
+  const ContentionFit fit = fit_mps_contention(config, to_json(run_simulation(measured, SimulationOptions{}).summary), "run.json");
   EXPECT_EQ(fit.training_model, "resnet152");
   EXPECT_EQ(fit.training_batch, 8);
   ASSERT_EQ(fit.points.size(), truth.size());
@@ -170,11 +170,11 @@ TEST(Calibration, FitsOneMpsContentionPointPerModel) {
   // A second fit of the same job and batch replaces the points, not adds to them.
   ExperimentConfig again = config;
   again.hardware = fit.hardware;
-  EXPECT_EQ(fit_mps_contention(again, run_simulation(measured, SimulationOptions{}).summary, "run.json")
+  EXPECT_EQ(fit_mps_contention(again, to_json(run_simulation(measured, SimulationOptions{}).summary), "run.json")
                 .hardware.mps.contention.size(),
             truth.size());
   try {
-    (void)fit_mps_contention(figures_case(Mechanism::Ready), run_simulation(measured, SimulationOptions{}).summary,
+    (void)fit_mps_contention(figures_case(Mechanism::Ready), to_json(run_simulation(measured, SimulationOptions{}).summary),
                              "run.json");
     FAIL() << "fitted MPS's contention on a run of ready";
   } catch (const InputError& e) {
@@ -209,7 +209,7 @@ TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
   ExperimentConfig config = figures_case(Mechanism::StopAndStart);
   config.workload.interval = seconds(30);
   config.workload.count = 3;
-  nlohmann::json run = run_simulation(config, SimulationOptions{}).summary;
+  nlohmann::json run = to_json(run_simulation(config, SimulationOptions{}).summary);
   // ResNet-152's first forward in its fresh process 200 ms longer than its layers.
   const double resnet_engine_ms = run["models"]["resnet152"]["engine_latency"]["mean_ms"].get<double>();
   run["models"]["resnet152"]["engine_latency"]["mean_ms"] = resnet_engine_ms + 200.0;
@@ -279,7 +279,7 @@ TEST(Calibration, AdoptsAWorkerStartFromTheServersSplit) {
 // run's mechanism, and a host that slow moves the simulated engine to at least its own time.
 TEST(Calibration, AdoptsTheHostTimesOfEagerSwitches) {
   const ExperimentConfig config = figures_case(Mechanism::NoIpcOptimization);
-  nlohmann::json run = run_simulation(config, SimulationOptions{}).summary;
+  nlohmann::json run = to_json(run_simulation(config, SimulationOptions{}).summary);
   run["eager_switches"] = {{"resnet152", {{"count", 20}, {"prepare_mean_ms", 6.5}, {"forward_mean_ms", 9.0}}},
                            {"bert_base", {{"count", 20}, {"prepare_mean_ms", 0.5}, {"forward_mean_ms", 2.0}}}};
   const EagerSwitchAdoption a = adopt_eager_switch(config, run, "run.json");
@@ -326,7 +326,7 @@ TEST(Calibration, FitsUnifiedMemorysFaultAndBandwidthTogether) {
   truth.hardware.unified_memory.page_fault = microseconds(40);
   truth.hardware.unified_memory.migration_bandwidth = Bandwidth::bytes_per_second(8'000'000'000);
   ASSERT_GT(std::abs(config.hardware.unified_memory.migration_bandwidth.bytes_per_second() - 8e9), 1e9);
-  const nlohmann::json run = run_simulation(truth, SimulationOptions{}).summary;
+  const nlohmann::json run = to_json(run_simulation(truth, SimulationOptions{}).summary);
   for (const std::size_t runs : {1u, 2u}) {
     SCOPED_TRACE(runs);
     const UnifiedMemoryFit fit = fit_unified_memory(config, std::vector<RecordedRun>(runs, RecordedRun{run, "run.json"}));

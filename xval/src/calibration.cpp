@@ -45,7 +45,7 @@ CalibratableCost make_cost(std::string name, Mechanism paid_by, FitMeasure measu
 // (simulation_options_of_run).
 double simulate_mean(ExperimentConfig config, const CalibratableCost& cost, double value, const SimulationOptions& as_run) {
   cost.set(config.hardware, value);
-  return summary_mean_ms(run_simulation(config, as_run).summary, cost.measure, "the simulation");
+  return summary_mean_ms(to_json(run_simulation(config, as_run).summary), cost.measure, "the simulation");
 }
 
 // Each requested model's engine mean and count in a summary (psw sim's or psw load's); models
@@ -76,7 +76,7 @@ std::map<std::string, EngineMean> engine_means(const nlohmann::json& summary, co
 }
 
 std::map<std::string, EngineMean> simulated_engine_means(const ExperimentConfig& config, const SimulationOptions& as_run) {
-  return engine_means(run_simulation(config, as_run).summary, "the simulation");
+  return engine_means(to_json(run_simulation(config, as_run).summary), "the simulation");
 }
 
 // The profile with `points` as the contention of their training job and batch (earlier points of
@@ -344,7 +344,7 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
   }
   out.measured_latency_ms = summary_mean_ms(measured_summary, FitMeasure::Latency, origin);
   out.simulated_initial_ms =
-      summary_mean_ms(run_simulation(config, as_run).summary, FitMeasure::Latency, "the simulation");
+      summary_mean_ms(to_json(run_simulation(config, as_run).summary), FitMeasure::Latency, "the simulation");
   ExperimentConfig adopted = config;
   auto ns = [](double ms) { return nanoseconds(rounded(ms * 1e6)); };
   adopted.hardware.process_start = ns(out.process_ms);
@@ -366,7 +366,7 @@ WorkerStartAdoption adopt_worker_start(const ExperimentConfig& config, const nlo
     if (first_ms > 0) adopted.hardware.first_forward[model] = ns(first_ms);
   }
   out.simulated_adopted_ms =
-      summary_mean_ms(run_simulation(adopted, as_run).summary, FitMeasure::Latency, "the simulation");
+      summary_mean_ms(to_json(run_simulation(adopted, as_run).summary), FitMeasure::Latency, "the simulation");
   out.hardware = adopted.hardware;
   return out;
 }

@@ -174,7 +174,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   sim::SimulationOptions sim_options;
   sim_options.out_dir = sim_out;
   if (options.progress) options.progress("simulating " + config.name);
-  run.simulated = sim::run_simulation(config, sim_options).summary;
+  run.simulated = sim::to_json(sim::run_simulation(config, sim_options).summary);
 
   const std::string training_model = config.training_model ? config.models[*config.training_model].name : "";
   auto training_status = [&] {
@@ -219,7 +219,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
     if (as_run.fresh_standby_processes) {
       sim_options.fresh_standby_processes = as_run.fresh_standby_processes;
       if (options.progress) options.progress("simulating " + config.name + " again, as the server stood");
-      run.simulated = sim::run_simulation(config, sim_options).summary;
+      run.simulated = sim::to_json(sim::run_simulation(config, sim_options).summary);
     }
   }
   std::vector<std::string> models;
@@ -280,7 +280,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
   }
   sim::SimulationOptions sim_options = simulation_options_of_run(measured, folder + "/measured/summary.json");
   sim_options.out_dir = sim_out;
-  run.simulated = sim::run_simulation(config, sim_options).summary;
+  run.simulated = sim::to_json(sim::run_simulation(config, sim_options).summary);
   if (!measured.contains("generated") || !measured["generated"].is_number_integer()) {
     throw InputError(folder + "/measured/summary.json: no integer 'generated' (not psw load's summary)");
   }

@@ -72,7 +72,7 @@ void work(const SweepConfig& sweep, const std::filesystem::path& staging) {
     try {
       SimulationOptions options;
       options.out_dir = staging / point_folder_name(i);
-      result["summary"] = run_simulation(sweep.points.at(i).config, options).summary;
+      result["summary"] = to_json(run_simulation(sweep.points.at(i).config, options).summary);
     } catch (const InputError& e) {
       result["error"] = e.what();
       result["input_error"] = true;
@@ -147,7 +147,7 @@ std::optional<SweepResult> run_sweep_mpi(const SweepConfig& sweep, const std::fi
         errors[i] = result.at("error").get<std::string>();
         input_errors[i] = result.at("input_error").get<bool>() ? 1 : 0;
       } else {
-        rows[i] = sweep_row(sweep, i, result.at("summary"));
+        rows[i] = sweep_row(sweep, i, simulation_summary_from_json(result.at("summary"), "the summary of point " + std::to_string(i)));
       }
       ++finished;
       if (options.on_point_done) options.on_point_done({i, finished, n});

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,25 @@ class LatencyHistogram {
 
 // The `latency` object of summary.json (count, mean, min, p50, p90, p99, p99.9, max in ms):
 // one function, so that psw sim and psw load report latencies with the same keys and rules.
+// Note [Latency summary]: the one summary of a latency distribution that psw sim, psw load and
+// psw validate write and read (summary.json's `latency` objects).
+struct LatencySummary {
+  std::int64_t count = 0;
+  double mean_ms = 0;
+  double min_ms = 0;
+  double p50_ms = 0;
+  double p90_ms = 0;
+  double p99_ms = 0;
+  double p999_ms = 0;
+  double max_ms = 0;
+
+  bool operator==(const LatencySummary&) const = default;
+};
+LatencySummary summarize(const LatencyHistogram& h);
+nlohmann::json to_json(const LatencySummary& s);
+// InputError naming `where` and the key for a missing key or a value of the wrong type.
+LatencySummary latency_summary_from_json(const nlohmann::json& j, const std::string& where);
+// to_json(summarize(h)).
 nlohmann::json latency_summary_json(const LatencyHistogram& h);
 
 }  // namespace psw

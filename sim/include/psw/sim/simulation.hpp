@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/experiment_config.hpp"
+#include "psw/sim/summary.hpp"
 
 namespace psw::sim {
 
@@ -36,7 +37,7 @@ struct SimulationOptions {
 };
 
 struct SimulationResult {
-  nlohmann::json summary;            // what summary.json holds (deterministic: no wall time)
+  SimulationSummary summary;         // summary.json is to_json(summary) (deterministic: no wall time)
   double wall_seconds = 0;           // how long the simulation took
   std::uint64_t events = 0;          // engine events processed
 };

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/experiment_config.hpp"
+#include "psw/sim/summary.hpp"
 
 namespace psw::sim {
 
@@ -85,7 +86,7 @@ struct SweepResult {
 SweepResult run_sweep(const SweepConfig& sweep, const std::filesystem::path& config_path, const SweepOptions& options);
 
 std::uint64_t sweep_fingerprint(const SweepConfig& sweep);
-SweepRow sweep_row(const SweepConfig& sweep, std::size_t point, const nlohmann::json& summary);
+SweepRow sweep_row(const SweepConfig& sweep, std::size_t point, const SimulationSummary& summary);
 std::string sweep_csv_header(const SweepConfig& sweep);
 std::string sweep_csv_row(const SweepRow& row);
 // Header and rows (in the order given).
