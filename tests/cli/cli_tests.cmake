@@ -189,6 +189,10 @@ psw_cli_test(sim.missing_config 2 "nope\\.yaml: no such file" sim --config nope.
 psw_cli_test(sim.negative_seed 2 "--seed" sim --config ${PSW_SIM_DATA}/small.yaml --seed -3)
 psw_cli_script_test(sim.outputs 120
   "$<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/poisson.yaml --out $out/run --trace-out $out/trace.json >/dev/null && test -s $out/run/requests.csv && grep -q p999_ms $out/run/summary.json && grep -q 'mechanism: pipeswitch' $out/run/config.resolved.yaml && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 10\" $out/trace.json")
+# Note [The simulator drives the server policy]: psw sim's decision log replays through the
+# policy as psw serve's does.
+psw_cli_script_test(sim.decisions_replay 120
+  "$<TARGET_FILE:psw> sim --config ${PSW_SIM_DATA}/training-batch16.yaml --set mechanism=stop-and-start --decisions $out/d.jsonl >/dev/null && $<TARGET_FILE:psw> replay-decisions $out/d.jsonl | grep -q 'the policy decides every one' && head -1 $out/d.jsonl | grep -q '\"fresh_process_per_task\":true'")
 # The cross-validation sweep (H200-measured profiles): 12 points, and BERT switches faster with
 # its embeddings read in place.
 psw_cli_script_test(sweep.h200_measured 120
