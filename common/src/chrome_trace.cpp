@@ -3,8 +3,79 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/error.hpp"
+#include "psw/common/output.hpp"
 
 namespace psw {
+
+// Note [One Chrome trace writer] ----------------------------------------------------------
+
+namespace chrome_trace_writer {
+constexpr std::size_t kFlushAt = std::size_t{1} << 20;
+constexpr const char* kHead = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+}  // namespace chrome_trace_writer
+
+ChromeTraceWriter::ChromeTraceWriter(const std::filesystem::path& path, std::size_t max_slices)
+    : out_(std::make_unique<OutputFile>(path)), max_slices_(max_slices) {
+  buffer_ = chrome_trace_writer::kHead;
+}
+
+ChromeTraceWriter::ChromeTraceWriter(std::size_t max_slices) : max_slices_(max_slices) {
+  buffer_ = chrome_trace_writer::kHead;
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() = default;
+
+void ChromeTraceWriter::event(const std::string& text) {
+  PSW_CHECK(!finished_, "a Chrome trace written after its end");
+  if (!first_) buffer_ += ",\n";
+  first_ = false;
+  buffer_ += text;
+  if (out_ && buffer_.size() >= chrome_trace_writer::kFlushAt) flush();
+}
+
+void ChromeTraceWriter::flush() {
+  out_->write(buffer_);
+  buffer_.clear();
+}
+
+void ChromeTraceWriter::process_name(int pid, std::string_view name) {
+  event(nlohmann::json{{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}}.dump());
+}
+
+void ChromeTraceWriter::thread_name(int pid, int tid, std::string_view name) {
+  event(nlohmann::json{{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}}
+            .dump());
+}
+
+void ChromeTraceWriter::slice(std::string_view name, std::string_view category, int pid, int tid, Duration start,
+                              Duration end, const nlohmann::json* args) {
+  PSW_CHECK(end >= start, "a Chrome trace slice '", name, "' ends before it starts");
+  if (written_ >= max_slices_) {
+    ++dropped_;
+    return;
+  }
+  ++written_;
+  // Times as exact decimals (chrome_trace_us): written into the text, not through a double.
+  std::string text = "{\"name\":" + nlohmann::json(name).dump();
+  if (!category.empty()) text += ",\"cat\":" + nlohmann::json(category).dump();
+  text += ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+          ",\"ts\":" + chrome_trace_us(start) + ",\"dur\":" + chrome_trace_us(end - start);
+  if (args != nullptr && !args->is_null()) text += ",\"args\":" + args->dump();
+  text += "}";
+  event(text);
+}
+
+std::string ChromeTraceWriter::finish(const nlohmann::json* other) {
+  PSW_CHECK(!finished_, "a Chrome trace finished twice");
+  nlohmann::json data = other != nullptr && other->is_object() ? *other : nlohmann::json::object();
+  data["events_dropped"] = dropped_;
+  buffer_ += "\n],\"otherData\":" + data.dump() + "}\n";
+  finished_ = true;
+  if (!out_) return std::move(buffer_);
+  flush();
+  out_->close();
+  return {};
+}
 
 std::string chrome_trace_us(Duration d) {
   const std::int64_t ns = d.ns();
@@ -29,28 +100,21 @@ std::string timelines_to_chrome_trace(const std::vector<std::pair<std::string, T
   PSW_CHECK(!timelines.empty(), "a Chrome trace needs at least one timeline");
   constexpr int kCopyTrack = 1;
   constexpr int kComputeTrack = 2;
-  // Chrome trace timestamps are microseconds; fractions keep nanosecond detail.
-  auto us = [](Duration d) { return static_cast<double>(d.ns()) / 1e3; };
-  json events = json::array();
+  ChromeTraceWriter trace;
   json totals = json::array();
   for (std::size_t k = 0; k < timelines.size(); ++k) {
     const auto& [title, timeline] = timelines[k];
     const int pid = static_cast<int>(k) + 1;
-    auto meta = [&](const char* name, int tid, const std::string& value) {
-      events.push_back({{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}});
-    };
-    meta("process_name", 0, title);
-    meta("thread_name", kCopyTrack, "PCIe copy (host to device)");
-    meta("thread_name", kComputeTrack, "GPU compute");
+    trace.process_name(pid, title);
+    trace.thread_name(pid, kCopyTrack, "PCIe copy (host to device)");
+    trace.thread_name(pid, kComputeTrack, "GPU compute");
     for (std::size_t g = 0; g < timeline.groups.size(); ++g) {
       const auto& t = timeline.groups[g];
       const json args = {{"group", g}, {"first_layer", t.group.first}, {"last_layer", t.group.last}, {"bytes", t.bytes}};
-      events.push_back({{"name", "copy group " + std::to_string(g)}, {"cat", "transfer"}, {"ph", "X"},
-                        {"pid", pid}, {"tid", kCopyTrack}, {"ts", us(t.transfer_start)},
-                        {"dur", us(t.transfer_end - t.transfer_start)}, {"args", args}});
-      events.push_back({{"name", "compute group " + std::to_string(g)}, {"cat", "compute"}, {"ph", "X"},
-                        {"pid", pid}, {"tid", kComputeTrack}, {"ts", us(t.compute_start)},
-                        {"dur", us(t.compute_end - t.compute_start)}, {"args", args}});
+      trace.slice("copy group " + std::to_string(g), "transfer", pid, kCopyTrack, t.transfer_start, t.transfer_end,
+                  &args);
+      trace.slice("compute group " + std::to_string(g), "compute", pid, kComputeTrack, t.compute_start, t.compute_end,
+                  &args);
     }
     totals.push_back({{"title", title},
                       {"total_ns", timeline.total.ns()},
@@ -60,8 +124,7 @@ std::string timelines_to_chrome_trace(const std::vector<std::pair<std::string, T
   }
   json other = totals[0];
   other["timelines"] = totals;
-  const json trace = {{"traceEvents", events}, {"displayTimeUnit", "ns"}, {"otherData", other}};
-  return trace.dump(1) + "\n";
+  return trace.finish(&other);
 }
 
 }  // namespace psw

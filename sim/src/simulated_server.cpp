@@ -63,48 +63,6 @@ class CsvWriter {
   std::string buffer_;
 };
 
-// Chrome trace written as it goes (constant memory), capped at a number of events. Like
-// CsvWriter, finish() closes the JSON and checks the writes.
-class TraceWriter {
- public:
-  TraceWriter(const std::filesystem::path& path, std::size_t max_events) : out_(path), max_events_(max_events) {
-    buffer_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-    buffer_ << R"({"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"GPU"}})";
-    buffer_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"PCIe / switch"}})";
-    buffer_ << ",\n" << R"({"name":"thread_name","ph":"M","pid":1,"tid":3,"args":{"name":"queue"}})";
-  }
-  TraceWriter(const TraceWriter&) = delete;
-  TraceWriter& operator=(const TraceWriter&) = delete;
-
-  void slice(const std::string& name, const char* category, int track, Duration start, Duration end) {
-    if (written_ >= max_events_) {
-      ++dropped_;
-      return;
-    }
-    ++written_;
-    buffer_ << ",\n{\"name\":\"" << name << "\",\"cat\":\"" << category << "\",\"ph\":\"X\",\"pid\":1,\"tid\":"
-            << track << ",\"ts\":" << chrome_trace_us(start) << ",\"dur\":" << chrome_trace_us(end - start) << "}";
-    if (buffer_.tellp() >= kFlushAt) flush();
-  }
-  void finish() {
-    buffer_ << "\n],\"otherData\":{\"events_dropped\":" << dropped_ << "}}\n";
-    flush();
-    out_.close();
-  }
-
- private:
-  void flush() {
-    out_.write(buffer_.view());
-    buffer_.str({});
-  }
-  static constexpr std::streamoff kFlushAt = 1 << 20;
-  OutputFile out_;
-  std::ostringstream buffer_;
-  std::size_t max_events_;
-  std::size_t written_ = 0;
-  std::size_t dropped_ = 0;
-};
-
 // The serving profile's measured step of the config's training job, where it has one.
 std::optional<Duration> serving_training_step(const ExperimentConfig& config) {
   const ModelProfile& trained = config.models[*config.training_model];
@@ -207,7 +165,10 @@ class SimulatedServer {
       csv_->text("id,model,task,arrival_ns,dispatch_ns,startup_ns,finish_ns,latency_ns,switched,slo_met\n");
     }
     if (!options.chrome_trace.empty()) {
-      trace_ = std::make_unique<TraceWriter>(options.chrome_trace, options.chrome_trace_max_events);
+      trace_ = std::make_unique<ChromeTraceWriter>(options.chrome_trace, options.chrome_trace_max_events);
+      trace_->thread_name(1, 1, "GPU");
+      trace_->thread_name(1, 2, "PCIe / switch");
+      trace_->thread_name(1, 3, "queue");
     }
     if (!options.decisions.empty()) {
       decisions_ = std::make_unique<OutputFile>(options.decisions);
@@ -240,7 +201,7 @@ class SimulatedServer {
   // writes]).
   void finish_outputs() {
     if (csv_) csv_->finish();
-    if (trace_) trace_->finish();
+    if (trace_) trace_->finish();  // otherData: events_dropped
     if (decisions_) decisions_->close();
   }
 
@@ -651,6 +612,11 @@ class SimulatedServer {
   // every task the simulator made it wait ~0.5 ms for the only standby worker, and PipeSwitch's
   // latency came out 7.6-9.1% above the H200's (raw-serve-2026-12-03-shm-fig6), its part
   // beyond the engine 0.85 ms against 0.35 ms.
+  // A slice of the simulation's trace (one process; tracks 1 GPU, 2 PCIe / switch, 3 queue).
+  void trace_slice(const std::string& name, const char* category, int track, Duration start, Duration end) {
+    trace_->slice(name, category, 1, track, start, end);
+  }
+
   Duration worker_cleanup(std::uint32_t model) const {
     return config_.serving ? mechanism_.after_task_time(model) : mechanism_.cleanup_time(model);
   }
@@ -672,7 +638,7 @@ class SimulatedServer {
     training_->advance(stop);  // the current layer still completes
     training_ran_ += stop;
     if (mechanism_.kills_training()) training_lost_ += training_->discard_partial_iteration();
-    if (trace_) trace_->slice("train", "training", 1, training_started_, now + stop);
+    if (trace_) trace_slice("train", "training", 1, training_started_, now + stop);
     held_since_ = now + stop;  // Note [Training held] in the runtime's controller.cpp
     stop += mechanism_.training_abort();  // Note [Training abort]: then the worker is free
     if (request != 0) ++training_preemptions_;
@@ -710,8 +676,8 @@ class SimulatedServer {
     const Duration overhead = cost.finish - mechanism_.resident_run(model, Task::Training);
     last_model_ = model;
     const Duration at = now + wait + std::max(overhead, Duration::zero());
-    if (trace_ && wait > Duration::zero()) trace_->slice("wait for a standby worker training", "queue", 3, now, now + wait);
-    if (trace_ && at > now + wait) trace_->slice("switch in training", "switch", 2, now + wait, at);  // Note [Waits in the trace]
+    if (trace_ && wait > Duration::zero()) trace_slice("wait for a standby worker training", "queue", 3, now, now + wait);
+    if (trace_ && at > now + wait) trace_slice("switch in training", "switch", 2, now + wait, at);  // Note [Waits in the trace]
     training_phase_ = TrainingPhase::SwitchingIn;
     switch_in_event_ = sim_.schedule_at(at, kResume, [this, switched = cost.switched] {
       advance_training(sim_.now());
@@ -770,7 +736,7 @@ class SimulatedServer {
     last_model_ = request.model;
     if (trace_) {
       const std::string& name = config_.models[request.model].name;
-      if (now > request.arrival) trace_->slice("queued " + name, "queue", 3, request.arrival, now);
+      if (now > request.arrival) trace_slice("queued " + name, "queue", 3, request.arrival, now);
       // Note [Waits in the trace]
       // ~~~~~~~~~~~~~~~~~~~~~~~~~
       // A wait for a worker still busy after its task (Note [Cleanup in psw serve]) is its own
@@ -779,9 +745,9 @@ class SimulatedServer {
       // policy dispatches the request once the worker is standby. The trace once drew such waits
       // inside the switch slice, so a switch of a few microseconds showed as one of the whole
       // wait. summary.json counts the first kind as standby_waits.
-      if (wait > Duration::zero()) trace_->slice("wait for a standby worker " + name, "queue", 3, now, begin);
-      if (cost.switched) trace_->slice("switch in " + name, "switch", 2, begin, startup);
-      trace_->slice((task == Task::Inference ? "infer " : "train ") + name, "compute", 1, startup, finish);
+      if (wait > Duration::zero()) trace_slice("wait for a standby worker " + name, "queue", 3, now, begin);
+      if (cost.switched) trace_slice("switch in " + name, "switch", 2, begin, startup);
+      trace_slice((task == Task::Inference ? "infer " : "train ") + name, "compute", 1, startup, finish);
     }
     const Duration engine_from = begin + cost.worker_ready;
     sim_.schedule_at(finish, kCompletion, [this, id, worker, now, startup, engine_from, switched = cost.switched,
@@ -990,7 +956,7 @@ class SimulatedServer {
   Duration end_;
 
   std::unique_ptr<CsvWriter> csv_;
-  std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<ChromeTraceWriter> trace_;
   std::unique_ptr<OutputFile> decisions_;
 };
 

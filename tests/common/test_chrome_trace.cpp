@@ -2,7 +2,10 @@
 // two tracks, timestamps in microseconds matching the timeline.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +82,48 @@ TEST(ChromeTrace, MicrosecondsAreExactFromIntegerNanoseconds) {
   EXPECT_EQ(chrome_trace_us(nanoseconds(3'600'001'234'567)), "3600001234.567");  // an hour in
   EXPECT_EQ(chrome_trace_us(nanoseconds(-5)), "-0.005");
   EXPECT_EQ(chrome_trace_us(nanoseconds(INT64_MIN)), "-9223372036854775.808");
+}
+
+// Note [One Chrome trace writer]: names escaped, times exact, slices past the cap counted as
+// dropped, the same text in memory and in a file.
+TEST(ChromeTraceWriter, EscapesNamesKeepsNanosecondsAndCountsWhatItDrops) {
+  auto write = [](ChromeTraceWriter& trace) {
+    trace.process_name(1, "psw \"test\"");
+    trace.thread_name(1, 2, "GPU");
+    const nlohmann::json args = {{"bytes", 42}};
+    trace.slice("infer \"a\"\\b", "compute", 1, 2, nanoseconds(3'600'000'000'001), nanoseconds(3'600'000'001'002),
+                &args);
+    trace.slice("second", {}, 1, 2, nanoseconds(10), nanoseconds(10));
+    trace.slice("third", "queue", 1, 3, nanoseconds(1), nanoseconds(2));  // beyond the cap of 2
+    const nlohmann::json other = {{"what", "test"}};
+    return trace.finish(&other);
+  };
+  ChromeTraceWriter in_memory(2);
+  const std::string text = write(in_memory);
+  EXPECT_EQ(in_memory.slices(), 2u);
+  EXPECT_EQ(in_memory.dropped(), 1u);
+  const auto trace = nlohmann::json::parse(text);
+  const auto& events = trace.at("traceEvents");
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].at("args").at("name"), "psw \"test\"");
+  EXPECT_EQ(events[2].at("name"), "infer \"a\"\\b");
+  EXPECT_EQ(events[2].at("args").at("bytes"), 42);
+  EXPECT_FALSE(events[3].contains("cat"));
+  EXPECT_NE(text.find("\"ts\":3600000000.001,\"dur\":1.001"), std::string::npos) << text;
+  EXPECT_EQ(trace.at("otherData").at("events_dropped"), 1);
+  EXPECT_EQ(trace.at("otherData").at("what"), "test");
+
+  const auto path = std::filesystem::temp_directory_path() / "psw_chrome_trace_writer.json";
+  ChromeTraceWriter to_file(path, 2);
+  EXPECT_TRUE(write(to_file).empty());
+  std::ifstream in(path);
+  std::stringstream file;
+  file << in.rdbuf();
+  EXPECT_EQ(file.str(), text);
+  std::filesystem::remove(path);
+
+  ChromeTraceWriter backwards;
+  EXPECT_THROW(backwards.slice("x", {}, 1, 1, nanoseconds(2), nanoseconds(1)), Error);
 }
 
 }  // namespace

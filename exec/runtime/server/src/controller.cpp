@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "psw/common/chrome_trace.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/server_policy.hpp"
@@ -1134,7 +1135,8 @@ std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
 std::string Controller::chrome_trace() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  nlohmann::json events = nlohmann::json::array();
+  // Note [One Chrome trace writer]: tracks numbered in order of first use, the controller's
+  // and the training job's first.
   std::map<std::string, int> tids;
   auto tid = [&tids](const std::string& track) {
     auto it = tids.find(track);
@@ -1143,18 +1145,16 @@ std::string Controller::chrome_trace() {
   };
   tid("controller");
   tid("training");
+  ChromeTraceWriter trace;
+  trace.process_name(1, "psw serve");
   for (const auto& span : s.trace) {
-    nlohmann::json e = {{"name", span.name}, {"ph", "X"}, {"pid", 1}, {"tid", tid(span.track)},
-                        {"ts", static_cast<double>(span.begin_ns - s.started_ns) / 1000.0},
-                        {"dur", static_cast<double>(std::max<std::int64_t>(0, span.end_ns - span.begin_ns)) / 1000.0}};
-    if (!span.detail.empty()) e["args"] = {{"detail", span.detail}};
-    events.push_back(std::move(e));
+    const Duration begin = nanoseconds(span.begin_ns - s.started_ns);
+    const Duration end = std::max(begin, nanoseconds(span.end_ns - s.started_ns));
+    const nlohmann::json args = span.detail.empty() ? nlohmann::json() : nlohmann::json{{"detail", span.detail}};
+    trace.slice(span.name, {}, 1, tid(span.track), begin, end, &args);
   }
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "psw serve"}}}});
-  for (const auto& [track, id] : tids) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", id}, {"args", {{"name", track}}}});
-  }
-  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+  for (const auto& [track, id] : tids) trace.thread_name(1, id, track);
+  return trace.finish();
 }
 
 std::vector<pid_t> Controller::worker_pids() {
