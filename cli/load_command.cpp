@@ -19,24 +19,18 @@ struct LoadCommandOptions : LoadTargetOptions {
   std::string out_dir;
 };
 
-void print_summary(const nlohmann::json& s) {
-  const auto& l = s.at("latency");
-  const auto& late = s.at("late_sends");
-  std::printf("%-22s %s against %s\n", "experiment", s.at("name").get<std::string>().c_str(),
-              s.at("target").get<std::string>().c_str());
-  std::printf("%-22s %lld generated, %lld answered, %lld errors\n", "requests",
-              static_cast<long long>(s.at("generated").get<std::int64_t>()),
-              static_cast<long long>(s.at("requests").get<std::int64_t>()),
-              static_cast<long long>(s.at("errors").get<std::int64_t>()));
-  std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", "latency (ms)", l.at("mean_ms").get<double>(),
-              l.at("p50_ms").get<double>(), l.at("p90_ms").get<double>(), l.at("p99_ms").get<double>(),
-              l.at("max_ms").get<double>());
-  std::printf("%-22s %.4f\n", "SLO attainment", s.at("slo_attainment").get<double>());
-  std::printf("%-22s %.3f req/s over %.3f s\n", "throughput", s.at("throughput_rps").get<double>(),
-              s.at("makespan_s").get<double>());
-  std::printf("%-22s %lld over %.3f ms (mean %.3f ms, max %.3f ms)\n", "late sends",
-              static_cast<long long>(late.at("count").get<std::int64_t>()), late.at("threshold_ms").get<double>(),
-              late.at("mean_ms").get<double>(), late.at("max_ms").get<double>());
+void print_summary(const runtime::LoadSummary& s) {
+  const LatencySummary& l = s.latency;
+  const runtime::LateSends& late = s.late_sends;
+  std::printf("%-22s %s against %s\n", "experiment", s.name.c_str(), s.target.c_str());
+  std::printf("%-22s %lld generated, %lld answered, %lld errors\n", "requests", static_cast<long long>(s.generated),
+              static_cast<long long>(s.requests), static_cast<long long>(s.errors));
+  std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", "latency (ms)", l.mean_ms, l.p50_ms,
+              l.p90_ms, l.p99_ms, l.max_ms);
+  std::printf("%-22s %.4f\n", "SLO attainment", s.slo_attainment);
+  std::printf("%-22s %.3f req/s over %.3f s\n", "throughput", s.throughput_rps, s.makespan_s);
+  std::printf("%-22s %lld over %.3f ms (mean %.3f ms, max %.3f ms)\n", "late sends", static_cast<long long>(late.count),
+              late.threshold_ms, late.mean_ms, late.max_ms);
 }
 
 }  // namespace

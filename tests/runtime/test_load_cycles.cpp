@@ -74,11 +74,11 @@ TEST_F(LoadCyclesTest, EachPhaseIssuesTheNextRequestWhenTheAnswerComes) {
   }
   EXPECT_EQ(seen, report.requests.size()) << "every request belongs to an inference phase";
   EXPECT_GE(in_phase, 2);
-  EXPECT_DOUBLE_EQ(report.summary.at("throughput_rps").get<double>(),
+  EXPECT_DOUBLE_EQ(report.summary.throughput_rps,
                    static_cast<double>(in_phase) / (cycle * 2).seconds());
-  EXPECT_EQ(report.summary.at("senders").get<int>(), 1);
-  EXPECT_EQ(report.summary.at("connections").get<int>(), 1);
-  EXPECT_EQ(report.summary.at("generated").get<std::int64_t>(), static_cast<std::int64_t>(report.requests.size()));
+  EXPECT_EQ(report.summary.senders, 1);
+  EXPECT_EQ(report.summary.connections, 1);
+  EXPECT_EQ(report.summary.generated, static_cast<std::int64_t>(report.requests.size()));
 }
 
 TEST_F(LoadCyclesTest, TheTimeScaleMultipliesThePhases) {

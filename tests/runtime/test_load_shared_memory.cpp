@@ -59,13 +59,16 @@ TEST_F(LoadSharedMemoryTest, EveryRequestOfTheOpenLoopBorrowsItsInputAndIsAnswer
   // The warm-up: one request per sender (and model), through the sender's own regions.
   EXPECT_EQ(service_.borrowed_inputs(), 6 + 3) << "the six requests and the warm-up's, all from shared memory";
   EXPECT_EQ(service_.requests_received("double"), 6 + 3);
-  EXPECT_EQ(report.summary.at("inputs").get<std::string>(), "shared-memory");
+  EXPECT_EQ(report.summary.inputs, "shared-memory");
+  // Note [Load summary]: summary.json reads back to the same summary.
+  EXPECT_EQ(load_summary_from_json(nlohmann::json::parse(to_json(report.summary).dump()), "summary.json"),
+            report.summary);
 
   const LoadReport raw = run_load(periodic("double", 4), options(server_->target(), InputTransport::Raw));
   for (const auto& r : raw.requests) EXPECT_TRUE(r.ok) << r.error;
   EXPECT_EQ(service_.requests_received("double"), 6 + 3 + 4);
   EXPECT_EQ(service_.borrowed_inputs(), 6 + 3) << "raw inputs come in the messages";
-  EXPECT_EQ(raw.summary.at("inputs").get<std::string>(), "raw");
+  EXPECT_EQ(raw.summary.inputs, "raw");
 }
 
 // Note [Shared memory senders]: a sender with nothing left to send keeps its regions until the
@@ -129,10 +132,23 @@ TEST(LoadInputs, ValidationRefusesAServingProfileOfTheOtherInputs) {
 }
 
 TEST(LoadInputs, ARecordedRunSaysHowItSentItsInputs) {
-  EXPECT_EQ(recorded_inputs(nlohmann::json::object(), "s.json"), InputTransport::Raw) << "runs before the key: raw";
-  EXPECT_EQ(recorded_inputs({{"inputs", "shared-memory"}}, "s.json"), InputTransport::SharedMemory);
-  EXPECT_THROW(recorded_inputs({{"inputs", "shm"}}, "s.json"), InputError);
-  EXPECT_THROW(recorded_inputs({{"inputs", 1}}, "s.json"), InputError);
+  auto with_inputs = [](std::optional<std::string> inputs) {
+    LoadSummary s;
+    s.inputs = std::move(inputs);
+    return s;
+  };
+  EXPECT_EQ(recorded_inputs(with_inputs(std::nullopt), "s.json"), InputTransport::Raw) << "runs before the key: raw";
+  EXPECT_EQ(recorded_inputs(with_inputs("shared-memory"), "s.json"), InputTransport::SharedMemory);
+  EXPECT_THROW(recorded_inputs(with_inputs("shm"), "s.json"), InputError);
+  // Note [Load summary]: a value of another type is refused by the reader, naming the key.
+  nlohmann::json j = to_json(with_inputs("raw"));
+  j["inputs"] = 1;
+  try {
+    (void)load_summary_from_json(j, "s.json");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json: 'inputs' is 1"), std::string::npos) << e.what();
+  }
 
   char pattern[] = "/tmp/psw-load-inputs-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
@@ -141,7 +157,7 @@ TEST(LoadInputs, ARecordedRunSaysHowItSentItsInputs) {
   std::ofstream(csv) << "id\n";
   EXPECT_EQ(inputs_of_load(csv, "raw"), InputTransport::Raw) << "no summary beside it: as given";
   EXPECT_THROW(inputs_of_load(csv, ""), InputError) << "no summary and nothing given";
-  std::ofstream(dir / "summary.json") << R"({"inputs": "shared-memory"})";
+  std::ofstream(dir / "summary.json") << to_json(with_inputs("shared-memory")).dump();
   EXPECT_EQ(inputs_of_load(csv, ""), InputTransport::SharedMemory);
   EXPECT_EQ(inputs_of_load(csv, "shared-memory"), InputTransport::SharedMemory);
   try {

@@ -9,7 +9,8 @@ namespace psw::xval {
 namespace {
 
 nlohmann::json latency(std::int64_t count, double mean, double p50, double p99) {
-  return {{"count", count}, {"mean_ms", mean}, {"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", p99}};
+  return {{"count", count}, {"mean_ms", mean}, {"min_ms", p50},   {"p50_ms", p50},
+          {"p90_ms", p99},   {"p99_ms", p99},   {"p999_ms", p99}, {"max_ms", p99}};
 }
 
 const ValidationRow& row(const ValidationReport& report, const std::string& scope, const std::string& measure) {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "psw/common/error.hpp"
+#include "psw/common/served_summary.hpp"
 #include "psw/sim/simulation.hpp"
 #include "psw/xval/validation.hpp"
 
@@ -55,21 +56,12 @@ struct EngineMean {
   std::int64_t count = 0;
 };
 std::map<std::string, EngineMean> engine_means(const nlohmann::json& summary, const std::string& origin) {
-  const auto models = summary.find("models");
-  if (models == summary.end() || !models->is_object()) throw InputError(origin + ": no object 'models'");
+  // Note [Served summary]: read once, by the one reader of either side's summary.
+  const ServedSummary served = served_summary_from_json(summary, origin);
   std::map<std::string, EngineMean> means;
-  for (const auto& [name, model] : models->items()) {
-    if (!model.is_object() || !model.contains("engine_latency")) continue;  // trained, not requested
-    const nlohmann::json& engine = model["engine_latency"];
-    if (!engine.is_object() || !engine.contains("count") || !engine["count"].is_number_integer()) {
-      throw InputError(origin + ": models." + name + ".engine_latency has no integer count");
-    }
-    const std::int64_t n = engine["count"].get<std::int64_t>();
-    if (n == 0) continue;
-    if (!engine.contains("mean_ms") || !engine["mean_ms"].is_number()) {
-      throw InputError(origin + ": models." + name + ".engine_latency has no number mean_ms");
-    }
-    means[name] = {engine["mean_ms"].get<double>(), n};
+  for (const auto& [name, model] : served.models) {
+    if (!model.engine_latency) continue;  // trained, not requested, or answered none
+    means[name] = {model.engine_latency->mean_ms, model.engine_latency->count};
   }
   if (means.empty()) throw InputError(origin + ": no model has engine times (a run before Note [Request path]?)");
   return means;
@@ -143,12 +135,9 @@ const CalibratableCost& calibratable_cost(const std::string& name) {
 
 double summary_mean_ms(const nlohmann::json& summary, FitMeasure measure, const std::string& origin) {
   if (measure == FitMeasure::Latency) {
-    const auto latency = summary.find("latency");
-    if (latency == summary.end() || !latency->is_object() || !latency->contains("mean_ms") ||
-        !(*latency)["mean_ms"].is_number()) {
-      throw InputError(origin + ": no number latency.mean_ms");
-    }
-    return (*latency)["mean_ms"].get<double>();
+    const ServedSummary served = served_summary_from_json(summary, origin);
+    if (!served.latency) throw InputError(origin + ": no request was answered (latency.count is 0)");
+    return served.latency->mean_ms;
   }
   double total = 0;
   std::int64_t count = 0;
@@ -188,13 +177,10 @@ double pooled_mean_ms(const std::vector<RecordedRun>& runs, FitMeasure measure) 
       }
       continue;
     }
-    const auto latency = run.summary.find("latency");
-    if (latency == run.summary.end() || !latency->is_object() || !latency->contains("count") ||
-        !(*latency)["count"].is_number_integer() || (*latency)["count"].get<std::int64_t>() <= 0) {
-      throw InputError(run.origin + ": no positive integer latency.count");
-    }
-    const auto n = static_cast<double>((*latency)["count"].get<std::int64_t>());
-    total += summary_mean_ms(run.summary, measure, run.origin) * n;
+    const ServedSummary served = served_summary_from_json(run.summary, run.origin);
+    if (!served.latency) throw InputError(run.origin + ": no request was answered (latency.count is 0)");
+    const auto n = static_cast<double>(served.latency->count);
+    total += served.latency->mean_ms * n;
     count += n;
   }
   return total / count;

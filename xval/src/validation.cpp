@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "psw/common/error.hpp"
+#include "psw/common/served_summary.hpp"
 
 namespace psw::xval {
 
@@ -12,42 +13,20 @@ using sim::SimulationOptions;
 
 namespace {
 
-// The latency object of one scope ("all": the summary's own; a model: models.<name>.latency),
-// or null when the scope answered nothing (no such model, or a count of 0).
-const nlohmann::json* latency_of(const nlohmann::json& summary, const std::string& scope, const char* side) {
-  const nlohmann::json* latency = nullptr;
-  if (scope == "all") {
-    if (!summary.contains("latency") || !summary["latency"].is_object()) {
-      throw InputError(std::string("the ") + side + " summary has no latency object");
-    }
-    latency = &summary["latency"];
-  } else {
-    if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
-    const auto& models = summary["models"];
-    if (!models.contains(scope) || !models[scope].contains("latency")) return nullptr;
-    latency = &models[scope]["latency"];
-  }
-  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
-  return latency;
+// A measure of a latency summary a side has (nullopt where it has none).
+std::optional<double> measure_of(const std::optional<LatencySummary>& latency, const std::string& measure) {
+  if (!latency) return std::nullopt;
+  if (measure == "mean_ms") return latency->mean_ms;
+  if (measure == "p50_ms") return latency->p50_ms;
+  if (measure == "p99_ms") return latency->p99_ms;
+  throw Error("no latency measure '" + measure + "'");
 }
 
-// A model's latency part `key` (engine_latency: Note [Request path]; server_latency,
-// protocol_latency: Note [Latency parts]), or null when the side has none or it counts nothing.
-const nlohmann::json* part_latency_of(const nlohmann::json& summary, const std::string& model, const char* key) {
-  if (!summary.contains("models") || !summary["models"].is_object()) return nullptr;
-  const auto& models = summary["models"];
-  if (!models.contains(model) || !models[model].contains(key)) return nullptr;
-  const nlohmann::json* latency = &models[model][key];
-  if (!latency->is_object() || latency->value("count", std::int64_t{0}) == 0) return nullptr;
-  return latency;
-}
-
-std::optional<double> number_at(const nlohmann::json* object, const char* key, const char* side) {
-  if (object == nullptr) return std::nullopt;
-  if (!object->contains(key) || !(*object)[key].is_number()) {
-    throw InputError(std::string("the ") + side + " summary's latency has no number '" + key + "'");
-  }
-  return (*object)[key].get<double>();
+// A model's latency (or a part of it) on one side, nullopt where it answered none.
+std::optional<LatencySummary> model_part(const ServedSummary& summary, const std::string& model,
+                                         std::optional<LatencySummary> ServedModelSummary::*part) {
+  const auto it = summary.models.find(model);
+  return it == summary.models.end() ? std::nullopt : it->second.*part;
 }
 
 std::string cell(const std::optional<double>& value) {
@@ -154,35 +133,39 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
   const double tolerance = latency_tolerance(mechanism);
   std::vector<std::string> scopes{"all"};
   scopes.insert(scopes.end(), models.begin(), models.end());
+  // Note [Served summary]: both sides read once, by one checked reader.
+  const ServedSummary sim = served_summary_from_json(simulated, "the simulated summary");
+  const ServedSummary meas = served_summary_from_json(measured, "the measured summary");
   for (const std::string& scope : scopes) {
-    const nlohmann::json* sim_latency = latency_of(simulated, scope, "simulated");
-    const nlohmann::json* measured_latency = latency_of(measured, scope, "measured");
+    const auto sim_latency = scope == "all" ? sim.latency : model_part(sim, scope, &ServedModelSummary::latency);
+    const auto measured_latency = scope == "all" ? meas.latency : model_part(meas, scope, &ServedModelSummary::latency);
     for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
-      report.rows.push_back({scope, measure, number_at(sim_latency, measure, "simulated"),
-                             number_at(measured_latency, measure, "measured"), tolerance});
+      report.rows.push_back(
+          {scope, measure, measure_of(sim_latency, measure), measure_of(measured_latency, measure), tolerance});
     }
     // The engine alone (Note [Request path]), where a side has it: the timeline's prediction
     // against the worker's own measurement, apart from the protocol and the server's steps.
     if (scope == "all") continue;
-    const nlohmann::json* sim_engine = part_latency_of(simulated, scope, "engine_latency");
-    const nlohmann::json* measured_engine = part_latency_of(measured, scope, "engine_latency");
-    if (sim_engine != nullptr || measured_engine != nullptr) {
+    const auto sim_engine = model_part(sim, scope, &ServedModelSummary::engine_latency);
+    const auto measured_engine = model_part(meas, scope, &ServedModelSummary::engine_latency);
+    if (sim_engine || measured_engine) {
       for (const char* measure : {"mean_ms", "p50_ms"}) {
-        report.rows.push_back({scope, std::string("engine_") + measure, number_at(sim_engine, measure, "simulated"),
-                               number_at(measured_engine, measure, "measured"), tolerance});
+        report.rows.push_back({scope, std::string("engine_") + measure, measure_of(sim_engine, measure),
+                               measure_of(measured_engine, measure), tolerance});
       }
     }
     // Note [Latency parts]: the server's time and the protocol's, where both sides split them.
-    for (const char* part : {"server", "protocol"}) {
-      const std::string key = std::string(part) + "_latency";
-      const nlohmann::json* sim_part = part_latency_of(simulated, scope, key.c_str());
-      const nlohmann::json* measured_part = part_latency_of(measured, scope, key.c_str());
-      if (sim_part == nullptr || measured_part == nullptr) continue;
+    const std::pair<const char*, std::optional<LatencySummary> ServedModelSummary::*> parts[] = {
+        {"server", &ServedModelSummary::server_latency}, {"protocol", &ServedModelSummary::protocol_latency}};
+    for (const auto& [part, member] : parts) {
+      const auto sim_part = model_part(sim, scope, member);
+      const auto measured_part = model_part(meas, scope, member);
+      if (!sim_part || !measured_part) continue;
       for (const char* measure : {"mean_ms", "p50_ms", "p99_ms"}) {
         std::string name = part;
         name.append("_").append(measure);
-        report.rows.push_back({scope, std::move(name), number_at(sim_part, measure, "simulated"),
-                               number_at(measured_part, measure, "measured"), tolerance});
+        report.rows.push_back(
+            {scope, std::move(name), measure_of(sim_part, measure), measure_of(measured_part, measure), tolerance});
       }
     }
   }
@@ -199,20 +182,10 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     report.rows.push_back({"all", "worker_start_framework_ms", ms(worker_start->framework), m.framework_ms, tolerance});
     if (m.kill_ms) report.rows.push_back({"all", "worker_kill_ms", ms(worker_start->kill), *m.kill_ms, tolerance});
   }
-  auto throughput = [](const nlohmann::json& summary, const char* side) {
-    if (!summary.contains("throughput_rps") || !summary["throughput_rps"].is_number()) {
-      throw InputError(std::string("the ") + side + " summary has no number 'throughput_rps'");
-    }
-    return summary["throughput_rps"].get<double>();
-  };
-  report.rows.push_back({"all", "throughput_rps", throughput(simulated, "simulated"), throughput(measured, "measured"),
-                         tolerance});
+  report.rows.push_back({"all", "throughput_rps", sim.throughput_rps, meas.throughput_rps, tolerance});
   // Training: the simulator's rate when its config has a job; the server's when it trains.
   std::optional<double> sim_training;
-  if (simulated.contains("training_iterations_per_s") && simulated["training_iterations_per_s"].is_number() &&
-      simulated["training_iterations_per_s"].get<double>() > 0) {
-    sim_training = simulated["training_iterations_per_s"].get<double>();
-  }
+  if (sim.training_iterations_per_s && *sim.training_iterations_per_s > 0) sim_training = sim.training_iterations_per_s;
   std::optional<double> measured_training;
   if (training && training->seconds > 0 && training->steps > 0) {
     measured_training = static_cast<double>(training->steps) / training->seconds;
@@ -234,9 +207,8 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
     }
     // Note [Training held]: the share split into the time held and the rate while not held.
     std::optional<double> sim_held;
-    const double makespan_s = simulated.value("makespan_s", 0.0);
-    if (sim_share && simulated.contains("training_held_ms") && simulated["training_held_ms"].is_number() && makespan_s > 0) {
-      sim_held = simulated["training_held_ms"].get<double>() / 1000.0 / makespan_s;
+    if (sim_share && sim.training_held_ms && sim.makespan_s > 0) {
+      sim_held = *sim.training_held_ms / 1000.0 / sim.makespan_s;
     }
     std::optional<double> measured_held;
     if (measured_share && training->held_seconds && training->seconds > 0) {

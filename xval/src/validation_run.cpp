@@ -215,7 +215,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   // Again where the server did not stand as a fresh one when the clock started (Note [Processes
   // a server starts with]: a warm-up took the process it started with).
   if (config.serving && traits(config.mechanism).process == ProcessModel::FreshProcess) {
-    const sim::SimulationOptions as_run = simulation_options_of_run(run.measured.summary, "psw load's summary");
+    const sim::SimulationOptions as_run = simulation_options_of_run(to_json(run.measured.summary), "psw load's summary");
     if (as_run.fresh_standby_processes) {
       sim_options.fresh_standby_processes = as_run.fresh_standby_processes;
       if (options.progress) options.progress("simulating " + config.name + " again, as the server stood");
@@ -224,9 +224,9 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
-                                      run.training, sim::training_step(config),
-                                      simulated_worker_start(config.mechanism, config.hardware));
+  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, to_json(run.measured.summary),
+                                 run.training, sim::training_step(config),
+                                 simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 
@@ -234,11 +234,11 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
                          const std::filesystem::path& sim_out) {
   const std::string folder = recorded.string();
   const nlohmann::json validation = read_json_object(recorded / "validation.json", "psw validate's validation.json");
-  const nlohmann::json measured = read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
+  const nlohmann::json measured_json =
+      read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
   if (!validation.contains("mechanism") || !validation["mechanism"].is_string()) {
     throw InputError(folder + "/validation.json: no string 'mechanism'");
   }
-  check_serving_inputs(config, recorded_inputs(measured, folder + "/measured/summary.json"), folder);
   const std::string mechanism = validation["mechanism"].get<std::string>();
   if (mechanism != to_string(config.mechanism)) {
     throw InputError(folder + ": measured under " + mechanism + ", but " + config.source.string() + " simulates " +
@@ -278,43 +278,42 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       run.training->held_seconds = t["held_seconds"].get<double>();
     }
   }
-  sim::SimulationOptions sim_options = simulation_options_of_run(measured, folder + "/measured/summary.json");
+  // Note [Load summary]: the recorded summary, read whole.
+  const std::string summary_path = folder + "/measured/summary.json";
+  run.measured.summary = runtime::load_summary_from_json(measured_json, summary_path);
+  check_serving_inputs(config, recorded_inputs(run.measured.summary, summary_path), folder);
+  sim::SimulationOptions sim_options = simulation_options_of_run(measured_json, summary_path);
   sim_options.out_dir = sim_out;
-  run.simulated = sim::to_json(sim::run_simulation(config, sim_options).summary);
-  if (!measured.contains("generated") || !measured["generated"].is_number_integer()) {
-    throw InputError(folder + "/measured/summary.json: no integer 'generated' (not psw load's summary)");
-  }
-  const std::int64_t sent = measured["generated"].get<std::int64_t>();
-  const std::int64_t simulated = run.simulated.value("requests", std::int64_t{-1});
+  const sim::SimulationSummary simulated_summary = sim::run_simulation(config, sim_options).summary;
+  run.simulated = sim::to_json(simulated_summary);
+  const std::int64_t sent = run.measured.summary.generated;
+  const std::int64_t simulated = simulated_summary.requests;
   // A closed loop's count is the server's pace, not the workload's (Note [Closed-loop cycles]).
   if (sent != simulated && config.workload.kind != WorkloadKind::Cycles) {
     throw InputError(detail::concat(folder, ": the measured run sent ", sent, " requests, but the workload of ",
                                     config.source.string(), " has ", simulated, " (Note [Validating again])"));
   }
-  run.measured.summary = measured;
   // Note [Latency parts]: psw load's protocol_latency was once counted from the send; from the
   // recorded requests, each model's part again as it is counted now (the send's lateness
   // included), so that recordings of either kind compare alike. The files under measured/ stay
   // as recorded.
   const std::filesystem::path requests = recorded / "measured" / "requests.csv";
-  if (std::filesystem::exists(requests) && measured.contains("models") && measured["models"].is_object()) {
+  if (std::filesystem::exists(requests)) {
     std::map<std::string, LatencyHistogram> protocol;
     for (const runtime::AnsweredRequest& a :
          read_answered_requests(read_input(requests, "psw load's requests.csv"), requests.string())) {
       protocol[a.model].add(nanoseconds(a.latency - a.server));
     }
-    for (auto& [model, entry] : run.measured.summary["models"].items()) {
+    for (auto& [model, entry] : run.measured.summary.models) {
       const auto found = protocol.find(model);
-      if (entry.contains("protocol_latency") && found != protocol.end()) {
-        entry["protocol_latency"] = latency_summary_json(found->second);
-      }
+      if (entry.protocol_latency && found != protocol.end()) entry.protocol_latency = summarize(found->second);
     }
   }
   std::vector<std::string> models;
   for (const auto& m : config.models) models.push_back(m.name);
-  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, run.measured.summary,
-                                      run.training, sim::training_step(config),
-                                      simulated_worker_start(config.mechanism, config.hardware));
+  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, to_json(run.measured.summary),
+                                 run.training, sim::training_step(config),
+                                 simulated_worker_start(config.mechanism, config.hardware));
   return run;
 }
 

@@ -152,8 +152,8 @@ std::string csv_text(const std::string& s) {
   return out + "\"";
 }
 
-nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& options,
-                         const std::vector<LoadRequestRecord>& records, const std::vector<Duration>& slos) {
+LoadSummary summarize(const ExperimentConfig& config, const LoadOptions& options,
+                      const std::vector<LoadRequestRecord>& records, const std::vector<Duration>& slos) {
   auto ms = [](Duration d) { return static_cast<double>(d.ns()) / 1e6; };
   LatencyHistogram all;
   std::vector<LatencyHistogram> per_model(config.models.size());
@@ -195,43 +195,40 @@ nlohmann::json summarize(const ExperimentConfig& config, const LoadOptions& opti
       per_model_protocol[r.model].add(std::max(r.protocol(), Duration::zero()));
     }
   }
-  nlohmann::json models = nlohmann::json::object();
+  LoadSummary summary;
   for (std::size_t m = 0; m < config.models.size(); ++m) {
     if (!model_used[m]) continue;
-    nlohmann::json& entry = models[config.models[m].name];
-    entry = {{"latency", latency_summary_json(per_model[m])}, {"errors", model_errors[m]}};
+    ModelLoadSummary& entry = summary.models[config.models[m].name];
+    entry.latency = psw::summarize(per_model[m]);
+    entry.errors = model_errors[m];
     // Only where the server reported every answered request's times (Note [Request path]).
     if (per_model_engine[m].count() > 0 && per_model_engine[m].count() == per_model[m].count()) {
-      entry["engine_latency"] = latency_summary_json(per_model_engine[m]);
-      entry["server_latency"] = latency_summary_json(per_model_server[m]);
-      entry["protocol_latency"] = latency_summary_json(per_model_protocol[m]);
+      entry.engine_latency = psw::summarize(per_model_engine[m]);
+      entry.server_latency = psw::summarize(per_model_server[m]);
+      entry.protocol_latency = psw::summarize(per_model_protocol[m]);
     }
   }
   const double makespan_s = end.seconds();
-  return {
-      {"name", config.name},
-      {"target", options.target},
-      {"seed", config.seed},
-      {"time_scale", options.time_scale},
-      {"senders", options.senders},
-      {"inputs", to_string(options.inputs)},  // Note [Shared memory senders]
-      {"connections", options.connections > 0 ? options.connections : options.senders},
-      {"warmup_per_model", options.warmup},
-      {"generated", static_cast<std::int64_t>(records.size())},
-      // As psw sim's `requests`: the requests served (here: answered without error).
-      {"requests", all.count()},
-      {"errors", errors},
-      // Latency from each request's scheduled time to its answer (psw sim: arrival to finish).
-      {"latency", latency_summary_json(all)},
-      {"slo_attainment", slo_total > 0 ? static_cast<double>(slo_met) / static_cast<double>(slo_total) : 1.0},
-      {"throughput_rps", makespan_s > 0 ? static_cast<double>(all.count()) / makespan_s : 0.0},
-      {"makespan_s", makespan_s},
-      {"late_sends",
-       {{"count", late},
-        {"threshold_ms", ms(kLateSendThreshold)},
-        {"mean_ms", records.empty() ? 0.0 : static_cast<double>(late_sum_ns / records.size()) / 1e6},
-        {"max_ms", ms(late_max)}}},
-      {"models", models}};
+  summary.name = config.name;
+  summary.target = options.target;
+  summary.seed = config.seed;
+  summary.time_scale = options.time_scale;
+  summary.senders = options.senders;
+  summary.inputs = to_string(options.inputs);  // Note [Shared memory senders]
+  summary.connections = options.connections > 0 ? options.connections : options.senders;
+  summary.warmup_per_model = options.warmup;
+  summary.generated = static_cast<std::int64_t>(records.size());
+  // As psw sim's `requests`: the requests served (here: answered without error).
+  summary.requests = all.count();
+  summary.errors = errors;
+  // Latency from each request's scheduled time to its answer (psw sim: arrival to finish).
+  summary.latency = psw::summarize(all);
+  summary.slo_attainment = slo_total > 0 ? static_cast<double>(slo_met) / static_cast<double>(slo_total) : 1.0;
+  summary.throughput_rps = makespan_s > 0 ? static_cast<double>(all.count()) / makespan_s : 0.0;
+  summary.makespan_s = makespan_s;
+  summary.late_sends = {late, ms(kLateSendThreshold),
+                        records.empty() ? 0.0 : static_cast<double>(late_sum_ns / records.size()) / 1e6, ms(late_max)};
+  return summary;
 }
 
 // Sends one request and records its send, its answer (or error) and the server's times.
@@ -337,7 +334,7 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
   one_at_a_time.connections = 1;
   report.summary = summarize(config, one_at_a_time, report.requests, slos);
   const double inference_s = (scaled(workload.cycle) * workload.rounds).seconds();
-  report.summary["throughput_rps"] = inference_s > 0 ? static_cast<double>(in_phase) / inference_s : 0.0;
+  report.summary.throughput_rps = inference_s > 0 ? static_cast<double>(in_phase) / inference_s : 0.0;
   return report;
 }
 
@@ -754,15 +751,15 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
   if (before && after) {
     if (before->worker_starts && after->worker_starts) {
       if (nlohmann::json starts = worker_starts_json(*before->worker_starts, *after->worker_starts); !starts.is_null()) {
-        report.summary["worker_starts"] = std::move(starts);
+        report.summary.worker_starts = std::move(starts);
       }
     }
     if (nlohmann::json eager = eager_switches_json(before->eager_switches, after->eager_switches); !eager.is_null()) {
-      report.summary["eager_switches"] = std::move(eager);
+      report.summary.eager_switches = std::move(eager);
     }
   }
   // Note [Processes a server starts with]: as the server stood when the clock started.
-  if (before && before->fresh_standby_workers) report.summary["fresh_standby_workers"] = *before->fresh_standby_workers;
+  if (before && before->fresh_standby_workers) report.summary.fresh_standby_workers = *before->fresh_standby_workers;
   return report;
 }
 
@@ -831,13 +828,10 @@ std::vector<AnsweredRequest> read_answered_requests(const std::string& requests_
   return answered;
 }
 
-InputTransport recorded_inputs(const nlohmann::json& summary, const std::string& origin) {
-  if (!summary.contains("inputs")) return InputTransport::Raw;
-  const nlohmann::json& inputs = summary["inputs"];
-  if (inputs.is_string()) {
-    if (const std::optional<InputTransport> named = input_transport_named(inputs.get<std::string>())) return *named;
-  }
-  throw InputError(origin + ": 'inputs' is " + inputs.dump() + ", expected \"raw\" or \"shared-memory\"");
+InputTransport recorded_inputs(const LoadSummary& summary, const std::string& origin) {
+  if (!summary.inputs) return InputTransport::Raw;  // a run before the key: raw
+  if (const std::optional<InputTransport> named = input_transport_named(*summary.inputs)) return *named;
+  throw InputError(origin + ": 'inputs' is \"" + *summary.inputs + "\", expected \"raw\" or \"shared-memory\"");
 }
 
 InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const std::string& given) {
@@ -854,7 +848,8 @@ InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const s
     return *said;
   }
   const InputTransport recorded =
-      recorded_inputs(read_json_object(summary, "psw load's summary.json"), summary.string());
+      recorded_inputs(load_summary_from_json(read_json_object(summary, "psw load's summary.json"), summary.string()),
+                      summary.string());
   if (said && *said != recorded) {
     throw InputError(detail::concat("inputs ", given, " of ", requests_csv.string(), ": ", summary.string(),
                                     " records the load's as ", to_string(recorded)));
@@ -987,7 +982,7 @@ void write_load_outputs(const ExperimentConfig& config, const LoadReport& report
     }
     save_text(folder.path() / "requests.csv", csv);
   }
-  save_text(folder.path() / "summary.json", report.summary.dump(2) + "\n");
+  save_text(folder.path() / "summary.json", to_json(report.summary).dump(2) + "\n");
   folder.commit();
 }
 

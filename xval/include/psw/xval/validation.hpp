@@ -1,8 +1,8 @@
 #pragma once
 // psw validate (DESIGN.md §4): the simulator's prediction beside the live server's
-// measurement of one workload. Both sides are summary.json objects with the same keys (psw sim
-// writes one, psw load the other, through the shared latency_summary_json), so the comparison is
-// a join on those keys: one row per scope (every request, then each model in the config's
+// measurement of one workload. Both sides are summary.json objects (psw sim writes one, psw load
+// the other), read into the one type they share (ServedSummary, Note [Served summary]), so the
+// comparison is a join on it: one row per scope (every request, then each model in the config's
 // order) and measure.
 //
 // Note [Validation tolerances]

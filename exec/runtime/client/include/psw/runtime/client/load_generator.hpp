@@ -71,6 +71,7 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "psw/common/units.hpp"
+#include "psw/runtime/client/load_summary.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 
 namespace psw::runtime {
@@ -129,7 +130,7 @@ struct LoadRequestRecord {
 
 struct LoadReport {
   std::vector<LoadRequestRecord> requests;  // in id order
-  nlohmann::json summary;                   // what summary.json holds
+  LoadSummary summary;                      // summary.json is to_json(summary) (Note [Load summary])
   double wall_seconds = 0;
 };
 
@@ -231,7 +232,7 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
 // Note [Shared memory senders]: how a psw load run sent its inputs, from its summary.json
 // (`origin` names it in errors): its `inputs`; a summary without the key is of a run from before
 // it, all of which sent them raw. InputError for a value that is neither.
-InputTransport recorded_inputs(const nlohmann::json& summary, const std::string& origin);
+InputTransport recorded_inputs(const LoadSummary& summary, const std::string& origin);
 // The same for the run behind a psw load requests.csv: the summary.json beside it says, and
 // `given` ("raw", "shared-memory" or empty), where not empty, must agree; without a summary.json,
 // `given` must say (InputError otherwise, naming the file).

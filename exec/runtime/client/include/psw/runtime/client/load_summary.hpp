@@ -1,0 +1,73 @@
+#pragma once
+// Note [Load summary]
+// ~~~~~~~~~~~~~~~~~~~
+// What one psw load run reports, typed: its summary.json is the JSON form (to_json), written
+// once by write_load_outputs, and read back by one checked reader (load_summary_from_json) that
+// psw validate --measured, psw calibrate and psw profile-serving use on recorded runs. The keys
+// it shares with psw sim's summary (`requests`, `latency`, `slo_attainment`, `throughput_rps`,
+// `makespan_s`, per model `latency` and its parts) are those of Note [Served summary], which
+// psw validate joins. Keys added since the first recorded runs are optional in the reader: a
+// run before `connections`, `warmup_per_model` or `inputs` (raw) reads as it ran.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "psw/common/metrics.hpp"
+
+namespace psw::runtime {
+
+// Sends that started later than kLateSendThreshold after their scheduled time.
+struct LateSends {
+  std::int64_t count = 0;
+  double threshold_ms = 0;
+  double mean_ms = 0;  // over every send
+  double max_ms = 0;
+
+  bool operator==(const LateSends&) const = default;
+};
+
+struct ModelLoadSummary {
+  LatencySummary latency;  // the answered requests of the model
+  std::int64_t errors = 0;
+  // Note [Request path], [Latency parts]: where the server reported every answered request's times.
+  std::optional<LatencySummary> engine_latency;
+  std::optional<LatencySummary> server_latency;
+  std::optional<LatencySummary> protocol_latency;
+
+  bool operator==(const ModelLoadSummary&) const = default;
+};
+
+struct LoadSummary {
+  std::string name;
+  std::string target;
+  std::uint64_t seed = 1;
+  double time_scale = 1;
+  std::int64_t senders = 0;
+  std::optional<std::string> inputs;  // Note [Shared memory senders]; absent: a run before it (raw)
+  std::optional<std::int64_t> connections;
+  std::optional<std::int64_t> warmup_per_model;
+  std::int64_t generated = 0;
+  std::int64_t requests = 0;  // answered without error (as psw sim's `requests`)
+  std::int64_t errors = 0;
+  LatencySummary latency;  // from each request's scheduled time to its answer
+  double slo_attainment = 1;
+  double throughput_rps = 0;
+  double makespan_s = 0;
+  LateSends late_sends;
+  std::map<std::string, ModelLoadSummary> models;  // the models requested
+  nlohmann::json worker_starts;   // Note [Worker starts measured]; null: none started
+  nlohmann::json eager_switches;  // Note [Eager switches measured]; null: none
+  std::optional<std::int64_t> fresh_standby_workers;  // Note [Processes a server starts with]
+
+  bool operator==(const LoadSummary&) const = default;
+};
+
+nlohmann::json to_json(const LoadSummary& s);
+// InputError naming `origin` and the key for a summary that is not psw load's.
+LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& origin);
+
+}  // namespace psw::runtime

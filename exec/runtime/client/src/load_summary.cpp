@@ -1,0 +1,131 @@
+#include "psw/runtime/client/load_summary.hpp"
+
+#include "psw/common/error.hpp"
+
+namespace psw::runtime {
+
+nlohmann::json to_json(const LoadSummary& s) {
+  nlohmann::json models = nlohmann::json::object();
+  for (const auto& [name, m] : s.models) {
+    nlohmann::json& entry = models[name];
+    entry = {{"latency", to_json(m.latency)}, {"errors", m.errors}};
+    if (m.engine_latency) entry["engine_latency"] = to_json(*m.engine_latency);
+    if (m.server_latency) entry["server_latency"] = to_json(*m.server_latency);
+    if (m.protocol_latency) entry["protocol_latency"] = to_json(*m.protocol_latency);
+  }
+  nlohmann::json j = {{"name", s.name},
+                      {"target", s.target},
+                      {"seed", s.seed},
+                      {"time_scale", s.time_scale},
+                      {"senders", s.senders},
+                      {"generated", s.generated},
+                      {"requests", s.requests},
+                      {"errors", s.errors},
+                      {"latency", to_json(s.latency)},
+                      {"slo_attainment", s.slo_attainment},
+                      {"throughput_rps", s.throughput_rps},
+                      {"makespan_s", s.makespan_s},
+                      {"late_sends",
+                       {{"count", s.late_sends.count},
+                        {"threshold_ms", s.late_sends.threshold_ms},
+                        {"mean_ms", s.late_sends.mean_ms},
+                        {"max_ms", s.late_sends.max_ms}}},
+                      {"models", models}};
+  if (s.inputs) j["inputs"] = *s.inputs;
+  if (s.connections) j["connections"] = *s.connections;
+  if (s.warmup_per_model) j["warmup_per_model"] = *s.warmup_per_model;
+  if (!s.worker_starts.is_null()) j["worker_starts"] = s.worker_starts;
+  if (!s.eager_switches.is_null()) j["eager_switches"] = s.eager_switches;
+  if (s.fresh_standby_workers) j["fresh_standby_workers"] = *s.fresh_standby_workers;
+  return j;
+}
+
+// Named, not anonymous: the unity build compiles this file with the rest of psw_client.
+namespace load_summary_json {
+
+const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) throw InputError(where + ": no '" + key + "' (not psw load's summary)");
+  return *it;
+}
+double number(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto& v = member(j, key, where);
+  if (!v.is_number()) throw InputError(where + ": '" + key + "' must be a number");
+  return v.get<double>();
+}
+std::int64_t integer_value(const nlohmann::json& v, const char* key, const std::string& where) {
+  if (!v.is_number_integer()) throw InputError(where + ": '" + key + "' must be an integer");
+  return v.get<std::int64_t>();
+}
+std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
+  return integer_value(member(j, key, where), key, where);
+}
+std::optional<std::int64_t> optional_integer(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  return integer_value(*it, key, where);
+}
+std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto& v = member(j, key, where);
+  if (!v.is_string()) throw InputError(where + ": '" + key + "' must be a string");
+  return v.get<std::string>();
+}
+std::optional<LatencySummary> optional_latency(const nlohmann::json& j, const char* key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end()) return std::nullopt;
+  return latency_summary_from_json(*it, where + "." + key);
+}
+
+}  // namespace load_summary_json
+
+LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& origin) {
+  namespace lj = load_summary_json;
+  if (!j.is_object()) throw InputError(origin + ": not a JSON object (not psw load's summary)");
+  LoadSummary s;
+  s.name = lj::text(j, "name", origin);
+  s.target = lj::text(j, "target", origin);
+  const auto& seed = lj::member(j, "seed", origin);
+  if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<std::int64_t>() < 0)) {
+    throw InputError(origin + ": 'seed' must be a non-negative integer");
+  }
+  s.seed = seed.get<std::uint64_t>();
+  s.time_scale = lj::number(j, "time_scale", origin);
+  s.senders = lj::integer(j, "senders", origin);
+  if (const auto it = j.find("inputs"); it != j.end()) {
+    if (!it->is_string()) throw InputError(origin + ": 'inputs' is " + it->dump() + ", expected \"raw\" or \"shared-memory\"");
+    s.inputs = it->get<std::string>();
+  }
+  s.connections = lj::optional_integer(j, "connections", origin);
+  s.warmup_per_model = lj::optional_integer(j, "warmup_per_model", origin);
+  s.generated = lj::integer(j, "generated", origin);
+  s.requests = lj::integer(j, "requests", origin);
+  s.errors = lj::integer(j, "errors", origin);
+  s.latency = latency_summary_from_json(lj::member(j, "latency", origin), origin + ".latency");
+  s.slo_attainment = lj::number(j, "slo_attainment", origin);
+  s.throughput_rps = lj::number(j, "throughput_rps", origin);
+  s.makespan_s = lj::number(j, "makespan_s", origin);
+  const auto& late = lj::member(j, "late_sends", origin);
+  const std::string late_at = origin + ".late_sends";
+  if (!late.is_object()) throw InputError(late_at + ": expected an object");
+  s.late_sends = {lj::integer(late, "count", late_at), lj::number(late, "threshold_ms", late_at),
+                  lj::number(late, "mean_ms", late_at), lj::number(late, "max_ms", late_at)};
+  const auto& models = lj::member(j, "models", origin);
+  if (!models.is_object()) throw InputError(origin + ": 'models' must be an object");
+  for (const auto& [name, m] : models.items()) {
+    const std::string at = origin + ".models." + name;
+    if (!m.is_object()) throw InputError(at + ": expected an object");
+    ModelLoadSummary model;
+    model.latency = latency_summary_from_json(lj::member(m, "latency", at), at + ".latency");
+    model.errors = lj::integer(m, "errors", at);
+    model.engine_latency = lj::optional_latency(m, "engine_latency", at);
+    model.server_latency = lj::optional_latency(m, "server_latency", at);
+    model.protocol_latency = lj::optional_latency(m, "protocol_latency", at);
+    s.models.emplace(name, std::move(model));
+  }
+  if (const auto it = j.find("worker_starts"); it != j.end()) s.worker_starts = *it;
+  if (const auto it = j.find("eager_switches"); it != j.end()) s.eager_switches = *it;
+  s.fresh_standby_workers = lj::optional_integer(j, "fresh_standby_workers", origin);
+  return s;
+}
+
+}  // namespace psw::runtime
