@@ -341,6 +341,37 @@ INSTANTIATE_TEST_SUITE_P(Mechanisms, ControllerDecisions,
                                            "no-memory-management", "no-pinned-memory"),
                          mechanism_test_name);
 
+// Note [Residency]: with `cache: active` a request for the model of the task before runs on it
+// as it is (no transfer), one for another model switches it in, and the answers are the
+// model's either way.
+TEST(Controller, CacheActiveKeepsTheLastTasksModel) {
+  const ServeConfig config = write_config("cache-active", R"(
+workers: 2
+cache: active
+request_timeout_ms: 120000
+models:
+  - name: inception_v3
+    batch: 1
+  - name: bert_base
+    batch: 1
+)");
+  auto controller = start(config);
+  auto bert = exec::make_model("bert_base", 0);
+  auto inception = exec::make_model("inception_v3", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  const torch::Tensor image = inception->example_input(1, 75);
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  }
+  EXPECT_EQ(controller->stats().transfers, 1);
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("inception_v3", image))), inception->forward(image)),
+            1e-5);
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  EXPECT_EQ(controller->stats().transfers, 3);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
 // One process: training and inference take turns in one worker; a request abandons the
 // training's step (there is no other worker to pause for), which resumes from its last one.
 TEST(Controller, OneProcessTakesTurnsInOneWorker) {
