@@ -26,6 +26,7 @@ Action add_load_command(CLI::App& app);
 Action add_validate_command(CLI::App& app);
 Action add_calibrate_command(CLI::App& app);
 Action add_replay_decisions_command(CLI::App& app);
+Action add_config_json_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);

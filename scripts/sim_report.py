@@ -76,51 +76,29 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def load_yaml_map(path):
-    """Block-mapping YAML subset (the hardware profiles): nested dicts, scalars, comments dropped."""
-    root = {}
-    stack = [(-1, root)]
-    with open(path) as f:
-        for line in f:
-            text = re.sub(r"\s+#.*$", "", line.rstrip("\n"))
-            if not text.strip() or text.lstrip().startswith("#"):
-                continue
-            indent = len(text) - len(text.lstrip())
-            m = re.match(r"\s*([A-Za-z0-9_.\-]+):\s*(.*)$", text)
-            if not m:
-                continue
-            key, value = m.group(1), m.group(2).strip().strip('"')
-            while stack[-1][0] >= indent:
-                stack.pop()
-            parent = stack[-1][1]
-            if value == "":
-                parent[key] = {}
-                stack.append((indent, parent[key]))
-            else:
-                try:
-                    parent[key] = int(value)
-                except ValueError:
-                    try:
-                        parent[key] = float(value)
-                    except ValueError:
-                        parent[key] = value
-    return root
+def config_json(kind, path):
+    """A project YAML file as psw reads it, in JSON (`psw config-json`, Note [Config files as
+    JSON]): the report reads numbers from psw, not from YAML text."""
+    psw = psw_path()
+    if psw is None:
+        sys.exit("sim_report.py: no psw binary (set PSW=build/cli/psw) to read " + path)
+    out = subprocess.run([psw, "config-json", kind, path], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("sim_report.py: psw config-json %s %s: %s" % (kind, path, out.stderr.strip()))
+    return json.loads(out.stdout)
 
 
 def mps_contention(hw):
     """The (training model, training batch) pairs of a hardware profile's `mps.contention` points,
-    in the profile's order (flow mappings, one a line, which load_yaml_map skips)."""
+    in the profile's order."""
     pairs = []
     path = os.path.join(ROOT, "configs", "hardware", hw + ".yaml")
     if not os.path.exists(path):
         return pairs
-    with open(path) as f:
-        for line in f:
-            if "inference_model:" not in line:
-                continue
-            m = re.search(r"training_model:\s*([A-Za-z0-9_.\-]+).*training_batch:\s*(\d+)", line)
-            if m and (m.group(1), int(m.group(2))) not in pairs:
-                pairs.append((m.group(1), int(m.group(2))))
+    for point in _get(config_json("hardware", path), ["mps", "contention"]) or []:
+        pair = (point["training_model"], int(point["training_batch"]))
+        if pair not in pairs:
+            pairs.append(pair)
     return pairs
 
 
@@ -158,7 +136,7 @@ def hardware_profiles():
     for hw in HARDWARE:
         path = os.path.join(ROOT, "configs", "hardware", hw + ".yaml")
         if os.path.exists(path):
-            out[hw] = load_yaml_map(path)
+            out[hw] = config_json("hardware", path)
     return out
 
 
@@ -989,26 +967,14 @@ def _get(d, keys):
 
 
 def base_settings():
-    out = {"batch": "8", "interval_s": "12", "count": "10", "rounds": "10"}
-    try:
-        text = open(os.path.join(ROOT, "configs", "experiments", "switch-base.yaml")).read()
-        m = re.search(r"interval_ms:\s*(\d+)", text)
-        if m:
-            out["interval_s"] = "%g" % (int(m.group(1)) / 1000)
-        m = re.search(r"count:\s*(\d+)", text)
-        if m:
-            out["count"] = m.group(1)
-        text = open(os.path.join(ROOT, "configs", "experiments", "cycles-base.yaml")).read()
-        m = re.search(r"rounds:\s*(\d+)", text)
-        if m:
-            out["rounds"] = m.group(1)
-        text = open(os.path.join(ROOT, "configs", "models", "resnet152.yaml")).read()
-        m = re.search(r"(?m)^batch:\s*(\d+)", text)
-        if m:
-            out["batch"] = m.group(1)
-    except OSError:
-        pass
-    return out
+    """The figures' workload settings, from their configs as psw reads them."""
+    switch = config_json("experiment", os.path.join(ROOT, "configs", "experiments", "switch-base.yaml"))
+    cycles = config_json("experiment", os.path.join(ROOT, "configs", "experiments", "cycles-base.yaml"))
+    model = config_json("model", os.path.join(ROOT, "configs", "models", "resnet152.yaml"))
+    return {"batch": str(model["batch"]),
+            "interval_s": "%g" % (switch["workload"]["interval_ms"] / 1000),
+            "count": str(switch["workload"]["count"]),
+            "rounds": str(cycles["workload"]["rounds"])}
 
 
 def sec_xval(results):

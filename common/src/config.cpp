@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <set>
@@ -269,6 +270,52 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   }
   r.finish();
   return hw;
+}
+
+// Note [Config files as JSON] -------------------------------------------------------------
+
+// Named, not anonymous: the unity build compiles this file with the rest of psw_core.
+namespace yaml_as_json {
+
+nlohmann::json scalar(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;  // quoted: a string as written
+  if (text == "true" || text == "false") return text == "true";
+  if (text.empty() || text == "null" || text == "~") return nullptr;
+  std::int64_t integer = 0;
+  if (const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), integer);
+      ec == std::errc() && end == text.data() + text.size()) {
+    return integer;
+  }
+  double number = 0;
+  if (const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+      ec == std::errc() && end == text.data() + text.size() && std::isfinite(number)) {
+    return number;
+  }
+  return text;
+}
+
+nlohmann::json convert(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& entry : node) out[entry.first.Scalar()] = convert(entry.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(convert(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: return scalar(node);
+    default: return nullptr;
+  }
+}
+
+}  // namespace yaml_as_json
+
+nlohmann::json yaml_file_as_json(const std::filesystem::path& path) {
+  return yaml_as_json::convert(parse_document(read_file(path), path.string()));
 }
 
 ModelProfile load_model_profile(const std::filesystem::path& path) {

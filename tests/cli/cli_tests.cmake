@@ -49,6 +49,13 @@ psw_cli_test(replay_decisions.missing 2 "no-such.jsonl: cannot read the decision
 psw_cli_script_test(replay_decisions.recorded_h200 120
                     "bash tests/cli/replay_recorded_decisions.sh $<TARGET_FILE:psw>")
 
+# Note [Config files as JSON]: a file as psw reads it, for the scripts that draw; a file its
+# reader refuses is refused.
+psw_cli_test(config_json.hardware 0 "\"bandwidth_bytes_per_s\": 12000000000" config-json hardware ${PSW_HW}/v100-pcie3-x16.yaml)
+psw_cli_test(config_json.experiment 0 "\"interval_ms\": 500" config-json experiment ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/small.yaml)
+psw_cli_test(config_json.refused 2 "cache: lru needs cache_bytes" config-json serve ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-serve/bad_cache.yaml)
+psw_cli_test(config_json.unknown_kind 2 "kind" config-json recipe ${PSW_HW}/v100-pcie3-x16.yaml)
+
 # Bad arguments: exit code 2 and one message naming the problem.
 psw_cli_test(no_subcommand 2 "subcommand")
 psw_cli_test(unknown_option 2 "--bogus" plan --model ${PSW_MODELS}/resnet152.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --bogus)

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "psw/common/hardware_profile.hpp"
 #include "psw/common/model_profile.hpp"
 #include "psw/common/output.hpp"  // save_text, for the writers of these files
@@ -38,5 +40,12 @@ std::string to_yaml(const SwitchPlan& plan);
 
 std::string to_yaml(const ModelProfile& model);
 std::string to_yaml(const HardwareProfile& hardware);
+
+// Note [Config files as JSON]: a project YAML file's document as JSON, for the scripts that draw
+// from it (psw config-json): mappings, sequences, and plain scalars as integers, numbers,
+// true/false or null where they read as one (quoted ones stay strings). Comments dropped.
+// InputError for a file that cannot be read or parsed; the caller checks it with its own
+// strict reader first.
+nlohmann::json yaml_file_as_json(const std::filesystem::path& path);
 
 }  // namespace psw
