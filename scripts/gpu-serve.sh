@@ -382,8 +382,11 @@ hardware=$root/configs/hardware/h200-pcie5.yaml
 if [[ -f $raw/link-profile/h200-pcie5.yaml ]]; then hardware=$raw/link-profile/h200-pcie5.yaml
 elif [[ -n ${PSW_HARDWARE_PROFILE:-} ]]; then hardware=$(realpath "$PSW_HARDWARE_PROFILE"); fi
 use_hardware="s#^hardware: .*#hardware: $hardware#"
+training_of() {  # SERVE_CONFIG KEY: a key of its training job, as psw reads it (empty without one)
+  "$psw" config-json serve "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("training", {}).get(sys.argv[1], ""))' "$2"
+}
 training_batch_of() {  # SERVE_CONFIG: its training job's batch (empty without one)
-  awk '/^training:/ {t = 1} t && /^  batch:/ {print $2; exit}' "$1"
+  training_of "$1" batch
 }
 if has_part calibrate; then
   echo "== calibrate: psw profile-serving ($(date -u +%T))"
@@ -494,7 +497,7 @@ if has_part calibrate-load; then
   if [[ ${PSW_INPUTS:-raw} == shared-memory ]]; then sed -i '/^serving:/d' "$experiment"; fi
   validate_with pipeswitch "$experiment" calibrate-load
   run=$raw/validation/calibrate-load
-  training_model=$(awk '/^training:/ {t = 1} t && /^  model:/ {print $2; exit}' "$serve_config")
+  training_model=$(training_of "$serve_config" model)
   training_batch=$(training_batch_of "$serve_config")
   if [[ -f $run/measured/requests.csv ]]; then
     "$psw" profile-serving --from-load "$run/measured/requests.csv" --training-from-validation "$run" \
