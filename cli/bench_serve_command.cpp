@@ -25,7 +25,7 @@ struct BenchServeOptions {
   runtime::ServingBenchmarkSpec spec;
 };
 
-nlohmann::json to_json(const runtime::LatencySummary& s) {
+nlohmann::json to_json(const runtime::ExactLatencySummary& s) {
   return {{"count", s.count}, {"min_ms", s.min_ms}, {"median_ms", s.median_ms}, {"p99_ms", s.p99_ms}, {"max_ms", s.max_ms}};
 }
 

@@ -190,7 +190,7 @@ void run_inference(const ClientOptions& o, Client& client) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   }
   if (staging) staging->read_outputs(response);
-  const runtime::LatencySummary latency = runtime::summarize_latencies(latencies_ms);
+  const runtime::ExactLatencySummary latency = runtime::summarize_latencies(latencies_ms);
   if (o.format == "json") {
     nlohmann::json outputs = nlohmann::json::array();
     for (const auto& output : response.outputs) {

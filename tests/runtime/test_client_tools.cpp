@@ -88,11 +88,11 @@ TEST(GrpcClientTools, HalfPrecisionConversions) {
   EXPECT_EQ(bf16_to_float(0xC000), -2.0f);
 }
 
-TEST(GrpcClientTools, LatencySummary) {
+TEST(GrpcClientTools, ExactLatencySummary) {
   EXPECT_EQ(summarize_latencies({}).count, 0u);
   std::vector<double> samples;
   for (int i = 100; i >= 1; --i) samples.push_back(i);
-  const LatencySummary s = summarize_latencies(samples);
+  const ExactLatencySummary s = summarize_latencies(samples);
   EXPECT_EQ(s.count, 100u);
   EXPECT_EQ(s.min_ms, 1);
   EXPECT_EQ(s.max_ms, 100);

@@ -207,8 +207,8 @@ std::int64_t median_of(std::vector<std::int64_t> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-LatencySummary summarize_latencies(std::vector<double> latencies_ms) {
-  LatencySummary summary;
+ExactLatencySummary summarize_latencies(std::vector<double> latencies_ms) {
+  ExactLatencySummary summary;
   if (latencies_ms.empty()) return summary;
   std::sort(latencies_ms.begin(), latencies_ms.end());
   const std::size_t n = latencies_ms.size();

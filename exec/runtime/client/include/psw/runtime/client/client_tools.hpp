@@ -40,7 +40,9 @@ float fp16_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16(float value);
 float bf16_to_float(std::uint16_t bits);
 
-struct LatencySummary {
+// The exact order statistics of a few samples (psw client, bench-serve: tens of requests), where
+// summary.json's LatencySummary (psw/common/metrics.hpp) is a histogram's over any number.
+struct ExactLatencySummary {
   std::size_t count = 0;
   double min_ms = 0;
   double median_ms = 0;
@@ -49,7 +51,7 @@ struct LatencySummary {
 };
 
 // Summary of request latencies in milliseconds; all zero for no samples.
-LatencySummary summarize_latencies(std::vector<double> latencies_ms);
+ExactLatencySummary summarize_latencies(std::vector<double> latencies_ms);
 
 // The median of integer samples (of two middle ones, their mean rounded down), in integers so
 // that a profile's nanoseconds are the samples' own; `values` must not be empty.

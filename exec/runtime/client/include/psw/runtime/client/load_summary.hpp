@@ -31,12 +31,12 @@ struct LateSends {
 };
 
 struct ModelLoadSummary {
-  LatencySummary latency;  // the answered requests of the model
+  psw::LatencySummary latency;  // the answered requests of the model
   std::int64_t errors = 0;
   // Note [Request path], [Latency parts]: where the server reported every answered request's times.
-  std::optional<LatencySummary> engine_latency;
-  std::optional<LatencySummary> server_latency;
-  std::optional<LatencySummary> protocol_latency;
+  std::optional<psw::LatencySummary> engine_latency;
+  std::optional<psw::LatencySummary> server_latency;
+  std::optional<psw::LatencySummary> protocol_latency;
 
   bool operator==(const ModelLoadSummary&) const = default;
 };
@@ -53,7 +53,7 @@ struct LoadSummary {
   std::int64_t generated = 0;
   std::int64_t requests = 0;  // answered without error (as psw sim's `requests`)
   std::int64_t errors = 0;
-  LatencySummary latency;  // from each request's scheduled time to its answer
+  psw::LatencySummary latency;  // from each request's scheduled time to its answer
   double slo_attainment = 1;
   double throughput_rps = 0;
   double makespan_s = 0;

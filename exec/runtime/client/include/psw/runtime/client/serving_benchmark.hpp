@@ -35,7 +35,7 @@ struct ServingBenchmarkSpec {
 };
 
 struct ServingBenchmarkReport {
-  std::map<std::string, LatencySummary> cold_latency_ms;  // per model, client-observed
+  std::map<std::string, ExactLatencySummary> cold_latency_ms;  // per model, client-observed
   double training_steps_per_s_alone = 0;
   double training_steps_per_s_with_requests = 0;
   int requests_in_throughput_window = 0;
@@ -45,7 +45,7 @@ struct ServingBenchmarkReport {
   // time they hold it. Both 0 without the windows.
   double training_held_s_with_requests = 0;
   double training_running_share = 0;
-  LatencySummary switch_latency_ms;                       // the consecutive switches
+  ExactLatencySummary switch_latency_ms;                       // the consecutive switches
   int switches = 0;
   // The server's metrics after the run (Prometheus text) and the values read from it.
   std::string metrics;
@@ -80,7 +80,7 @@ struct ServingProfileSpec {
 
 struct ServingProfileRun {
   ServingProfile profile;
-  std::map<std::string, LatencySummary> client_ms;  // per model, the client's latency
+  std::map<std::string, ExactLatencySummary> client_ms;  // per model, the client's latency
 };
 
 ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,
