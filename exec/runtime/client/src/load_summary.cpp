@@ -1,6 +1,7 @@
 #include "psw/runtime/client/load_summary.hpp"
 
 #include "psw/common/error.hpp"
+#include "psw/common/json_fields.hpp"
 
 namespace psw::runtime {
 
@@ -43,34 +44,7 @@ nlohmann::json to_json(const LoadSummary& s) {
 // Named, not anonymous: the unity build compiles this file with the rest of psw_client.
 namespace load_summary_json {
 
-const nlohmann::json& member(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end()) throw InputError(where + ": no '" + key + "' (not psw load's summary)");
-  return *it;
-}
-double number(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto& v = member(j, key, where);
-  if (!v.is_number()) throw InputError(where + ": '" + key + "' must be a number");
-  return v.get<double>();
-}
-std::int64_t integer_value(const nlohmann::json& v, const char* key, const std::string& where) {
-  if (!v.is_number_integer()) throw InputError(where + ": '" + key + "' must be an integer");
-  return v.get<std::int64_t>();
-}
-std::int64_t integer(const nlohmann::json& j, const char* key, const std::string& where) {
-  return integer_value(member(j, key, where), key, where);
-}
-std::optional<std::int64_t> optional_integer(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end()) return std::nullopt;
-  return integer_value(*it, key, where);
-}
-std::string text(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto& v = member(j, key, where);
-  if (!v.is_string()) throw InputError(where + ": '" + key + "' must be a string");
-  return v.get<std::string>();
-}
-std::optional<LatencySummary> optional_latency(const nlohmann::json& j, const char* key, const std::string& where) {
+std::optional<psw::LatencySummary> optional_latency(const nlohmann::json& j, const char* key, const std::string& where) {
   const auto it = j.find(key);
   if (it == j.end()) return std::nullopt;
   return latency_summary_from_json(*it, where + "." + key);
@@ -80,43 +54,44 @@ std::optional<LatencySummary> optional_latency(const nlohmann::json& j, const ch
 
 LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& origin) {
   namespace lj = load_summary_json;
+  namespace jf = json_fields;
   if (!j.is_object()) throw InputError(origin + ": not a JSON object (not psw load's summary)");
   LoadSummary s;
-  s.name = lj::text(j, "name", origin);
-  s.target = lj::text(j, "target", origin);
-  const auto& seed = lj::member(j, "seed", origin);
+  s.name = jf::text(j, "name", origin);
+  s.target = jf::text(j, "target", origin);
+  const auto& seed = jf::member(j, "seed", origin);
   if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<std::int64_t>() < 0)) {
     throw InputError(origin + ": 'seed' must be a non-negative integer");
   }
   s.seed = seed.get<std::uint64_t>();
-  s.time_scale = lj::number(j, "time_scale", origin);
-  s.senders = lj::integer(j, "senders", origin);
+  s.time_scale = jf::number(j, "time_scale", origin);
+  s.senders = jf::integer(j, "senders", origin);
   if (const auto it = j.find("inputs"); it != j.end()) {
     if (!it->is_string()) throw InputError(origin + ": 'inputs' is " + it->dump() + ", expected \"raw\" or \"shared-memory\"");
     s.inputs = it->get<std::string>();
   }
-  s.connections = lj::optional_integer(j, "connections", origin);
-  s.warmup_per_model = lj::optional_integer(j, "warmup_per_model", origin);
-  s.generated = lj::integer(j, "generated", origin);
-  s.requests = lj::integer(j, "requests", origin);
-  s.errors = lj::integer(j, "errors", origin);
-  s.latency = latency_summary_from_json(lj::member(j, "latency", origin), origin + ".latency");
-  s.slo_attainment = lj::number(j, "slo_attainment", origin);
-  s.throughput_rps = lj::number(j, "throughput_rps", origin);
-  s.makespan_s = lj::number(j, "makespan_s", origin);
-  const auto& late = lj::member(j, "late_sends", origin);
+  s.connections = jf::optional_integer(j, "connections", origin);
+  s.warmup_per_model = jf::optional_integer(j, "warmup_per_model", origin);
+  s.generated = jf::integer(j, "generated", origin);
+  s.requests = jf::integer(j, "requests", origin);
+  s.errors = jf::integer(j, "errors", origin);
+  s.latency = latency_summary_from_json(jf::member(j, "latency", origin), origin + ".latency");
+  s.slo_attainment = jf::number(j, "slo_attainment", origin);
+  s.throughput_rps = jf::number(j, "throughput_rps", origin);
+  s.makespan_s = jf::number(j, "makespan_s", origin);
+  const auto& late = jf::member(j, "late_sends", origin);
   const std::string late_at = origin + ".late_sends";
   if (!late.is_object()) throw InputError(late_at + ": expected an object");
-  s.late_sends = {lj::integer(late, "count", late_at), lj::number(late, "threshold_ms", late_at),
-                  lj::number(late, "mean_ms", late_at), lj::number(late, "max_ms", late_at)};
-  const auto& models = lj::member(j, "models", origin);
+  s.late_sends = {jf::integer(late, "count", late_at), jf::number(late, "threshold_ms", late_at),
+                  jf::number(late, "mean_ms", late_at), jf::number(late, "max_ms", late_at)};
+  const auto& models = jf::member(j, "models", origin);
   if (!models.is_object()) throw InputError(origin + ": 'models' must be an object");
   for (const auto& [name, m] : models.items()) {
     const std::string at = origin + ".models." + name;
     if (!m.is_object()) throw InputError(at + ": expected an object");
     ModelLoadSummary model;
-    model.latency = latency_summary_from_json(lj::member(m, "latency", at), at + ".latency");
-    model.errors = lj::integer(m, "errors", at);
+    model.latency = latency_summary_from_json(jf::member(m, "latency", at), at + ".latency");
+    model.errors = jf::integer(m, "errors", at);
     model.engine_latency = lj::optional_latency(m, "engine_latency", at);
     model.server_latency = lj::optional_latency(m, "server_latency", at);
     model.protocol_latency = lj::optional_latency(m, "protocol_latency", at);
@@ -124,7 +99,7 @@ LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& o
   }
   if (const auto it = j.find("worker_starts"); it != j.end()) s.worker_starts = *it;
   if (const auto it = j.find("eager_switches"); it != j.end()) s.eager_switches = *it;
-  s.fresh_standby_workers = lj::optional_integer(j, "fresh_standby_workers", origin);
+  s.fresh_standby_workers = jf::optional_integer(j, "fresh_standby_workers", origin);
   return s;
 }
 
