@@ -154,6 +154,21 @@ AloneWindow measure_training_alone(const std::function<std::int64_t()>& complete
 
 }  // namespace
 
+// Named, not anonymous: the unity build compiles this file with the rest of psw_xval.
+namespace validation_run_detail {
+
+// A run's simulated and measured summaries compared, per model in the config's order.
+ValidationReport compare_run(const ExperimentConfig& config, const ValidationRun& run) {
+  std::vector<std::string> models;
+  for (const auto& m : config.models) models.push_back(m.name);
+  return compare_summaries(config.name, config.mechanism, models, run.simulated, to_json(run.measured.summary),
+                           run.training, sim::training_step(config),
+                           simulated_worker_start(config.mechanism, config.hardware));
+}
+
+}  // namespace validation_run_detail
+using validation_run_detail::compare_run;
+
 ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& options,
                              const std::filesystem::path& sim_out, std::chrono::milliseconds training_alone) {
   if (options.time_scale != 1.0) {
@@ -222,11 +237,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
       run.simulated = sim::to_json(sim::run_simulation(config, sim_options).summary);
     }
   }
-  std::vector<std::string> models;
-  for (const auto& m : config.models) models.push_back(m.name);
-  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, to_json(run.measured.summary),
-                                 run.training, sim::training_step(config),
-                                 simulated_worker_start(config.mechanism, config.hardware));
+  run.report = compare_run(config, run);
   return run;
 }
 
@@ -309,11 +320,7 @@ ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::
       if (entry.protocol_latency && found != protocol.end()) entry.protocol_latency = summarize(found->second);
     }
   }
-  std::vector<std::string> models;
-  for (const auto& m : config.models) models.push_back(m.name);
-  run.report = compare_summaries(config.name, config.mechanism, models, run.simulated, to_json(run.measured.summary),
-                                 run.training, sim::training_step(config),
-                                 simulated_worker_start(config.mechanism, config.hardware));
+  run.report = compare_run(config, run);
   return run;
 }
 
