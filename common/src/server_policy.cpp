@@ -391,7 +391,8 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
   const bool request_waiting = !queue_.empty();
   const bool request_running = inflight_.has_value();
   const bool worker_free = free_worker(request_waiting ? std::optional<int>(queue_.front().model) : std::nullopt) >= 0;
-  const bool worker_free_for_training = free_worker(std::nullopt) >= 0;
+  // Without a waiting request the two are one question.
+  const bool worker_free_for_training = request_waiting ? free_worker(std::nullopt) >= 0 : worker_free;
   const bool training_wanted = this->training_wanted();
   const bool running = training_running();
   const bool stopping = training_worker_ >= 0 && training_stopping_;
@@ -418,11 +419,12 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
       resume_training(out);
     }
   }
+  if (!fresh_processes()) return;
   // The task that waits first: the queue's head, else the training job.
   const bool task_without_worker =
       !queue_.empty() ? free_worker(queue_.front().model) < 0
                       : training_wanted && training_worker_ < 0 && !inflight_ && free_worker(std::nullopt) < 0;
-  if (fresh_processes() && task_without_worker) renew_a_worker(out);
+  if (task_without_worker) renew_a_worker(out);
 }
 
 // Note [Decision log] ---------------------------------------------------------------------
