@@ -165,7 +165,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile YAML (configs/hardware/)")->required();
   cmd->add_option("--strategy", options->strategy,
                   "single | per-layer | pipeswitch | optimal | fixed")->capture_default_str();
-  cmd->add_option("--groups", options->groups_path, "Groups YAML for --strategy fixed");
+  cmd->add_option("--groups", options->groups_path, "Groups YAML for --strategy fixed: `groups: [[first, last], ...]` by layer index or `modules: [[name, ...], ...]` by module (configs/plans/)");
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
   cmd->add_option("--timeline", options->timeline_path,
                   "Write a Chrome trace (chrome://tracing, Perfetto) of the plan's timeline");

@@ -387,6 +387,81 @@ Grouping load_fixed_groups(const std::filesystem::path& path, const ModelProfile
   return parse_fixed_groups(read_file(path), path.string(), model);
 }
 
+namespace {
+
+// Whether layer `layer` belongs to module `module`: its name is the module's, or lies under it.
+bool layer_in_module(const std::string& layer, const std::string& module) {
+  return layer == module || (layer.size() > module.size() && layer.compare(0, module.size(), module) == 0 &&
+                             layer[module.size()] == '.');
+}
+
+// `modules: [[name, ...], ...]`: each group is the layers whose names are one of its module
+// names or lie under one (`layer1.0` takes `layer1.0.conv1`). Every layer must fall in exactly
+// one group and each group must be a non-empty run of consecutive layers, in order. Errors name
+// the group entry, or the layer that no group or two groups take.
+Grouping read_module_groups(MapReader& r, const ModelProfile& model) {
+  YAML::Node list = r.sequence("modules");
+  std::vector<std::vector<std::string>> modules(list.size());
+  for (std::size_t g = 0; g < list.size(); ++g) {
+    const YAML::Node entry = list[g];
+    const std::string key = detail::concat("modules[", g, "]");
+    if (!entry.IsSequence() || entry.size() == 0) {
+      r.fail_key(key, entry, "expected a non-empty list of module names, such as [layer1.0] or [conv1, bn1]");
+    }
+    for (std::size_t m = 0; m < entry.size(); ++m) {
+      if (!entry[m].IsScalar() || entry[m].Scalar().empty()) {
+        r.fail_key(detail::concat(key, "[", m, "]"), entry[m], "expected a module name");
+      }
+      modules[g].push_back(entry[m].Scalar());
+    }
+  }
+  std::vector<std::size_t> owner(model.layers.size());
+  for (std::size_t i = 0; i < model.layers.size(); ++i) {
+    const std::string& name = model.layers[i].name;
+    std::vector<std::size_t> hits;
+    for (std::size_t g = 0; g < modules.size(); ++g) {
+      for (const std::string& module : modules[g]) {
+        if (layer_in_module(name, module)) {
+          hits.push_back(g);
+          break;
+        }
+      }
+    }
+    if (hits.empty()) {
+      r.fail_key("modules", list, detail::concat("layer ", i, " '", name, "' of model '", model.name,
+                                                 "' is in no group's modules"));
+    }
+    if (hits.size() > 1) {
+      r.fail_key(detail::concat("modules[", hits[1], "]"), list[hits[1]],
+                 detail::concat("layer ", i, " '", name, "' is in this group and in modules[", hits[0], "]"));
+    }
+    owner[i] = hits.front();
+  }
+  Grouping groups;
+  std::size_t i = 0;
+  for (std::size_t g = 0; g < modules.size(); ++g) {
+    const std::string key = detail::concat("modules[", g, "]");
+    if (std::find(owner.begin(), owner.end(), g) == owner.end()) {
+      r.fail_key(key, list[g], detail::concat("takes no layer of model '", model.name, "'"));
+    }
+    if (owner[i] != g) {
+      r.fail_key(key, list[g], detail::concat("layer ", i, " '", model.layers[i].name, "' is next but is in modules[",
+                                              owner[i], "] (groups must take consecutive layers, in layer order)"));
+    }
+    const std::size_t first = i;
+    while (i < owner.size() && owner[i] == g) ++i;
+    groups.push_back({first, i - 1});
+  }
+  if (i != owner.size()) {
+    r.fail_key(detail::concat("modules[", owner[i], "]"), list[owner[i]],
+               detail::concat("its layers are not consecutive: layer ", i, " '", model.layers[i].name,
+                              "' comes after layers of other groups"));
+  }
+  return groups;
+}
+
+}  // namespace
+
 Grouping parse_fixed_groups(const std::string& text, const std::string& origin, const ModelProfile& model) {
   YAML::Node root = parse_document(text, origin);
   MapReader r(root, origin, "");
@@ -395,7 +470,10 @@ Grouping parse_fixed_groups(const std::string& text, const std::string& origin, 
     r.fail_key("model", r.get("model"),
                "the groups are for model '" + named + "' but the model is '" + model.name + "'");
   }
-  Grouping groups = read_groups(r, model.layers.size());
+  if (r.has("groups") == r.has("modules")) {
+    r.fail_key("groups", root, "expected exactly one of 'groups' (layer index ranges) and 'modules' (module names)");
+  }
+  Grouping groups = r.has("modules") ? read_module_groups(r, model) : read_groups(r, model.layers.size());
   r.finish();
   validate_grouping(groups, model.layers.size(), origin);
   return groups;

@@ -822,5 +822,78 @@ TEST(ConfigFiles, FixedGroupsFromText) {
                   {"g.yaml:1:", "groups"});
 }
 
+TEST(ConfigFiles, FixedGroupsByModule) {
+  const std::string three_layers = kTinyModel + "  - {name: fc, kind: linear, param_bytes: 64, forward_flops: 10}\n";
+  const ModelProfile model = parse_model_profile(three_layers, "tiny.yaml");
+  const Grouping split = parse_fixed_groups("modules: [[conv1], [bn1, fc]]\n", "g.yaml", model);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0].first, 0u);
+  EXPECT_EQ(split[0].last, 0u);
+  EXPECT_EQ(split[1].first, 1u);
+  EXPECT_EQ(split[1].last, 2u);
+  // A module name takes the layers under it, not a layer whose name merely starts with it.
+  const std::string nested = "name: nested\nbatch: 1\ndtype: fp32\nsource: {kind: analytic}\nlayers:\n"
+                             "  - {name: block.a, kind: conv, param_bytes: 4, forward_flops: 1}\n"
+                             "  - {name: block.b, kind: conv, param_bytes: 4, forward_flops: 1}\n"
+                             "  - {name: blocker, kind: conv, param_bytes: 4, forward_flops: 1}\n";
+  const ModelProfile nested_model = parse_model_profile(nested, "nested.yaml");
+  const Grouping blocks = parse_fixed_groups("modules: [[block], [blocker]]\n", "g.yaml", nested_model);
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].last, 1u);
+  const auto error = [&](const std::string& text) {
+    return input_error_of([&] { parse_fixed_groups(text, "g.yaml", model); });
+  };
+  expect_contains(error("modules: [[conv1], [bn1]]\n"), {"g.yaml:1:", "layer 2 'fc'", "in no group's modules"});
+  expect_contains(error("modules: [[conv1, bn1], [bn1, fc]]\n"),
+                  {"key 'modules[1]'", "layer 1 'bn1' is in this group and in modules[0]"});
+  expect_contains(error("modules: [[bn1], [conv1], [fc]]\n"),
+                  {"key 'modules[0]'", "layer 0 'conv1' is next but is in modules[1]"});
+  expect_contains(error("modules: [[conv1, fc], [bn1]]\n"),
+                  {"key 'modules[0]'", "not consecutive: layer 2 'fc' comes after layers of other groups"});
+  expect_contains(error("modules: [[conv1], [pool], [bn1, fc]]\n"), {"key 'modules[1]'", "takes no layer"});
+  expect_contains(error("modules: [[conv1], [], [bn1, fc]]\n"), {"key 'modules[1]'", "non-empty list"});
+  expect_contains(error("modules: [[conv1], [[x]], [bn1, fc]]\n"), {"key 'modules[1][0]'", "a module name"});
+  expect_contains(error("groups: [[0, 2]]\nmodules: [[conv1, bn1, fc]]\n"), {"exactly one of 'groups'"});
+  expect_contains(error("model: tiny\n"), {"exactly one of 'groups'"});
+}
+
+// The authors' artifact's groupings, written by module as its partition_model() lists them,
+// resolve onto the shipped profiles with the artifact's group counts.
+TEST(ConfigShippedModels, ArtifactGroupingsByModule) {
+  const auto groups_of = [](const std::string& name, const ModelProfile& model) {
+    return load_fixed_groups(std::filesystem::path(PSW_SOURCE_DIR) / "configs" / "plans" / (name + "-artifact.yaml"),
+                             model);
+  };
+  const ModelProfile resnet = load_model_profile(model_path("resnet152"));
+  const Grouping resnet_groups = groups_of("resnet152", resnet);
+  ASSERT_EQ(resnet_groups.size(), 52u);  // stem, 3 + 8 + 36 + 3 bottleneck blocks, tail
+  // Exactly the first block of each stage holds a downsample.
+  std::vector<std::size_t> with_downsample;
+  for (std::size_t g = 0; g < resnet_groups.size(); ++g) {
+    for (std::size_t i = resnet_groups[g].first; i <= resnet_groups[g].last; ++i) {
+      if (resnet.layers[i].name.find(".downsample.") != std::string::npos) {
+        with_downsample.push_back(g);
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(with_downsample, (std::vector<std::size_t>{1, 4, 12, 48}));
+
+  const ModelProfile inception = load_model_profile(model_path("inception_v3"));
+  const Grouping inception_groups = groups_of("inception_v3", inception);
+  ASSERT_EQ(inception_groups.size(), 18u);
+  // The training-only layers are exactly the AuxLogits group (the 14th child).
+  for (std::size_t i = 0; i < inception.layers.size(); ++i) {
+    const bool in_aux = i >= inception_groups[13].first && i <= inception_groups[13].last;
+    EXPECT_EQ(inception.layers[i].training_only, in_aux) << inception.layers[i].name;
+  }
+
+  const ModelProfile bert = load_model_profile(model_path("bert_base"));
+  const Grouping bert_groups = groups_of("bert_base", bert);
+  ASSERT_EQ(bert_groups.size(), 38u);  // embeddings, 12 x (attention, intermediate, output), pooler.dense
+  EXPECT_EQ(bert_groups[0].last, 3u);  // word, position and token-type embeddings, LayerNorm
+  EXPECT_EQ(bert_groups[2].first, bert_groups[2].last);  // encoder.layer.0.intermediate: one linear
+}
+
 }  // namespace
 }  // namespace psw
