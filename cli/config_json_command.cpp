@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "overrides.hpp"
 #include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/common/serving_profile.hpp"
@@ -19,6 +21,7 @@ namespace {
 struct ConfigJsonOptions {
   std::string kind;
   std::string path;
+  std::vector<std::string> sets;  // --set KEY=VALUE, for experiments and serve configs
 };
 
 }  // namespace
@@ -31,20 +34,26 @@ Action add_config_json_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"hardware", "model", "experiment", "serve", "serving"}));
   cmd->add_option("file", o->path, "The YAML file")->required();
+  cmd->add_option("--set", o->sets,
+                  "Experiments and serve configs: override a key first, as psw sim and psw serve do (KEY=VALUE)");
   return [o] {
+    const auto overrides = parse_sets(o->sets);
+    if (!overrides.empty() && o->kind != "experiment" && o->kind != "serve") {
+      throw InputError("--set: only experiment and serve configs take overrides, not a " + o->kind + " file");
+    }
     // The strict reader first: a file the project would refuse is refused here too.
     if (o->kind == "hardware") {
       (void)load_hardware_profile(o->path);
     } else if (o->kind == "model") {
       (void)load_model_profile(o->path);
     } else if (o->kind == "experiment") {
-      (void)load_experiment_config(o->path);
+      (void)load_experiment_config(o->path, overrides);
     } else if (o->kind == "serve") {
-      (void)load_serve_config(o->path);
+      (void)load_serve_config(o->path, overrides);
     } else {
       (void)load_serving_profile(o->path);
     }
-    std::printf("%s\n", yaml_file_as_json(o->path).dump(2).c_str());
+    std::printf("%s\n", yaml_file_as_json(o->path, overrides).dump(2).c_str());
   };
 }
 

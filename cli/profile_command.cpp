@@ -7,7 +7,10 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
 #include <torch/version.h>
+
+#include <iostream>
 
 #include "commands.hpp"
 #include "psw/common/config.hpp"
@@ -39,6 +42,7 @@ struct ProfileOptions {
   std::string hardware_name;  // name of the written hardware profile (default: the base's)
   std::int64_t prompt_tokens = 0;  // decoders: the prompt's length (0: the example's 128)
   std::vector<std::int64_t> prefill_tokens;  // decoders: the prefill curve's other lengths
+  std::string format = "table";              // table | json (what was measured and written, for scripts)
 };
 
 std::string today() {
@@ -153,15 +157,46 @@ void run_profile(const ProfileOptions& o) {
   save_text(model_path, "# Measured by `psw profile --model " + o.model +
                             (o.dtype == "fp32" ? "" : " --dtype " + o.dtype) + (o.train ? " --train" : "") + "` on " +
                             device + "; do not edit by hand.\n" + to_yaml(profile));
-  std::printf("%-12s %s (%s): %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), o.dtype.c_str(),
-              profile.layers.size(), o.batch, device.c_str(), model_path.c_str());
-  std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
-  if (training) {
-    std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
-    std::printf("%-12s %s\n", "", phase_note("backward", training->backward).c_str());
+  const bool json = o.format == "json";
+  // What scripts read: the whole phases as timed without and with per-layer marks (Note [Mark
+  // overhead]), beside the layers' sums the profile now holds.
+  nlohmann::json report;
+  if (json) {
+    const auto phase = [](const exec::PhaseTimes& p) {
+      return nlohmann::json{{"ms", p.total.ms()}, {"with_marks_ms", p.instrumented.ms()}};
+    };
+    Duration forward_sum, backward_sum;
+    for (const auto& layer : profile.layers) {
+      forward_sum += layer.forward_time.value_or(Duration::zero());
+      backward_sum += layer.backward_time.value_or(Duration::zero());
+    }
+    report = {{"model", profile.name},
+              {"dtype", o.dtype},
+              {"batch", o.batch},
+              {"device", device},
+              {"layers", profile.layers.size()},
+              {"profile", model_path},
+              {"phases", {{"inference_forward", phase(forward)}}},
+              {"layers_forward_ms", forward_sum.ms()}};
+    if (training) {
+      report["phases"]["training_forward"] = phase(training->forward);
+      report["phases"]["backward"] = phase(training->backward);
+      report["layers_backward_ms"] = backward_sum.ms();
+    }
+  } else {
+    std::printf("%-12s %s (%s): %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), o.dtype.c_str(),
+                profile.layers.size(), o.batch, device.c_str(), model_path.c_str());
+    std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
+    if (training) {
+      std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
+      std::printf("%-12s %s\n", "", phase_note("backward", training->backward).c_str());
+    }
   }
 
-  if (!o.link) return;
+  if (!o.link) {
+    if (json) std::cout << report.dump(2) << "\n";
+    return;
+  }
   HardwareProfile hw = load_hardware_profile(o.hardware_base);
   std::string note =
       "links fitted by psw profile (least squares: on relative error for pinned copies and mapped reads, on "
@@ -172,23 +207,38 @@ void run_profile(const ProfileOptions& o) {
     const LinkCost fit =
         fit_link(samples, pinned ? LinkFitWeighting::RelativeError : LinkFitWeighting::AbsoluteError);
     (pinned ? hw.pinned : hw.pageable) = fit;
-    std::printf("%-12s %s: copy_fixed %.2f us, bandwidth %.2f GB/s\n", "link", pinned ? "pinned" : "pageable",
-                fit.copy_fixed.us(), fit.bandwidth.gb_per_second());
+    if (json) {
+      report["links"][pinned ? "pinned" : "pageable"] = {{"copy_fixed_us", fit.copy_fixed.us()},
+                                                         {"gb_per_s", fit.bandwidth.gb_per_second()}};
+    } else {
+      std::printf("%-12s %s: copy_fixed %.2f us, bandwidth %.2f GB/s\n", "link", pinned ? "pinned" : "pageable",
+                  fit.copy_fixed.us(), fit.bandwidth.gb_per_second());
+    }
     note += (pinned ? " pinned:" : "; pageable:") + rates(samples);
   }
   // The mapped link: kernels reading pinned host memory in place (placement, DESIGN.md §3).
   {
     const auto samples = exec::profile_mapped_reads(*backend, std::min(parse_size(o.link_max), 256 * kMiB), 20);
     hw.mapped = fit_link(samples);
-    std::printf("%-12s %s: fixed %.2f us, bandwidth %.2f GB/s\n", "link", "mapped reads", hw.mapped->copy_fixed.us(),
-                hw.mapped->bandwidth.gb_per_second());
+    if (json) {
+      report["links"]["mapped"] = {{"copy_fixed_us", hw.mapped->copy_fixed.us()},
+                                   {"gb_per_s", hw.mapped->bandwidth.gb_per_second()}};
+    } else {
+      std::printf("%-12s %s: fixed %.2f us, bandwidth %.2f GB/s\n", "link", "mapped reads",
+                  hw.mapped->copy_fixed.us(), hw.mapped->bandwidth.gb_per_second());
+    }
     note += "; mapped reads (a kernel summing pinned host memory in place):" + rates(samples);
   }
   if (!o.hardware_name.empty()) hw.name = o.hardware_name;
   hw.source = SourceInfo{ProfileSource::Measured, note + "; other costs as in " + o.hardware_base, device, today(), versions};
   const std::string hw_path = o.out_dir + "/" + hw.name + ".yaml";
   save_text(hw_path, "# Written by `psw profile --link` on " + device + "; do not edit by hand.\n" + to_yaml(hw));
-  std::printf("%-12s -> %s\n", "hardware", hw_path.c_str());
+  if (json) {
+    report["hardware"] = hw_path;
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::printf("%-12s -> %s\n", "hardware", hw_path.c_str());
+  }
 }
 
 }  // namespace
@@ -223,6 +273,11 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--link-max", options->link_max, "Largest copy: 16MiB, 64MiB, 256MiB or 1GiB")->capture_default_str();
   cmd->add_option("--hardware-name", options->hardware_name, "Name of the written hardware profile");
   cmd->add_option("--out", options->out_dir, "Output folder")->capture_default_str();
+  cmd->add_option("--format", options->format,
+                  "table | json: what was measured (each phase without and with per-layer marks, the fitted links) "
+                  "and the files written")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   return [options] {
     // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
     auto resolved = *options;

@@ -149,7 +149,20 @@ void run(const RunOptions& o) {
       out["host_prepare_ms"] = {{"median", r.host_prepare.median_ms}, {"p99", r.host_prepare.p99_ms}};
       out["host_forward_ms"] = {{"median", r.host_forward.median_ms}, {"p99", r.host_forward.p99_ms}};
     }
-    if (r.measured) out["traced_switch_ms"] = {{"total", r.measured->total.ms()}, {"startup", r.measured->startup.ms()}};
+    if (r.measured) {
+      // The traced switch (--timeline) beside its prediction: where each one's time went.
+      const auto breakdown = [](const Timeline& t) {
+        const TimelineBreakdown b = break_down(t);
+        return nlohmann::json{{"groups", b.groups},
+                              {"total_ms", b.total.ms()},
+                              {"startup_ms", t.startup.ms()},
+                              {"first_compute_ms", b.first_compute_start.ms()},
+                              {"last_copy_end_ms", b.last_transfer_end.ms()},
+                              {"compute_busy_ms", b.compute_busy.ms()},
+                              {"compute_waits_ms", b.compute_waits.ms()}};
+      };
+      out["traced_switch"] = {{"measured", breakdown(*r.measured)}, {"predicted", breakdown(r.predicted)}};
+    }
     if (r.decoder) {
       const exec::DecoderReport& d = *r.decoder;
       out["decoder"] = {

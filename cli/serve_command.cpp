@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "overrides.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/runtime/server/server.hpp"
@@ -24,6 +25,7 @@ struct ServeOptions {
   std::string trace_path;
   std::string metrics_listen;
   std::string decisions_path;
+  std::vector<std::string> sets;
 };
 
 }  // namespace
@@ -44,12 +46,15 @@ Action add_serve_command(CLI::App& app) {
   cmd->add_option("--decisions", o->decisions_path,
                   "Write every event the server observed with the actions it took, as JSON lines "
                   "(psw replay-decisions checks them against the scheduling policy)");
+  cmd->add_option("--set", o->sets,
+                  "Override a config key: KEY=VALUE (dotted keys, YAML values; e.g. training.batch=16, "
+                  "mechanism=mps); the server's processes read the config with the same overrides");
   return [o] {
     if (o->backend != "cuda" && o->backend != "host") {
       throw InputError("unknown --backend '" + o->backend + "': expected cuda or host");
     }
     runtime::ServerOptions options;
-    options.config = load_serve_config(o->config_path);
+    options.config = load_serve_config(o->config_path, parse_sets(o->sets));
     options.backend = o->backend;
     options.socket_path = o->socket_path;
     options.listen_address = o->listen;

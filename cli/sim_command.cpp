@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "overrides.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
@@ -27,16 +28,6 @@ struct SimOptions {
   std::string decisions;
   std::vector<std::string> sets;
 };
-
-std::vector<std::pair<std::string, std::string>> parse_sets(const std::vector<std::string>& sets) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& s : sets) {
-    const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("--set '" + s + "': expected KEY=VALUE");
-    out.emplace_back(s.substr(0, eq), s.substr(eq + 1));
-  }
-  return out;
-}
 
 void print_summary(const sim::SimulationSummary& s) {
   const LatencySummary& l = s.latency;

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "load_options.hpp"
+#include "overrides.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
 #include "psw/xval/validation_run.hpp"
@@ -21,6 +22,7 @@ struct ValidateCommandOptions : LoadTargetOptions {
   std::string out_dir;
   std::string recorded;  // Note [Validating again]
   double training_alone_s = 5;  // Note [Training share]
+  std::vector<std::string> sets;
 };
 
 std::string number(const std::optional<double>& v, const char* format) {
@@ -52,6 +54,7 @@ Action add_validate_command(CLI::App& app) {
       "validate", "Run an experiment config's workload on the simulator and on a running psw serve, and compare them");
   cmd->add_option("--config", o->config_path, "Experiment config (as psw sim's); the server must run its mechanism")
       ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", o->sets, "Override a config key: KEY=VALUE (dotted keys, YAML values), as psw sim --set");
   add_load_target_options(cmd, *o);
   cmd->add_option("--measured", o->recorded,
                   "Compare with the measurement of an earlier psw validate folder instead of a live server "
@@ -73,7 +76,7 @@ Action add_validate_command(CLI::App& app) {
                   "Write simulated/, measured/, validation.csv and validation.json here "
                   "(default: results/validation/<the config's name>)");
   return [o] {
-    const ExperimentConfig config = load_experiment_config(o->config_path);
+    const ExperimentConfig config = load_experiment_config(o->config_path, parse_sets(o->sets));
     resolve_load_target(*o, config, "validate");
     const std::string out_dir = o->out_dir.empty() ? "results/validation/" + config.name : o->out_dir;
     if (!o->recorded.empty() && std::filesystem::weakly_canonical(o->recorded) == std::filesystem::weakly_canonical(out_dir)) {

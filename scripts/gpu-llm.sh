@@ -72,6 +72,6 @@ for model in resnet152 bert_base; do
   done
 done
 report="$out/$(date -u +%F)-llm.md"
-python3 "$root/scripts/llm_report.py" "$raw" "$raw/environment.md" > "$report"
+PSW="$psw" python3 "$root/scripts/llm_report.py" "$raw" "$raw/environment.md" > "$report"
 tar -C "$raw" -czf "$out/raw-llm.tar.gz" . && rm -rf "$raw"
 echo "== written $report ($(date -u +%T))"

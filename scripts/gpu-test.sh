@@ -25,9 +25,13 @@ for model in resnet152 inception_v3 bert_base; do
   link=()
   if [[ $model == resnet152 ]]; then link=(--link --hardware-name h200-pcie5); fi
   # If the training iteration cannot be captured as a graph, profile it eagerly (and say so).
-  (cd "$root" && "$build/cli/psw" profile --model "$model" --batch 8 --repeat 50 --train "${link[@]}" --out "$profiles") \
+  # --format json: the phases as measured, for the report (scripts/gpu_report.py reads no YAML).
+  (cd "$root" && "$build/cli/psw" profile --model "$model" --batch 8 --repeat 50 --train "${link[@]}" --out "$profiles" \
+     --format json > "$profiles/$model.json") \
     || { echo "!! graph profile of $model training failed; profiling its training iteration eagerly";
-         (cd "$root" && "$build/cli/psw" profile --model "$model" --batch 8 --repeat 50 --train --train-eager "${link[@]}" --out "$profiles"); }
+         (cd "$root" && "$build/cli/psw" profile --model "$model" --batch 8 --repeat 50 --train --train-eager "${link[@]}" \
+            --out "$profiles" --format json > "$profiles/$model.json"); }
+  cat "$profiles/$model.json"
 done
 echo "== switches ($(date -u +%T))"
 for model in resnet152 inception_v3 bert_base; do
@@ -47,7 +51,7 @@ for model in resnet152 inception_v3 bert_base; do
   done
 done
 report="$out/$(date -u +%F)-h200.md"
-python3 "$root/scripts/gpu_report.py" "$raw" "$root/scripts/environment.sh" "$profiles" "$traces" > "$report"
+python3 "$root/scripts/gpu_report.py" "$raw" "$root/scripts/environment.sh" "$profiles" > "$report"
 # One archive each for the raw runs, the profiles and the traces (the device tool returns few files).
 tar -C "$raw" -czf "$out/raw-runs.tar.gz" . && rm -rf "$raw"
 tar -C "$profiles" -czf "$out/profiles.tar.gz" . && rm -rf "$profiles"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Builds results/gpu/<date>-h200.md from the JSON files `psw run --format json` wrote."""
+"""Builds results/gpu/<date>-h200.md from the JSON files `psw run --format json` and `psw profile
+--format json` wrote: every number is psw's; this script only lays them out."""
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -48,22 +48,15 @@ def where_the_time_goes(runs) -> None:
 
 
 def profile_summary(profiles_dir: str) -> None:
-    """Totals of the measured profiles: calibrated and instrumented, forward and backward."""
+    """Totals of the measured profiles, as `psw profile --format json` reported them: each phase
+    timed without and with per-layer marks."""
     rows = []
-    for path in sorted(glob.glob(os.path.join(profiles_dir, "*.yaml"))):
-        text = open(path).read()
-        if "forward_ns:" not in text:
-            continue  # the hardware profile
-        name = re.search(r"^name: (\S+)", text, re.M).group(1)
-        fwd = sum(int(v) for v in re.findall(r"forward_ns: (\d+)", text))
-        bwd = sum(int(v) for v in re.findall(r"backward_ns: (\d+)", text))
-        def phase(label):
-            m = re.search(label + r" ([\d.]+) ms \(([\d.]+) ms with per-layer marks", text)
-            return (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
-        inf, inf_marked = phase("inference forward")
-        tf, tf_marked = phase("training forward")
-        bw, bw_marked = phase("backward")
-        rows.append((name, inf, inf_marked, tf, tf_marked, bw, bw_marked, fwd / 1e6, bwd / 1e6))
+    for path in sorted(glob.glob(os.path.join(profiles_dir, "*.json"))):
+        d = json.load(open(path))
+        phases = d["phases"]
+        nan = {"ms": float("nan"), "with_marks_ms": float("nan")}
+        rows.append((d["model"], phases["inference_forward"], phases.get("training_forward", nan),
+                     phases.get("backward", nan)))
     if not rows:
         return
     print("\n## Measured profiles (`psw profile --train`, results/profiles)\n")
@@ -73,14 +66,16 @@ def profile_summary(profiles_dir: str) -> None:
     print("(BatchNorm on batch statistics; Inception-v3 with its auxiliary head).\n")
     print("| model | inference forward (ms) | with marks (ms) | training forward (ms) | with marks (ms) | backward (ms) | with marks (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, inf, inf_m, tf, tf_m, bw, bw_m, _, _ in rows:
-        print(f"| {name} | {inf:.3f} | {inf_m:.3f} | {tf:.3f} | {tf_m:.3f} | {bw:.3f} | {bw_m:.3f} |")
+    for name, inf, tf, bw in rows:
+        print(f"| {name} | {inf['ms']:.3f} | {inf['with_marks_ms']:.3f} | {tf['ms']:.3f} | {tf['with_marks_ms']:.3f} | "
+              f"{bw['ms']:.3f} | {bw['with_marks_ms']:.3f} |")
 
 
-def trace_summary(traces_dir: str) -> None:
-    """From one traced switch per model: how long compute waited for copies, and for what."""
-    paths = sorted(glob.glob(os.path.join(traces_dir, "*.json")))
-    if not paths:
+def trace_summary(runs) -> None:
+    """From one traced switch per model: how long compute waited for copies (psw run's
+    `traced_switch`, computed by psw from the measured timeline)."""
+    traced = [r for r in runs if "traced_switch" in r]
+    if not traced:
         return
     print("\n## One traced switch per model (`psw run --timeline`, traces.tar.gz)\n")
     print("Each trace holds the switch measured on the GPU (copy end, compute start and end of every group,")
@@ -89,29 +84,15 @@ def trace_summary(traces_dir: str) -> None:
     print("previous group and waited for the next group's copy.\n")
     print("| trace | groups | total (ms) | first compute (ms) | last copy ends (ms) | compute busy (ms) | compute waits (ms) | predicted total (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for path in paths:
-        d = json.load(open(path))
-        timelines = d["otherData"]["timelines"]
-        measured = [e for e in d["traceEvents"] if e.get("ph") == "X" and e["pid"] == 1]
-        copies = sorted((e for e in measured if e["cat"] == "transfer"), key=lambda e: e["args"]["group"])
-        computes = sorted((e for e in measured if e["cat"] == "compute"), key=lambda e: e["args"]["group"])
-        busy = sum(e["dur"] for e in computes) / 1e3
-        waits = 0.0
-        end = None
-        for e in computes:
-            if e["dur"] == 0:
-                continue
-            if end is not None:
-                waits += max(0.0, e["ts"] - end)
-            end = e["ts"] + e["dur"]
-        first = min(e["ts"] for e in computes if e["dur"] > 0) / 1e3
-        last_copy = max(e["ts"] + e["dur"] for e in copies) / 1e3
-        predicted = timelines[-1]["total_ns"] / 1e6
-        print(f"| {os.path.basename(path)[:-5]} | {len(copies)} | {timelines[0]['total_ns'] / 1e6:.3f} | {first:.3f} | "
-              f"{last_copy:.3f} | {busy:.3f} | {waits / 1e3:.3f} | {predicted:.3f} |")
+    for r in traced:
+        m, p = r["traced_switch"]["measured"], r["traced_switch"]["predicted"]
+        name = f"{r['model']}-{r['mode']}" + ("-graph" if r.get("graph") else "")
+        print(f"| {name} | {m['groups']} | {m['total_ms']:.3f} | {m['first_compute_ms']:.3f} | "
+              f"{m['last_copy_end_ms']:.3f} | {m['compute_busy_ms']:.3f} | {m['compute_waits_ms']:.3f} | "
+              f"{p['total_ms']:.3f} |")
 
 
-def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_dir: str = "") -> None:
+def main(raw_dir: str, environment_script: str, profiles_dir: str = "") -> None:
     runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(raw_dir, "*.json")))]
     env = subprocess.run(["bash", environment_script], capture_output=True, text=True).stdout
     try:
@@ -146,8 +127,7 @@ def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_d
     where_the_time_goes(runs)
     if profiles_dir:
         profile_summary(profiles_dir)
-    if traces_dir:
-        trace_summary(traces_dir)
+    trace_summary(runs)
     print("\n`predicted` (the timeline evaluation of the plan) and `bound` (the pipeline bound of DESIGN.md §6)")
     print("come from the profiles measured in the same session by `psw profile` (per-layer forward times of")
     print("a replayed graph, calibrated for the cost of the per-layer marks, and the fitted pinned and pageable")
@@ -157,4 +137,4 @@ def main(raw_dir: str, environment_script: str, profiles_dir: str = "", traces_d
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:4])

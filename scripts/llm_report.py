@@ -4,9 +4,11 @@
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psw_json import config_json  # noqa: E402
 
 
 def load(raw):
@@ -56,8 +58,8 @@ def main():
               "curve(prompt) / curve(profile's prompt)). The curves of the profiles in the raw folder (`psw profile "
               "--prefill-tokens`), whole resident forward in ms:\n")
         for path in curves:
-            points = re.findall(r"\{tokens: (\d+), forward_ns: (\d+)\}", open(path).read())
-            cells = ", ".join(f"{int(t)} tokens {int(ns) / 1e6:.2f}" for t, ns in points)
+            points = config_json("model", path).get("prefill_curve", [])
+            cells = ", ".join(f"{p['tokens']} tokens {p['forward_ns'] / 1e6:.2f}" for p in points)
             print(f"- {os.path.basename(path)[:-5]}: {cells}")
     zoo = {name: r for name, r in runs.items() if "decoder" not in r}
     if zoo:

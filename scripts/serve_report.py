@@ -7,8 +7,10 @@ import csv
 import glob
 import json
 import os
-import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from psw_json import config_json  # noqa: E402
 
 
 def load(path):
@@ -101,13 +103,11 @@ def print_protocol_ways(folder):
         return
     columns = []  # (title, {model: median ms})
     for path in sorted(glob.glob(os.path.join(folder, "profile-serving-*.yaml"))):
-        medians = {}
-        for line in open(path):
-            m = re.match(r"\s*- \{model: (\w+), protocol_ns: (\d+)", line)
-            if m:
-                medians[m.group(1)] = int(m.group(2)) / 1e6
-        way = re.match(r"profile-serving-(\d+)-connections-(\d+)-ms", os.path.basename(path))
-        columns.append((f"profile-serving, {way.group(1)} conn., {way.group(2)} ms apart", medians))
+        profile = config_json("serving", path)
+        medians = {entry["model"]: entry["protocol_ns"] / 1e6 for entry in profile.get("request_path", [])}
+        # gpu-serve.sh names each file after its way: profile-serving-<connections>-connections-<gap>-ms.
+        connections, _, gap, _ = os.path.basename(path)[len("profile-serving-"):-len(".yaml")].split("-")
+        columns.append((f"profile-serving, {connections} conn., {gap} ms apart", medians))
     for path in sorted(glob.glob(os.path.join(folder, "load-*", "summary.json"))):
         summary = load(path)
         medians = {model: entry["protocol_latency"]["p50_ms"]
@@ -128,28 +128,26 @@ def print_protocol_ways(folder):
     print()
 
 
-WORKER_READY = re.compile(r"worker (\d+) ready \(pid \d+\) after ([0-9.]+) s: (.*)$")
-
-
 def print_worker_starts(raw):
-    """Each server's worker starts as its log split them (Note [Worker start]), as logged."""
+    """Per case, the worker starts during its workload (Note [Worker start]), as psw load's
+    summary has them (`worker_starts`: counted and split by phase by the server)."""
     rows = []
-    for path in sorted(glob.glob(os.path.join(raw, "serve*.log"))):
-        for line in open(path):
-            m = WORKER_READY.search(line.rstrip())
-            if m:
-                phases = dict(part.rsplit(" ", 2)[:2] for part in m.group(3).split(", "))
-                rows.append((os.path.basename(path), m.group(1), m.group(2), phases))
+    for path in sorted(glob.glob(os.path.join(raw, "validation", "*", "measured", "summary.json"))):
+        starts = load(path).get("worker_starts")
+        if starts:
+            rows.append((os.path.basename(os.path.dirname(os.path.dirname(path))), starts))
     if not rows:
         return
-    names = list(rows[0][3])
+    names = list(rows[0][1]["mean_ms"])
     print("## Worker starts (Note [Worker start])\n")
-    print("Every worker process's start as `psw serve` logged it: from its spawn to its Ready message, by")
-    print("phase (ms). Under stop-and-start and two processes a task waits for one of these.\n")
-    print("| server log | worker | total (s) | " + " | ".join(names) + " |")
+    print("The worker processes started during each case's workload, as the server split their starts")
+    print("(from the spawn to the Ready message): their count and mean per phase (ms). Under stop-and-start")
+    print("and two processes a task waits for one of these.\n")
+    print("| case | starts | total mean (ms) | " + " | ".join(names) + " |")
     print("|---|---:|---:|" + "---:|" * len(names))
-    for log, worker, total, phases in rows:
-        print(f"| {log} | {worker} | {total} | " + " | ".join(phases.get(n, "") for n in names) + " |")
+    for case, starts in rows:
+        print(f"| {case} | {starts['count']} | {starts['total_mean_ms']:.1f} | " +
+              " | ".join(f"{starts['mean_ms'].get(n, float('nan')):.1f}" for n in names) + " |")
     print()
 
 

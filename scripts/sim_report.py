@@ -20,6 +20,7 @@ import sys
 sys.dont_write_bytecode = True  # no scripts/__pycache__ from importing plot.py
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402  (same folder: loaders, names, artifact tables)
+from psw_json import config_json, psw_path  # noqa: E402
 from plot import (ARTIFACT, ARTIFACT_FIG6, ARTIFACT_FIG6_CYCLES_S, ARTIFACT_FIG6_READY_LATENCY_APPROX,  # noqa: E402
                   FIGURE_MECHS, HARDWARE, HARDWARE_SHORT, MECH_LABEL, MODEL_LABEL, MODELS)
 
@@ -76,18 +77,6 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def config_json(kind, path):
-    """A project YAML file as psw reads it, in JSON (`psw config-json`, Note [Config files as
-    JSON]): the report reads numbers from psw, not from YAML text."""
-    psw = psw_path()
-    if psw is None:
-        sys.exit("sim_report.py: no psw binary (set PSW=build/cli/psw) to read " + path)
-    out = subprocess.run([psw, "config-json", kind, path], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("sim_report.py: psw config-json %s %s: %s" % (kind, path, out.stderr.strip()))
-    return json.loads(out.stdout)
-
-
 def mps_contention(hw):
     """The (training model, training batch) pairs of a hardware profile's `mps.contention` points,
     in the profile's order."""
@@ -138,11 +127,6 @@ def hardware_profiles():
         if os.path.exists(path):
             out[hw] = config_json("hardware", path)
     return out
-
-
-def psw_path():
-    p = os.environ.get("PSW") or os.path.join(ROOT, "build", "cli", "psw")
-    return p if os.path.exists(p) else None
 
 
 def plan(psw, model, hw_path, strategy="optimal"):

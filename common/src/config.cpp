@@ -314,8 +314,11 @@ nlohmann::json convert(const YAML::Node& node) {
 
 }  // namespace yaml_as_json
 
-nlohmann::json yaml_file_as_json(const std::filesystem::path& path) {
-  return yaml_as_json::convert(parse_document(read_file(path), path.string()));
+nlohmann::json yaml_file_as_json(const std::filesystem::path& path,
+                                 const std::vector<std::pair<std::string, std::string>>& overrides) {
+  YAML::Node root = parse_document(read_file(path), path.string());
+  for (const auto& [key, value] : overrides) apply_override(root, key, value, "--set");
+  return yaml_as_json::convert(root);
 }
 
 ModelProfile load_model_profile(const std::filesystem::path& path) {

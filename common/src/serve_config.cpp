@@ -51,12 +51,18 @@ int ServeConfig::model_index(const std::string& name) const {
   return -1;
 }
 
-ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin_path) {
+ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin_path,
+                               const std::vector<std::pair<std::string, std::string>>& overrides) {
   const std::string origin = origin_path.string();
   YAML::Node root = parse_document(text, origin);
+  for (const auto& [key, value] : overrides) apply_override(root, key, value, "--set");
+  // Note [Overridden keys in messages]
+  const OverrideList list{origin, "--set", &overrides};
+  const OverrideScope scope(list);
   MapReader r(root, origin, "");
   ServeConfig config;
   config.path = std::filesystem::absolute(origin_path);
+  config.overrides = overrides;
   if (r.has("mechanism")) {
     try {
       config.mechanism = parse_mechanism(r.string("mechanism"));
@@ -167,8 +173,9 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   return config;
 }
 
-ServeConfig load_serve_config(const std::filesystem::path& path) {
-  return parse_serve_config(read_file(path), path);
+ServeConfig load_serve_config(const std::filesystem::path& path,
+                              const std::vector<std::pair<std::string, std::string>>& overrides) {
+  return parse_serve_config(read_file(path), path, overrides);
 }
 
 }  // namespace psw

@@ -1,5 +1,7 @@
 #include "psw/common/timeline.hpp"
 
+#include <optional>
+
 namespace psw {
 
 Timeline evaluate_timeline(const SwitchCosts& costs, const Grouping& groups) {
@@ -25,6 +27,27 @@ Timeline evaluate_timeline(const SwitchCosts& costs, const Grouping& groups) {
   timeline.startup = timeline.groups.front().compute_start;
   timeline.overhead = timeline.total - timeline.ready;
   return timeline;
+}
+
+TimelineBreakdown break_down(const Timeline& timeline) {
+  TimelineBreakdown b;
+  b.groups = timeline.groups.size();
+  b.total = timeline.total;
+  b.first_compute_start = timeline.total;
+  std::optional<Duration> previous_end;
+  for (const GroupTiming& g : timeline.groups) {
+    b.last_transfer_end = max(b.last_transfer_end, g.transfer_end);
+    const Duration compute = g.compute_end - g.compute_start;
+    if (compute <= Duration::zero()) continue;
+    b.compute_busy += compute;
+    if (previous_end) {
+      b.compute_waits += max(Duration::zero(), g.compute_start - *previous_end);
+    } else {
+      b.first_compute_start = g.compute_start;
+    }
+    previous_end = g.compute_end;
+  }
+  return b;
 }
 
 Duration evaluate_total(const SwitchCosts& costs, const Grouping& groups) {

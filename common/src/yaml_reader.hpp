@@ -222,6 +222,44 @@ class OverrideScope {
   const OverrideList* previous_;
 };
 
+// Sets `key` (dotted path) on `root` to the YAML `value`. Messages name the override
+// ("--set KEY=VALUE: ..."), which is what the user typed; the file has no line for it.
+inline void apply_override(YAML::Node& root, const std::string& key, const std::string& value, const std::string& from) {
+  const std::string what = from + " " + key + "=" + value;
+  YAML::Node cursor;
+  cursor.reset(root);
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) throw InputError(what + ": the key '" + key + "' has an empty part");
+    if (dot == std::string::npos) {
+      check_utf8(value, what);
+      try {
+        cursor[part] = YAML::Load(value);
+      } catch (const YAML::Exception& e) {
+        throw InputError(what + ": malformed YAML value: " + e.msg);
+      }
+      return;
+    }
+    YAML::Node next = cursor[part];
+    const std::string section = key.substr(0, dot);
+    if (!next.IsDefined() || next.IsNull()) {
+      // A key inside an absent section is refused for every section alike: the section's other
+      // keys (a training job's model, a workload's kind) would be missing, and a guess at them
+      // would be a silent default.
+      throw InputError(what + ": the config has no '" + section + "' section to set '" + key.substr(dot + 1) +
+                       "' in; set the whole section instead (" + from + " '" + section + "={...}')");
+    }
+    if (!next.IsMap()) {
+      throw InputError(what + ": '" + section + "' is not a mapping in the config, so it has no key '" +
+                       key.substr(dot + 1) + "'");
+    }
+    cursor.reset(next);
+    start = dot + 1;
+  }
+}
+
 // "<from> KEY=VALUE" when `path` (a dotted key path of `origin`) is at or under an override,
 // else empty.
 inline std::string override_at(const std::string& origin, const std::string& path) {

@@ -53,6 +53,14 @@ psw_cli_script_test(replay_decisions.recorded_h200 120
 # reader refuses is refused.
 psw_cli_test(config_json.hardware 0 "\"bandwidth_bytes_per_s\": 12000000000" config-json hardware ${PSW_HW}/v100-pcie3-x16.yaml)
 psw_cli_test(config_json.experiment 0 "\"interval_ms\": 500" config-json experiment ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/small.yaml)
+# --set: overrides applied before the strict reader and the JSON, named in messages; only for
+# the configs that take them.
+psw_cli_test(config_json.serve_set 0 "\"batch\": 4" config-json serve ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml
+             --set training.batch=4)
+psw_cli_test(config_json.serve_set_bad 2 "--set training.batch=-1: key 'training.batch'" config-json serve
+             ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml --set training.batch=-1)
+psw_cli_test(config_json.set_on_a_model 2 "--set: only experiment and serve configs take overrides, not a model file"
+             config-json model ${PSW_MODELS}/resnet152.yaml --set batch=4)
 psw_cli_test(config_json.refused 2 "cache: lru needs cache_bytes" config-json serve ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-serve/bad_cache.yaml)
 psw_cli_test(config_json.unknown_kind 2 "kind" config-json recipe ${PSW_HW}/v100-pcie3-x16.yaml)
 
@@ -374,6 +382,10 @@ if(PSW_HAVE_EXEC)
   # prompt from it, and refuses another prompt from a profile without one.
   psw_cli_script_test(run.decoder_prefill_curve 300
     "$<TARGET_FILE:psw> profile --model llama-tiny --backend host --batch 1 --prompt-tokens 16 --prefill-tokens 4,64 --repeat 2 --out $out/curve >/dev/null && grep -q '^prompt_tokens: 16$' $out/curve/llama-tiny.yaml && test $(grep -c '{tokens: ' $out/curve/llama-tiny.yaml) -eq 3 && $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/curve/llama-tiny.yaml --batch 1 --prompt-tokens 64 --repeat 1 --warmup 0 | grep -q '^prediction ' && $<TARGET_FILE:psw> profile --model llama-tiny --backend host --batch 1 --prompt-tokens 16 --repeat 2 --out $out/flat >/dev/null && ! $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/flat/llama-tiny.yaml --batch 1 --prompt-tokens 64 --repeat 1 --warmup 0 2> $out/err; grep -q 'are for a prompt of 16 tokens, not 64' $out/err")
+  # --format json: what psw profile measured (each phase without and with per-layer marks) and
+  # psw run's traced switch beside its prediction, broken down (TimelineBreakdown), for scripts.
+  psw_cli_script_test(profile.json_and_traced_switch 300
+    "$<TARGET_FILE:psw> profile --model llama-tiny --backend host --batch 1 --prompt-tokens 16 --repeat 2 --out $out --format json > $out/profile.json && /usr/bin/python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); p=d['phases']['inference_forward']; assert d['model']=='llama-tiny' and p['ms']>0 and p['with_marks_ms']>0 and d['layers_forward_ms']>0 and d['profile'].endswith('llama-tiny.yaml'), d\" $out/profile.json && $<TARGET_FILE:psw> run --model llama-tiny --backend host --profile $out/llama-tiny.yaml --batch 1 --prompt-tokens 16 --repeat 1 --warmup 0 --timeline $out/trace.json --format json > $out/run.json && /usr/bin/python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['traced_switch']; m, p = t['measured'], t['predicted']; assert m['groups']==p['groups']==d['groups'] and 0 < m['compute_busy_ms'] <= m['total_ms'] and m['compute_waits_ms'] >= 0 and m['first_compute_ms'] <= m['total_ms'] and p['total_ms']==d['predicted_ms'], t\" $out/run.json")
   psw_cli_test(profile.prefill_tokens_not_decoder 2 "--prompt-tokens and --prefill-tokens are for decoders" profile
                --model bert_base --backend host --batch 1 --prefill-tokens 64 --out /tmp/psw-test-prefill-not-decoder)
   psw_cli_test(run.prompt_tokens_not_decoder 2 "are for decoders" run --model bert_base --backend host

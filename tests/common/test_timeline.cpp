@@ -39,6 +39,27 @@ TEST(Timeline, PerLayerPipelinesTransferAndCompute) {
   EXPECT_EQ(evaluate_total(small_costs(), per_layer_groups(3)), t.total);
 }
 
+TEST(Timeline, BreakdownSumsComputeAndTheWaitsForCopies) {
+  const Timeline t = evaluate_timeline(small_costs(), per_layer_groups(3));
+  const TimelineBreakdown b = break_down(t);
+  EXPECT_EQ(b.groups, 3u);
+  EXPECT_EQ(b.total, nanoseconds(421));
+  EXPECT_EQ(b.first_compute_start, nanoseconds(111));
+  EXPECT_EQ(b.last_transfer_end, nanoseconds(380));
+  EXPECT_EQ(b.compute_busy, nanoseconds(30 + 80 + 40));
+  // Computes 111..141, 171..251, 381..421: waits of 30 and 130.
+  EXPECT_EQ(b.compute_waits, nanoseconds(30 + 130));
+
+  // A group without compute neither opens nor closes a gap.
+  Timeline with_empty = t;
+  with_empty.groups[1].compute_end = with_empty.groups[1].compute_start;
+  const TimelineBreakdown e = break_down(with_empty);
+  EXPECT_EQ(e.compute_busy, nanoseconds(30 + 40));
+  EXPECT_EQ(e.compute_waits, nanoseconds(381 - 141));
+  with_empty.groups[0].compute_end = with_empty.groups[0].compute_start;
+  EXPECT_EQ(break_down(with_empty).first_compute_start, nanoseconds(381));
+}
+
 TEST(Timeline, BusyGpuDelaysTheFirstGroupAndTailIsAdded) {
   const SwitchCosts costs = small_costs(nanoseconds(500), nanoseconds(7));
   const Timeline t = evaluate_timeline(costs, per_layer_groups(3));

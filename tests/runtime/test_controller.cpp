@@ -372,6 +372,28 @@ models:
   EXPECT_EQ(controller->stats().failed_requests, 0);
 }
 
+// `psw serve --set`: the server's processes read the config with the server's overrides. The
+// file serves one model and the override two: a worker that read the file alone would expect
+// another count of segments and fail to start.
+TEST(Controller, ItsProcessesReadTheConfigWithTheServersOverrides) {
+  const ServeConfig file = write_config("overrides", R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: inception_v3
+    batch: 1
+)");
+  const ServeConfig config =
+      load_serve_config(file.path, {{"models", "[{name: bert_base, batch: 1}, {name: inception_v3, batch: 1}]"}});
+  ASSERT_EQ(config.models.size(), 2u);
+  auto controller = start(config);
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
 // One process: training and inference take turns in one worker; a request abandons the
 // training's step (there is no other worker to pause for), which resumes from its last one.
 TEST(Controller, OneProcessTakesTurnsInOneWorker) {

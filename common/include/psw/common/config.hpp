@@ -45,7 +45,8 @@ std::string to_yaml(const HardwareProfile& hardware);
 // from it (psw config-json): mappings, sequences, and plain scalars as integers, numbers,
 // true/false or null where they read as one (quoted ones stay strings). Comments dropped.
 // InputError for a file that cannot be read or parsed; the caller checks it with its own
-// strict reader first.
-nlohmann::json yaml_file_as_json(const std::filesystem::path& path);
+// strict reader first. `overrides` (dotted keys, YAML values: `--set`) are applied first.
+nlohmann::json yaml_file_as_json(const std::filesystem::path& path,
+                                 const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
 }  // namespace psw

@@ -36,6 +36,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "psw/common/decoder_config.hpp"
@@ -91,6 +92,9 @@ enum class DispatchPolicy { Overlap, AfterStop };
 
 struct ServeConfig {
   std::filesystem::path path;  // the file, for messages and for the worker processes
+  // `psw serve --set KEY=VALUE`, applied to the file's document before it is read; the worker
+  // processes read the file with the same overrides (they are passed on to them).
+  std::vector<std::pair<std::string, std::string>> overrides;
   Mechanism mechanism = Mechanism::PipeSwitch;
   int workers = 2;
   std::filesystem::path hardware;
@@ -115,7 +119,11 @@ struct ServeConfig {
 
 // Relative paths inside the file are resolved against the file's folder (as in experiment
 // configs); InputError naming file, line and key for anything wrong.
-ServeConfig load_serve_config(const std::filesystem::path& path);
-ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin);
+// `overrides`: dotted keys set on the document first (`training.batch=16`, YAML values), as
+// `psw sim --set` does for experiments; messages about them name the override.
+ServeConfig load_serve_config(const std::filesystem::path& path,
+                              const std::vector<std::pair<std::string, std::string>>& overrides = {});
+ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin,
+                               const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
 }  // namespace psw

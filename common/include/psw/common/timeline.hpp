@@ -33,6 +33,21 @@ struct Timeline {
   Duration ready;
 };
 
+// Where a switch's time went, for reports of a measured (or predicted) timeline: when the
+// GPU first computed, when the last copy ended, how long it computed, and how long it sat
+// between two groups' computes waiting for a copy (the gaps between one non-empty group's
+// compute end and the next one's start; a group with no compute, such as one of parameterless
+// layers, neither opens nor closes a gap).
+struct TimelineBreakdown {
+  std::size_t groups = 0;
+  Duration total;
+  Duration first_compute_start;  // of the first group that computes; total when none does
+  Duration last_transfer_end;
+  Duration compute_busy;         // the groups' compute, summed
+  Duration compute_waits;
+};
+TimelineBreakdown break_down(const Timeline& timeline);
+
 // Validates the grouping (InputError) and evaluates it.
 Timeline evaluate_timeline(const SwitchCosts& costs, const Grouping& groups);
 

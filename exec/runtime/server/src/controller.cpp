@@ -259,8 +259,15 @@ struct Controller::State {
     return pid;
   }
 
+  // The server's processes read the config as the server did: the same file, the same --set.
   std::vector<std::string> process_args(const char* role) const {
-    return {role, "--config", options.config.path.string(), "--backend", options.backend, "--socket-fd", "3"};
+    std::vector<std::string> args = {role, "--config", options.config.path.string(), "--backend", options.backend,
+                                     "--socket-fd", "3"};
+    for (const auto& [key, value] : options.config.overrides) {
+      args.push_back("--set");
+      args.push_back(key + "=" + value);
+    }
+    return args;
   }
 
   // Waits for one message from a starting process; turns its Failed report into the error.

@@ -212,7 +212,7 @@ int run_memory_daemon(const ProcessOptions& options) {
   const int socket = options.socket_fd;
   return guarded(socket, [&] {
     send_hello(socket, 0);
-    const ServeConfig config = load_serve_config(options.config_path);
+    const ServeConfig config = load_serve_config(options.config_path, options.config_overrides);
     check_served_mechanism(config.mechanism);
     auto backend = exec::make_backend(options.backend);
     const bool on_host = backend->name() == "host";
@@ -427,7 +427,7 @@ bool Worker::start() {
   if (segments_message->type != MessageType::Segments) {
     throw Error(std::string("expected the segments, got a ") + to_string(segments_message->type) + " message");
   }
-  config_ = load_serve_config(options_.config_path);
+  config_ = load_serve_config(options_.config_path, options_.config_overrides);
   num_models_ = config_.models.size();
   num_regions_ = num_models_ + (config_.training ? 1 : 0);
   expected_ = num_models_ + (config_.training ? 1 : 0) + 2;

@@ -24,11 +24,15 @@
 // `value` is always the model's packed bytes.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace psw::runtime {
 
 struct ProcessOptions {
   std::string config_path;  // the serve config
+  std::vector<std::string> config_sets;  // psw serve's --set, as given on the command line
+  std::vector<std::pair<std::string, std::string>> config_overrides;  // the same, parsed
   std::string backend = "host";
   int socket_fd = 3;
   int worker_id = 0;        // workers only
