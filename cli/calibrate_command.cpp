@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "overrides.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/experiment_config.hpp"
@@ -19,6 +20,7 @@ namespace {
 
 struct CalibrateOptions {
   std::string config_path;
+  std::vector<std::string> sets;
   std::vector<std::string> recorded;  // Note [Pooled runs]: several only where the cost pools them
   std::string cost;
   std::string hardware_path;
@@ -48,6 +50,7 @@ Action add_calibrate_command(CLI::App& app) {
                    "pays it, and write the profile with the fitted value");
   cmd->add_option("--config", o->config_path, "The run's experiment config (as psw validate's; its mechanism the cost's)")
       ->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", o->sets, "Override a config key as the run did: KEY=VALUE (dotted keys, YAML values)");
   cmd->add_option("--measured", o->recorded,
                   "A psw validate folder of that config (its measured/summary.json); repeated, runs of the same "
                   "case pooled (the eager host times and the fitted costs; Note [Pooled runs])")
@@ -58,7 +61,7 @@ Action add_calibrate_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o->out_path, "Write the hardware profile with the fitted value here (YAML)");
   return [o] {
-    ExperimentConfig config = load_experiment_config(o->config_path);
+    ExperimentConfig config = load_experiment_config(o->config_path, parse_sets(o->sets));
     if (!o->hardware_path.empty()) config.hardware = load_hardware_profile(o->hardware_path);
     std::vector<xval::RecordedRun> runs;
     std::string recorded;  // the folders, as the profile's note names them

@@ -166,35 +166,31 @@ stop_server() {
     server_decisions=
   fi
 }
-# The server config every part starts from: configs/serve/h200.yaml, or a copy beside it (so that
-# its relative paths resolve) whose training job runs at batch PSW_TRAINING_BATCH (the same runs
-# with another training job: how MPS's and time-slicing's slowdown depend on it, README).
+# The server config every part starts from: configs/serve/h200.yaml as it is, with psw serve's
+# --set for what a call changes (Note [Overridden keys in messages]; the server's processes read
+# it with the same overrides): the training job at batch PSW_TRAINING_BATCH, or another model
+# PSW_TRAINING_MODEL (the same runs with another training job: how MPS's and time-slicing's
+# slowdown depend on it, README). No copy of a config is edited.
 serve_config=$root/configs/serve/h200.yaml
-if [[ -n ${PSW_TRAINING_BATCH:-} || -n ${PSW_TRAINING_MODEL:-} ]]; then
-  serve_config=$root/configs/serve/.gpu-serve-h200.yaml
+serve_sets=()
+if [[ -n ${PSW_TRAINING_BATCH:-} ]]; then serve_sets+=(--set "training.batch=$PSW_TRAINING_BATCH"); fi
+if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then
+  serve_sets+=(--set "training.model=$PSW_TRAINING_MODEL")
   # The model's own training input: Inception-v3 takes 299 x 299 images (at least 291), BERT-base
   # at most 128 tokens in the zoo; ResNet-152 keeps the config's 224.
-  case ${PSW_TRAINING_MODEL:-} in inception_v3) input_size=299 ;; bert_base) input_size=128 ;; *) input_size= ;; esac
-  awk -v batch="${PSW_TRAINING_BATCH:-}" -v model="${PSW_TRAINING_MODEL:-}" -v size="$input_size" '
-    /^[^ ]/ {t = /^training:/}
-    t && batch != "" && /^  batch:/ {$0 = "  batch: " batch}
-    t && model != "" && /^  model:/ {$0 = "  model: " model}
-    t && size != "" && /^  input_size:/ {$0 = "  input_size: " size}
-    {print}' "$root/configs/serve/h200.yaml" > "$serve_config"
-  if [[ -n ${PSW_TRAINING_BATCH:-} ]] && ! grep -q "^  batch: $PSW_TRAINING_BATCH\$" "$serve_config"; then
-    echo "!! no training batch in configs/serve/h200.yaml"; exit 1
-  fi
-  if [[ -n ${PSW_TRAINING_MODEL:-} ]] && ! grep -q "^  model: $PSW_TRAINING_MODEL\$" "$serve_config"; then
-    echo "!! no training model in configs/serve/h200.yaml"; exit 1
-  fi
+  case $PSW_TRAINING_MODEL in
+    inception_v3) serve_sets+=(--set training.input_size=299) ;;
+    bert_base) serve_sets+=(--set training.input_size=128) ;;
+  esac
 fi
-trap 'stop_server; rm -rf "$sock_dir"; rm -f "$root/configs/serve/.gpu-serve-h200.yaml"' EXIT
+trap 'stop_server; rm -rf "$sock_dir"' EXIT
 
-start_server() {  # CONFIG LOG [psw serve options]
+start_server() {  # CONFIG LOG [psw serve options, --set KEY=VALUE among them]
   local config=$1 log=$2
   shift 2
   server_decisions=${log%.log}.decisions.jsonl
-  (cd "$root" && "$psw" serve --backend cuda --config "$config" --socket "$sock" --decisions "$server_decisions" "$@") 2> "$log" &
+  (cd "$root" && "$psw" serve --backend cuda --config "$config" --socket "$sock" --decisions "$server_decisions" \
+     ${serve_sets[@]+"${serve_sets[@]}"} "$@") 2> "$log" &
   server=$!
   for _ in $(seq 1 600); do
     if "$psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then return 0; fi
@@ -284,9 +280,7 @@ if has_part placement; then
     run_switches auto
   fi
   echo "== placement auto ($(date -u +%T))"
-  config="$sock_dir/placement-auto.yaml"
-  { echo "placement: auto"; sed "s#\.\./#$root/configs/#g" "$serve_config"; } > "$config"
-  if start_server "$config" "$raw/serve-placement-auto.log"; then
+  if start_server "$serve_config" "$raw/serve-placement-auto.log" --set placement=auto; then
     "$psw" bench-serve --socket "$sock" --shared-memory --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
       --switches 0 --out "$raw/placement-auto-shm.json" || true
     "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
@@ -304,11 +298,7 @@ fi
 if has_part lookahead; then
   for lookahead in ${PSW_LOOKAHEADS:-1 2 4 16}; do
     echo "== training lookahead $lookahead ($(date -u +%T))"
-    config="$sock_dir/lookahead-$lookahead.yaml"
-    sed "s#\.\./#$root/configs/#g; s/^  autostart: true/  autostart: true\n  lookahead: $lookahead/" \
-      "$serve_config" > "$config"
-    grep -q "lookahead: $lookahead" "$config" || { echo "!! could not set the lookahead in $config"; exit 1; }
-    start_server "$config" "$raw/serve-lookahead-$lookahead.log" || continue
+    start_server "$serve_config" "$raw/serve-lookahead-$lookahead.log" --set "training.lookahead=$lookahead" || continue
     "$psw" bench-serve --socket "$sock" --cold-requests 20 --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
       --out "$raw/lookahead-$lookahead.json" || true
     stop_server
@@ -318,9 +308,7 @@ if has_part mechanisms; then
   for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management \
                    no-optimization no-ipc-optimization unified-memory time-sliced; do
     echo "== mechanism $mechanism ($(date -u +%T))"
-    config="$sock_dir/$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$serve_config" > "$config"
-    start_server "$config" "$raw/serve-$mechanism.log" || continue
+    start_server "$serve_config" "$raw/serve-$mechanism.log" --set "mechanism=$mechanism" || continue
     "$psw" bench-serve --socket "$sock" --cold-requests 10 --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/mechanism-$mechanism.json" || true
     stop_server
@@ -330,18 +318,17 @@ if has_part mechanisms; then
   # after (it would change every later CUDA process on the machine).
   for mechanism in stop-and-start two-processes one-process mps; do
     echo "== mechanism $mechanism ($(date -u +%T))"
-    config="$sock_dir/$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$serve_config" > "$config"
+    mechanism_sets=(--set "mechanism=$mechanism")
     cold_here=10
     case $mechanism in
       stop-and-start | two-processes) cold_here=3 ;;
-      one-process) sed -i "s/^workers: .*/workers: 1/" "$config" ;;
+      one-process) mechanism_sets+=(--set workers=1) ;;
       mps)
         export CUDA_MPS_PIPE_DIRECTORY="$sock_dir/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$sock_dir/mps-log"
         mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
         nvidia-cuda-mps-control -d || { echo "!! could not start the MPS control daemon"; continue; } ;;
     esac
-    if start_server "$config" "$raw/serve-$mechanism.log"; then
+    if start_server "$serve_config" "$raw/serve-$mechanism.log" "${mechanism_sets[@]}"; then
       "$psw" bench-serve --socket "$sock" --cold-requests "$cold_here" --gap-ms 150 --batch 8 --window 0 --switches 0 \
         --out "$raw/mechanism-$mechanism.json" || true
       stop_server
@@ -360,9 +347,7 @@ if has_part mechanisms; then
 fi
 if has_part dispatch; then
   echo "== dispatch after-stop ($(date -u +%T))"
-  config="$sock_dir/after-stop.yaml"
-  { echo "dispatch: after-stop"; sed "s#\.\./#$root/configs/#g" "$serve_config"; } > "$config"
-  if start_server "$config" "$raw/serve-after-stop.log"; then
+  if start_server "$serve_config" "$raw/serve-after-stop.log" --set dispatch=after-stop; then
     "$psw" bench-serve --socket "$sock" --cold-requests 30 --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/dispatch-after-stop.json" || true
     stop_server
@@ -381,24 +366,25 @@ fi
 hardware=$root/configs/hardware/h200-pcie5.yaml
 if [[ -f $raw/link-profile/h200-pcie5.yaml ]]; then hardware=$raw/link-profile/h200-pcie5.yaml
 elif [[ -n ${PSW_HARDWARE_PROFILE:-} ]]; then hardware=$(realpath "$PSW_HARDWARE_PROFILE"); fi
-use_hardware="s#^hardware: .*#hardware: $hardware#"
-training_of() {  # SERVE_CONFIG KEY: a key of its training job, as psw reads it (empty without one)
-  "$psw" config-json serve "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("training", {}).get(sys.argv[1], ""))' "$2"
+training_of() {  # SERVE_CONFIG KEY: a key of its training job, as psw reads it with this call's overrides (empty without one)
+  "$psw" config-json serve "$1" ${serve_sets[@]+"${serve_sets[@]}"} |
+    python3 -c 'import json, sys; print(json.load(sys.stdin).get("training", {}).get(sys.argv[1], ""))' "$2"
+}
+has_time_slicing() {  # HARDWARE_PROFILE: whether it models time slicing (the simulator needs it for time-sliced)
+  "$psw" config-json hardware "$1" | python3 -c 'import json, sys; sys.exit(0 if "time_slicing" in json.load(sys.stdin) else 1)'
 }
 training_batch_of() {  # SERVE_CONFIG: its training job's batch (empty without one)
   training_of "$1" batch
 }
 if has_part calibrate; then
   echo "== calibrate: psw profile-serving ($(date -u +%T))"
-  config="$sock_dir/calibrate.yaml"
-  sed "s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
-  training_batch=$(training_batch_of "$config")
+  training_batch=$(training_batch_of "$serve_config")
   # PSW_CALIBRATE_REQUESTS per model (default 60): the protocol's quantiles (Note [Protocol
   # spread]) come from them, and with 20 the top 5% of the simulated draws rests on one request
   # (the runs of 2026-12-02 13:38-14:05 UTC: one ResNet-152 request of 16.3 ms against a median
   # of 5.6 ms, and the Functions replay raw-serve-2026-12-02-replay-azure2019-c's simulated p99
   # 27% above the measured).
-  if start_server "$config" "$raw/serve-calibrate.log"; then
+  if start_server "$serve_config" "$raw/serve-calibrate.log" --set "hardware=$hardware"; then
     "$psw" profile-serving --socket "$sock" --name h200-serve --device "$(gpu_name)" \
       --requests "${PSW_CALIBRATE_REQUESTS:-60}" --gap-ms 150 --batch 8 --training-batch "${training_batch:-8}" --training-window 10 \
       --out "$raw/serving-h200.yaml" || echo "!! psw profile-serving failed"
@@ -408,11 +394,9 @@ if has_part calibrate; then
 fi
 if has_part protocol; then
   echo "== protocol: one server, six ways of sending ($(date -u +%T))"
-  config="$sock_dir/protocol.yaml"
-  sed "s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
-  training_batch=$(training_batch_of "$config")
+  training_batch=$(training_batch_of "$serve_config")
   mkdir -p "$raw/protocol"
-  if start_server "$config" "$raw/serve-protocol.log"; then
+  if start_server "$serve_config" "$raw/serve-protocol.log" --set "hardware=$hardware"; then
     device_name=$(gpu_name)
     for way in "16 150" "1 150" "1 500"; do
       set -- $way
@@ -421,8 +405,7 @@ if has_part protocol; then
         --training-window 0 --out "$raw/protocol/profile-serving-$1-connections-$2-ms.yaml" \
         || echo "!! psw profile-serving $way failed"
     done
-    workload="$sock_dir/protocol-load.yaml"
-    sed "s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-validate.yaml" > "$workload"
+    workload="$root/configs/experiments/h200-validate.yaml"
     for way in "16 16" "16 1" "1 1"; do
       set -- $way
       (cd "$root" && "$psw" load --config "$workload" --socket "$sock" --senders "$1" --connections "$2" \
@@ -435,16 +418,17 @@ fi
 # The serving profile the simulator of validate and the replays uses: this call's calibration
 # if it made one (the experiment's own `serving:` replaced), else the experiment's.
 # PSW_SERVING_PROFILE names one made by an earlier call (a run split over several calls).
-use_calibration() {  # EXPERIMENT_CONFIG (a copy, edited in place)
+# Adds the --set that names it to experiment_sets.
+use_calibration() {
   local profile=
   if [[ -f $raw/serving-h200-from-load.yaml ]]; then profile=$raw/serving-h200-from-load.yaml
   elif [[ -f $raw/serving-h200.yaml ]]; then profile=$raw/serving-h200.yaml
   elif [[ -n ${PSW_SERVING_PROFILE:-} ]]; then profile=$(realpath "$PSW_SERVING_PROFILE"); fi
-  if [[ -n $profile ]]; then
-    sed -i '/^serving:/d' "$1"
-    echo "serving: $profile" >> "$1"
-  fi
+  if [[ -n $profile ]]; then experiment_sets+=(--set "serving=$profile"); fi
 }
+# The --set of the experiment the next psw validate runs (experiment configs are used as they
+# are, with psw validate's --set for what a part changes).
+experiment_sets=()
 # psw validate: an experiment config's workload sent to the server and simulated, compared
 # (`validation.json` per case under raw/validation/; the report prints the tables).
 # With shared memory, psw load warms up each sender's regions (Note [Shared memory senders]): 16
@@ -467,17 +451,18 @@ load_flags_for() {  # MECHANISM: psw validate's warm-up (and senders) for it
 save_metrics() {  # NAME
   "$psw" client --socket "$sock" --metrics > "$raw/metrics-$1.txt" 2>&1 || echo "!! the metrics of $1 could not be read"
 }
-validate_on_server() {  # EXPERIMENT_CONFIG NAME [LOAD_FLAGS]: against the running server
+validate_on_server() {  # EXPERIMENT_CONFIG NAME [LOAD_FLAGS]: against the running server, with experiment_sets
   local experiment=$1 name=$2 load_flags
   read -ra load_flags <<< "${3:---warmup $warmup}"
-  (cd "$root" && "$psw" validate --config "$experiment" --socket "$sock" "${load_flags[@]}" \
+  (cd "$root" && "$psw" validate --config "$experiment" ${experiment_sets[@]+"${experiment_sets[@]}"} --socket "$sock" \
+    "${load_flags[@]}" \
     --training-alone "$training_alone" ${input_flags[@]+"${input_flags[@]}"} --out "$raw/validation/$name") \
     > "$raw/validate-$name.txt" 2>&1 || { tail -5 "$raw/validate-$name.txt"; echo "!! psw validate $name failed"; }
 }
-validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve config]
-  local mechanism=$1 experiment=$2 name=$3 config="$sock_dir/validate-$1.yaml"
-  sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; ${4:-}" "$serve_config" > "$config"
-  start_server "$config" "$raw/serve-validate-$name.log" || return 0
+validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [psw serve options]: a server of MECHANISM, then validate_on_server
+  local mechanism=$1 experiment=$2 name=$3
+  shift 3
+  start_server "$serve_config" "$raw/serve-validate-$name.log" --set "mechanism=$mechanism" "$@" || return 0
   validate_on_server "$experiment" "$name" "$(load_flags_for "$mechanism")"
   save_metrics "$name"
   stop_server
@@ -489,13 +474,11 @@ validate_with() {  # MECHANISM EXPERIMENT_CONFIG NAME [SED_SCRIPT for the serve 
 # measured side is used).
 if has_part calibrate-load; then
   echo "== calibrate-load: psw validate of h200-burst, then psw profile-serving --from-load ($(date -u +%T))"
-  experiment="$sock_dir/calibrate-load.yaml"
-  sed "s/^name: .*/name: calibrate-load/; s/rate_per_s: 12,/rate_per_s: ${PSW_CALIBRATE_LOAD_RATE:-12},/; s#\.\./#$root/configs/#g" \
-    "$root/configs/experiments/h200-burst.yaml" > "$experiment"
+  experiment_sets=(--set name=calibrate-load --set "workload.rate_per_s=${PSW_CALIBRATE_LOAD_RATE:-12}")
   # The experiment's own profile is of raw inputs, which a shared-memory run refuses: simulate
   # without a request path (only the measured side is used here).
-  if [[ ${PSW_INPUTS:-raw} == shared-memory ]]; then sed -i '/^serving:/d' "$experiment"; fi
-  validate_with pipeswitch "$experiment" calibrate-load
+  if [[ ${PSW_INPUTS:-raw} == shared-memory ]]; then experiment_sets+=(--set serving=null); fi
+  validate_with pipeswitch "$root/configs/experiments/h200-burst.yaml" calibrate-load
   run=$raw/validation/calibrate-load
   training_model=$(training_of "$serve_config" model)
   training_batch=$(training_batch_of "$serve_config")
@@ -512,17 +495,17 @@ fi
 # a call are simulated with the start adopted in the same call.
 if has_part calibrate-start; then
   echo "== calibrate-start: psw validate of stop-and-start, then psw calibrate --cost startup.worker_start ($(date -u +%T))"
-  experiment="$sock_dir/calibrate-start.yaml"
-  sed "s/^mechanism: .*/mechanism: stop-and-start/; s#\.\./#$root/configs/#g; $use_hardware;
-       s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$root/configs/experiments/h200-figures.yaml" > "$experiment"
-  use_calibration "$experiment"
-  validate_with stop-and-start "$experiment" calibrate-start "$use_hardware"
+  experiment="$root/configs/experiments/h200-figures.yaml"
+  experiment_sets=(--set mechanism=stop-and-start --set "hardware=$hardware" --set workload.interval_ms=12000
+                   --set workload.count=3)
+  use_calibration
+  validate_with stop-and-start "$experiment" calibrate-start --set "hardware=$hardware"
   if [[ -f $raw/validation/calibrate-start/measured/summary.json ]] &&
-     "$psw" calibrate --config "$experiment" --measured "$raw/validation/calibrate-start" --cost startup.worker_start \
+     "$psw" calibrate --config "$experiment" "${experiment_sets[@]}" --measured "$raw/validation/calibrate-start" \
+       --cost startup.worker_start \
        --hardware "$hardware" --out "$raw/h200-start.yaml" > "$raw/calibrate-start.txt" 2>&1; then
     cat "$raw/calibrate-start.txt"
     hardware=$raw/h200-start.yaml
-    use_hardware="s#^hardware: .*#hardware: $hardware#"
     mkdir -p "$out/profiles" && cp "$raw/h200-start.yaml" "$out/profiles/"
   else
     echo "!! calibrate-start: no start adopted (raw/calibrate-start.txt)"
@@ -530,14 +513,13 @@ if has_part calibrate-start; then
 fi
 if has_part validate; then
   mechanisms=(pipeswitch ready)
-  grep -q '^time_slicing:' "$root/configs/hardware/h200-pcie5.yaml" && mechanisms+=(time-sliced)
+  if has_time_slicing "$root/configs/hardware/h200-pcie5.yaml"; then mechanisms+=(time-sliced); fi
   if [[ -n ${PSW_VALIDATE_MECHANISMS:-} ]]; then read -ra mechanisms <<< "$PSW_VALIDATE_MECHANISMS"; fi
   for mechanism in "${mechanisms[@]}"; do
     echo "== validate $mechanism ($(date -u +%T))"
-    experiment="$sock_dir/h200-validate-$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g" "$root/configs/experiments/h200-validate.yaml" > "$experiment"
-    use_calibration "$experiment"
-    validate_with "$mechanism" "$experiment" "h200-validate-$mechanism"
+    experiment_sets=(--set "mechanism=$mechanism")
+    use_calibration
+    validate_with "$mechanism" "$root/configs/experiments/h200-validate.yaml" "h200-validate-$mechanism"
   done
 fi
 # h200-burst's Poisson arrivals, so that requests overlap (the replays' tail in a short run); psw
@@ -554,11 +536,9 @@ if has_part burst; then
       name=h200-burst
       [[ $mechanism == pipeswitch && $rate == 12 ]] || name=h200-burst-$mechanism-$rate
       echo "== burst: $mechanism under Poisson arrivals at $rate/s ($(date -u +%T))"
-      experiment="$sock_dir/$name.yaml"
-      sed "s/^mechanism: .*/mechanism: $mechanism/; s/rate_per_s: 12,/rate_per_s: $rate,/; s/^name: .*/name: $name/; s#\.\./#$root/configs/#g" \
-        "$root/configs/experiments/h200-burst.yaml" > "$experiment"
-      use_calibration "$experiment"
-      validate_with "$mechanism" "$experiment" "$name"
+      experiment_sets=(--set "mechanism=$mechanism" --set "workload.rate_per_s=$rate" --set "name=$name")
+      use_calibration
+      validate_with "$mechanism" "$root/configs/experiments/h200-burst.yaml" "$name"
     done
   done
 fi
@@ -580,26 +560,21 @@ if has_part figures; then
               no-memory-management no-ipc-optimization no-pinned-memory unified-memory one-process two-processes"
   # Today's baseline: the model resident beside training, the GPU time-sliced between
   # the two processes; the simulator models it where the hardware profile has time_slicing.
-  grep -q '^time_slicing:' "$hardware" && mechanisms+=" time-sliced"
+  if has_time_slicing "$hardware"; then mechanisms+=" time-sliced"; fi
   echo "== figures with $hardware"
   for mechanism in ${PSW_FIGURE_MECHANISMS:-$mechanisms}; do
     echo "== figures: $mechanism ($(date -u +%T))"
-    experiment="$sock_dir/h200-figures-$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" \
-      "$root/configs/experiments/h200-figures.yaml" > "$experiment"
-    if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then
-      sed -i "s/^training: {model: resnet152}/training: {model: $PSW_TRAINING_MODEL}/" "$experiment"
-      grep -q "^training: {model: $PSW_TRAINING_MODEL}" "$experiment" || { echo "!! no training model in h200-figures.yaml"; exit 1; }
-    fi
-    serve_edit=$use_hardware
+    experiment_sets=(--set "mechanism=$mechanism" --set "hardware=$hardware")
+    if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then experiment_sets+=(--set "training.model=$PSW_TRAINING_MODEL"); fi
+    server_options=(--set "hardware=$hardware")
     case $mechanism in
       stop-and-start | two-processes)  # seconds per switch: three requests, 12 s apart
-        sed -i "s/interval_ms: [0-9]*, count: [0-9]*/interval_ms: 12000, count: 3/" "$experiment" ;;
-      one-process) serve_edit+="; s/^workers: .*/workers: 1/" ;;
+        experiment_sets+=(--set workload.interval_ms=12000 --set workload.count=3) ;;
+      one-process) server_options+=(--set workers=1) ;;
       mps) start_mps || continue ;;
     esac
-    use_calibration "$experiment"
-    validate_with "$mechanism" "$experiment" "figures-$mechanism" "$serve_edit"
+    use_calibration
+    validate_with "$mechanism" "$root/configs/experiments/h200-figures.yaml" "figures-$mechanism" "${server_options[@]}"
     [[ $mechanism != mps ]] || stop_mps
   done
   python3 "$root/scripts/gpu_figures.py" --out "$out/figures" "$raw" || echo "!! no figures drawn here (matplotlib?): run scripts/gpu_figures.py on the raw folder"
@@ -610,17 +585,13 @@ fi
 if has_part fig6; then
   for mechanism in ${PSW_FIG6_MECHANISMS:-ready pipeswitch mps stop-and-start}; do
     echo "== fig6: $mechanism ($(date -u +%T))"
-    config="$sock_dir/fig6-$mechanism.yaml"
-    sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware" "$serve_config" > "$config"
     if [[ $mechanism == mps ]]; then start_mps || continue; fi
-    if start_server "$config" "$raw/serve-fig6-$mechanism.log"; then
+    if start_server "$serve_config" "$raw/serve-fig6-$mechanism.log" --set "mechanism=$mechanism" --set "hardware=$hardware"; then
       for cycle_ms in ${PSW_FIG6_CYCLES_MS:-1000 2000 5000}; do
-        experiment="$sock_dir/h200-fig6-$mechanism-$cycle_ms.yaml"
-        sed "s/^mechanism: .*/mechanism: $mechanism/; s#\.\./#$root/configs/#g; $use_hardware;
-             s/cycle_ms: [0-9]*, rounds: [0-9]*/cycle_ms: $cycle_ms, rounds: ${PSW_FIG6_ROUNDS:-3}/" \
-          "$root/configs/experiments/h200-fig6.yaml" > "$experiment"
-        use_calibration "$experiment"
-        validate_on_server "$experiment" "fig6-$mechanism-$cycle_ms"
+        experiment_sets=(--set "mechanism=$mechanism" --set "hardware=$hardware" --set "workload.cycle_ms=$cycle_ms"
+                         --set "workload.rounds=${PSW_FIG6_ROUNDS:-3}")
+        use_calibration
+        validate_on_server "$root/configs/experiments/h200-fig6.yaml" "fig6-$mechanism-$cycle_ms"
       done
       save_metrics "fig6-$mechanism"
       stop_server
@@ -636,19 +607,16 @@ fi
 # validated on another.
 if has_part llm; then
   echo "== llm: the decoders served ($(date -u +%T))"
-  config="$sock_dir/h200-llm.yaml"
-  sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/serve/h200-llm.yaml" > "$config"
-  if start_server "$config" "$raw/serve-llm.log"; then
+  if start_server "$root/configs/serve/h200-llm.yaml" "$raw/serve-llm.log" --set "hardware=$hardware"; then
     server_processes > "$raw/processes-llm.txt"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-llm.csv" || true
     "$psw" profile-serving --socket "$sock" --name h200-serve-llm --device "$(gpu_name)" \
       --model llama-1b --model llama-8b --requests 10 --gap-ms 150 --batch 1 --training-batch 8 --training-window 10 \
       --out "$raw/serving-llm.yaml" \
       || echo "!! psw profile-serving failed"
-    experiment="$sock_dir/h200-validate-llm.yaml"
-    sed "s#\.\./#$root/configs/#g; $use_hardware" "$root/configs/experiments/h200-validate-llm.yaml" > "$experiment"
-    if [[ -f $raw/serving-llm.yaml ]]; then echo "serving: $raw/serving-llm.yaml" >> "$experiment"; fi
-    validate_on_server "$experiment" h200-validate-llm
+    experiment_sets=(--set "hardware=$hardware")
+    if [[ -f $raw/serving-llm.yaml ]]; then experiment_sets+=(--set "serving=$raw/serving-llm.yaml"); fi
+    validate_on_server "$root/configs/experiments/h200-validate-llm.yaml" h200-validate-llm
     tail -15 "$raw/validate-h200-validate-llm.txt"
     stop_server
   fi
@@ -657,19 +625,14 @@ replay_s=${PSW_REPLAY_S:-540}
 for replay in azure2019 llm; do
   has_part "replay-$replay" || continue
   echo "== replay $replay, $replay_s s ($(date -u +%T))"
-  source_config="$root/configs/experiments/replay-${replay/llm/azure-llm2023}.yaml"
-  # Beside the original, so that its relative paths (the profiles, the trace) still resolve.
-  experiment="$root/configs/experiments/.gpu-serve-replay-$replay.yaml"
-  cp "$source_config" "$experiment"
   # The replay's length: the LLM trace's window, the Functions trace's whole minutes (at least one).
   if [[ $replay == llm ]]; then
-    sed -i "s/^  window_s: .*/  window_s: $replay_s/" "$experiment"
+    experiment_sets=(--set "workload.window_s=$replay_s")
   else
-    sed -i "s/^  minutes: .*/  minutes: $(( (replay_s + 59) / 60 ))/" "$experiment"
+    experiment_sets=(--set "workload.minutes=$(( (replay_s + 59) / 60 ))")
   fi
-  use_calibration "$experiment"
-  validate_with pipeswitch "$experiment" "replay-$replay"
-  rm -f "$experiment"
+  use_calibration
+  validate_with pipeswitch "$root/configs/experiments/replay-${replay/llm/azure-llm2023}.yaml" "replay-$replay"
   # The two latency distributions side by side (beside the report: the raw folder is archived).
   python3 "$root/scripts/validation_cdf.py" "$raw/validation/replay-$replay" \
     "$out/$(date -u +%F)-replay-$replay-cdf.png" || echo "!! no CDF plot of replay-$replay (matplotlib?)"

@@ -317,8 +317,9 @@ ExperimentConfig parse_experiment(const YAML::Node& root, const std::filesystem:
   }
   r.mark_seen("training");
   if (r.has("serving")) {  // Note [Request path] (serving_profile.hpp)
+    // The key's own errors name it once; the profile's are wrapped with the key below.
+    config.serving_path = resolve(config.source, r.string("serving"));
     try {
-      config.serving_path = resolve(config.source, r.string("serving"));
       config.serving = load_serving_profile(config.serving_path);
     } catch (const InputError& e) {
       r.fail_key("serving", r.get("serving"), e.what());

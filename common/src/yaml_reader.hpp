@@ -222,7 +222,7 @@ class OverrideScope {
   const OverrideList* previous_;
 };
 
-// Sets `key` (dotted path) on `root` to the YAML `value`. Messages name the override
+// Sets `key` (dotted path) on `root` to the YAML `value` (null: removes it). Messages name the override
 // ("--set KEY=VALUE: ..."), which is what the user typed; the file has no line for it.
 inline void apply_override(YAML::Node& root, const std::string& key, const std::string& value, const std::string& from) {
   const std::string what = from + " " + key + "=" + value;
@@ -235,10 +235,18 @@ inline void apply_override(YAML::Node& root, const std::string& key, const std::
     if (part.empty()) throw InputError(what + ": the key '" + key + "' has an empty part");
     if (dot == std::string::npos) {
       check_utf8(value, what);
+      YAML::Node loaded;
       try {
-        cursor[part] = YAML::Load(value);
+        loaded = YAML::Load(value);
       } catch (const YAML::Exception& e) {
         throw InputError(what + ": malformed YAML value: " + e.msg);
+      }
+      // KEY=null takes the key out, as if the file had not written it (a config's optional
+      // section or path: `serving=null` simulates without a serving profile).
+      if (loaded.IsNull()) {
+        cursor.remove(part);
+      } else {
+        cursor[part] = loaded;
       }
       return;
     }

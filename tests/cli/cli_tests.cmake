@@ -59,6 +59,8 @@ psw_cli_test(config_json.serve_set 0 "\"batch\": 4" config-json serve ${PROJECT_
              --set training.batch=4)
 psw_cli_test(config_json.serve_set_bad 2 "--set training.batch=-1: key 'training.batch'" config-json serve
              ${PROJECT_SOURCE_DIR}/configs/serve/host-small.yaml --set training.batch=-1)
+psw_cli_script_test(config_json.serve_set_null 30
+  "$<TARGET_FILE:psw> config-json serve configs/serve/host-small.yaml --set training=null > $out/j && grep -q '\"models\"' $out/j && ! grep -q '\"training\"' $out/j")
 psw_cli_test(config_json.set_on_a_model 2 "--set: only experiment and serve configs take overrides, not a model file"
              config-json model ${PSW_MODELS}/resnet152.yaml --set batch=4)
 psw_cli_test(config_json.refused 2 "cache: lru needs cache_bytes" config-json serve ${CMAKE_CURRENT_SOURCE_DIR}/data/bad-serve/bad_cache.yaml)
