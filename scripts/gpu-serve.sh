@@ -556,13 +556,13 @@ stop_mps() {
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 if has_part figures; then
-  mechanisms="ready pipeswitch mps stop-and-start per-layer-pipeline grouped-transmission no-optimization
+  figure_mechanisms="ready pipeswitch mps stop-and-start per-layer-pipeline grouped-transmission no-optimization
               no-memory-management no-ipc-optimization no-pinned-memory unified-memory one-process two-processes"
   # Today's baseline: the model resident beside training, the GPU time-sliced between
   # the two processes; the simulator models it where the hardware profile has time_slicing.
-  if has_time_slicing "$hardware"; then mechanisms+=" time-sliced"; fi
+  if has_time_slicing "$hardware"; then figure_mechanisms+=" time-sliced"; fi
   echo "== figures with $hardware"
-  for mechanism in ${PSW_FIGURE_MECHANISMS:-$mechanisms}; do
+  for mechanism in ${PSW_FIGURE_MECHANISMS:-$figure_mechanisms}; do
     echo "== figures: $mechanism ($(date -u +%T))"
     experiment_sets=(--set "mechanism=$mechanism" --set "hardware=$hardware")
     if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then experiment_sets+=(--set "training.model=$PSW_TRAINING_MODEL"); fi
@@ -639,7 +639,7 @@ for replay in azure2019 llm; do
 done
 echo "== report ($(date -u +%T))"
 report="$out/$(date -u +%F)-h200-serve.md"
-python3 "$root/scripts/serve_report.py" "$raw" > "$report"
+PSW="$psw" python3 "$root/scripts/serve_report.py" "$raw" > "$report"
 # One archive of the raw runs (the device tool returns few files).
 tar -C "$raw" -czf "$out/raw-serve.tar.gz" . && rm -rf "$raw"
 echo "== written $report ($(date -u +%T))"
