@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "psw/xval/validation_run.hpp"
 #include "validators.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/input_file.hpp"
@@ -106,8 +107,8 @@ Action add_profile_serving_command(CLI::App& app) {
       }
       if (!o->training_from_validation.empty()) {
         const std::string path = o->training_from_validation + "/validation.json";
-        profile.training = {runtime::training_step_from_validation(read_json_object(path, "psw validate's validation.json"),
-                                                                   path, o->training_model, o->spec.training_batch)};
+        profile.training = {xval::training_step_alone(xval::read_recorded_validation(o->training_from_validation), path,
+                                                      o->training_model, o->spec.training_batch)};
         profile.source.note += detail::concat("; training step of ", o->training_model, " (batch ", o->spec.training_batch,
                                               ") from the job alone in ", shown(o->training_from_validation));
       }

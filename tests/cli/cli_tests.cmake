@@ -483,7 +483,7 @@ psw_cli_test(profile_serving.training_from_validation 0
 psw_cli_script_test(profile_serving.note_paths_relative 60
   "d=tests/data/.profile-note-$$; mkdir -p $d && $<TARGET_FILE:psw> profile-serving --from-load $PWD/tests/data/sim/load-requests.csv --name x --device y --inputs raw --training-from-validation $PWD/tests/data/sim/validation-batch32 --training-model resnet152 --training-batch 32 --out $d/p.yaml >/dev/null 2>&1; rc=$?; cat $d/p.yaml; grep -q 'from-load ../sim/load-requests.csv: ' $d/p.yaml && grep -q 'alone in ../sim/validation-batch32' $d/p.yaml && ! grep -q \"$PWD\" $d/p.yaml; ok=$?; rm -rf $d; test $rc -eq 0 -a $ok -eq 0")
 psw_cli_test(profile_serving.training_from_validation_untrained 2
-  "validation-untrained/validation.json: no object 'training'" profile-serving
+  "validation-untrained/validation.json: no 'training' \\(a psw validate run of a server with a training job\\)" profile-serving
   --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-untrained --training-model resnet152 --training-batch 32)
 psw_cli_test(profile_serving.training_from_validation_without_model 2 "--training-from-validation requires --training-model"

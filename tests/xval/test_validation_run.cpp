@@ -175,14 +175,15 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   ASSERT_TRUE(before && after);
   EXPECT_EQ(before->starts, 2);
   EXPECT_DOUBLE_EQ(after->seconds[static_cast<std::size_t>(WorkerStartPhase::Models)], 12.0);
-  const nlohmann::json starts = worker_starts_json(*before, *after);
-  EXPECT_EQ(starts["count"], 4);
-  EXPECT_DOUBLE_EQ(starts["mean_ms"]["process"].get<double>(), 300.0);  // 1.2 s over 4 starts
-  EXPECT_DOUBLE_EQ(starts["mean_ms"]["models"].get<double>(), 2000.0);
-  EXPECT_DOUBLE_EQ(starts["mean_ms"]["context"].get<double>(), 0.0);  // unchanged
-  EXPECT_DOUBLE_EQ(starts["total_mean_ms"].get<double>(), 2300.0);
-  EXPECT_TRUE(worker_starts_json(*after, *after).is_null());  // none started: no key
-  EXPECT_THROW((void)worker_starts_json(*after, *before), InputError);  // fewer after: another server
+  const std::optional<WorkerStartMeans> starts = worker_starts_between(*before, *after);
+  ASSERT_TRUE(starts);
+  EXPECT_EQ(starts->count, 4);
+  EXPECT_DOUBLE_EQ(starts->mean_ms.at("process"), 300.0);  // 1.2 s over 4 starts
+  EXPECT_DOUBLE_EQ(starts->mean_ms.at("models"), 2000.0);
+  EXPECT_DOUBLE_EQ(starts->mean_ms.at("context"), 0.0);  // unchanged
+  EXPECT_DOUBLE_EQ(starts->total_mean_ms, 2300.0);
+  EXPECT_FALSE(worker_starts_between(*after, *after).has_value());  // none started: no key
+  EXPECT_THROW((void)worker_starts_between(*after, *before), InputError);  // fewer after: another server
   EXPECT_FALSE(parse_worker_start_totals("psw_requests_total 7\n").has_value());  // not a psw serve
   EXPECT_THROW((void)parse_worker_start_totals("psw_worker_starts_total 3\n"), InputError);  // no phases
   EXPECT_THROW((void)parse_worker_start_totals(text(2, 0.6, 4.0) + "psw_worker_start_seconds_total{phase=\"lunch\"} 1\n"),
@@ -190,7 +191,10 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   std::string negative = text(2, 0.6, 4.0);
   negative.replace(negative.find("} 0.5"), 5, "} -0.5");
   EXPECT_THROW((void)parse_worker_start_totals(negative), InputError);
-  EXPECT_FALSE(starts.contains("kills")) << "a server that counts no kills: no kill keys";
+  EXPECT_EQ(starts->kills, 0) << "a server that counts no kills";
+  LoadSummary summary;
+  summary.worker_starts = starts;
+  EXPECT_FALSE(to_json(summary).at("worker_starts").contains("kills")) << "no kills: no kill keys";
   // Note [Worker kill]: the kills of the span beside the starts, both metrics or neither.
   auto killed = [&](int kills, double seconds) {
     return text(2, 0.6, 4.0) + "psw_worker_kills_total " + std::to_string(kills) +
@@ -201,14 +205,40 @@ TEST(WorkerStartsMeasured, TheStartsOfTheWorkloadAreTheDifferenceOfTwoReadings) 
   ASSERT_TRUE(kills_before && kills_after);
   EXPECT_EQ(kills_after->kills, 5);
   kills_after->starts = 6;
-  const nlohmann::json with_kills = worker_starts_json(*kills_before, *kills_after);
-  EXPECT_EQ(with_kills["kills"], 4);
-  EXPECT_NEAR(with_kills["kill_mean_ms"].get<double>(), 200.0, 1e-9);  // 0.8 s over 4 kills
-  EXPECT_THROW((void)worker_starts_json(*kills_after, *kills_before), InputError) << "fewer starts and kills after";
+  const std::optional<WorkerStartMeans> with_kills = worker_starts_between(*kills_before, *kills_after);
+  ASSERT_TRUE(with_kills);
+  EXPECT_EQ(with_kills->kills, 4);
+  EXPECT_NEAR(*with_kills->kill_mean_ms, 200.0, 1e-9);  // 0.8 s over 4 kills
+  EXPECT_THROW((void)worker_starts_between(*kills_after, *kills_before), InputError) << "fewer starts and kills after";
   EXPECT_THROW((void)parse_worker_start_totals(text(2, 0.6, 4.0) + "psw_worker_kills_total 3\n"), InputError);
   EXPECT_THROW((void)parse_worker_start_totals("psw_worker_kills_total 3\npsw_worker_kill_seconds_total 1\n"),
                InputError)
       << "kills without starts";
+}
+
+// summary.json's worker_starts and eager_switches, written and read back typed; a recorded
+// summary whose entries are not numbers is refused, naming the key.
+TEST(WorkerStartsMeasured, TheSummaryReadsBackWhatItWrote) {
+  LoadSummary summary;
+  summary.name = "x";
+  summary.target = "unix:/tmp/s";
+  summary.worker_starts = WorkerStartMeans{3, {{"process", 250.0}, {"context", 400.0}}, 650.0, 2, 120.0};
+  summary.eager_switches["resnet152"] = {4, 5.0, 2.0};
+  const nlohmann::json written = nlohmann::json::parse(to_json(summary).dump());
+  EXPECT_EQ(written["worker_starts"]["kill_mean_ms"], 120.0);
+  EXPECT_EQ(written["eager_switches"]["resnet152"]["count"], 4);
+  EXPECT_EQ(load_summary_from_json(written, "summary.json"), summary);
+  nlohmann::json bad = written;
+  bad["worker_starts"]["mean_ms"]["process"] = "slow";
+  try {
+    (void)load_summary_from_json(bad, "summary.json");
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("summary.json.worker_starts.mean_ms"), std::string::npos) << e.what();
+  }
+  bad = written;
+  bad["eager_switches"]["resnet152"].erase("forward_mean_ms");
+  EXPECT_THROW((void)load_summary_from_json(bad, "summary.json"), InputError);
 }
 
 // Note [Processes a server starts with]: the gauge read from the server's text, and the
@@ -228,7 +258,7 @@ TEST(FreshStandbyWorkers, TheSimulatorStartsWhereTheMeasuredServerStood) {
     (void)xval::simulation_options_of_run({{"fresh_standby_workers", "two"}}, "s.json");
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("s.json: fresh_standby_workers"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("s.json: 'fresh_standby_workers' must be an integer"), std::string::npos) << e.what();
   }
 }
 
@@ -246,18 +276,18 @@ TEST(EagerSwitchesMeasured, PerModelTheMeanHostTimeOfTheWorkloadsEagerSwitches) 
   ASSERT_EQ(after.size(), 2U);
   EXPECT_EQ(after.at("resnet152").switches, 6);
   EXPECT_DOUBLE_EQ(after.at("bert_base").forward_seconds, 0.006);
-  const nlohmann::json eager = eager_switches_json(before, after);
-  EXPECT_EQ(eager["resnet152"]["count"], 4);
-  EXPECT_NEAR(eager["resnet152"]["prepare_mean_ms"].get<double>(), 5.0, 1e-9);  // 20 ms over 4 switches
-  EXPECT_NEAR(eager["resnet152"]["forward_mean_ms"].get<double>(), 2.0, 1e-9);
+  const std::map<std::string, EagerSwitchMeans> eager = eager_switches_between(before, after);
+  EXPECT_EQ(eager.at("resnet152").count, 4);
+  EXPECT_NEAR(eager.at("resnet152").prepare_mean_ms, 5.0, 1e-9);  // 20 ms over 4 switches
+  EXPECT_NEAR(eager.at("resnet152").forward_mean_ms, 2.0, 1e-9);
   EXPECT_FALSE(eager.contains("bert_base"));  // no eager switch of it in between
   // A model first counted during the workload: all of its switches are the workload's.
-  const nlohmann::json from_nothing = eager_switches_json({}, after);
-  EXPECT_EQ(from_nothing["bert_base"]["count"], 3);
-  EXPECT_NEAR(from_nothing["bert_base"]["forward_mean_ms"].get<double>(), 2.0, 1e-9);
-  EXPECT_TRUE(eager_switches_json(after, after).is_null());  // none switched eagerly: no key
-  EXPECT_THROW((void)eager_switches_json(after, before), InputError);  // fewer after: another server
-  EXPECT_THROW((void)eager_switches_json(after, {}), InputError);      // a model gone: another server
+  const std::map<std::string, EagerSwitchMeans> from_nothing = eager_switches_between({}, after);
+  EXPECT_EQ(from_nothing.at("bert_base").count, 3);
+  EXPECT_NEAR(from_nothing.at("bert_base").forward_mean_ms, 2.0, 1e-9);
+  EXPECT_TRUE(eager_switches_between(after, after).empty());  // none switched eagerly: no key
+  EXPECT_THROW((void)eager_switches_between(after, before), InputError);  // fewer after: another server
+  EXPECT_THROW((void)eager_switches_between(after, {}), InputError);      // a model gone: another server
   EXPECT_TRUE(parse_eager_switch_totals("psw_requests_total 7\n").empty());  // graphs only, or not a psw serve
   EXPECT_THROW((void)parse_eager_switch_totals("psw_eager_switches_total{model=\"resnet152\"} 3\n"), InputError);
   EXPECT_THROW((void)parse_eager_switch_totals(text(2, 0.01, 0.004) +

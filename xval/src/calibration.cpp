@@ -6,6 +6,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/served_summary.hpp"
+#include "psw/runtime/client/load_summary.hpp"
 #include "psw/sim/simulation.hpp"
 #include "psw/xval/validation.hpp"
 
@@ -383,32 +384,29 @@ EagerSwitchAdoption adopt_eager_switch(const ExperimentConfig& config, const std
   };
   std::map<std::string, Sums> sums;
   for (const RecordedRun& run : runs) {
-    const auto eager = run.summary.find("eager_switches");
-    if (eager == run.summary.end() || !eager->is_object() || eager->empty()) {
+    // Note [Load summary]: the key read by the summary's own reader.
+    const std::map<std::string, runtime::EagerSwitchMeans> eager = runtime::eager_switches_of(run.summary, run.origin);
+    if (eager.empty()) {
       throw InputError(run.origin + ": no eager_switches (a run before Note [Eager switches measured], or one whose "
                                     "server switched nothing eagerly)");
     }
-    for (const auto& item : eager->items()) {
-      // Named, not bound: a lambda below reads them (clang 14 cannot capture structured bindings).
-      const std::string model = item.key();
-      const nlohmann::json& entry = item.value();
+    for (const auto& [model, entry] : eager) {
       if (!before.contains(model)) {
         throw InputError(detail::concat(run.origin, ": eager_switches has model '", model, "', but the simulation of ",
                                         config.source.string(), " requests it not"));
       }
-      auto number = [&](const char* key) {
-        const auto it = entry.find(key);
-        if (it == entry.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      for (const auto& [key, value] : {std::pair{"count", static_cast<double>(entry.count)},
+                                       std::pair{"prepare_mean_ms", entry.prepare_mean_ms},
+                                       std::pair{"forward_mean_ms", entry.forward_mean_ms}}) {
+        if (!std::isfinite(value) || value < 0) {
           throw InputError(
               detail::concat(run.origin, ": eager_switches.", model, ".", key, ": expected a number of at least 0"));
         }
-        return it->get<double>();
-      };
-      const double count = number("count");
+      }
       Sums& sum = sums[model];
-      sum.switches += static_cast<std::int64_t>(count);
-      sum.prepare_ms += number("prepare_mean_ms") * count;
-      sum.forward_ms += number("forward_mean_ms") * count;
+      sum.switches += entry.count;
+      sum.prepare_ms += entry.prepare_mean_ms * static_cast<double>(entry.count);
+      sum.forward_ms += entry.forward_mean_ms * static_cast<double>(entry.count);
     }
     for (const auto& [model, engine] : engine_means(run.summary, run.origin)) {
       sums[model].requests += engine.count;

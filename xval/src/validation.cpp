@@ -6,6 +6,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/served_summary.hpp"
+#include "psw/runtime/client/load_summary.hpp"
 
 namespace psw::xval {
 
@@ -86,37 +87,27 @@ std::optional<SimulatedWorkerStart> simulated_worker_start(Mechanism mechanism, 
 }
 
 std::optional<MeasuredWorkerStart> measured_worker_start(const nlohmann::json& summary, const std::string& origin) {
-  const auto starts = summary.find("worker_starts");
-  if (starts == summary.end()) return std::nullopt;
-  if (!starts->is_object() || !starts->contains("count") || !(*starts)["count"].is_number_integer() ||
-      !starts->contains("mean_ms") || !(*starts)["mean_ms"].is_object()) {
-    throw InputError(origin + ": worker_starts needs an integer count and an object mean_ms");
-  }
-  const nlohmann::json& mean = (*starts)["mean_ms"];
+  // Note [Load summary]: the key read by the summary's own reader.
+  const std::optional<runtime::WorkerStartMeans> starts = runtime::worker_starts_of(summary, origin);
+  if (!starts) return std::nullopt;
   auto mean_of = [&](const char* phase) {
-    if (!mean.contains(phase) || !mean[phase].is_number()) {
-      throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
-    }
-    return mean[phase].get<double>();
+    const auto it = starts->mean_ms.find(phase);
+    if (it == starts->mean_ms.end()) throw InputError(origin + ": worker_starts.mean_ms has no number '" + phase + "'");
+    return it->second;
   };
-  MeasuredWorkerStart out{(*starts)["count"].get<std::int64_t>(), mean_of("process"), mean_of("context"),
-                          mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other"), std::nullopt};
-  if (starts->contains("kill_mean_ms")) {  // Note [Worker kill]
-    if (!(*starts)["kill_mean_ms"].is_number()) throw InputError(origin + ": worker_starts.kill_mean_ms is not a number");
-    out.kill_ms = (*starts)["kill_mean_ms"].get<double>();
-  }
-  return out;
+  return MeasuredWorkerStart{starts->count, mean_of("process"), mean_of("context"),
+                             mean_of("memory") + mean_of("models") + mean_of("training") + mean_of("other"),
+                             starts->kill_mean_ms};
 }
 
 SimulationOptions simulation_options_of_run(const nlohmann::json& measured_summary, const std::string& origin) {
   SimulationOptions options;
-  if (const auto fresh = measured_summary.find("fresh_standby_workers"); fresh != measured_summary.end()) {
-    if (!fresh->is_number_integer() || fresh->get<std::int64_t>() < 0 || fresh->get<std::int64_t>() > 1024) {
+  if (const auto fresh = runtime::fresh_standby_workers_of(measured_summary, origin)) {
+    if (*fresh < 0 || *fresh > 1024) {
       throw InputError(origin + ": fresh_standby_workers must be a count of workers (an integer from 0 to 1024)");
     }
-    options.fresh_standby_processes = fresh->get<int>();
-  } else if (const auto warmup = measured_summary.find("warmup_per_model");
-             warmup != measured_summary.end() && warmup->is_number_integer() && warmup->get<std::int64_t>() > 0) {
+    options.fresh_standby_processes = static_cast<int>(*fresh);
+  } else if (const auto warmup = runtime::warmup_per_model_of(measured_summary, origin); warmup && *warmup > 0) {
     options.fresh_standby_processes = 0;
   }
   return options;

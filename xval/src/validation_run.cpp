@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/common/input_file.hpp"
+#include "psw/common/json_fields.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/ipc/service.hpp"
 #include "psw/sim/simulation.hpp"
@@ -241,54 +243,93 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   return run;
 }
 
+// validation.json's `training`, written and read here only (Note [Validating again]).
+namespace recorded_training {
+
+nlohmann::json to_json(const MeasuredTraining& t) {
+  nlohmann::json json = {{"measured_steps", t.steps}, {"measured_seconds", t.seconds}};
+  if (t.held_seconds) json["held_seconds"] = *t.held_seconds;
+  if (t.alone_steps > 0) {
+    json["alone_steps"] = t.alone_steps;
+    json["alone_seconds"] = t.alone_seconds;
+  }
+  return json;
+}
+
+MeasuredTraining from_json(const nlohmann::json& t, const std::string& origin) {
+  if (!t.is_object() || !t.contains("measured_steps") || !t["measured_steps"].is_number_integer() ||
+      !t.contains("measured_seconds") || !t["measured_seconds"].is_number()) {
+    throw InputError(origin + ": 'training' needs integer measured_steps and number measured_seconds");
+  }
+  MeasuredTraining training{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
+  // Note [Training share]: recorded since the alone window was measured; both or neither.
+  const bool alone_steps = t.contains("alone_steps");
+  if (alone_steps != t.contains("alone_seconds") ||
+      (alone_steps && (!t["alone_steps"].is_number_integer() || !t["alone_seconds"].is_number() ||
+                       t["alone_steps"].get<std::int64_t>() <= 0 || t["alone_seconds"].get<double>() <= 0))) {
+    throw InputError(origin + ": 'training' needs both alone_steps (a positive integer) and "
+                              "alone_seconds (a positive number), or neither");
+  }
+  if (alone_steps) {
+    training.alone_steps = t["alone_steps"].get<std::int64_t>();
+    training.alone_seconds = t["alone_seconds"].get<double>();
+  }
+  // Note [Training held]: recorded since the server counts it.
+  if (t.contains("held_seconds")) {
+    if (!t["held_seconds"].is_number() || t["held_seconds"].get<double>() < 0) {
+      throw InputError(origin + ": training.held_seconds must be a number of at least 0");
+    }
+    training.held_seconds = t["held_seconds"].get<double>();
+  }
+  return training;
+}
+
+}  // namespace recorded_training
+
+RecordedValidation read_recorded_validation(const std::filesystem::path& folder) {
+  const std::string origin = (folder / "validation.json").string();
+  const nlohmann::json validation = read_json_object(folder / "validation.json", "psw validate's validation.json");
+  RecordedValidation recorded;
+  recorded.mechanism = json_fields::text(validation, "mechanism", origin);
+  if (const auto t = validation.find("training"); t != validation.end()) {
+    recorded.training = recorded_training::from_json(*t, origin);
+  }
+  return recorded;
+}
+
+TrainingStepCost training_step_alone(const RecordedValidation& recorded, const std::string& origin,
+                                     const std::string& model, int batch) {
+  if (!recorded.training) {
+    throw InputError(origin + ": no 'training' (a psw validate run of a server with a training job)");
+  }
+  const MeasuredTraining& t = *recorded.training;
+  if (t.alone_steps < 1 || !(t.alone_seconds > 0)) {
+    throw InputError(origin + ": training.alone_steps (at least 1) and training.alone_seconds (positive) are needed: "
+                              "the run measured its job alone (psw validate --training-alone)");
+  }
+  const double step_ns = t.alone_seconds * 1e9 / static_cast<double>(t.alone_steps);
+  return {model, batch, nanoseconds(static_cast<std::int64_t>(std::llround(step_ns)))};
+}
+
 ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
                          const std::filesystem::path& sim_out) {
   const std::string folder = recorded.string();
-  const nlohmann::json validation = read_json_object(recorded / "validation.json", "psw validate's validation.json");
+  const RecordedValidation validation = read_recorded_validation(recorded);
   const nlohmann::json measured_json =
       read_json_object(recorded / "measured" / "summary.json", "psw load's summary.json");
-  if (!validation.contains("mechanism") || !validation["mechanism"].is_string()) {
-    throw InputError(folder + "/validation.json: no string 'mechanism'");
-  }
-  const std::string mechanism = validation["mechanism"].get<std::string>();
+  const std::string& mechanism = validation.mechanism;
   if (mechanism != to_string(config.mechanism)) {
     throw InputError(folder + ": measured under " + mechanism + ", but " + config.source.string() + " simulates " +
                      to_string(config.mechanism) + " (Note [Validating again])");
   }
   ValidationRun run;
   run.recorded = recorded;
-  const bool measured_training = validation.contains("training");
+  const bool measured_training = validation.training.has_value();
   if (measured_training != config.training_model.has_value()) {
     throw InputError(folder + (measured_training ? ": measured beside a training job, but " : ": measured without training, but ") +
                      config.source.string() + (measured_training ? " has none" : " has one") + " (Note [Validating again])");
   }
-  if (measured_training) {
-    const nlohmann::json& t = validation["training"];
-    if (!t.is_object() || !t.contains("measured_steps") || !t["measured_steps"].is_number_integer() ||
-        !t.contains("measured_seconds") || !t["measured_seconds"].is_number()) {
-      throw InputError(folder + "/validation.json: 'training' needs integer measured_steps and number measured_seconds");
-    }
-    run.training = MeasuredTraining{t["measured_steps"].get<std::int64_t>(), t["measured_seconds"].get<double>()};
-    // Note [Training share]: recorded since the alone window was measured; both or neither.
-    const bool alone_steps = t.contains("alone_steps");
-    if (alone_steps != t.contains("alone_seconds") ||
-        (alone_steps && (!t["alone_steps"].is_number_integer() || !t["alone_seconds"].is_number() ||
-                         t["alone_steps"].get<std::int64_t>() <= 0 || t["alone_seconds"].get<double>() <= 0))) {
-      throw InputError(folder + "/validation.json: 'training' needs both alone_steps (a positive integer) and "
-                                "alone_seconds (a positive number), or neither");
-    }
-    if (alone_steps) {
-      run.training->alone_steps = t["alone_steps"].get<std::int64_t>();
-      run.training->alone_seconds = t["alone_seconds"].get<double>();
-    }
-    // Note [Training held]: recorded since the server counts it.
-    if (t.contains("held_seconds")) {
-      if (!t["held_seconds"].is_number() || t["held_seconds"].get<double>() < 0) {
-        throw InputError(folder + "/validation.json: training.held_seconds must be a number of at least 0");
-      }
-      run.training->held_seconds = t["held_seconds"].get<double>();
-    }
-  }
+  run.training = validation.training;
   // Note [Load summary]: the recorded summary, read whole.
   const std::string summary_path = folder + "/measured/summary.json";
   run.measured.summary = runtime::load_summary_from_json(measured_json, summary_path);
@@ -343,14 +384,7 @@ void ValidationOutput::write(const ExperimentConfig& config, const ValidationRun
   save_text(folder_.path() / "config.resolved.yaml", resolved_yaml(config, folder_.path() / "config.resolved.yaml"));
   save_text(folder_.path() / "validation.csv", validation_csv(run.report));
   nlohmann::json json = validation_json(run.report);
-  if (run.training) {
-    json["training"] = {{"measured_steps", run.training->steps}, {"measured_seconds", run.training->seconds}};
-    if (run.training->held_seconds) json["training"]["held_seconds"] = *run.training->held_seconds;
-    if (run.training->alone_steps > 0) {
-      json["training"]["alone_steps"] = run.training->alone_steps;
-      json["training"]["alone_seconds"] = run.training->alone_seconds;
-    }
-  }
+  if (run.training) json["training"] = recorded_training::to_json(*run.training);
   save_text(folder_.path() / "validation.json", json.dump(2) + "\n");
   folder_.commit();
 }

@@ -597,21 +597,20 @@ std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& me
   return totals;
 }
 
-nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after) {
+std::optional<WorkerStartMeans> worker_starts_between(const WorkerStartTotals& before, const WorkerStartTotals& after) {
   const std::int64_t starts = after.starts - before.starts;
   if (starts < 0) {
     throw InputError(detail::concat("the server counted ", after.starts, " worker starts after the workload but ",
                                     before.starts, " before it: another server answered"));
   }
-  if (starts == 0) return nullptr;
-  nlohmann::json mean = nlohmann::json::object();
-  double total = 0;
+  if (starts == 0) return std::nullopt;
+  WorkerStartMeans out;
+  out.count = starts;
   for (std::size_t i = 0; i < kWorkerStartPhases; ++i) {
     const double ms = (after.seconds[i] - before.seconds[i]) * 1e3 / static_cast<double>(starts);
-    mean[to_string(static_cast<WorkerStartPhase>(i))] = ms;
-    total += ms;
+    out.mean_ms[to_string(static_cast<WorkerStartPhase>(i))] = ms;
+    out.total_mean_ms += ms;
   }
-  nlohmann::json out = {{"count", starts}, {"mean_ms", mean}, {"total_mean_ms", total}};
   // Note [Worker kill]: the kills of the same span, where some happened.
   const std::int64_t kills = after.kills - before.kills;
   if (kills < 0) {
@@ -619,8 +618,8 @@ nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerS
                                     before.kills, " before it: another server answered"));
   }
   if (kills > 0) {
-    out["kills"] = kills;
-    out["kill_mean_ms"] = (after.kill_seconds - before.kill_seconds) * 1e3 / static_cast<double>(kills);
+    out.kills = kills;
+    out.kill_mean_ms = (after.kill_seconds - before.kill_seconds) * 1e3 / static_cast<double>(kills);
   }
   return out;
 }
@@ -678,9 +677,9 @@ std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::stri
   return sums;
 }
 
-nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>& before,
-                                   const std::map<std::string, EagerSwitchSums>& after) {
-  nlohmann::json out = nlohmann::json::object();
+std::map<std::string, EagerSwitchMeans> eager_switches_between(const std::map<std::string, EagerSwitchSums>& before,
+                                                                const std::map<std::string, EagerSwitchSums>& after) {
+  std::map<std::string, EagerSwitchMeans> out;
   for (const auto& [model, a] : after) {
     EagerSwitchSums b;
     if (const auto it = before.find(model); it != before.end()) b = it->second;
@@ -691,9 +690,8 @@ nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>&
     }
     if (switches == 0) continue;
     const auto n = static_cast<double>(switches);
-    out[model] = {{"count", switches},
-                  {"prepare_mean_ms", (a.prepare_seconds - b.prepare_seconds) * 1e3 / n},
-                  {"forward_mean_ms", (a.forward_seconds - b.forward_seconds) * 1e3 / n}};
+    out[model] = {switches, (a.prepare_seconds - b.prepare_seconds) * 1e3 / n,
+                  (a.forward_seconds - b.forward_seconds) * 1e3 / n};
   }
   for (const auto& [model, b] : before) {
     if (!after.contains(model)) {
@@ -701,7 +699,6 @@ nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>&
                        "' before the workload but none after it: another server answered");
     }
   }
-  if (out.empty()) return nullptr;
   return out;
 }
 
@@ -750,11 +747,11 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
       config.workload.kind == WorkloadKind::Cycles ? run_cycles(config, counted) : run_open_loop(config, counted);
   if (before && after) {
     if (before->worker_starts && after->worker_starts) {
-      if (nlohmann::json starts = worker_starts_json(*before->worker_starts, *after->worker_starts); !starts.is_null()) {
+      if (auto starts = worker_starts_between(*before->worker_starts, *after->worker_starts)) {
         report.summary.worker_starts = std::move(starts);
       }
     }
-    if (nlohmann::json eager = eager_switches_json(before->eager_switches, after->eager_switches); !eager.is_null()) {
+    if (auto eager = eager_switches_between(before->eager_switches, after->eager_switches); !eager.empty()) {
       report.summary.eager_switches = std::move(eager);
     }
   }
@@ -945,23 +942,6 @@ ServingProfile serving_profile_from_load(const std::string& requests_csv, const 
     profile.request_path.push_back(std::move(cost));
   }
   return profile;
-}
-
-TrainingStepCost training_step_from_validation(const nlohmann::json& validation, const std::string& origin,
-                                               const std::string& model, int batch) {
-  const auto training = validation.find("training");
-  if (training == validation.end() || !training->is_object()) {
-    throw InputError(origin + ": no object 'training' (a psw validate run of a server with a training job)");
-  }
-  const auto steps = training->find("alone_steps");
-  const auto seconds = training->find("alone_seconds");
-  if (steps == training->end() || !steps->is_number_integer() || steps->get<std::int64_t>() < 1 ||
-      seconds == training->end() || !seconds->is_number() || !(seconds->get<double>() > 0)) {
-    throw InputError(origin + ": training.alone_steps (at least 1) and training.alone_seconds (positive) are needed: "
-                              "the run measured its job alone (psw validate --training-alone)");
-  }
-  const double step_ns = seconds->get<double>() * 1e9 / static_cast<double>(steps->get<std::int64_t>());
-  return {model, batch, nanoseconds(static_cast<std::int64_t>(std::llround(step_ns)))};
 }
 
 void write_load_outputs(const ExperimentConfig& config, const LoadReport& report, const std::filesystem::path& out_dir) {

@@ -35,8 +35,20 @@ nlohmann::json to_json(const LoadSummary& s) {
   if (s.inputs) j["inputs"] = *s.inputs;
   if (s.connections) j["connections"] = *s.connections;
   if (s.warmup_per_model) j["warmup_per_model"] = *s.warmup_per_model;
-  if (!s.worker_starts.is_null()) j["worker_starts"] = s.worker_starts;
-  if (!s.eager_switches.is_null()) j["eager_switches"] = s.eager_switches;
+  if (s.worker_starts) {
+    const WorkerStartMeans& w = *s.worker_starts;
+    j["worker_starts"] = {{"count", w.count}, {"mean_ms", w.mean_ms}, {"total_mean_ms", w.total_mean_ms}};
+    if (w.kills > 0) {
+      j["worker_starts"]["kills"] = w.kills;
+      if (w.kill_mean_ms) j["worker_starts"]["kill_mean_ms"] = *w.kill_mean_ms;
+    }
+  }
+  if (!s.eager_switches.empty()) {
+    nlohmann::json& eager = j["eager_switches"];
+    for (const auto& [model, e] : s.eager_switches) {
+      eager[model] = {{"count", e.count}, {"prepare_mean_ms", e.prepare_mean_ms}, {"forward_mean_ms", e.forward_mean_ms}};
+    }
+  }
   if (s.fresh_standby_workers) j["fresh_standby_workers"] = *s.fresh_standby_workers;
   return j;
 }
@@ -51,6 +63,47 @@ std::optional<psw::LatencySummary> optional_latency(const nlohmann::json& j, con
 }
 
 }  // namespace load_summary_json
+
+std::optional<WorkerStartMeans> worker_starts_of(const nlohmann::json& summary, const std::string& origin) {
+  namespace jf = json_fields;
+  const auto it = summary.find("worker_starts");
+  if (it == summary.end()) return std::nullopt;
+  const std::string at = origin + ".worker_starts";
+  const nlohmann::json& j = *it;
+  if (!j.is_object()) throw InputError(at + ": expected an object");
+  WorkerStartMeans w;
+  w.count = jf::integer(j, "count", at);
+  const auto& mean = jf::member(j, "mean_ms", at);
+  if (!mean.is_object()) throw InputError(at + ".mean_ms: expected an object of phases");
+  for (const auto& [phase, ms] : mean.items()) w.mean_ms[phase] = jf::number(mean, phase.c_str(), at + ".mean_ms");
+  w.total_mean_ms = jf::number(j, "total_mean_ms", at);
+  w.kills = jf::optional_integer(j, "kills", at).value_or(0);
+  if (j.contains("kill_mean_ms")) w.kill_mean_ms = jf::number(j, "kill_mean_ms", at);
+  return w;
+}
+
+std::map<std::string, EagerSwitchMeans> eager_switches_of(const nlohmann::json& summary, const std::string& origin) {
+  namespace jf = json_fields;
+  std::map<std::string, EagerSwitchMeans> out;
+  const auto it = summary.find("eager_switches");
+  if (it == summary.end()) return out;
+  if (!it->is_object()) throw InputError(origin + ".eager_switches: expected an object of models");
+  for (const auto& [model, e] : it->items()) {
+    const std::string at = origin + ".eager_switches." + model;
+    if (!e.is_object()) throw InputError(at + ": expected an object");
+    out.emplace(model, EagerSwitchMeans{jf::integer(e, "count", at), jf::number(e, "prepare_mean_ms", at),
+                                        jf::number(e, "forward_mean_ms", at)});
+  }
+  return out;
+}
+
+std::optional<std::int64_t> fresh_standby_workers_of(const nlohmann::json& summary, const std::string& origin) {
+  return json_fields::optional_integer(summary, "fresh_standby_workers", origin);
+}
+
+std::optional<std::int64_t> warmup_per_model_of(const nlohmann::json& summary, const std::string& origin) {
+  return json_fields::optional_integer(summary, "warmup_per_model", origin);
+}
 
 LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& origin) {
   namespace lj = load_summary_json;
@@ -71,7 +124,7 @@ LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& o
     s.inputs = it->get<std::string>();
   }
   s.connections = jf::optional_integer(j, "connections", origin);
-  s.warmup_per_model = jf::optional_integer(j, "warmup_per_model", origin);
+  s.warmup_per_model = warmup_per_model_of(j, origin);
   s.generated = jf::integer(j, "generated", origin);
   s.requests = jf::integer(j, "requests", origin);
   s.errors = jf::integer(j, "errors", origin);
@@ -97,9 +150,9 @@ LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& o
     model.protocol_latency = lj::optional_latency(m, "protocol_latency", at);
     s.models.emplace(name, std::move(model));
   }
-  if (const auto it = j.find("worker_starts"); it != j.end()) s.worker_starts = *it;
-  if (const auto it = j.find("eager_switches"); it != j.end()) s.eager_switches = *it;
-  s.fresh_standby_workers = jf::optional_integer(j, "fresh_standby_workers", origin);
+  s.worker_starts = worker_starts_of(j, origin);
+  s.eager_switches = eager_switches_of(j, origin);
+  s.fresh_standby_workers = fresh_standby_workers_of(j, origin);
   return s;
 }
 

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/common/experiment_config.hpp"
+#include "psw/common/serving_profile.hpp"
 #include "psw/common/output.hpp"
 #include "psw/runtime/client/load_generator.hpp"
 #include "psw/runtime/ipc/service.hpp"
@@ -83,6 +84,22 @@ ValidationRun run_validation(const ExperimentConfig& config, const runtime::Load
 // otherwise InputError naming the folder.
 ValidationRun revalidate(const ExperimentConfig& config, const std::filesystem::path& recorded,
                          const std::filesystem::path& sim_out);
+
+// What a recorded folder's validation.json says of the measurement (the rows aside): its
+// mechanism and, beside a training job, the job's steps and seconds (`training`). validation.json
+// is written by ValidationOutput::write and read by this one reader: revalidate and psw
+// profile-serving --training-from-validation use it. InputError naming the file and the key.
+struct RecordedValidation {
+  std::string mechanism;
+  std::optional<MeasuredTraining> training;
+};
+RecordedValidation read_recorded_validation(const std::filesystem::path& folder);
+// The training step a psw validate run measured alone (training.alone_steps over
+// training.alone_seconds: the --training-alone windows), as the serving profile's entry of
+// `model` at `batch`: a run whose server trained at another batch than the one calibrated
+// (Note [MPS contention]) brings its own step. InputError naming `origin` without those numbers.
+TrainingStepCost training_step_alone(const RecordedValidation& recorded, const std::string& origin,
+                                     const std::string& model, int batch);
 
 // The outputs of psw validate --out DIR, written atomically (Note [Atomic output folders]):
 // simulated/ (psw sim's files: pass simulated_dir() to run_validation), measured/ (psw load's),

@@ -164,9 +164,9 @@ struct WorkerStartTotals {
 // has one without the other, or a value that is not a number); the two of the kills likewise,
 // both or neither (a server from before them).
 std::optional<WorkerStartTotals> parse_worker_start_totals(const std::string& metrics_text);
-// summary.json's `worker_starts` object for the starts between `before` and `after`, or null
-// when none started (InputError when `after` counts fewer than `before`: another server).
-nlohmann::json worker_starts_json(const WorkerStartTotals& before, const WorkerStartTotals& after);
+// summary.json's `worker_starts` for the starts between `before` and `after`, or nullopt when
+// none started (InputError when `after` counts fewer than `before`: another server).
+std::optional<WorkerStartMeans> worker_starts_between(const WorkerStartTotals& before, const WorkerStartTotals& after);
 // The gauge psw_fresh_standby_workers of a Prometheus text (Note [Processes a server starts
 // with] in sim/src/simulated_server.cpp): workers ready that have run nothing; nothing for a server from
 // before it (InputError for a value that is not a number). run_load reads it when its clock
@@ -190,10 +190,10 @@ struct EagerSwitchSums {
 // Per model, the two metrics of a Prometheus text (empty when it has neither; InputError for
 // a model counted without both parts, a part without a count, or a value that is not a number).
 std::map<std::string, EagerSwitchSums> parse_eager_switch_totals(const std::string& metrics_text);
-// summary.json's `eager_switches` object for the switches between `before` and `after`, or
-// null when no model switched eagerly (InputError when a count went down: another server).
-nlohmann::json eager_switches_json(const std::map<std::string, EagerSwitchSums>& before,
-                                   const std::map<std::string, EagerSwitchSums>& after);
+// summary.json's `eager_switches` for the switches between `before` and `after`: the models
+// that switched eagerly in between (InputError when a count went down: another server).
+std::map<std::string, EagerSwitchMeans> eager_switches_between(const std::map<std::string, EagerSwitchSums>& before,
+                                                                const std::map<std::string, EagerSwitchSums>& after);
 
 // The first check of run_load alone, without a server: InputError (naming the config file and
 // key) when the workload cannot be driven. Reads the whole workload.
@@ -241,13 +241,6 @@ InputTransport inputs_of_load(const std::filesystem::path& requests_csv, const s
 // was measured with inputs sent otherwise than `measured` (`measured_by` says whose they are),
 // since the simulator would then add the other protocol's path.
 void check_serving_inputs(const ExperimentConfig& config, InputTransport measured, const std::string& measured_by);
-
-// The training step a psw validate run measured alone (validation.json's training.alone_steps
-// over training.alone_seconds: the --training-alone windows), as the serving profile's entry of
-// `model` at `batch`: a run whose server trained at another batch than the one calibrated
-// (Note [MPS contention]) brings its own step. InputError naming `origin` without those numbers.
-TrainingStepCost training_step_from_validation(const nlohmann::json& validation, const std::string& origin,
-                                               const std::string& model, int batch);
 
 // Writes requests.csv, summary.json and config.resolved.yaml into `out_dir`, atomically
 // (Note [Atomic output folders] in common/output.hpp), every write checked.

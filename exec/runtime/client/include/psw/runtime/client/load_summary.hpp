@@ -41,6 +41,29 @@ struct ModelLoadSummary {
   bool operator==(const ModelLoadSummary&) const = default;
 };
 
+// Note [Worker starts measured] (load_generator.hpp): the worker processes started during the
+// workload, as the server split their starts: count, mean per phase (WorkerStartPhase's names)
+// and in total; Note [Worker kill]: the kills of the same span, where the server counted some.
+struct WorkerStartMeans {
+  std::int64_t count = 0;
+  std::map<std::string, double> mean_ms;
+  double total_mean_ms = 0;
+  std::int64_t kills = 0;               // 0: none in the span, or a server that counts none
+  std::optional<double> kill_mean_ms;   // where kills > 0
+
+  bool operator==(const WorkerStartMeans&) const = default;
+};
+
+// Note [Eager switches measured] (load_generator.hpp): one model's eager switches during the
+// workload, their count and the mean host time of their two parts.
+struct EagerSwitchMeans {
+  std::int64_t count = 0;
+  double prepare_mean_ms = 0;
+  double forward_mean_ms = 0;
+
+  bool operator==(const EagerSwitchMeans&) const = default;
+};
+
 struct LoadSummary {
   std::string name;
   std::string target;
@@ -59,8 +82,8 @@ struct LoadSummary {
   double makespan_s = 0;
   LateSends late_sends;
   std::map<std::string, ModelLoadSummary> models;  // the models requested
-  nlohmann::json worker_starts;   // Note [Worker starts measured]; null: none started
-  nlohmann::json eager_switches;  // Note [Eager switches measured]; null: none
+  std::optional<WorkerStartMeans> worker_starts;         // nullopt: none started
+  std::map<std::string, EagerSwitchMeans> eager_switches;  // the models switched eagerly
   std::optional<std::int64_t> fresh_standby_workers;  // Note [Processes a server starts with]
 
   bool operator==(const LoadSummary&) const = default;
@@ -69,5 +92,14 @@ struct LoadSummary {
 nlohmann::json to_json(const LoadSummary& s);
 // InputError naming `origin` and the key for a summary that is not psw load's.
 LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& origin);
+
+// The keys of a summary.json that psw validate and psw calibrate read from a recorded run, by
+// the readers load_summary_from_json uses: from psw load's summary, or from psw sim's, which
+// has none of them (nullopt, empty). InputError naming `origin` and the key for a value of
+// another shape.
+std::optional<WorkerStartMeans> worker_starts_of(const nlohmann::json& summary, const std::string& origin);
+std::map<std::string, EagerSwitchMeans> eager_switches_of(const nlohmann::json& summary, const std::string& origin);
+std::optional<std::int64_t> fresh_standby_workers_of(const nlohmann::json& summary, const std::string& origin);
+std::optional<std::int64_t> warmup_per_model_of(const nlohmann::json& summary, const std::string& origin);
 
 }  // namespace psw::runtime
