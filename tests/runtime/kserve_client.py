@@ -25,8 +25,10 @@ Options:
 
 Checks, in order: ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata, one
 ModelInfer with raw_input_contents (random values of each input's datatype, answer verified),
-and that the protocol's errors come back as they should: an unknown model is NOT_FOUND and a
-raw content of the wrong size is INVALID_ARGUMENT; with --shared-memory, the extension (above).
+the same request with its values typed (InferTensorContents; with --expect-doubled its outputs
+must be the raw request's, byte for byte), and that the protocol's errors come back as they
+should: an unknown model is NOT_FOUND; typed and raw contents together, a misnamed input and a
+raw content of the wrong size are INVALID_ARGUMENT; with --shared-memory, the extension (above).
 Prints one line per check; exits 0 when all pass, 1 on the first mismatch, 2 on bad options.
 
 Example (a server started by `psw serve` on the default socket):
@@ -47,6 +49,14 @@ DATATYPES = {
     "FP32": (4, "f"), "FP64": (8, "d"), "INT64": (8, "q"), "INT32": (4, "i"), "INT16": (2, "h"),
     "INT8": (1, "b"), "UINT64": (8, "Q"), "UINT32": (4, "I"), "UINT16": (2, "H"), "UINT8": (1, "B"),
     "BOOL": (1, "B"), "FP16": (2, None), "BF16": (2, None),
+}
+
+
+# The protocol's typed field of each datatype (FP16 and BF16 have none).
+TYPED_FIELDS = {
+    "FP32": "fp32_contents", "FP64": "fp64_contents", "INT64": "int64_contents", "INT32": "int_contents",
+    "INT16": "int_contents", "INT8": "int_contents", "UINT64": "uint64_contents", "UINT32": "uint_contents",
+    "UINT16": "uint_contents", "UINT8": "uint_contents", "BOOL": "bool_contents",
 }
 
 
@@ -260,8 +270,33 @@ def main():
             check(not mismatches, "doubled: all %d values are exactly 2x the input (first %.6f -> %.6f)"
                   % (count, inputs[0], outputs[0]))
 
+        # The same request with its values typed (InferTensorContents), as many clients send them.
+        if all(tensor.datatype in TYPED_FIELDS for tensor in request.inputs):
+            typed = pb.ModelInferRequest(model_name=options.model, id="kserve-client-typed")
+            for tensor, raw in zip(request.inputs, request.raw_input_contents):
+                count = product(tensor.shape)
+                values = struct.unpack("<%d%s" % (count, DATATYPES[tensor.datatype][1]), raw)
+                sent = typed.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+                getattr(sent.contents, TYPED_FIELDS[tensor.datatype]).extend(
+                    [bool(v) for v in values] if tensor.datatype == "BOOL" else values)
+            answer = rpc("ModelInfer", typed, pb.ModelInferResponse)
+            check(answer.id == typed.id and len(answer.raw_output_contents) == len(response.raw_output_contents),
+                  "ModelInfer with typed contents: answered, id echoed")
+            if options.expect_doubled:
+                check(list(answer.raw_output_contents) == list(response.raw_output_contents),
+                      "ModelInfer with typed contents: the raw request's outputs, byte for byte")
+            mixed = pb.ModelInferRequest()
+            mixed.CopyFrom(typed)
+            mixed.raw_input_contents.append(request.raw_input_contents[0])
+            expect_error("ModelInfer", mixed, pb.ModelInferResponse, grpc.StatusCode.INVALID_ARGUMENT,
+                         "ModelInfer with typed contents and raw_input_contents together")
         expect_error("ModelMetadata", pb.ModelMetadataRequest(name="no-such-model-xyz"), pb.ModelMetadataResponse,
                      grpc.StatusCode.NOT_FOUND, "ModelMetadata of an unknown model")
+        misnamed = pb.ModelInferRequest()
+        misnamed.CopyFrom(request)
+        misnamed.inputs[0].name = request.inputs[0].name + "_misnamed"
+        expect_error("ModelInfer", misnamed, pb.ModelInferResponse, grpc.StatusCode.INVALID_ARGUMENT,
+                     "ModelInfer with a misnamed input")
         short = pb.ModelInferRequest()
         short.CopyFrom(request)
         short.raw_input_contents[0] = short.raw_input_contents[0][:-1]

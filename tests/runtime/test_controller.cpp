@@ -554,6 +554,15 @@ TEST(Controller, BadRequestsAreRefusedAndTheServerGoesOn) {
   InferRequest unknown = request_for("bert_base", tokens);
   unknown.model = "gpt2";
   expect_code([&] { controller->infer(unknown); }, ServiceError::Code::NotFound, "gpt2");
+  // Inputs by name: a misnamed input is refused naming the model's, a missing one named.
+  InferRequest misnamed = request_for("bert_base", tokens);
+  misnamed.inputs.front().name = "tokens";
+  expect_code([&] { controller->infer(misnamed); }, ServiceError::Code::InvalidArgument,
+              "bert_base has no input 'tokens'; it takes 'input_ids' (INT64 [-1, 128])");
+  InferRequest none = request_for("bert_base", tokens);
+  none.inputs.clear();
+  expect_code([&] { controller->infer(none); }, ServiceError::Code::InvalidArgument,
+              "bert_base's input 'input_ids' (INT64 [-1, 128]) is missing from the request");
   InferRequest wrong_type = request_for("bert_base", tokens.to(torch::kFloat32));
   expect_code([&] { controller->infer(wrong_type); }, ServiceError::Code::InvalidArgument, "INT64");
   expect_code([&] { controller->infer(request_for("bert_base", tokens.reshape({-1}))); }, ServiceError::Code::InvalidArgument,

@@ -22,7 +22,9 @@
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client.hpp"
+#include "psw/common/serve_config.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/server/starting_service.hpp"
 #include "../common/input_error.hpp"
 
 namespace psw::runtime {
@@ -182,16 +184,50 @@ TEST_F(GrpcFrontEndTest, MalformedTensorsAreInvalidArgument) {
   EXPECT_EQ(error_code_of([&] { c.infer(no_model); }), Code::InvalidArgument);
 }
 
-TEST_F(GrpcFrontEndTest, TypedContentsAndMissingRawContentsAreRefused) {
+// Note [Typed contents]: a tensor's values sent typed are served as if sent raw; the wrong
+// field, the wrong count, a value out of its datatype's range, a datatype without typed form and
+// a mix of typed and raw are refused, naming the input.
+TEST_F(GrpcFrontEndTest, TypedContentsAreServedAndMalformedOnesRefused) {
   start();
   inference::ModelInferResponse response;
 
   inference::ModelInferRequest typed = raw_double_request();
   typed.clear_raw_input_contents();
-  for (int i = 0; i < 8; ++i) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0f);
+  for (int i = 0; i < 8; ++i) typed.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.5f);
   grpc::Status status = send(typed, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("raw_input_contents"), std::string::npos) << status.error_message();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_EQ(response.raw_output_contents(0), floats_to_bytes(std::vector<float>(8, 3.0f)));
+
+  const auto refused = [&](const inference::ModelInferRequest& request, const std::string& part) {
+    const grpc::Status refusal = send(request, &response);
+    EXPECT_EQ(refusal.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << part;
+    EXPECT_NE(refusal.error_message().find(part), std::string::npos) << refusal.error_message();
+  };
+  inference::ModelInferRequest both = typed;
+  both.add_raw_input_contents(floats_to_bytes(std::vector<float>(8, 1.5f)));
+  refused(both, "input 'x' carries typed `contents` and the request has raw_input_contents");
+
+  inference::ModelInferRequest wrong_field = raw_double_request();
+  wrong_field.clear_raw_input_contents();
+  for (int i = 0; i < 8; ++i) wrong_field.mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+  refused(wrong_field, "input 'x' is FP32 but carries int64_contents; its values go in fp32_contents");
+
+  inference::ModelInferRequest short_of_one = typed;
+  short_of_one.mutable_inputs(0)->mutable_contents()->mutable_fp32_contents()->RemoveLast();
+  refused(short_of_one, "input 'x': 7 values in fp32_contents, but its shape holds 8");
+
+  inference::ModelInferRequest too_big = raw_double_request();
+  too_big.clear_raw_input_contents();
+  too_big.mutable_inputs(0)->set_datatype("INT8");
+  for (int i = 0; i < 8; ++i) too_big.mutable_inputs(0)->mutable_contents()->add_int_contents(i == 5 ? 300 : 1);
+  refused(too_big, "input 'x': the value 300 does not fit INT8");
+
+  inference::ModelInferRequest half = raw_double_request();
+  half.clear_raw_input_contents();
+  half.mutable_inputs(0)->set_datatype("FP16");
+  for (int i = 0; i < 8; ++i) half.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.0f);
+  refused(half, "input 'x': the protocol has no typed contents for FP16");
 
   inference::ModelInferRequest missing = raw_double_request();
   missing.clear_raw_input_contents();
@@ -368,6 +404,32 @@ TEST_F(GrpcFrontEndTest, LoopbackTcpServesAndRefusesAPortInUse) {
   const std::string message = input_error_of([&] { GrpcFrontEnd again(service_, Endpoint{"", target}, kMaxMessage); });
   EXPECT_NE(message.find("cannot listen on " + target), std::string::npos) << message;
   EXPECT_TRUE(c.server_live());
+}
+
+// While psw serve starts (StartingService in front of the controller to come): the configured
+// models are listed and not ready, a request for one is UNAVAILABLE naming why, a model the config
+// does not serve NOT_FOUND; once the controller is set, every call reaches it.
+TEST_F(GrpcFrontEndTest, WhileTheServerStartsItsModelsAreKnownButNotReady) {
+  StartingService starting(load_serve_config(std::string(PSW_SOURCE_DIR) + "/configs/serve/host-small.yaml"));
+  server_ = std::make_unique<GrpcFrontEnd>(starting, Endpoint{socket_, ""}, kMaxMessage);
+  Client c = client();
+  EXPECT_TRUE(c.server_live());
+  EXPECT_FALSE(c.server_ready());
+  EXPECT_FALSE(c.model_ready("bert_base"));
+  EXPECT_EQ(c.model_metadata("bert_base").inputs.front().name, "input_ids");
+  std::string message;
+  const InferRequest for_bert{"bert_base", "", "", {TensorData{"input_ids", "INT64", {1, 128}, std::string(1024, '\0')}}};
+  EXPECT_EQ(error_code_of([&] { c.infer(for_bert); }, &message), Code::Unavailable);
+  EXPECT_NE(message.find("model 'bert_base' is not ready: the server is starting its workers"), std::string::npos)
+      << message;
+  EXPECT_EQ(error_code_of([&] { c.model_metadata("double"); }), Code::NotFound);
+  EXPECT_EQ(error_code_of([&] { c.infer(double_request(1)); }, &message), Code::NotFound);
+  EXPECT_NE(message.find("model 'double' is not served here"), std::string::npos) << message;
+  starting.set(&service_);
+  EXPECT_TRUE(c.server_ready());
+  const InferResponse answer = c.infer(double_request(2));
+  EXPECT_EQ(bytes_to_floats(answer.outputs.front().bytes).size(), 8u);
+  server_.reset();
 }
 
 TEST(GrpcDefaultSocketPath, PrefersAPrivateXdgRuntimeDir) {

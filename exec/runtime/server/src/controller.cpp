@@ -993,6 +993,31 @@ InferResponse Controller::infer(const InferRequest& request) {
                        "model '" + request.model + "' has only version 1, not '" + request.version + "'");
   }
   const ModelInfo& info = s.infos[static_cast<std::size_t>(p->model)];
+  // Inputs by name (the protocol's): an input the model does not have, and one it has that the
+  // request lacks, are refused naming it.
+  const auto described = [](const TensorSpec& t) {
+    std::string shape;
+    for (const std::int64_t d : t.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    return "'" + t.name + "' (" + t.datatype + " [" + shape + "])";
+  };
+  for (const TensorData& given : request.inputs) {
+    const bool known = std::any_of(info.inputs.begin(), info.inputs.end(),
+                                   [&](const TensorSpec& t) { return t.name == given.name; });
+    if (!known) {
+      std::string takes;
+      for (const TensorSpec& t : info.inputs) takes += (takes.empty() ? "" : ", ") + described(t);
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         request.model + " has no input '" + given.name + "'; it takes " + takes);
+    }
+  }
+  for (const TensorSpec& wanted : info.inputs) {
+    const bool given = std::any_of(request.inputs.begin(), request.inputs.end(),
+                                   [&](const TensorData& t) { return t.name == wanted.name; });
+    if (!given) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         request.model + "'s input " + described(wanted) + " is missing from the request");
+    }
+  }
   if (request.inputs.size() != info.inputs.size()) {
     throw ServiceError(ServiceError::Code::InvalidArgument,
                        detail::concat(request.model, " takes ", info.inputs.size(), " input, got ", request.inputs.size()));

@@ -26,6 +26,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -281,6 +283,87 @@ SharedMemoryParameters shared_memory_parameters(const Tensor& tensor, const std:
           "Unix socket, not over TCP");
 }
 
+// Note [Typed contents]
+// ~~~~~~~~~~~~~~~~~~~~~
+// The protocol lets a client send a tensor's values typed (InferTensorContents) instead of as
+// raw bytes, and common clients do. Each datatype has one field: BOOL bool_contents; INT8,
+// INT16, INT32 int_contents; INT64 int64_contents; UINT8, UINT16, UINT32 uint_contents;
+// UINT64 uint64_contents; FP32 fp32_contents; FP64 fp64_contents. FP16 and BF16 have none (raw
+// only). The front end turns typed values into the raw little-endian bytes the service takes,
+// once, so that the service and the workers see one form. The field must hold exactly the
+// shape's element count, no other field may be set, and a value must fit its datatype (300 in
+// an INT8 tensor is refused, not wrapped); a request carries its tensors either typed or in
+// raw_input_contents, never both (the protocol's rule). Each is INVALID_ARGUMENT naming the input.
+namespace typed_contents {
+
+template <typename Out, typename Values>
+void append(std::string& raw, const Values& values, const std::string& what, const char* datatype) {
+  for (const auto value : values) {
+    if constexpr (!std::is_same_v<Out, float> && !std::is_same_v<Out, double> && !std::is_same_v<Out, bool>) {
+      using In = std::decay_t<decltype(value)>;
+      if (!std::in_range<Out>(static_cast<In>(value))) {
+        invalid(what + ": the value " + std::to_string(value) + " does not fit " + datatype);
+      }
+    }
+    const Out converted = static_cast<Out>(value);
+    raw.append(reinterpret_cast<const char*>(&converted), sizeof converted);
+  }
+}
+
+// The field the protocol gives `datatype`, and its element count in `contents`.
+struct Field {
+  const char* name;
+  int size;
+};
+
+std::string as_raw(const inference::InferTensorContents& contents, const std::string& datatype, std::int64_t count,
+                   const std::string& what) {
+  const Field fields[] = {
+      {"bool_contents", contents.bool_contents_size()},     {"int_contents", contents.int_contents_size()},
+      {"int64_contents", contents.int64_contents_size()},   {"uint_contents", contents.uint_contents_size()},
+      {"uint64_contents", contents.uint64_contents_size()}, {"fp32_contents", contents.fp32_contents_size()},
+      {"fp64_contents", contents.fp64_contents_size()},     {"bytes_contents", contents.bytes_contents_size()},
+  };
+  const char* wanted = nullptr;
+  if (datatype == "BOOL") wanted = "bool_contents";
+  if (datatype == "INT8" || datatype == "INT16" || datatype == "INT32") wanted = "int_contents";
+  if (datatype == "INT64") wanted = "int64_contents";
+  if (datatype == "UINT8" || datatype == "UINT16" || datatype == "UINT32") wanted = "uint_contents";
+  if (datatype == "UINT64") wanted = "uint64_contents";
+  if (datatype == "FP32") wanted = "fp32_contents";
+  if (datatype == "FP64") wanted = "fp64_contents";
+  if (wanted == nullptr) {
+    invalid(what + ": the protocol has no typed contents for " + datatype + "; send its bytes in raw_input_contents");
+  }
+  for (const Field& field : fields) {
+    if (field.size == 0) continue;
+    if (std::string_view(field.name) != wanted) {
+      invalid(what + " is " + datatype + " but carries " + field.name + "; its values go in " + wanted);
+    }
+    if (field.size != count) {
+      invalid(what + ": " + std::to_string(field.size) + " values in " + wanted + ", but its shape holds " +
+              std::to_string(count));
+    }
+  }
+  std::string raw;
+  raw.reserve(static_cast<std::size_t>(count) * static_cast<std::size_t>(*datatype_element_bytes(datatype)));
+  const char* type = datatype.c_str();
+  if (datatype == "BOOL") append<bool>(raw, contents.bool_contents(), what, type);
+  if (datatype == "INT8") append<std::int8_t>(raw, contents.int_contents(), what, type);
+  if (datatype == "INT16") append<std::int16_t>(raw, contents.int_contents(), what, type);
+  if (datatype == "INT32") append<std::int32_t>(raw, contents.int_contents(), what, type);
+  if (datatype == "INT64") append<std::int64_t>(raw, contents.int64_contents(), what, type);
+  if (datatype == "UINT8") append<std::uint8_t>(raw, contents.uint_contents(), what, type);
+  if (datatype == "UINT16") append<std::uint16_t>(raw, contents.uint_contents(), what, type);
+  if (datatype == "UINT32") append<std::uint32_t>(raw, contents.uint_contents(), what, type);
+  if (datatype == "UINT64") append<std::uint64_t>(raw, contents.uint64_contents(), what, type);
+  if (datatype == "FP32") append<float>(raw, contents.fp32_contents(), what, type);
+  if (datatype == "FP64") append<double>(raw, contents.fp64_contents(), what, type);
+  return raw;
+}
+
+}  // namespace typed_contents
+
 // A request in the service's terms, and where each of the request's `outputs` goes: a range of a
 // region, or (no owner) back in the response.
 struct ConvertedRequest {
@@ -298,30 +381,45 @@ ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const S
   // The protocol: raw_input_contents has one entry for each input that is not in shared memory,
   // in the order of `inputs`.
   std::vector<SharedMemoryParameters> placed(static_cast<std::size_t>(request.inputs_size()));
+  std::vector<bool> typed(static_cast<std::size_t>(request.inputs_size()), false);
   int raw_wanted = 0;
   int first_placed = -1;
+  int first_typed = -1;
   for (int i = 0; i < request.inputs_size(); ++i) {
     const auto& input = request.inputs(i);
     const std::string what = "input " + in_quotes(input.name());
     SharedMemoryParameters& where = placed[static_cast<std::size_t>(i)];
     where = shared_memory_parameters(input, what);
-    const bool typed = input.has_contents() && input.contents().ByteSizeLong() > 0;
+    const bool has_typed = input.has_contents() && input.contents().ByteSizeLong() > 0;
     if (where.present) {
       if (registry == nullptr) no_shared_memory_here(what);
-      if (typed) {
+      if (has_typed) {
         invalid(what + " is in shared memory region " + in_quotes(where.region) +
                 " and also carries typed `contents`; give a tensor's bytes one way only");
       }
       if (first_placed < 0) first_placed = i;
       continue;
     }
-    if (typed) {
-      invalid(what + " carries typed `contents`; this server takes tensor data only as raw bytes: send "
-              "them in raw_input_contents, one entry per input");
+    if (has_typed) {  // Note [Typed contents]
+      typed[static_cast<std::size_t>(i)] = true;
+      if (first_typed < 0) first_typed = i;
+      continue;
     }
     ++raw_wanted;
   }
-  if (request.raw_input_contents_size() != raw_wanted) {
+  if (first_typed >= 0) {
+    const std::string what = "input " + in_quotes(request.inputs(first_typed).name());
+    if (request.raw_input_contents_size() > 0) {
+      invalid(what + " carries typed `contents` and the request has raw_input_contents: the protocol takes a "
+              "request's tensors either typed or raw, not both");
+    }
+    for (int i = 0; i < request.inputs_size(); ++i) {
+      if (!typed[static_cast<std::size_t>(i)] && !placed[static_cast<std::size_t>(i)].present) {
+        invalid("input " + in_quotes(request.inputs(i).name()) + " has no values: " + what +
+                " is sent typed, so every input not in shared memory carries its values in `contents`");
+      }
+    }
+  } else if (request.raw_input_contents_size() != raw_wanted) {
     if (first_placed < 0) {
       invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
               std::to_string(request.raw_input_contents_size()) +
@@ -363,6 +461,12 @@ ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const S
       TensorData tensor{input.name(), input.datatype(), shape, {}};
       tensor.borrowed = registry->range(where.region, where.offset, where.byte_size, what);
       converted.request.inputs.push_back(std::move(tensor));
+      continue;
+    }
+    if (typed[static_cast<std::size_t>(i)]) {
+      const std::int64_t count = expected / *datatype_element_bytes(input.datatype());
+      converted.request.inputs.push_back(TensorData{
+          input.name(), input.datatype(), shape, typed_contents::as_raw(input.contents(), input.datatype(), count, what)});
       continue;
     }
     std::string& bytes = *request.mutable_raw_input_contents(raw_index++);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -12,58 +13,65 @@
 #include "psw/runtime/server/controller.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 #include "psw/runtime/server/metrics_http.hpp"
+#include "psw/runtime/server/starting_service.hpp"
 
 namespace psw::runtime {
 
-namespace {
+StartingService::StartingService(const ServeConfig& config) {
+  for (const ServedModelConfig& model : config.models) starting_.push_back(served_model_info(model));
+}
 
-// Answers while the controller starts: live, not ready; then forwards to the controller.
-class StartingService final : public InferenceService {
-  InferenceService* get() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return service_;
-  }
-  template <typename F, typename T>
-  T with(F&& f, T fallback) {
-    InferenceService* s = get();
-    return s == nullptr ? fallback : f(*s);
-  }
-  template <typename F>
-  auto forward(F&& f) {
-    InferenceService* s = get();
-    if (s == nullptr) throw ServiceError(ServiceError::Code::Unavailable, "the server is starting its workers");
-    return f(*s);
-  }
- public:
-  void set(InferenceService* service) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    service_ = service;
-  }
-  bool live() override { return true; }
-  bool ready() override { return with([](InferenceService& s) { return s.ready(); }, false); }
-  std::vector<ModelInfo> models() override {
-    return with([](InferenceService& s) { return s.models(); }, std::vector<ModelInfo>{});
-  }
-  InferResponse infer(const InferRequest& r) override { return forward([&](InferenceService& s) { return s.infer(r); }); }
-  TrainingStatus start_training(const std::string& m, std::int64_t n) override {
-    return forward([&](InferenceService& s) { return s.start_training(m, n); });
-  }
-  TrainingStatus stop_training(const std::string& m) override {
-    return forward([&](InferenceService& s) { return s.stop_training(m); });
-  }
-  TrainingStatus training_status(const std::string& m) override {
-    return forward([&](InferenceService& s) { return s.training_status(m); });
-  }
-  std::string metrics_text() override {
-    return with([](InferenceService& s) { return s.metrics_text(); }, std::string("# psw: starting\n"));
-  }
+void StartingService::set(InferenceService* service) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  service_ = service;
+}
 
- private:
-  std::mutex mutex_;
-  InferenceService* service_ = nullptr;
-};
+InferenceService* StartingService::get() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return service_;
+}
 
-}  // namespace
+InferenceService& StartingService::forward_to() {
+  InferenceService* s = get();
+  if (s == nullptr) throw ServiceError(ServiceError::Code::Unavailable, "the server is starting its workers");
+  return *s;
+}
+
+bool StartingService::live() { return true; }
+
+bool StartingService::ready() {
+  InferenceService* s = get();
+  return s != nullptr && s->ready();
+}
+
+std::vector<ModelInfo> StartingService::models() {
+  InferenceService* s = get();
+  return s == nullptr ? starting_ : s->models();  // starting_: ready false
+}
+
+InferResponse StartingService::infer(const InferRequest& request) {
+  if (InferenceService* s = get()) return s->infer(request);
+  const bool served = std::any_of(starting_.begin(), starting_.end(),
+                                  [&](const ModelInfo& m) { return m.name == request.model; });
+  if (!served) throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
+  throw ServiceError(ServiceError::Code::Unavailable,
+                     "model '" + request.model + "' is not ready: the server is starting its workers");
+}
+
+TrainingStatus StartingService::start_training(const std::string& model, std::int64_t steps) {
+  return forward_to().start_training(model, steps);
+}
+
+TrainingStatus StartingService::stop_training(const std::string& model) { return forward_to().stop_training(model); }
+
+TrainingStatus StartingService::training_status(const std::string& model) {
+  return forward_to().training_status(model);
+}
+
+std::string StartingService::metrics_text() {
+  InferenceService* s = get();
+  return s == nullptr ? std::string("# psw: starting\n") : s->metrics_text();
+}
 
 int run_server(const ServerOptions& options) {
   // Every thread started from here on inherits the blocked signals; this thread waits for them.
@@ -82,7 +90,7 @@ int run_server(const ServerOptions& options) {
   auto log = [&options](const std::string& line) {
     if (options.log) options.log(line);
   };
-  StartingService front;
+  StartingService front(options.config);
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
   GrpcFrontEnd server(front, endpoint, max_message);

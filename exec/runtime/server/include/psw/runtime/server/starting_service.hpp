@@ -1,0 +1,40 @@
+#pragma once
+// The service the front end answers from while psw serve starts (run_server): live, not ready,
+// its configured models listed but not ready, so that a client sees the model it asks for as
+// not ready yet (an inference request for it is UNAVAILABLE, naming why) rather than unknown; a
+// model the config does not serve is NOT_FOUND, as later. Once the controller is up, set() it
+// and every call is forwarded to it.
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "psw/common/serve_config.hpp"
+#include "psw/runtime/ipc/service.hpp"
+
+namespace psw::runtime {
+
+class StartingService final : public InferenceService {
+ public:
+  explicit StartingService(const ServeConfig& config);
+  void set(InferenceService* service);  // nullptr: starting (or stopping) again
+
+  bool live() override;
+  bool ready() override;
+  std::vector<ModelInfo> models() override;
+  InferResponse infer(const InferRequest& request) override;
+  TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
+  TrainingStatus stop_training(const std::string& model) override;
+  TrainingStatus training_status(const std::string& model) override;
+  std::string metrics_text() override;
+
+ private:
+  InferenceService* get();
+  InferenceService& forward_to();
+
+  std::mutex mutex_;
+  InferenceService* service_ = nullptr;
+  std::vector<ModelInfo> starting_;  // the configured models, not ready
+};
+
+}  // namespace psw::runtime
