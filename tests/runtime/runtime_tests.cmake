@@ -40,6 +40,12 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_daemon_death.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300 COST 12)
+  # SIGTERM with a full queue: the waiting requests answered UNAVAILABLE at once, exit 0.
+  add_test(NAME cli.serve.sigterm_queue
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_sigterm_queue.sh $<TARGET_FILE:psw>
+                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.sigterm_queue PROPERTIES LABELS cli TIMEOUT 300 COST 10)
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
   add_test(NAME cli.serve.load

@@ -899,14 +899,27 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
 
 Controller::~Controller() { shutdown(); }
 
+void Controller::stop_serving(const std::string& why) {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) return;
+    if (s.policy && s.control.data() != nullptr) s.stop_serving(why);
+    s.stopping = true;
+  }
+  s.wake();
+}
+
 void Controller::shutdown() {
   State& s = *state_;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.stopping && !s.scheduler.joinable() && s.daemon_pid < 0) return;
+    // Once: stop_serving() (or the daemon's death) may have answered everything already.
+    const bool serving = !s.stopping;
     s.stopping = true;
     // A training worker (running or paused) abandons its step at its next layer boundary.
-    if (s.policy && s.control.data() != nullptr) s.stop_serving("the server is shutting down");
+    if (serving && s.policy && s.control.data() != nullptr) s.stop_serving("the server is shutting down");
   }
   s.wake();
   if (s.scheduler.joinable()) s.scheduler.join();

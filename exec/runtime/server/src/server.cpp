@@ -118,6 +118,9 @@ int run_server(const ServerOptions& options) {
   log(controller->failure().empty() ? std::string("shutting down (") + (signal_number == SIGTERM ? "SIGTERM" : "SIGINT") + ")"
                                     : "shutting down: " + controller->failure());
   metrics.reset();
+  // The queue is answered (UNAVAILABLE) before the front end stops: its calls wait for the
+  // controller's answers, and a full queue would otherwise run first, request by request.
+  controller->stop_serving("the server is shutting down");
   server.shutdown(2000);
   front.set(nullptr);
   if (!options.trace_path.empty()) {

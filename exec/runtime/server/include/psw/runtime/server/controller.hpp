@@ -124,6 +124,10 @@ class Controller final : public InferenceService {
   // Answers queued requests with UNAVAILABLE, stops the workers and the daemon (killing what
   // does not exit within a few seconds). Idempotent.
   void shutdown();
+  // The first half of shutdown(): every request waiting (queued or on a worker) is answered
+  // UNAVAILABLE with `why` and new ones are refused, so that the front end's calls return at
+  // once; the processes stay until shutdown(). Idempotent.
+  void stop_serving(const std::string& why);
 
   bool live() override;
   bool ready() override;
