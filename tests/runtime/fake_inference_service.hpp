@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -35,6 +36,17 @@ class FakeInferenceService final : public InferenceService {
   bool last_input_borrowed() {
     std::lock_guard lock(mutex_);
     return last_input_borrowed_;
+  }
+
+  // Note [Deadlines]: the time the last request's caller had left on arrival (nullopt: no
+  // deadline), and whether it came with a cancellation test.
+  std::optional<std::chrono::steady_clock::duration> last_time_left() {
+    std::lock_guard lock(mutex_);
+    return last_time_left_;
+  }
+  bool last_cancellable() {
+    std::lock_guard lock(mutex_);
+    return last_cancellable_;
   }
 
   // Requests whose input reached the service as borrowed shared memory, so far.
@@ -73,6 +85,9 @@ class FakeInferenceService final : public InferenceService {
     {
       std::lock_guard lock(mutex_);
       ++requests_[request.model];
+      last_time_left_.reset();
+      if (request.deadline) last_time_left_ = *request.deadline - std::chrono::steady_clock::now();
+      last_cancellable_ = static_cast<bool>(request.cancelled);
     }
     const std::string& model = request.model;
     if (model == "unavailable") throw ServiceError(ServiceError::Code::Unavailable, "worker 0 crashed");
@@ -165,6 +180,8 @@ class FakeInferenceService final : public InferenceService {
   std::map<std::string, std::int64_t> requests_;
   TrainingStatus training_;
   bool last_input_borrowed_ = false;
+  std::optional<std::chrono::steady_clock::duration> last_time_left_;
+  bool last_cancellable_ = false;
   std::int64_t borrowed_inputs_ = 0;
 };
 

@@ -46,6 +46,12 @@ if(PSW_HAVE_EXEC)
                    ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.sigterm_queue PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
+  add_test(NAME cli.serve.deadlines
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_deadlines.sh $<TARGET_FILE:psw>
+                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.deadlines PROPERTIES LABELS cli TIMEOUT 300 COST 10)
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
   add_test(NAME cli.serve.load

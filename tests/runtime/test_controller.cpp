@@ -547,6 +547,52 @@ void expect_code(const std::function<void()>& call, ServiceError::Code code, con
   }
 }
 
+// Note [Deadlines], [Backpressure]: while one request runs (the GPU serves one at a time), a
+// request whose caller cancels or whose deadline passes is withdrawn from the queue and never
+// runs; one past its deadline on arrival is not queued; one beyond max_queue is refused at once.
+// The decision log replays (the withdrawals are the policy's RequestWithdrawn).
+TEST(Controller, CallersThatGiveUpAreWithdrawnAndAFullQueueRefuses) {
+  auto controller = start(write_config("deadlines", "workers: 2\nmax_queue: 4\nrequest_timeout_ms: 300000\n"
+                                                    "models:\n  - name: bert_base\n    batch: 8\n"));
+  auto bert = exec::make_model("bert_base", 0);
+  const torch::Tensor tokens = bert->example_input(8, 3);
+  // A slow request (a large batch: seconds on the host) runs while the others come.
+  const torch::Tensor slow = bert->example_input(48, 4);
+  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", slow)); });
+  ASSERT_TRUE(eventually([&] { return controller->stats().transfers == 1; }, 120s));
+  InferRequest cancelled = request_for("bert_base", tokens);
+  cancelled.cancelled = [] { return true; };
+  expect_code([&] { controller->infer(cancelled); }, ServiceError::Code::Cancelled,
+              "the client cancelled the request while it waited in the queue (it will not run)");
+  InferRequest late = request_for("bert_base", tokens);
+  late.deadline = std::chrono::steady_clock::now() + 100ms;
+  expect_code([&] { controller->infer(late); }, ServiceError::Code::DeadlineExceeded,
+              "the request's deadline passed while it waited in the queue (it will not run)");
+  InferRequest past = request_for("bert_base", tokens);
+  past.deadline = std::chrono::steady_clock::now() - 1ms;
+  expect_code([&] { controller->infer(past); }, ServiceError::Code::DeadlineExceeded, "before it reached the queue");
+  EXPECT_EQ(controller->stats().withdrawn_requests, 2);
+  // Backpressure: one running, three waiting (max_queue 4); the fifth is refused at once.
+  std::vector<std::future<InferResponse>> waiting;
+  for (int i = 0; i < 3; ++i) {
+    waiting.push_back(std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", tokens)); }));
+  }
+  ASSERT_TRUE(eventually([&] { return controller->stats().requests == 6; }, 60s));
+  ASSERT_EQ(controller->stats().transfers, 1) << "the slow request finished too soon for this test";
+  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::Unavailable,
+              "the server's queue is full: 4 requests wait or run (max_queue 4)");
+  EXPECT_EQ(controller->stats().refused_queue_full, 1);
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(running.get()), bert->forward(slow)), 1e-5);
+  const torch::Tensor expected = bert->forward(tokens);
+  for (auto& answer : waiting) EXPECT_LT(relative_error(output_of(answer.get()), expected), 1e-5);
+  // Only the four admitted requests ran: the withdrawn ones never reached a worker.
+  EXPECT_EQ(controller->stats().transfers, 4);
+  const std::string metrics = controller->metrics_text();
+  EXPECT_NE(metrics.find("psw_requests_withdrawn_total 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("psw_requests_refused_total 1"), std::string::npos) << metrics;
+}
+
 TEST(Controller, BadRequestsAreRefusedAndTheServerGoesOn) {
   auto controller = start(single_model_config("bad", 60000));
   auto bert = exec::make_model("bert_base", 0);

@@ -253,6 +253,26 @@ TEST_F(GrpcFrontEndTest, TypedContentsAreServedAndMalformedOnesRefused) {
   EXPECT_EQ(response.raw_output_contents(1), response.raw_output_contents(0));
 }
 
+// Note [Deadlines]: the client's deadline and a way to see it cancel reach the service.
+TEST_F(GrpcFrontEndTest, TheCallersDeadlineReachesTheService) {
+  start();
+  inference::ModelInferResponse response;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    ASSERT_TRUE(stub()->ModelInfer(&context, raw_double_request(), &response).ok());
+  }
+  ASSERT_TRUE(service_.last_time_left().has_value());
+  EXPECT_GT(*service_.last_time_left(), std::chrono::seconds(25));
+  EXPECT_LE(*service_.last_time_left(), std::chrono::seconds(30));
+  EXPECT_TRUE(service_.last_cancellable());
+  {
+    grpc::ClientContext context;  // no deadline
+    ASSERT_TRUE(stub()->ModelInfer(&context, raw_double_request(), &response).ok());
+  }
+  EXPECT_FALSE(service_.last_time_left().has_value());
+}
+
 TEST_F(GrpcFrontEndTest, OversizedMessageIsResourceExhausted) {
   start();
   Client c = client();  // its own limit (256 MiB) lets the request leave; the server's is 1 MiB

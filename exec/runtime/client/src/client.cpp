@@ -25,6 +25,7 @@ ServiceError::Code to_service_code(grpc::StatusCode code) {
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return ServiceError::Code::ResourceExhausted;
     case grpc::StatusCode::DEADLINE_EXCEEDED: return ServiceError::Code::DeadlineExceeded;
     case grpc::StatusCode::ALREADY_EXISTS: return ServiceError::Code::AlreadyExists;
+    case grpc::StatusCode::CANCELLED: return ServiceError::Code::Cancelled;
     default: return ServiceError::Code::Internal;
   }
 }

@@ -1071,10 +1071,22 @@ InferResponse Controller::infer(const InferRequest& request) {
   p->request_id = request.id;
   p->input = &input;
   p->output_destinations = request.output_destinations;
+  // Note [Deadlines]: a request whose caller has already given up is not queued.
+  if (request.deadline && Clock::now() >= *request.deadline) {
+    throw ServiceError(ServiceError::Code::DeadlineExceeded,
+                       "the request's deadline passed before it reached the queue of '" + request.model + "'");
+  }
   std::future<InferResponse> reply = p->reply.get_future();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+    // Note [Backpressure]
+    if (static_cast<std::int64_t>(s.pending.size()) >= s.options.config.max_queue) {
+      ++s.stats.refused_queue_full;
+      throw ServiceError(ServiceError::Code::Unavailable,
+                         detail::concat("the server's queue is full: ", s.pending.size(),
+                                        " requests wait or run (max_queue ", s.options.config.max_queue, "); retry later"));
+    }
     ++s.stats.requests;
     p->id = s.next_request_id++;
     s.pending.emplace(p->id, p);
@@ -1082,16 +1094,29 @@ InferResponse Controller::infer(const InferRequest& request) {
   }
   // The watchdog answers within request_timeout of the worker starting it; the queue ahead
   // may add as much again per request, so this bound only catches a controller bug.
-  const auto limit = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
-  if (reply.wait_for(limit) != std::future_status::ready) {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    // The request's input is ours only until we return (Pending::input).
-    if (s.policy->inflight() != p->id && s.pending.erase(p->id) != 0) {
-      s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestWithdrawn, .request = p->id});
+  const auto bound = Clock::now() + std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 +
+                     std::chrono::seconds(60);
+  while (reply.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+    const auto now = Clock::now();
+    const bool expired = request.deadline && now >= *request.deadline;
+    const bool cancelled = request.cancelled && request.cancelled();
+    if (!expired && !cancelled && now < bound) continue;
+    bool dispatched = false;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      // Withdrawn unless its worker has it (the input was handed over at dispatch: Pending::input
+      // is ours only until we return); a withdrawn request never runs.
+      dispatched = s.policy->inflight() == p->id;
+      if (!dispatched && s.pending.erase(p->id) != 0) {
+        ++s.stats.withdrawn_requests;
+        s.feed(PolicyEvent{.kind = PolicyEvent::Kind::RequestWithdrawn, .request = p->id});
+      }
     }
-    if (reply.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-      throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
-    }
+    if (reply.wait_for(std::chrono::seconds(0)) == std::future_status::ready) break;
+    const std::string where = dispatched ? "while its worker ran it" : "while it waited in the queue (it will not run)";
+    if (cancelled) throw ServiceError(ServiceError::Code::Cancelled, "the client cancelled the request " + where);
+    if (expired) throw ServiceError(ServiceError::Code::DeadlineExceeded, "the request's deadline passed " + where);
+    throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
   }
   return reply.get();
 }
@@ -1261,6 +1286,10 @@ std::string Controller::metrics_text() {
           "Preemptions that abandoned the training step in progress instead of pausing it (no other worker free).",
           s.stats.preemptions_abandoning_step);
   counter("psw_worker_restarts_total", "Workers replaced after a crash or a hang.", s.stats.worker_restarts);
+  counter("psw_requests_withdrawn_total",
+          "Requests taken out of the queue because their caller gave up (Note [Deadlines]).", s.stats.withdrawn_requests);
+  counter("psw_requests_refused_total", "Requests refused because the queue was full (Note [Backpressure]).",
+          s.stats.refused_queue_full);
   counter("psw_inputs_read_in_place_total",
           "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",
           s.stats.inputs_read_in_place);

@@ -170,6 +170,7 @@ grpc::StatusCode to_grpc_code(ServiceError::Code code) {
     case ServiceError::Code::DeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case ServiceError::Code::Internal: return grpc::StatusCode::INTERNAL;
     case ServiceError::Code::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+    case ServiceError::Code::Cancelled: return grpc::StatusCode::CANCELLED;
   }
   return grpc::StatusCode::INTERNAL;
 }
@@ -558,7 +559,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
+  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
     return answer([&] {
       // The synchronous API hands the request as const, but the object is the call's own and
@@ -566,6 +567,12 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
       // every input.
       auto& owned_request = const_cast<inference::ModelInferRequest&>(*request);
       ConvertedRequest converted = to_infer_request(owned_request, shared_memory_offered_ ? &registry_ : nullptr);
+      // Note [Deadlines]: the client's deadline and its cancellation reach the service.
+      const auto deadline = context->deadline();
+      if (deadline != std::chrono::system_clock::time_point::max()) {
+        converted.request.deadline = std::chrono::steady_clock::now() + (deadline - std::chrono::system_clock::now());
+      }
+      converted.request.cancelled = [context] { return context->IsCancelled(); };
       InferResponse result = service_.infer(converted.request);
       response->set_model_name(result.model.empty() ? request->model_name() : result.model);
       response->set_model_version(result.version);
@@ -743,7 +750,8 @@ struct GrpcFrontEnd::Impl {
   bool stopped = false;
 };
 
-GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes)
+GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
+                           int max_threads)
     : impl_(std::make_unique<Impl>(service)) {
   if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
     throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
@@ -773,6 +781,12 @@ GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, 
   // request to a few round trips of 64 KiB (the defaults), on a local socket with no loss.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+  if (max_threads > 0) {
+    // Note [Backpressure]: calls beyond the bound are RESOURCE_EXHAUSTED by gRPC itself.
+    grpc::ResourceQuota quota("psw-front-end");
+    quota.SetMaxThreads(max_threads);
+    builder.SetResourceQuota(quota);
+  }
   int selected_port = 0;
   builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
   impl_->inference.offer_shared_memory(!tcp.has_value());

@@ -93,7 +93,8 @@ int run_server(const ServerOptions& options) {
   StartingService front(options.config);
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
-  GrpcFrontEnd server(front, endpoint, max_message);
+  // Note [Backpressure]: threads for every request the queue admits, and a few for the rest.
+  GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16);
   log("listening on " + server.target());
   // Before the workers start, so that a bad address fails at once; it answers from the
   // controller once there is one.

@@ -7,9 +7,12 @@
 // other's types: no protobuf here, no LibTorch, no CUDA. A test can drive the front end with
 // a fake service and the controller without any socket.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -89,6 +92,10 @@ struct InferRequest {
   std::string id;       // echoed in the response
   std::vector<TensorData> inputs;
   std::vector<OutputDestination> output_destinations{};  // outputs wanted in shared memory
+  // Note [Deadlines] (controller.hpp): when the caller stops waiting. Its deadline on the
+  // steady clock (nullopt: none), and whether it has cancelled the call (null: it cannot).
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
+  std::function<bool()> cancelled{};
 
   // Where output `name` goes, or null when it goes back in the response.
   const BorrowedBytes* output_destination(std::string_view name) const {
@@ -135,7 +142,16 @@ class ServiceError : public std::runtime_error {
  public:
   // AlreadyExists comes last so that the values of the others, which workers send as numbers,
   // stay what they were.
-  enum class Code { InvalidArgument, NotFound, Unavailable, ResourceExhausted, DeadlineExceeded, Internal, AlreadyExists };
+  enum class Code {
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+    ResourceExhausted,
+    DeadlineExceeded,
+    Internal,
+    AlreadyExists,
+    Cancelled,  // the caller cancelled the call (Note [Deadlines])
+  };
   ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Code code() const { return code_; }
 

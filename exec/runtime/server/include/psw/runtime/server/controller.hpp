@@ -70,6 +70,10 @@ struct ControllerOptions {
 struct ControllerStats {
   std::int64_t requests = 0;
   std::int64_t failed_requests = 0;
+  // Note [Deadlines]: requests taken out of the queue because their caller gave up (deadline or
+  // cancellation) before a worker had them; Note [Backpressure]: requests refused, the queue full.
+  std::int64_t withdrawn_requests = 0;
+  std::int64_t refused_queue_full = 0;
   std::int64_t transfers = 0;           // inference requests that switched parameters in
   std::int64_t worker_switches = 0;     // a request or training went to another worker than the last task
   std::int64_t preemptions = 0;
@@ -112,6 +116,23 @@ struct ControllerStats {
   std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;  // by RequestPhase, per request
 };
 
+// Note [Deadlines]
+// ~~~~~~~~~~~~~~~~
+// A request carries when its caller stops waiting: the gRPC deadline and cancellation
+// (InferRequest::deadline, ::cancelled). One already past its deadline is not queued
+// (DEADLINE_EXCEEDED). A waiting one whose caller gives up is withdrawn from the queue (the
+// policy's RequestWithdrawn) and never runs: DEADLINE_EXCEEDED or CANCELLED, saying so. One its
+// worker already runs completes there (the worker cannot be stopped mid-forward without
+// replacing it), but the caller is answered at once. So work for callers who left does not
+// hold the GPU, and handler threads do not pile up behind it.
+//
+// Note [Backpressure]
+// ~~~~~~~~~~~~~~~~~~~
+// At most `max_queue` requests wait or run at once (serve config, default 256); one more is
+// UNAVAILABLE at once ("the server's queue is full ... retry later": the status clients retry
+// on), counted in psw_requests_refused_total. The gRPC front end's threads are bounded from it
+// (max_queue plus a few for health, metadata and control calls), so a burst of callers cannot
+// grow the server's threads without limit.
 class Controller final : public InferenceService {
  public:
   // Starts the daemon and the workers and returns once every worker is ready; InputError for

@@ -48,8 +48,10 @@ class GrpcFrontEnd {
   // owns or that group or others can write, a path that exists and is not a socket, another
   // server already listening on the socket, a path too long for a Unix socket, a wildcard or
   // malformed TCP address, a port in use, or a max_message_bytes outside [1, 2^31 - 1]. A stale
-  // socket file (nobody answers on it) is removed and replaced.
-  GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes);
+  // socket file (nobody answers on it) is removed and replaced. `max_threads` bounds the
+  // threads that handle calls (Note [Backpressure] in controller.hpp); 0: gRPC's default.
+  GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
+               int max_threads = 0);
   ~GrpcFrontEnd();  // shutdown()
   GrpcFrontEnd(const GrpcFrontEnd&) = delete;
   GrpcFrontEnd& operator=(const GrpcFrontEnd&) = delete;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# psw serve under callers that give up: 200 requests sent at once with a 50 ms deadline to a
+# host-backend server whose queue admits 16 (--set max_queue=16). The callers' requests that
+# wait are withdrawn and never run (psw_requests_withdrawn_total), the rest are refused at once
+# (the queue full, or the front end's bounded threads), the server's threads stay bounded, and a
+# request with a 30 s deadline afterwards is served (Note [Deadlines], Note [Backpressure]).
+#
+#   serve_deadlines.sh PSW PROTO_DIR
+set -euo pipefail
+psw=$1
+proto=$2
+work=$(mktemp -d)
+sock=$work/run/psw.sock
+cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+source "$(dirname "$0")/serve_lib.sh"
+start_ready_server --set max_queue=16
+/usr/bin/python3 - "$proto" "$sock" "$server" > "$work/clients.log" 2>&1 <<'PY' || { cat "$work/clients.log"; tail -20 "$work/serve.log"; echo "FAIL"; exit 1; }
+import collections, random, struct, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import grpc
+import grpc_service_pb2 as pb
+
+sock, server = sys.argv[2], int(sys.argv[3])
+
+def threads_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+channel = grpc.insecure_channel("unix:" + sock)
+infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                            request_serializer=pb.ModelInferRequest.SerializeToString,
+                            response_deserializer=pb.ModelInferResponse.FromString)
+rng = random.Random(1)
+values = [rng.uniform(-1, 1) for _ in range(3 * 299 * 299)]
+request = pb.ModelInferRequest(model_name="inception_v3")
+request.inputs.add(name="input", datatype="FP32", shape=[1, 3, 299, 299])
+request.raw_input_contents.append(struct.pack("<%df" % len(values), *values))
+before = threads_of(server)
+outcomes = collections.Counter()
+lock = threading.Lock()
+peak = [before]
+done = threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], threads_of(server))
+        time.sleep(0.005)
+
+def send():
+    try:
+        infer(request, timeout=0.05)
+        outcome = "OK"
+    except grpc.RpcError as error:
+        outcome = error.code().name
+    with lock:
+        outcomes[outcome] += 1
+
+sampler = threading.Thread(target=sample)
+sampler.start()
+callers = [threading.Thread(target=send) for _ in range(200)]
+for t in callers:
+    t.start()
+for t in callers:
+    t.join()
+time.sleep(1.0)  # the withdrawals take a poll each (20 ms)
+done.set()
+sampler.join()
+print("outcomes", dict(outcomes), "server threads", before, "before, at most", peak[0])
+assert sum(outcomes.values()) == 200, outcomes
+assert set(outcomes) <= {"OK", "DEADLINE_EXCEEDED", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "CANCELLED"}, outcomes
+# max_queue 16: at most 16 + 16 threads take calls; the rest of the process is fixed.
+assert peak[0] <= before + 40, (before, peak[0])
+answer = infer(request, timeout=30)
+assert len(answer.raw_output_contents) == 1, answer
+PY
+cat "$work/clients.log"
+metrics=$("$psw" client --socket "$sock" --metrics)
+withdrawn=$(awk '$1 == "psw_requests_withdrawn_total" {print $2}' <<< "$metrics")
+ran=$(awk '$1 == "psw_switches_total" {print $2}' <<< "$metrics")
+echo "withdrawn $withdrawn, switched in (ran) $ran of 201"
+test "${withdrawn:-0}" -gt 0 || { echo "FAIL: no request was withdrawn"; exit 1; }
+test "${ran:-201}" -lt 50 || { echo "FAIL: $ran requests ran although their callers had given up"; exit 1; }
+kill -TERM "$server"
+wait "$server"
+server=
+echo "serve deadlines: ok"
