@@ -63,7 +63,7 @@ std::optional<std::uint64_t> ServerPolicy::inflight() const {
 bool ServerPolicy::awaiting_answer(int worker) const {
   const WorkerState s = worker_state(worker);
   return s == WorkerState::Inferring || s == WorkerState::CleaningUp ||
-         (s == WorkerState::Training && training_stopping_ && worker == training_worker_);
+         ((s == WorkerState::Training || s == WorkerState::Paused) && training_stopping_ && worker == training_worker_);
 }
 
 // Note [Fresh processes]
@@ -95,6 +95,14 @@ int ServerPolicy::free_worker(std::optional<int> model) const {
     if (usable(i)) return static_cast<int>(i);
   }
   return -1;
+}
+
+bool ServerPolicy::only_starting_besides(int worker) const {
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerState state = workers_[i].state;
+    if (static_cast<int>(i) != worker && state != WorkerState::Starting && state != WorkerState::Dead) return false;
+  }
+  return true;
 }
 
 int ServerPolicy::paused_worker() const {
@@ -412,6 +420,18 @@ void ServerPolicy::decide(std::vector<PolicyAction>& out) {
     const bool training_in_the_way = config_.dispatch == DispatchPolicy::AfterStop && (running || stopping);
     if (request_waiting && !request_running && worker_free && !training_in_the_way) {
       dispatch(out);
+      acted = true;
+    }
+    // Note [A paused job's worker serves]: a request waits and none runs, no worker can take it,
+    // and every other worker is starting (a replacement) or dead: the paused job gives up its
+    // step so that its worker serves now, not after a process start of seconds.
+    if (!acted && request_waiting && !request_running && !worker_free && paused && !stopping &&
+        only_starting_besides(paused_worker())) {
+      training_stopping_ = true;
+      out.push_back({.kind = PolicyAction::Kind::StopTraining,
+                     .worker = paused_worker(),
+                     .request = queue_.front().request,
+                     .mode = StopMode::Abort});
       acted = true;
     }
     if (!acted && !request_waiting && !request_running && training_wanted && !running && !stopping &&

@@ -258,6 +258,23 @@ TEST(ServerPolicy, ALostWorkerFailsItsRequestAndTheNextGoesElsewhere) {
   EXPECT_EQ(p.worker_state(0), WorkerState::Standby);
 }
 
+// A request that waits while its worker died and the job is paused on the other: the job gives
+// up its step and its worker serves the request at once, instead of the request waiting seconds
+// for the replacement process to start.
+TEST(ServerPolicy, ALostWorkerBesideAPausedJobLeavesItsQueueToTheJobsWorker) {
+  ServerPolicy p = started(config_of(Mechanism::PipeSwitch, 2));
+  EXPECT_EQ(brief(p.handle(arrived(1, 0))), (Script{"stop_training r1 w0 pause", "dispatch r1 w1 transfer"}));
+  EXPECT_EQ(brief(p.handle(stopped(0, TrainingStop::Paused))), Script{});
+  EXPECT_EQ(brief(p.handle(arrived(2, 1))), Script{});
+  EXPECT_EQ(brief(p.handle(lost(1, "exited"))),
+            (Script{"fail_request r1 w1", "restart_worker w1 fault", "stop_training r2 w0 abort"}));
+  EXPECT_EQ(brief(p.handle(stopped(0, TrainingStop::Abandoned))), (Script{"cleanup w0"}));
+  EXPECT_EQ(brief(p.handle(PolicyEvent{.kind = E::WorkerCleanedUp, .worker = 0})), (Script{"dispatch r2 w0 transfer"}));
+  // Once the request is answered the job starts again from its last completed step.
+  EXPECT_EQ(brief(p.handle(ready(1))), Script{});
+  EXPECT_EQ(brief(p.handle(finished(0, 2))), (Script{"complete r2 w0", "start_training w0"}));
+}
+
 TEST(ServerPolicy, AWorkersFailureAnswersTheRequestWithItsCode) {
   ServerPolicy p = started(config_of(Mechanism::PipeSwitch, 2, false));
   p.handle(arrived(1, 0));

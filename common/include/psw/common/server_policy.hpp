@@ -182,6 +182,8 @@ class ServerPolicy {
   // A worker that can take the next task: a request for `model`, or the training job (nullopt).
   int free_worker(std::optional<int> model) const;
   int paused_worker() const;
+  // Whether every worker but `worker` is starting or dead (none will be free within a task).
+  bool only_starting_besides(int worker) const;
   bool is_resident(int model) const;
   bool note_use(int model);
   void lose_worker(int worker, StatusCode code, const std::string& why, bool fault, std::vector<PolicyAction>& out);
