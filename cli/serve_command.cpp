@@ -24,6 +24,7 @@ struct ServeOptions {
   bool quiet = false;
   std::string trace_path;
   std::string metrics_listen;
+  std::string http_listen;
   std::string decisions_path;
   std::vector<std::string> sets;
 };
@@ -41,6 +42,9 @@ Action add_serve_command(CLI::App& app) {
   cmd->add_flag("--quiet", o->quiet, "No progress lines on stderr");
   cmd->add_option("--metrics-listen", o->metrics_listen,
                   "Serve the metrics over HTTP for Prometheus at HOST:PORT/metrics (e.g. 127.0.0.1:9464)");
+  cmd->add_option("--http-listen", o->http_listen,
+                  "Also serve the protocol's REST binding (KServe v2 over HTTP/JSON, binary tensors too) on "
+                  "loopback HOST:PORT (e.g. 127.0.0.1:8000); never all interfaces");
   cmd->add_option("--trace", o->trace_path,
                   "At shutdown, write a Chrome trace of the last requests and training pauses (Perfetto)");
   cmd->add_option("--decisions", o->decisions_path,
@@ -60,6 +64,7 @@ Action add_serve_command(CLI::App& app) {
     options.listen_address = o->listen;
     options.trace_path = o->trace_path;
     options.metrics_address = o->metrics_listen;
+    options.http_address = o->http_listen;
     options.decisions_path = o->decisions_path;
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);

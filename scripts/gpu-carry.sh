@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
   libgtest-dev libgmock-dev libeigen3-dev \
   libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 \
   protobuf-compiler protobuf-compiler-grpc libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
-  libssl-dev libssl3 zlib1g-dev)
+  libssl-dev libssl3 zlib1g-dev libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1)
 rm -rf "$root/.gpu-carry"
 mkdir -p "$root/.gpu-carry"
 for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$root/.gpu-carry"; done

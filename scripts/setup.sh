@@ -11,6 +11,7 @@ packages=(
   libtorch-dev libopenblas0-pthread
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3-grpcio python3-protobuf procps
+  libcpp-httplib-dev  # the REST front end (Note [REST front end])
   python3-torchvision  # torchvision as the vision models' reference (tests/exec/torchvision_reference.py)
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev

@@ -46,6 +46,11 @@ if(PSW_HAVE_EXEC)
                    ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.sigterm_queue PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  # The REST front end on a live server, from Python's urllib: JSON and binary tensors agree.
+  add_test(NAME cli.serve.rest
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_rest.sh $<TARGET_FILE:psw>
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.rest PROPERTIES LABELS cli TIMEOUT 300 COST 10)
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
   add_test(NAME cli.serve.deadlines
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_deadlines.sh $<TARGET_FILE:psw>

@@ -12,6 +12,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/server/controller.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/server/http_server.hpp"
 #include "psw/runtime/server/metrics_http.hpp"
 #include "psw/runtime/server/starting_service.hpp"
 
@@ -103,12 +104,25 @@ int run_server(const ServerOptions& options) {
     metrics = std::make_unique<MetricsHttpServer>([&front] { return front.metrics_text(); }, options.metrics_address);
     log("metrics on " + metrics->url());
   }
+  // The REST front end, on the same service (Note [REST front end]); a bad address fails now.
+  std::unique_ptr<HttpFrontEnd> http;
+  if (!options.http_address.empty()) {
+    try {
+      http = std::make_unique<HttpFrontEnd>(front, options.http_address, max_message);
+    } catch (...) {
+      metrics.reset();
+      server.shutdown(0);
+      throw;
+    }
+    log("REST on " + http->url());
+  }
   ControllerOptions controller_options{options.config, options.backend, options.exec_path, options.log,
                                        options.decisions_path};
   std::unique_ptr<Controller> controller;
   try {
     controller = std::make_unique<Controller>(controller_options);
   } catch (...) {
+    http.reset();
     metrics.reset();
     server.shutdown(0);
     throw;
@@ -122,6 +136,7 @@ int run_server(const ServerOptions& options) {
   // The queue is answered (UNAVAILABLE) before the front end stops: its calls wait for the
   // controller's answers, and a full queue would otherwise run first, request by request.
   controller->stop_serving("the server is shutting down");
+  if (http) http->shutdown();
   server.shutdown(2000);
   front.set(nullptr);
   if (!options.trace_path.empty()) {

@@ -19,6 +19,7 @@ struct ServerOptions {
   std::string exec_path;     // psw-exec
   std::string trace_path;    // Note [Serve trace]: written at shutdown when set
   std::string metrics_address;  // HOST:PORT of the HTTP metrics endpoint; empty: none
+  std::string http_address;     // HOST:PORT of the REST front end (Note [REST front end]); empty: none
   std::string decisions_path;   // Note [Decision log]: every event and action as JSON lines when set
   std::function<void(const std::string&)> log;
 };

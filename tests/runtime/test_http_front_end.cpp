@@ -1,0 +1,168 @@
+// Note [REST front end]: the protocol's HTTP binding against the fake service ("double": y = 2x),
+// asked as curl or any HTTP client would: health, metadata, inference with JSON tensors and with
+// the binary tensor extension, and the errors with their HTTP statuses.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fake_inference_service.hpp"
+#include "psw/common/error.hpp"
+#include "psw/runtime/server/http_server.hpp"
+#include "../common/input_error.hpp"
+
+namespace psw::runtime {
+// Named, not anonymous: the unity build compiles the test files together.
+namespace http_front_end_test {
+
+std::string floats_as_bytes(const std::vector<float>& values) {
+  std::string bytes(values.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+class HttpFrontEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<HttpFrontEnd>(service_, "127.0.0.1:0", 1 << 20);
+    const std::string url = server_->url();
+    ASSERT_EQ(url.rfind("http://127.0.0.1:", 0), 0u) << url;
+    client_ = std::make_unique<httplib::Client>(url);
+  }
+
+  // The JSON body of an answer, or null when it has none.
+  static nlohmann::json body_of(const httplib::Result& r) {
+    return r && !r->body.empty() ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  }
+
+  // A POST to model `model`'s infer endpoint that must fail with `status` and a message holding `part`.
+  void expect_refused(const std::string& model, const std::string& body, int status, const std::string& part) {
+    const httplib::Result r = client_->Post(("/v2/models/" + model + "/infer").c_str(), body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_NE(body_of(r).value("error", std::string()).find(part), std::string::npos) << r->body;
+  }
+
+  testing::FakeInferenceService service_;
+  std::unique_ptr<HttpFrontEnd> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(HttpFrontEndTest, HealthAndMetadata) {
+  EXPECT_EQ(client_->Get("/v2/health/live")->status, 200);
+  EXPECT_EQ(client_->Get("/v2/health/ready")->status, 200);
+  const nlohmann::json server = body_of(client_->Get("/v2"));
+  EXPECT_EQ(server["name"], "psw");
+  const httplib::Result model = client_->Get("/v2/models/double");
+  ASSERT_EQ(model->status, 200);
+  const nlohmann::json metadata = body_of(model);
+  EXPECT_EQ(metadata["inputs"][0]["name"], "x");
+  EXPECT_EQ(metadata["inputs"][0]["shape"], nlohmann::json::array({-1, 4}));
+  EXPECT_EQ(metadata["outputs"][0]["datatype"], "FP32");
+  EXPECT_EQ(client_->Get("/v2/models/double/versions/1")->status, 200);
+  EXPECT_EQ(client_->Get("/v2/models/double/ready")->status, 200);
+  EXPECT_EQ(client_->Get("/v2/models/unready/ready")->status, 400);
+  const httplib::Result unknown = client_->Get("/v2/models/nope");
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(body_of(unknown)["error"], "unknown model 'nope'");
+  EXPECT_EQ(client_->Get("/v2/models/double/versions/7")->status, 404);
+  const httplib::Result nowhere = client_->Get("/v3/whatever");
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_NE(body_of(nowhere).value("error", std::string()).find("no such endpoint"), std::string::npos);
+}
+
+TEST_F(HttpFrontEndTest, InferWithJsonTensors) {
+  const nlohmann::json request = {
+      {"id", "r-7"},
+      {"inputs", {{{"name", "x"}, {"shape", {2, 4}}, {"datatype", "FP32"},
+                   {"data", {{0.5, 1, 1.5, 2}, {-1, -2, 0, 4}}}}}}};  // nested: row-major
+  const httplib::Result r = client_->Post("/v2/models/double/infer", request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const nlohmann::json answer = body_of(r);
+  EXPECT_EQ(answer["id"], "r-7");
+  EXPECT_EQ(answer["model_name"], "double");
+  ASSERT_EQ(answer["outputs"].size(), 1u);
+  EXPECT_EQ(answer["outputs"][0]["name"], "y");
+  EXPECT_EQ(answer["outputs"][0]["shape"], nlohmann::json::array({2, 4}));
+  EXPECT_EQ(answer["outputs"][0]["data"], nlohmann::json::array({1.0, 2.0, 3.0, 4.0, -2.0, -4.0, 0.0, 8.0}));
+}
+
+TEST_F(HttpFrontEndTest, InferWithTheBinaryTensorExtension) {
+  const std::vector<float> x = {0.25f, 1, 2, 3, 4, 5, 6, 7};
+  const nlohmann::json header = {
+      {"inputs", {{{"name", "x"}, {"shape", {2, 4}}, {"datatype", "FP32"},
+                   {"parameters", {{"binary_data_size", 32}}}}}},
+      {"outputs", {{{"name", "y"}, {"parameters", {{"binary_data", true}}}}}}};
+  const std::string json = header.dump();
+  httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(json.size())}};
+  const httplib::Result r =
+      client_->Post("/v2/models/double/infer", headers, json + floats_as_bytes(x), "application/octet-stream");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(r->has_header("Inference-Header-Content-Length"));
+  const std::size_t length = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
+  const nlohmann::json answer = nlohmann::json::parse(r->body.substr(0, length));
+  EXPECT_EQ(answer["outputs"][0]["parameters"]["binary_data_size"], 32);
+  EXPECT_FALSE(answer["outputs"][0].contains("data"));
+  std::vector<float> doubled;
+  for (float v : x) doubled.push_back(2 * v);
+  EXPECT_EQ(r->body.substr(length), floats_as_bytes(doubled));
+}
+
+TEST_F(HttpFrontEndTest, BadRequestsGetTheProtocolsErrorsAndStatuses) {
+  const auto one = [](const nlohmann::json& input) { return nlohmann::json{{"inputs", {input}}}.dump(); };
+  const nlohmann::json x = {{"name", "x"}, {"shape", {1, 4}}, {"datatype", "FP32"}, {"data", {1, 2, 3, 4}}};
+  expect_refused("double", "{not json", 400, "the request is not JSON");
+  expect_refused("double", nlohmann::json{{"id", "x"}}.dump(), 400, "the request has no `inputs`");
+  nlohmann::json short_data = x;
+  short_data["data"] = {1, 2, 3};
+  expect_refused("double", one(short_data), 400, "input 'x': 3 values in `data`, but its shape holds 4");
+  nlohmann::json strings = x;
+  strings["data"] = {"a", 2, 3, 4};
+  expect_refused("double", one(strings), 400, "FP32 data must be numbers");
+  nlohmann::json too_big = x;
+  too_big["datatype"] = "INT8";
+  too_big["data"] = {1, 2, 300, 4};
+  expect_refused("double", one(too_big), 400, "the value 300 does not fit INT8");
+  nlohmann::json half = x;
+  half["datatype"] = "FP16";
+  expect_refused("double", one(half), 400, "FP16 tensors travel as binary data only");
+  nlohmann::json misnamed = x;
+  misnamed["name"] = "z";
+  expect_refused("double", one(misnamed), 400, "takes one input 'x'");  // the service's own check
+  expect_refused("nope", one(x), 404, "unknown model 'nope'");
+  expect_refused("unavailable", one(x), 503, "worker 0 crashed");
+  expect_refused("throws", one(x), 500, "boom in the service");
+  // The binary extension's lengths are checked against the body.
+  const nlohmann::json binary = {{"inputs", {{{"name", "x"}, {"shape", {1, 4}}, {"datatype", "FP32"},
+                                              {"parameters", {{"binary_data_size", 16}}}}}}};
+  const std::string json = binary.dump();
+  httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(json.size())}};
+  const httplib::Result short_tail =
+      client_->Post("/v2/models/double/infer", headers, json + std::string(12, '\0'), "application/octet-stream");
+  EXPECT_EQ(short_tail->status, 400);
+  EXPECT_NE(body_of(short_tail).value("error", std::string()).find("ends 4 bytes short"), std::string::npos)
+      << short_tail->body;
+  headers = {{"Inference-Header-Content-Length", "99999"}};
+  EXPECT_EQ(client_->Post("/v2/models/double/infer", headers, json, "application/octet-stream")->status, 400);
+  // Larger than the server takes: 413.
+  EXPECT_EQ(client_->Post("/v2/models/double/infer", std::string(2 << 20, ' '), "application/json")->status, 413);
+}
+
+TEST(HttpFrontEnd, RefusesEveryInterfaceAndABusyPort) {
+  testing::FakeInferenceService service;
+  EXPECT_NE(test_support::input_error_of([&] { HttpFrontEnd(service, "0.0.0.0:0", 1024); }).find("every interface"),
+            std::string::npos);
+  HttpFrontEnd first(service, "127.0.0.1:0", 1024);
+  const std::string port = first.url().substr(first.url().rfind(':') + 1);
+  EXPECT_NE(test_support::input_error_of([&] { HttpFrontEnd(service, "127.0.0.1:" + port, 1024); }).find("in use"),
+            std::string::npos);
+}
+
+}  // namespace http_front_end_test
+}  // namespace psw::runtime
