@@ -13,7 +13,7 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_http_front_end.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
 # C++ Client never sends.
-target_link_libraries(psw_grpc_tests PRIVATE psw_server psw_client psw_proto PkgConfig::CPP_HTTPLIB GTest::gtest
+target_link_libraries(psw_grpc_tests PRIVATE psw_server psw_client psw_proto psw_httplib GTest::gtest
                       GTest::gtest_main psw_warnings)
 target_compile_definitions(psw_grpc_tests PRIVATE PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 gtest_discover_tests(psw_grpc_tests TEST_PREFIX grpc. PROPERTIES LABELS unit TIMEOUT 60 DISCOVERY_TIMEOUT 60)
