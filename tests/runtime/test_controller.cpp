@@ -579,7 +579,7 @@ TEST(Controller, CallersThatGiveUpAreWithdrawnAndAFullQueueRefuses) {
   }
   ASSERT_TRUE(eventually([&] { return controller->stats().requests == 6; }, 60s));
   ASSERT_EQ(controller->stats().transfers, 1) << "the slow request finished too soon for this test";
-  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::Unavailable,
+  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::ResourceExhausted,
               "the server's queue is full: 4 requests wait or run (max_queue 4)");
   EXPECT_EQ(controller->stats().refused_queue_full, 1);
   torch::NoGradGuard no_grad;

@@ -13,7 +13,7 @@
 //   cache_bytes: 2GiB              # lru: parameters kept resident at most
 //   max_tensor_bytes: 64MiB        # largest input or output tensor
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
-//   max_queue: 256                 # requests waiting or running; more are UNAVAILABLE (backpressure)
+//   max_queue: 256                 # requests waiting or running; more are RESOURCE_EXHAUSTED
 //   dispatch: overlap              # overlap: a request starts while training stops; after-stop
 //   models:
 //     - name: resnet152
@@ -105,7 +105,7 @@ struct ServeConfig {
   Bytes max_tensor_bytes = Bytes{64} << 20;
   Duration request_timeout = milliseconds(10'000);
   // Note [Backpressure] (controller.hpp): requests waiting or running at once; one more is
-  // answered UNAVAILABLE at once, and the front end's threads are bounded from it.
+  // answered RESOURCE_EXHAUSTED at once, and the front end's threads are bounded from it.
   int max_queue = 256;
   DispatchPolicy dispatch = DispatchPolicy::Overlap;
   // Note [Placement]: copy every layer on a switch (the paper), or let the plan leave layers the

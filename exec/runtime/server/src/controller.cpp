@@ -1083,7 +1083,7 @@ InferResponse Controller::infer(const InferRequest& request) {
     // Note [Backpressure]
     if (static_cast<std::int64_t>(s.pending.size()) >= s.options.config.max_queue) {
       ++s.stats.refused_queue_full;
-      throw ServiceError(ServiceError::Code::Unavailable,
+      throw ServiceError(ServiceError::Code::ResourceExhausted,
                          detail::concat("the server's queue is full: ", s.pending.size(),
                                         " requests wait or run (max_queue ", s.options.config.max_queue, "); retry later"));
     }

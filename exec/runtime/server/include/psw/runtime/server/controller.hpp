@@ -129,8 +129,8 @@ struct ControllerStats {
 // Note [Backpressure]
 // ~~~~~~~~~~~~~~~~~~~
 // At most `max_queue` requests wait or run at once (serve config, default 256); one more is
-// UNAVAILABLE at once ("the server's queue is full ... retry later": the status clients retry
-// on), counted in psw_requests_refused_total. The gRPC front end's threads are bounded from it
+// RESOURCE_EXHAUSTED at once ("the server's queue is full ... retry later"; HTTP 429), counted in
+// psw_requests_refused_total. The gRPC front end's threads are bounded from it
 // (max_queue plus a few for health, metadata and control calls), so a burst of callers cannot
 // grow the server's threads without limit.
 class Controller final : public InferenceService {
