@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PSW_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${PSW_FUZZ_SECONDS:-30}
 all="fuzz_model_profile fuzz_hardware_profile fuzz_serving_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
-     fuzz_serve_config fuzz_traces fuzz_safetensors fuzz_cli"
+     fuzz_serve_config fuzz_traces fuzz_safetensors fuzz_cli fuzz_rest_request"
 targets=${PSW_FUZZ_TARGETS:-$all}
 
 generator=()
@@ -89,6 +89,12 @@ for f in tests/data/traces/*.csv; do
   esac
   { printf "$b"; head -c 4096 "$f"; } >"$corpus/fuzz_traces/$(basename "$f")"
 done
+# REST bodies: the first byte picks the header length (fuzz_rest_request.cpp): 0 none, 1 half
+# the body, 2 the end of its JSON (the binary tail after it).
+mkdir -p "$corpus/fuzz_rest_request"
+printf '\x00{"id":"a","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}' >"$corpus/fuzz_rest_request/json"
+printf '\x00{"inputs":[{"name":"t","shape":[3],"datatype":"INT8","data":[1,-2,3]},{"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],"parameters":{"binary_data_output":true}}' >"$corpus/fuzz_rest_request/types"
+printf '\x02{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]}\x00\x00\x80\x3f\x00\x00\x00\x40' >"$corpus/fuzz_rest_request/binary"
 mkdir -p "$corpus/fuzz_cli"
 printf 'psw\nplan\n--model\nconfigs/models/resnet152.yaml\n--hardware\nconfigs/hardware/h200-pcie5.yaml\n--format\njson' >"$corpus/fuzz_cli/plan"
 printf 'psw\nsim\n--config\nx.yaml\n--seed\n3\n--set\nmechanism=mps' >"$corpus/fuzz_cli/sim"

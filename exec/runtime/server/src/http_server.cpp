@@ -198,19 +198,18 @@ HttpAnswer error_answer(int status, const std::string& message) {
   return {status, nlohmann::json{{"error", message}}.dump(), "application/json", std::nullopt};
 }
 
-// The inference call: `body` as the protocol's JSON (and binary tail), to the service, back.
-HttpAnswer infer(InferenceService& service, const std::string& model, const std::string& version,
-                 const httplib::Request& http) {
-  std::string_view body = http.body;
+// parse_rest_infer's body, inside this namespace (its helpers' names are its own).
+RestInferRequest parse_infer(std::string_view body, const std::optional<std::string>& header_length,
+                             const std::string& model, const std::string& version) {
   std::string_view binary;
-  if (http.has_header("Inference-Header-Content-Length")) {
-    const std::string text = http.get_header_value("Inference-Header-Content-Length");
+  if (header_length) {
+    const std::string& text = *header_length;
     std::size_t length = 0;
     try {
       std::size_t used = 0;
-      const long long parsed = std::stoll(text, &used);
-      if (used != text.size() || parsed < 0) throw std::invalid_argument(text);
-      length = static_cast<std::size_t>(parsed);
+      const long long value = std::stoll(text, &used);
+      if (used != text.size() || value < 0) throw std::invalid_argument(text);
+      length = static_cast<std::size_t>(value);
     } catch (const std::exception&) {
       invalid("Inference-Header-Content-Length '" + text + "' is not a byte count");
     }
@@ -228,7 +227,8 @@ HttpAnswer infer(InferenceService& service, const std::string& model, const std:
     invalid(std::string("the request is not JSON: ") + e.what());
   }
   if (!json.is_object()) invalid("the request must be a JSON object");
-  InferRequest request;
+  RestInferRequest parsed;
+  InferRequest& request = parsed.request;
   request.model = model;
   request.version = version;
   if (const nlohmann::json* id = member(json, "id")) {
@@ -288,21 +288,30 @@ HttpAnswer infer(InferenceService& service, const std::string& model, const std:
   if (binary_used != binary.size()) {
     invalid(std::to_string(binary.size() - binary_used) + " bytes of binary data after the JSON belong to no input");
   }
-  const bool all_binary = flag(json, "binary_data_output", "the request");
-  struct Wanted {
-    std::string name;
-    bool binary;
-  };
-  std::vector<Wanted> wanted;
+  parsed.all_binary = flag(json, "binary_data_output", "the request");
   if (const nlohmann::json* outputs = member(json, "outputs")) {
     if (!outputs->is_array()) invalid("`outputs` must be a list");
     for (const auto& output : *outputs) {
       const nlohmann::json* name = output.is_object() ? member(output, "name") : nullptr;
       if (name == nullptr || !name->is_string()) invalid("every entry of `outputs` needs a `name`");
       const std::string what = "output " + named(name->get<std::string>());
-      wanted.push_back({name->get<std::string>(), all_binary || flag(output, "binary_data", what)});
+      parsed.outputs.push_back({name->get<std::string>(), parsed.all_binary || flag(output, "binary_data", what)});
     }
   }
+  return parsed;
+}
+
+// The inference call: the request parsed, to the service, the answer back in the protocol's form.
+HttpAnswer infer(InferenceService& service, const std::string& model, const std::string& version,
+                 const httplib::Request& http) {
+  std::optional<std::string> header_length;
+  if (http.has_header("Inference-Header-Content-Length")) {
+    header_length = http.get_header_value("Inference-Header-Content-Length");
+  }
+  RestInferRequest parsed = parse_rest_infer(http.body, header_length, model, version);
+  const InferRequest& request = parsed.request;
+  const bool all_binary = parsed.all_binary;
+  std::vector<RestOutput>& wanted = parsed.outputs;
   const InferResponse result = service.infer(request);
   if (wanted.empty()) {
     for (const TensorData& output : result.outputs) wanted.push_back({output.name, all_binary});
@@ -316,7 +325,7 @@ HttpAnswer infer(InferenceService& service, const std::string& model, const std:
   if (result.engine_ns > 0) parameters["psw_engine_ns"] = result.engine_ns;
   if (!parameters.empty()) answer["parameters"] = parameters;
   std::string tail;
-  for (const Wanted& w : wanted) {
+  for (const RestOutput& w : wanted) {
     const TensorData* output = nullptr;
     for (const TensorData& produced : result.outputs) {
       if (produced.name == w.name) output = &produced;
@@ -361,6 +370,11 @@ ModelInfo find_model(InferenceService& service, const std::string& name, const s
 }
 
 }  // namespace rest
+
+RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
+                                  const std::string& model, const std::string& version) {
+  return rest::parse_infer(body, header_length, model, version);
+}
 
 struct HttpFrontEnd::Impl {
   InferenceService& service;

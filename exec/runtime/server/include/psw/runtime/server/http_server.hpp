@@ -27,7 +27,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "psw/runtime/ipc/service.hpp"
 
@@ -53,5 +56,22 @@ class HttpFrontEnd {
 
 // The HTTP status of a service error's code (Note [REST front end]).
 int http_status_of(ServiceError::Code code);
+
+// An inference request's body as the REST binding gives it, parsed: the service's request (its
+// inputs' bytes from JSON `data` or from the binary tail) and the outputs asked for (empty:
+// every output, binary when `all_binary`). `header_length` is Inference-Header-Content-Length's
+// value where the request has the header. ServiceError(InvalidArgument) naming what is wrong for
+// any malformed body (fuzzed: tests/fuzz/fuzz_rest_request.cpp).
+struct RestOutput {
+  std::string name;
+  bool binary = false;
+};
+struct RestInferRequest {
+  InferRequest request;
+  std::vector<RestOutput> outputs;
+  bool all_binary = false;
+};
+RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
+                                  const std::string& model, const std::string& version);
 
 }  // namespace psw::runtime
