@@ -12,6 +12,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   python3-grpcio python3-protobuf procps
   libcpp-httplib-dev  # the REST front end (Note [REST front end])
+  curl python3-requests  # docs/examples/, run by the tests against a host server
   python3-torchvision  # torchvision as the vision models' reference (tests/exec/torchvision_reference.py)
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev

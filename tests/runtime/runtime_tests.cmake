@@ -51,6 +51,12 @@ if(PSW_HAVE_EXEC)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_rest.sh $<TARGET_FILE:psw>
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli.serve.rest PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  # docs/examples/: curl, a requests client and a grpcio client against a live server.
+  add_test(NAME cli.serve.examples
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_examples.sh $<TARGET_FILE:psw>
+                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.serve.examples PROPERTIES LABELS cli TIMEOUT 300 COST 10)
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
   add_test(NAME cli.serve.deadlines
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_deadlines.sh $<TARGET_FILE:psw>
