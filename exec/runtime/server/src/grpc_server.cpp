@@ -33,6 +33,7 @@
 
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
+#include "model_lookup.hpp"
 #include "tcp_address.hpp"
 #include "psw/runtime/ipc/shared_memory.hpp"
 #include "psw/runtime/ipc/tensor_bytes.hpp"
@@ -204,20 +205,6 @@ std::string describe(const std::string& datatype, const std::vector<std::int64_t
 }
 
 // --- inference ---------------------------------------------------------------------------------
-
-ModelInfo find_model(InferenceService& service, const std::string& name, const std::string& version) {
-  if (name.empty()) invalid("the model name is empty");
-  for (ModelInfo& model : service.models()) {
-    if (model.name != name) continue;
-    if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) ==
-                                model.versions.end()) {
-      throw ServiceError(ServiceError::Code::NotFound,
-                         "model " + in_quotes(name) + " has no version " + in_quotes(version));
-    }
-    return std::move(model);
-  }
-  throw ServiceError(ServiceError::Code::NotFound, "unknown model " + in_quotes(name));
-}
 
 void fill_tensor_metadata(const TensorSpec& spec, inference::ModelMetadataResponse::TensorMetadata* out) {
   out->set_name(spec.name);
@@ -535,7 +522,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
                           inference::ModelReadyResponse* response) override {
-    return answer([&] { response->set_ready(find_model(service_, request->name(), request->version()).ready); });
+    return answer([&] { response->set_ready(find_served_model(service_, request->name(), request->version()).ready); });
   }
 
   grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
@@ -550,7 +537,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override {
     return answer([&] {
-      const ModelInfo model = find_model(service_, request->name(), request->version());
+      const ModelInfo model = find_served_model(service_, request->name(), request->version());
       response->set_name(model.name);
       response->set_platform(model.platform);
       for (const auto& version : model.versions) response->add_versions(version);

@@ -17,6 +17,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/runtime/ipc/tensor_bytes.hpp"
+#include "model_lookup.hpp"
 #include "tcp_address.hpp"
 
 namespace psw::runtime {
@@ -59,6 +60,25 @@ void append_raw(std::string& raw, T value) {
   raw.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
+// Calls f(T{}) with the C++ element type of `datatype` (BOOL bool, INT8 int8_t, ..., FP64
+// double) and returns true; false for FP16, BF16 (no C++ type) or a name the protocol lacks.
+template <typename F>
+bool with_element_type(const std::string& datatype, F&& f) {
+  if (datatype == "BOOL") f(bool{});
+  else if (datatype == "INT8") f(std::int8_t{});
+  else if (datatype == "INT16") f(std::int16_t{});
+  else if (datatype == "INT32") f(std::int32_t{});
+  else if (datatype == "INT64") f(std::int64_t{});
+  else if (datatype == "UINT8") f(std::uint8_t{});
+  else if (datatype == "UINT16") f(std::uint16_t{});
+  else if (datatype == "UINT32") f(std::uint32_t{});
+  else if (datatype == "UINT64") f(std::uint64_t{});
+  else if (datatype == "FP32") f(float{});
+  else if (datatype == "FP64") f(double{});
+  else return false;
+  return true;
+}
+
 // One JSON value as an element of type T; InvalidArgument for a value of another kind or out of
 // T's range (300 in an INT8 tensor is refused, not wrapped).
 template <typename T>
@@ -86,23 +106,12 @@ std::string json_data_as_raw(const nlohmann::json& data, const std::string& data
     invalid(what + ": " + std::to_string(values.size()) + " values in `data`, but its shape holds " + std::to_string(count));
   }
   std::string raw;
-  auto each = [&](auto tag) {
+  const bool typed = with_element_type(datatype, [&](auto tag) {
     using T = decltype(tag);
     raw.reserve(values.size() * sizeof(T));
     for (const nlohmann::json* v : values) append_element<T>(raw, *v, what, datatype);
-  };
-  if (datatype == "BOOL") each(bool{});
-  else if (datatype == "INT8") each(std::int8_t{});
-  else if (datatype == "INT16") each(std::int16_t{});
-  else if (datatype == "INT32") each(std::int32_t{});
-  else if (datatype == "INT64") each(std::int64_t{});
-  else if (datatype == "UINT8") each(std::uint8_t{});
-  else if (datatype == "UINT16") each(std::uint16_t{});
-  else if (datatype == "UINT32") each(std::uint32_t{});
-  else if (datatype == "UINT64") each(std::uint64_t{});
-  else if (datatype == "FP32") each(float{});
-  else if (datatype == "FP64") each(double{});
-  else invalid(what + ": " + datatype + " tensors travel as binary data only (parameters.binary_data_size)");
+  });
+  if (!typed) invalid(what + ": " + datatype + " tensors travel as binary data only (parameters.binary_data_size)");
   return raw;
 }
 
@@ -140,23 +149,9 @@ T read_element(std::string_view raw, std::size_t i) {
 // An output's raw bytes as a flat JSON list (FP16 and BF16 as the floats they hold).
 nlohmann::json raw_as_json(std::string_view raw, const std::string& datatype) {
   nlohmann::json out = nlohmann::json::array();
-  auto each = [&](auto tag) {
-    using T = decltype(tag);
-    for (std::size_t i = 0; i < raw.size() / sizeof(T); ++i) out.push_back(read_element<T>(raw, i));
-  };
-  if (datatype == "BOOL") {
+  if (datatype == "BOOL") {  // a byte each, nonzero true (not read as a bool: the byte may be 2..255)
     for (const char c : raw) out.push_back(c != 0);
-  } else if (datatype == "INT8") each(std::int8_t{});
-  else if (datatype == "INT16") each(std::int16_t{});
-  else if (datatype == "INT32") each(std::int32_t{});
-  else if (datatype == "INT64") each(std::int64_t{});
-  else if (datatype == "UINT8") each(std::uint8_t{});
-  else if (datatype == "UINT16") each(std::uint16_t{});
-  else if (datatype == "UINT32") each(std::uint32_t{});
-  else if (datatype == "UINT64") each(std::uint64_t{});
-  else if (datatype == "FP32") each(float{});
-  else if (datatype == "FP64") each(double{});
-  else if (datatype == "FP16") {
+  } else if (datatype == "FP16") {
     for (std::size_t i = 0; i < raw.size() / 2; ++i) out.push_back(half_to_float(read_element<std::uint16_t>(raw, i)));
   } else if (datatype == "BF16") {
     for (std::size_t i = 0; i < raw.size() / 2; ++i) {
@@ -165,7 +160,10 @@ nlohmann::json raw_as_json(std::string_view raw, const std::string& datatype) {
       std::memcpy(&f, &bits, sizeof f);
       out.push_back(f);
     }
-  } else {
+  } else if (!with_element_type(datatype, [&](auto tag) {
+               using T = decltype(tag);
+               for (std::size_t i = 0; i < raw.size() / sizeof(T); ++i) out.push_back(read_element<T>(raw, i));
+             })) {
     throw ServiceError(ServiceError::Code::Internal, "the server produced an output of datatype " + datatype);
   }
   return out;
@@ -357,18 +355,6 @@ nlohmann::json tensor_metadata(const std::vector<TensorSpec>& specs) {
   return out;
 }
 
-// The model of `name` (and `version`, when given) as the service lists it; NOT_FOUND otherwise.
-ModelInfo find_model(InferenceService& service, const std::string& name, const std::string& version) {
-  for (ModelInfo& model : service.models()) {
-    if (model.name != name) continue;
-    if (!version.empty() && std::find(model.versions.begin(), model.versions.end(), version) == model.versions.end()) {
-      throw ServiceError(ServiceError::Code::NotFound, "model " + named(name) + " has no version " + named(version));
-    }
-    return std::move(model);
-  }
-  throw ServiceError(ServiceError::Code::NotFound, "unknown model " + named(name));
-}
-
 }  // namespace rest
 
 RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
@@ -418,7 +404,7 @@ struct HttpFrontEnd::Impl {
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     server.Get(model, [this](const httplib::Request& q, httplib::Response& r) {
       answer(r, [&] {
-        const ModelInfo m = rest::find_model(service, q.matches[1], q.matches[2]);
+        const ModelInfo m = find_served_model(service, q.matches[1], q.matches[2]);
         return ok({{"name", m.name},
                    {"versions", m.versions},
                    {"platform", m.platform},
@@ -427,7 +413,7 @@ struct HttpFrontEnd::Impl {
       });
     });
     server.Get(model + "/ready", [this](const httplib::Request& q, httplib::Response& r) {
-      answer(r, [&] { return truth(rest::find_model(service, q.matches[1], q.matches[2]).ready); });
+      answer(r, [&] { return truth(find_served_model(service, q.matches[1], q.matches[2]).ready); });
     });
     server.Post(model + "/infer", [this](const httplib::Request& q, httplib::Response& r) {
       answer(r, [&] { return rest::infer(service, q.matches[1], q.matches[2], q); });
