@@ -29,51 +29,31 @@ if(PSW_HAVE_EXEC)
   endif()
 endif()
 
-# psw serve end to end (label cli): processes, sockets, both clients, SIGTERM.
+# psw serve end to end (label cli): processes, sockets, both clients, SIGTERM. Each script gets
+# psw, and where it asks the protocol's Python modules, their folder.
 if(PSW_HAVE_EXEC)
-  add_test(NAME cli.serve.end_to_end
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_end_to_end.sh $<TARGET_FILE:psw>
-                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.end_to_end PROPERTIES LABELS cli TIMEOUT 600 COST 26)
-  add_test(NAME cli.serve.daemon_death
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_daemon_death.sh $<TARGET_FILE:psw>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.daemon_death PROPERTIES LABELS cli TIMEOUT 300 COST 12)
+  set(PSW_PROTO_PYTHON_ARG ${CMAKE_CURRENT_BINARY_DIR}/runtime_python)
+  function(psw_serve_script_test name script timeout cost)
+    add_test(NAME cli.serve.${name}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/${script} $<TARGET_FILE:psw> ${ARGN}
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(cli.serve.${name} PROPERTIES LABELS cli TIMEOUT ${timeout} COST ${cost})
+  endfunction()
+  psw_serve_script_test(end_to_end serve_end_to_end.sh 600 26 ${PSW_PROTO_PYTHON_ARG})
+  psw_serve_script_test(daemon_death serve_daemon_death.sh 300 12)
   # SIGTERM with a full queue: the waiting requests answered UNAVAILABLE at once, exit 0.
-  add_test(NAME cli.serve.sigterm_queue
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_sigterm_queue.sh $<TARGET_FILE:psw>
-                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.sigterm_queue PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  psw_serve_script_test(sigterm_queue serve_sigterm_queue.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # The REST front end on a live server, from Python's urllib: JSON and binary tensors agree.
-  add_test(NAME cli.serve.rest
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_rest.sh $<TARGET_FILE:psw>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.rest PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  psw_serve_script_test(rest serve_rest.sh 300 10)
   # docs/examples/: curl, a requests client and a grpcio client against a live server.
-  add_test(NAME cli.serve.examples
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_examples.sh $<TARGET_FILE:psw>
-                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.examples PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  psw_serve_script_test(examples serve_examples.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
-  add_test(NAME cli.serve.deadlines
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_deadlines.sh $<TARGET_FILE:psw>
-                   ${CMAKE_CURRENT_BINARY_DIR}/runtime_python
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.deadlines PROPERTIES LABELS cli TIMEOUT 300 COST 10)
+  psw_serve_script_test(deadlines serve_deadlines.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
-  add_test(NAME cli.serve.load
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/load_end_to_end.sh $<TARGET_FILE:psw>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.load PROPERTIES LABELS cli TIMEOUT 300 COST 50)
+  psw_serve_script_test(load load_end_to_end.sh 300 50)
   # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
-  add_test(NAME cli.serve.decoder
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/runtime/serve_decoder.sh $<TARGET_FILE:psw>
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(cli.serve.decoder PROPERTIES LABELS cli TIMEOUT 300 COST 14)
+  psw_serve_script_test(decoder serve_decoder.sh 300 14)
   # The cross-validation on the host: profiles measured here predict a host server within a
   # tolerance, and a 3x profile does not. Alone (RUN_SERIAL): the CPU's times are its subject.
   add_test(NAME cli.serve.validate_host
