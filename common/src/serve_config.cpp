@@ -51,6 +51,10 @@ int ServeConfig::model_index(const std::string& name) const {
   return -1;
 }
 
+std::string to_string(TrainingOptimizer optimizer) {
+  return optimizer == TrainingOptimizer::Adam ? "adam" : "sgd";
+}
+
 ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin_path,
                                const std::vector<std::pair<std::string, std::string>>& overrides) {
   const std::string origin = origin_path.string();
@@ -159,8 +163,21 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     job.model = t.string("model");
     job.batch = static_cast<int>(t.optional_integer("batch", 1, 4096).value_or(8));
     job.input_size = static_cast<int>(t.optional_integer("input_size", 1, 4096).value_or(224));
-    job.learning_rate = t.has("learning_rate") ? t.real("learning_rate", 0.0, 10.0) : 0.01;
+    const std::string optimizer = t.has("optimizer") ? t.string("optimizer") : "sgd";
+    t.mark_seen("optimizer");
+    if (optimizer == "sgd") {
+      job.optimizer = TrainingOptimizer::Sgd;
+    } else if (optimizer == "adam") {
+      job.optimizer = TrainingOptimizer::Adam;
+    } else {
+      t.fail_key("optimizer", t.get("optimizer"), "expected sgd or adam");
+    }
+    const bool adam = job.optimizer == TrainingOptimizer::Adam;
+    job.learning_rate = t.has("learning_rate") ? t.real("learning_rate", 0.0, 10.0) : (adam ? 0.001 : 0.01);
     t.mark_seen("learning_rate");
+    if (adam && t.has("momentum")) {
+      t.fail_key("momentum", t.get("momentum"), "momentum is sgd's; adam uses its betas (0.9, 0.999)");
+    }
     job.momentum = t.has("momentum") ? t.real("momentum", 0.0, 1.0) : 0.9;
     t.mark_seen("momentum");
     job.seed = static_cast<std::uint64_t>(t.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));

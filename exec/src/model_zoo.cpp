@@ -120,6 +120,13 @@ std::unique_ptr<ZooModel> make_model(const std::string& name, std::uint64_t seed
 // ZooBase
 // ------------------------------------------------------------------------------------------
 
+torch::Tensor ZooModel::training_loss(const torch::Tensor& input, const LayerGate& gate) {
+  const std::vector<torch::Tensor> outs = training_outputs(input, gate);
+  torch::Tensor loss = outs.at(0).pow(2).mean();
+  for (std::size_t i = 1; i < outs.size(); ++i) loss = loss + 0.4 * outs[i].pow(2).mean();
+  return loss;
+}
+
 namespace detail {
 
 ZooBase::ZooBase(std::string name)
@@ -278,7 +285,7 @@ torch::Tensor ZooBase::forward(const torch::Tensor& input, const LayerGate& gate
   return outputs(input, cursor).at(0);
 }
 
-torch::Tensor ZooBase::training_loss(const torch::Tensor& input, const LayerGate& gate) {
+std::vector<torch::Tensor> ZooBase::training_outputs(const torch::Tensor& input, const LayerGate& gate) {
   // Train mode for this forward only, restored even when the forward throws.
   struct TrainingScope {
     ZooBase& model;
@@ -295,10 +302,7 @@ torch::Tensor ZooBase::training_loss(const torch::Tensor& input, const LayerGate
   } scope(*this);
   torch::AutoGradMode grad(true);
   Cursor cursor(*this, gate);
-  const std::vector<torch::Tensor> outs = outputs(input, cursor);
-  torch::Tensor loss = outs.at(0).pow(2).mean();
-  for (std::size_t i = 1; i < outs.size(); ++i) loss = loss + 0.4 * outs[i].pow(2).mean();
-  return loss;
+  return outputs(input, cursor);
 }
 
 void ZooBase::Cursor::skip_training_only() {

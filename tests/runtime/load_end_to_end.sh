@@ -189,10 +189,12 @@ assert measured["requests"] == 3 and measured["errors"] == 0, measured
 PY
 # psw profile-serving: the same server's request path per model and training step (Note
 # [Request path]), a profile psw validate's simulator then adds: its simulated BERT latency is
-# the engine's plus exactly the profile's protocol and server parts. Three seconds of training
-# alone: with one, a CI run where other tests loaded both cores saw no step complete.
+# the engine's plus exactly the profile's protocol and server parts. Six seconds of training
+# alone: with one, a CI run where other tests loaded both cores saw no step complete, and with
+# three a run beside the controller's tests did once the step also copied its slot (Note
+# [Committed slot]: 0.5 GB of ResNet-152's weights and momentum per step on the host).
 "$psw" profile-serving --socket "$sock" --name host-test --device "$(uname -n)" --requests 2 --gap-ms 50 --batch 1 \
-  --training-batch 2 --training-window 3 --out "$work/serving.yaml" 2> "$work/profile.err" \
+  --training-batch 2 --training-window 6 --out "$work/serving.yaml" 2> "$work/profile.err" \
   || { cat "$work/profile.err"; echo "FAIL: psw profile-serving"; exit 1; }
 grep -q "^inputs: raw" "$work/serving.yaml" || { cat "$work/serving.yaml"; echo "FAIL: the profile"; exit 1; }
 sed "s#\.\./\.\./\.\./#$PWD/#g" tests/data/sim/validate-periodic.yaml > "$work/validate-serving.yaml"

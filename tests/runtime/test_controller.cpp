@@ -48,15 +48,23 @@ using namespace test_support;
 // 900 s; so did a stop-and-start case in an earlier CI run.)
 torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t steps) {
   auto model = exec::make_model("resnet152", config.seed);
-  torch::Tensor state = torch::empty({TrainingJob::state_bytes(*model)}, torch::kUInt8);
+  torch::Tensor state = torch::empty({TrainingJob::state_bytes(*model, config)}, torch::kUInt8);
   TrainingHeader header{};
-  TrainingJob::initialize(*model, state, &header);
+  TrainingJob::initialize(*model, config, state, &header);
   auto fresh = exec::make_model("resnet152", 0);
   TrainingJob job(*fresh, config, state, &header);
   std::atomic<std::uint32_t> never{0};
   torch::AutoGradMode grad(true);
   if (steps > 0) job.run(steps, never);
-  return state;
+  return TrainingJob::committed_state(state, header);
+}
+
+// The served job's state after `steps` completed steps (Note [Committed slot]): that slot of the
+// daemon's training segment (host backend).
+std::pair<const std::uint8_t*, std::size_t> served_committed_state(Controller& controller, std::int64_t steps) {
+  const auto [data, size] = controller.training_segment();
+  const std::size_t slot = size / 2;
+  return {data + static_cast<std::size_t>(steps % 2) * slot, slot};
 }
 
 // A mechanism's name as a parameterized test's name (gtest allows no '-').
@@ -129,7 +137,7 @@ training:
   }
   // The job's state equals as many uninterrupted steps of the same job, bit for bit.
   const torch::Tensor reference = uninterrupted_state(*config.training, steps);
-  const auto [data, size] = controller->training_segment();
+  const auto [data, size] = served_committed_state(*controller, steps);
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
   const std::string metrics = controller->metrics_text();
@@ -229,7 +237,7 @@ training:
   EXPECT_NE(metrics.find("psw_fresh_standby_workers 0\n"), std::string::npos) << metrics;
   // The job's state equals as many uninterrupted steps.
   const torch::Tensor reference = uninterrupted_state(*config.training, kSteps);
-  const auto [data, size] = controller->training_segment();
+  const auto [data, size] = served_committed_state(*controller, kSteps);
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0);
 }
@@ -523,7 +531,7 @@ training:
   }
   // The job's state equals as many uninterrupted steps of the same job, bit for bit.
   const torch::Tensor reference = uninterrupted_state(*config.training, steps);
-  const auto [data, size] = controller->training_segment();
+  const auto [data, size] = served_committed_state(*controller, steps);
   ASSERT_EQ(size, static_cast<std::size_t>(reference.numel()));
   EXPECT_EQ(std::memcmp(data, reference.data_ptr(), size), 0) << "the served job's weights differ from an uninterrupted run";
 }

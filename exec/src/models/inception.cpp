@@ -1,7 +1,7 @@
 // Inception-v3 as torchvision's inception_v3(aux_logits=True, transform_input=False), weights
 // random: BasicConv2d = conv (no bias) + BatchNorm (eps 1e-3) + ReLU, input N x 3 x 299 x 299
 // (any H, W >= 75 run), 1000 classes. The AuxLogits head is built (and listed after Mixed_6e,
-// where it runs in training) but inference does not run it; training_loss() runs it.
+// where it runs in training) but inference does not run it; training_outputs() runs it.
 
 #include <vector>
 

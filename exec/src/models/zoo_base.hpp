@@ -29,7 +29,7 @@ class ZooBase : public ZooModel {
   const std::string& name() const override { return name_; }
   // Eval mode, no autograd: the model's outputs()[0].
   torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) final;
-  torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate) final;
+  std::vector<torch::Tensor> training_outputs(const torch::Tensor& input, const LayerGate& gate) final;
   std::vector<ZooLayer>& layers() override { return layers_; }
   void to(torch::Device device) override;
   torch::ScalarType dtype() const override { return dtype_; }
@@ -119,7 +119,7 @@ class ZooBase : public ZooModel {
   std::vector<ZooLayer> layers_;
   std::vector<const torch::nn::Module*> modules_;  // parallel to layers_
   std::vector<bool> training_only_;                // parallel to layers_
-  bool training_ = false;                          // inside training_loss()
+  bool training_ = false;                          // inside training_outputs()
   torch::ScalarType dtype_ = torch::kFloat32;
 };
 

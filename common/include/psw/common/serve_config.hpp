@@ -69,12 +69,19 @@ struct ServedModelConfig {
   std::string model_argument() const { return decoder ? decoder_file.string() : name; }
 };
 
+// Note [Training objective] (exec/runtime/worker/training.hpp): cross-entropy of the model's
+// output against seeded labels of a fixed set of seeded inputs, with SGD (momentum, dampening 0,
+// as torch.optim.SGD) or Adam (betas 0.9 and 0.999, eps 1e-8, as torch.optim.Adam).
+enum class TrainingOptimizer { Sgd, Adam };
+std::string to_string(TrainingOptimizer optimizer);
+
 struct TrainingJobConfig {
   std::string model;
   int batch = 8;
   int input_size = 224;
-  double learning_rate = 0.01;
-  double momentum = 0.9;
+  TrainingOptimizer optimizer = TrainingOptimizer::Sgd;
+  double learning_rate = 0.01;  // the config's default: 0.01 with sgd, 0.001 with adam
+  double momentum = 0.9;        // sgd only
   std::uint64_t seed = 1;
   bool autostart = true;
   // Note [Bounded lookahead] (exec/backend.hpp): layer boundaries of training work the host may

@@ -73,10 +73,16 @@ class ZooModel {
   }
   // One training forward with autograd on: train mode (BatchNorm on batch statistics, running
   // statistics updated), every layer gated in execution order, training_only layers included.
-  // Returns a scalar surrogate loss that depends on every layer's parameters: the mean square
-  // of the outputs (Inception-v3 adds 0.4 x that of its auxiliary logits, torchvision's weight).
-  // The model is back in eval mode on return; loss.backward() then fills every parameter's grad.
-  virtual torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate) = 0;
+  // Returns the outputs, N x classes each: the model's output first (logits for the CNNs, the
+  // pooled output for BERT, the last position's logits for a decoder), then any auxiliary head's
+  // (Inception-v3's AuxLogits). The model is back in eval mode on return. The training job
+  // (exec/runtime/worker/training.hpp) computes its objective from them.
+  virtual std::vector<torch::Tensor> training_outputs(const torch::Tensor& input, const LayerGate& gate) = 0;
+  // A scalar surrogate loss over training_outputs that depends on every layer's parameters: the
+  // mean square of the outputs (Inception-v3 adds 0.4 x that of its auxiliary logits,
+  // torchvision's weight). loss.backward() then fills every parameter's grad: what the profiler
+  // times (the backward's cost does not depend on the objective).
+  torch::Tensor training_loss(const torch::Tensor& input, const LayerGate& gate);
   // Moves every parameter and buffer to `device` (the model is built on the CPU). The layers'
   // tensors keep sharing their TensorImpl with the modules.
   virtual void to(torch::Device device) = 0;

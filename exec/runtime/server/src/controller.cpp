@@ -1132,7 +1132,7 @@ TrainingStatus Controller::training_status(const std::string& model) {
   }
   status.model = s.options.config.training->model;
   status.running = s.policy->training_running();
-  status.completed_steps = s.training_header->completed_steps;
+  status.completed_steps = committed_steps(*s.training_header);
   status.target_steps = s.training_target;
   // Stopped by a client only once its worker has let go of the job: from then on the state in
   // the daemon's segment is final, which is what a client waiting for `stopped` wants to read.
@@ -1141,7 +1141,7 @@ TrainingStatus Controller::training_status(const std::string& model) {
   status.active = s.policy->training_wanted() && !status.stopped;
   status.preemptions = s.stats.preemptions;
   status.held_ns = s.training_held_ns(monotonic_ns());
-  status.last_loss = s.training_header->last_loss;
+  status.last_loss = committed_loss(*s.training_header);
   return status;
 }
 
@@ -1155,7 +1155,7 @@ TrainingStatus Controller::start_training(const std::string& model, std::int64_t
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.training_stopped_by_client = false;
-    s.training_target = steps == 0 ? 0 : s.training_header->completed_steps + steps;
+    s.training_target = steps == 0 ? 0 : committed_steps(*s.training_header) + steps;
     s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested, .steps = s.training_target});
   }
   return training_status(model);
@@ -1294,7 +1294,7 @@ std::string Controller::metrics_text() {
           "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",
           s.stats.inputs_read_in_place);
   counter("psw_training_iterations_total", "Completed training steps.",
-          s.training_header != nullptr ? s.training_header->completed_steps : 0);
+          s.training_header != nullptr ? committed_steps(*s.training_header) : 0);
   counter("psw_worker_starts_total", "Worker processes started whose start was split by phase (Note [Worker start]).",
           s.stats.worker_starts);
   out << "# HELP psw_worker_start_seconds_total Time worker processes took to start, from spawned to ready, by phase "

@@ -239,7 +239,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     // of which may be on the device at once (with cache: lru, or in the middle of a task).
     // Asking for more than the device has would measure the driver's eviction instead.
     if (managed) needed *= config.workers;
-    if (training_model) needed += TrainingJob::state_bytes(*training_model);
+    if (training_model) needed += TrainingJob::state_bytes(*training_model, *config.training);
     const Bytes free = backend->device_free_memory();
     if (needed > free) {
       throw InputError(detail::concat(
@@ -266,7 +266,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     // Device regions: shared segments on the host backend, exportable device memory on cuda.
     std::vector<Bytes> region_bytes;
     for (const auto& s : served) region_bytes.push_back(s.layout.layout.total_bytes);
-    if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model));
+    if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model, *config.training));
     std::vector<SharedSegment> host_regions;
     std::vector<torch::Tensor> device_regions;
     // Note [Per-group handles]: per model, its group memory (held here until the end) and the
@@ -307,7 +307,7 @@ int run_memory_daemon(const ProcessOptions& options) {
         region = backend->allocate_shared_device(region_bytes[r]);
         device_regions.push_back(region);
       }
-      if (is_training) TrainingJob::initialize(*training_model, region, header);
+      if (is_training) TrainingJob::initialize(*training_model, *config.training, region, header);
     }
     served.clear();  // the daemon keeps the packed copies and the regions, not the models
     training_model.reset();
@@ -570,6 +570,7 @@ void Worker::make_training_job() {
   // Note [Bounded lookahead]: a stop takes effect within this many layers of device work.
   const auto lookahead = static_cast<std::size_t>(config_.training->lookahead);
   training_->set_boundary_hook([backend = backend_.get(), lookahead] { backend->throttle(lookahead); });
+  training_->set_device_fence([backend = backend_.get()] { backend->synchronize(); });
 }
 
 void Worker::map_io() {
@@ -722,7 +723,7 @@ void Worker::train(const Message& m, Message& reply) {
     Message paused;
     paused.type = MessageType::TrainStopped;
     paused.worker = static_cast<std::uint32_t>(options_.worker_id);
-    paused.value = training_->header().completed_steps;
+    paused.value = committed_steps(training_->header());
     paused.value2 = kTrainPaused;
     paused.times[1] = monotonic_ns();
     send_message(socket, paused);

@@ -202,11 +202,22 @@ bool wait_while_paused(const WorkerControl& control, std::uint32_t resumes_at_pa
 // The head of the training job's segment (Note [Training state] in training.hpp), which the
 // controller reads for progress and the worker writes after every completed step.
 struct TrainingHeader {
+  // The commit (Note [Committed slot] in training.hpp): slot completed_steps % 2 of the state
+  // holds the job after this many steps. Written and read atomically (committed_steps).
   std::int64_t completed_steps;
-  double last_loss;
-  std::int64_t weights_bytes;  // per copy (weights, momentum)
-  std::uint64_t fingerprint;   // of the model's layers: a segment of another model is refused
+  double slot_loss[2];         // the loss of the step whose state each slot holds (0: none yet)
+  std::int64_t weights_bytes;  // of the packed weights (BatchNorm statistics included)
+  std::int64_t slot_bytes;     // of one slot: the weights and the optimizer state
+  std::uint64_t fingerprint;   // of the model's layers and the optimizer: another job's state is refused
 };
+// The completed steps as last committed (an acquire load: the slot it names is whole).
+inline std::int64_t committed_steps(const TrainingHeader& header) {
+  return __atomic_load_n(&header.completed_steps, __ATOMIC_ACQUIRE);
+}
+// The loss of the last completed step (0 before the first).
+inline double committed_loss(const TrainingHeader& header) {
+  return header.slot_loss[committed_steps(header) % 2];
+}
 
 // The io segment of a worker: an input area and an output area of max_tensor_bytes each.
 struct IoLayout {
