@@ -13,8 +13,9 @@ namespace psw {
 
 namespace {
 
-// Both searches work on partial schedules: layers 0..i-1 grouped, the last transfer
-// ending at `transfer_end` and the last compute at `compute_end`.
+// The forward searches (pipeswitch and the label-setting DP) work on partial schedules:
+// layers 0..i-1 grouped, the last transfer ending at `transfer_end` and the last compute at
+// `compute_end`.
 struct Partial {
   Duration transfer_end;
   Duration compute_end;
@@ -103,7 +104,7 @@ class SearchContext {
   std::vector<std::int64_t> pipe_suffix_;    // max over k >= i of floor(P[k+1]) + compute(k..n-1)
 };
 
-// The incumbent that seeds both exact searches: the best of one group, one group per
+// The incumbent that seeds the exact searches: the best of one group, one group per
 // layer, and K groups of about equal bytes for K up to 64. A tight seed lets the lower
 // bound cut most of the search from the start; it never affects exactness.
 PlanResult seed_incumbent(const SwitchCosts& costs) {
@@ -342,11 +343,13 @@ PlanResult planner_detail::plan_label_setting(const SwitchCosts& costs) {
 //
 // and a state whose bound exceeds the best total so far gets V = +inf. That never drops a
 // state of an optimal plan: by induction over r, such a state's V is at most the value of
-// the plan's own suffix, so its bound is at most the optimum. The search ends at the first
+// the plan's own suffix, so its bound is at most the optimum. (A dropped state only makes
+// other V larger, never smaller: every finite V is still the value of a real grouping.)
+// The search ends at the first
 // r from which no plan can beat the best: r or more groups take at least r syncs besides
 // all the compute, and at least r copy_fixed + ceil(N_n / bandwidth) of transfer before
 // the last group's sync and the last layer's compute. (A model with no copy_fixed and no
-// sync has no such r below n; it is then quadratic in the layers.)
+// sync may have no such r below n; it then takes O(n^2 log n).)
 namespace planner_detail {
 
 constexpr std::int64_t kNoSuffixPlan = std::numeric_limits<std::int64_t>::max() / 4;  // V = +inf
@@ -454,7 +457,8 @@ PlanResult plan_group_counts(const SwitchCosts& costs) {
   // are compared with `>`), so the search below always ends with a plan of its own.
   const PlanResult seed = seed_incumbent(costs);
   std::int64_t best = seed.total.ns();
-  if (best >= kNoSuffixPlan / 4) return planner_detail::plan_label_setting(costs);  // sums would not fit
+  // Times of centuries: the sums below would not fit next to the +inf marker.
+  if (best >= kNoSuffixPlan / 4 || n >= std::numeric_limits<std::uint32_t>::max()) return plan_label_setting(costs);
   std::size_t best_groups = 0;
 
   std::vector<std::int64_t> previous(n + 1, kNoSuffixPlan);  // V(b, r-1) for b in 0..n
@@ -633,8 +637,9 @@ PlanResult prefer_early_start(const SwitchCosts& costs, const PlanResult& optima
 // models in minutes). The recursion here is expanded boundary by boundary with a memo of
 // the partials already reached at each boundary, (T, E, constraint), dropping dominated
 // ones, so a partial is expanded only once nothing reaching its boundary can dominate it.
-// It shares the lower bound and the normalisation with `optimal` but not its
-// arrival-driven shortcut, so the two remain independent checks of each other.
+// It shares the lower bound and the normalisation with the label-setting DP but not its
+// arrival-driven shortcut, and nothing but the seed with `optimal`'s group-count DP, so
+// they remain independent checks of each other.
 PlanResult plan_pipeswitch(const SwitchCosts& costs) {
   const SearchContext ctx(costs);
   const std::size_t n = ctx.n();
