@@ -2,6 +2,7 @@
 // against each other on the shipped and on deep synthetic models.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <set>
 
@@ -86,6 +87,88 @@ TEST_P(PlannerProperty, ExactPlannersMatchBruteForce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, PlannerProperty, ::testing::Values(1u, 2u, 3u, 42u));
+
+// A deeper random instance for the comparison with the label-setting DP: `regime` 0 is
+// transfer-bound, 1 compute-bound, 2 balanced (each layer computes about as long as its
+// bytes take to copy, where plans have dozens of groups); a random share of the layers (up
+// to about two thirds, sometimes the leading ones) read no parameters, like the kernels of
+// a model captured from CUDA graphs.
+SwitchCosts random_deep_costs(std::mt19937_64& rng, std::size_t n, int regime) {
+  auto uniform = [&rng](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const auto pick = [&uniform](std::array<std::int64_t, 4> options) {
+    return options[static_cast<std::size_t>(uniform(0, 3))];
+  };
+  const Bandwidth bandwidth = Bandwidth::bytes_per_second(uniform(1'000'000'000, 60'000'000'000));
+  const std::int64_t zero_percent = pick({0, 10, 50, 70});
+  const std::size_t leading_zeros = uniform(0, 3) == 0 ? static_cast<std::size_t>(uniform(1, 5)) : 0;
+  const std::int64_t max_bytes = regime == 1 ? 20'000 : 2'000'000;
+  std::vector<Bytes> bytes(n);
+  std::vector<Duration> compute(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool parameterless = i < leading_zeros || uniform(0, 99) < zero_percent;
+    bytes[i] = parameterless ? 0 : uniform(1, max_bytes);
+    const std::int64_t copy_ns = bandwidth.transfer_time(bytes[i]).ns();
+    std::int64_t ns = 0;
+    if (regime == 0) ns = uniform(0, 2'000);
+    if (regime == 1) ns = uniform(0, 50'000);
+    if (regime == 2) ns = copy_ns * uniform(30, 150) / 100 + uniform(0, 5'000);
+    compute[i] = nanoseconds(uniform(0, 9) == 0 ? 0 : ns);
+  }
+  // Fixed costs from negligible to dominant, so that plans of one to dozens of groups appear.
+  const std::int64_t max_fixed = pick({30, 300, 3'000, 20'000});
+  const LinkCost link{nanoseconds(uniform(0, 4) == 0 ? 0 : uniform(1, max_fixed)), bandwidth};
+  const Duration sync = nanoseconds(uniform(0, 4) == 0 ? 0 : uniform(1, max_fixed));
+  const Duration tail = nanoseconds(uniform(0, 1) == 0 ? 0 : uniform(1, 1'000'000));
+  const Duration busy = nanoseconds(uniform(0, 1) == 0 ? 0 : uniform(1, 2'000'000));
+  return SwitchCosts(bytes, compute, link, sync, tail, busy);
+}
+
+class OptimalAgainstLabelSetting : public ::testing::TestWithParam<std::uint64_t> {};
+
+// The group-count DP of `optimal` against the label-setting DP it replaced (both exact),
+// on models of 50 to 300 layers: 4 seeds x 250 instances.
+TEST_P(OptimalAgainstLabelSetting, SameTotals) {
+  std::mt19937_64 rng(GetParam());
+  for (int instance = 0; instance < 250; ++instance) {
+    const int regime = instance % 3;
+    const auto n = static_cast<std::size_t>(std::uniform_int_distribution<int>(50, 300)(rng));
+    const SwitchCosts costs = random_deep_costs(rng, n, regime);
+    const PlanResult optimal = plan_optimal(costs);
+    const PlanResult reference = planner_detail::plan_label_setting(costs);
+    ASSERT_EQ(optimal.total, reference.total)
+        << "seed " << GetParam() << " instance " << instance << " (" << n << " layers, regime " << regime << ")";
+    ASSERT_EQ(evaluate_total(costs, optimal.groups), optimal.total);
+    const PlanResult early = prefer_early_start(costs, optimal);
+    ASSERT_LE(early.total, optimal.total + costs.link().copy_fixed + costs.group_sync());
+    ASSERT_EQ(evaluate_total(costs, early.groups), early.total);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, OptimalAgainstLabelSetting, ::testing::Values(5u, 6u, 7u, 8u));
+
+// Note [Parameterless layers]: models where most layers, the leading ones included, read no
+// parameters, against brute force; and models with no parameters at all.
+TEST(Planner, ParameterlessLayersMatchBruteForce) {
+  std::mt19937_64 rng(11);
+  for (int instance = 0; instance < 600; ++instance) {
+    const auto n = static_cast<std::size_t>(1 + instance % 16);
+    const SwitchCosts costs = random_deep_costs(rng, n, instance % 3);
+    const PlanResult brute = plan_brute_force(costs);
+    const PlanResult optimal = plan_optimal(costs);
+    ASSERT_EQ(optimal.total, brute.total) << "instance " << instance;
+    ASSERT_EQ(evaluate_total(costs, optimal.groups), optimal.total);
+  }
+  for (const std::size_t n : {1u, 2u, 7u}) {
+    const SwitchCosts costs(std::vector<Bytes>(n, 0), std::vector<Duration>(n, nanoseconds(100)),
+                            LinkCost{nanoseconds(50), Bandwidth::bytes_per_second(1'000'000'000)}, nanoseconds(10),
+                            nanoseconds(5), nanoseconds(30));
+    const PlanResult optimal = plan_optimal(costs);
+    EXPECT_EQ(optimal.total, plan_brute_force(costs).total);
+    EXPECT_EQ(optimal.groups.size(), 1u);  // one copy_fixed, one sync
+  }
+}
 
 TEST(Planner, SingleAndPerLayerHaveTheirShapes) {
   std::mt19937_64 rng(7);
