@@ -218,6 +218,7 @@ InferResponse Client::infer(const InferRequest& request, const SharedMemoryPlace
     if (output.shared_memory) set_shared_memory_parameters(wanted, *output.shared_memory);
   }
   inference::ModelInferResponse response;
+  const std::int64_t sent_ns = steady_now_ns();  // Note [Protocol split]
   impl_->call("ModelInfer", [&](grpc::ClientContext* context) {
     return impl_->inference->ModelInfer(context, message, &response);
   });
@@ -241,6 +242,9 @@ InferResponse Client::infer(const InferRequest& request, const SharedMemoryPlace
   };
   result.server_ns = time_parameter("psw_server_ns");
   result.engine_ns = time_parameter("psw_engine_ns");
+  result.front_end_received_ns = time_parameter("psw_received_ns");
+  result.front_end_replied_ns = time_parameter("psw_replied_ns");
+  result.client_sent_ns = sent_ns;
   for (int i = 0; i < response.outputs_size(); ++i) {
     const auto& output = response.outputs(i);
     result.outputs.push_back(TensorData{output.name(), output.datatype(),

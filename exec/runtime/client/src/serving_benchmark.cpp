@@ -105,6 +105,7 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
   for (const auto& info : models) {
     std::vector<double> latencies;
     std::vector<std::int64_t> protocol, server;
+    std::vector<std::int64_t> build, to_server, front_end, to_client;  // Note [Protocol split]
     for (int i = 0; i < spec.requests; ++i) {
       if (!trained.empty()) wait_for_training(client, trained);
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.gap_ms));
@@ -112,7 +113,17 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
       Client& connection = *connections[sent++ % connections.size()];
       const auto t0 = Clock::now();
       const InferResponse response = connection.infer(request);
-      const auto client_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+      const auto t1 = Clock::now();
+      const auto client_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+      if (response.front_end_received_ns > 0 && response.front_end_replied_ns >= response.front_end_received_ns) {
+        const auto at = [](Clock::time_point t) {
+          return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+        };
+        build.push_back(response.client_sent_ns - at(t0));
+        to_server.push_back(response.front_end_received_ns - response.client_sent_ns);
+        front_end.push_back(response.front_end_replied_ns - response.front_end_received_ns - response.server_ns);
+        to_client.push_back(at(t1) - response.front_end_replied_ns);
+      }
       if (response.server_ns <= 0 || response.engine_ns <= 0) {
         throw Error("the server at " + client.target() + " does not report its times (response parameters "
                     "psw_server_ns and psw_engine_ns): it is not a psw serve of this version");
@@ -130,6 +141,17 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
     profile.request_path.push_back(
         {info.name, nanoseconds(protocol_ns), nanoseconds(server_ns), spec.requests, std::move(quantiles)});
     run.client_ms[info.name] = summarize_latencies(latencies);
+    if (!build.empty()) {
+      ProtocolSplit split;
+      split.requests = static_cast<std::int64_t>(build.size());
+      split.build_ms = static_cast<double>(median_of(std::move(build))) * 1e-6;
+      split.to_server_ms = static_cast<double>(median_of(std::move(to_server))) * 1e-6;
+      split.front_end_ms = static_cast<double>(median_of(std::move(front_end))) * 1e-6;
+      split.to_client_ms = static_cast<double>(median_of(std::move(to_client))) * 1e-6;
+      say(detail::concat(info.name, ": protocol split (medians, ms): build ", split.build_ms, ", to server ",
+                         split.to_server_ms, ", front end ", split.front_end_ms, ", to client ", split.to_client_ms));
+      run.protocol_split[info.name] = split;
+    }
     say(detail::concat(info.name, ": protocol ", protocol_ns / 1000, " us, server ", server_ns / 1000,
                        " us (medians of ", spec.requests, " requests)"));
   }

@@ -548,6 +548,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
+    const std::int64_t received_ns = steady_now_ns();  // Note [Protocol split]
     return answer([&] {
       // The synchronous API hands the request as const, but the object is the call's own and
       // is only destroyed after this handler returns: moving its raw bytes out saves a copy of
@@ -613,6 +614,9 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
           response->add_raw_output_contents(std::move(output.bytes));
         }
       }
+      // Note [Protocol split]: for a client on this host that splits its latency.
+      (*response->mutable_parameters())["psw_received_ns"].set_int64_param(received_ns);
+      (*response->mutable_parameters())["psw_replied_ns"].set_int64_param(steady_now_ns());
     });
   }
 

@@ -78,9 +78,32 @@ struct ServingProfileSpec {
   std::vector<std::string> models;  // as ServingBenchmarkSpec::models
 };
 
+// Note [Protocol split]
+// ~~~~~~~~~~~~~~~~~~~~~
+// The protocol part of a request (client latency less the server's psw_server_ns) is split at
+// the instants the client and the gRPC front end stamp on the host's one steady clock
+// (InferResponse::client_sent_ns, front_end_received_ns, front_end_replied_ns), so that a cost
+// is found before anything is changed:
+//   build      the client's call entered to its message built (the input copied into it)
+//   to_server  message built to the front end's handler entered: gRPC's serialisation, the
+//              bytes through the socket (HTTP/2 framing, flow control), the server's parse
+//   front_end  the handler's time less the controller's (psw_server_ns): the request's checks
+//              and conversion, and the response's building
+//   to_client  the handler's response complete to the client's call returned: the response's
+//              serialisation, the socket, the client's parse and its reading of the outputs
+// Valid only with the client on the server's host (psw serve's Unix socket or loopback).
+struct ProtocolSplit {
+  std::int64_t requests = 0;  // that carried the front end's stamps
+  double build_ms = 0;        // medians over them
+  double to_server_ms = 0;
+  double front_end_ms = 0;
+  double to_client_ms = 0;
+};
+
 struct ServingProfileRun {
   ServingProfile profile;
   std::map<std::string, ExactLatencySummary> client_ms;  // per model, the client's latency
+  std::map<std::string, ProtocolSplit> protocol_split;   // per model (Note [Protocol split])
 };
 
 ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec,

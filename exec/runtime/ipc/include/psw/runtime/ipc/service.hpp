@@ -117,7 +117,22 @@ struct InferResponse {
   // psw_engine_ns.
   std::int64_t server_ns = 0;
   std::int64_t engine_ns = 0;
+  // Note [Protocol split] (psw/runtime/client/serving_benchmark.hpp): where the rest of a
+  // client's time goes, as instants on the steady clock (CLOCK_MONOTONIC: one clock for the
+  // processes of one host), 0 where unknown. The gRPC front end's handler entered (the request
+  // received and parsed) and its response complete (before gRPC serialises it), sent as the
+  // response parameters psw_received_ns and psw_replied_ns; and the client's message built, the
+  // call about to begin (set by the client, never sent).
+  std::int64_t front_end_received_ns = 0;
+  std::int64_t front_end_replied_ns = 0;
+  std::int64_t client_sent_ns = 0;
 };
+
+// The steady clock's now in ns since its epoch (CLOCK_MONOTONIC on Linux): Note [Protocol split].
+inline std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct TrainingStatus {
   std::string model;              // empty: no training job configured
