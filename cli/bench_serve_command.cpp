@@ -62,6 +62,11 @@ Action add_bench_serve_command(CLI::App& app) {
         client, o->spec, [](const std::string& line) { std::fprintf(stderr, "bench-serve: %s\n", line.c_str()); });
     nlohmann::json cold = nlohmann::json::object();
     for (const auto& [model, s] : r.cold_latency_ms) cold[model] = to_json(s);
+    auto loss_json = [](const std::vector<runtime::TrainingLossSample>& samples) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& x : samples) rows.push_back({{"elapsed_s", x.elapsed_s}, {"step", x.step}, {"loss", x.loss}});
+      return rows;
+    };
     nlohmann::json server = nlohmann::json::object();
     for (const auto& [key, value] : r.server) server[key] = std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
     const nlohmann::json out = {
@@ -75,6 +80,7 @@ Action add_bench_serve_command(CLI::App& app) {
                                   {"requests", r.requests_in_throughput_window}}},
         {"training_with_requests", {{"held_s", r.training_held_s_with_requests},
                                     {"running_share", r.training_running_share}}},
+        {"training_loss", {{"alone", loss_json(r.loss_alone)}, {"with_requests", loss_json(r.loss_with_requests)}}},
         {"switch_latency_ms", to_json(r.switch_latency_ms)},
         {"server", server}};
     if (o->out_path.empty()) {

@@ -52,6 +52,8 @@ if(PSW_HAVE_EXEC)
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
   psw_serve_script_test(load load_end_to_end.sh 300 50)
+  # The served training job's loss falls, and is the same bit for bit when requests preempt it.
+  psw_serve_script_test(training_loss serve_training_loss.sh 600 40)
   # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
   psw_serve_script_test(decoder serve_decoder.sh 300 14)
   # The cross-validation on the host: profiles measured here predict a host server within a

@@ -55,6 +55,13 @@ rates, held = d["training_steps_per_s"], d["training_with_requests"]
 assert rates["requests"] >= 1 and 0 < held["held_s"] <= d["spec"]["window_s"] + 1, d
 if rates["alone"] > 0:
     assert held["running_share"] >= rates["with_requests"] / rates["alone"] - 1e-9, d
+# The job's loss, sampled in both windows: one sample per step seen, steps increasing, losses
+# positive (cross-entropy; Note [Training objective]).
+for samples in d["training_loss"].values():
+    steps = [x["step"] for x in samples]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps), samples
+    assert all(x["loss"] > 0 for x in samples), samples
+assert d["training_loss"]["alone"], d
 PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"

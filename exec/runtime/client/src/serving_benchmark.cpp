@@ -239,9 +239,24 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (!training.model.empty() && spec.throughput_window_s > 0) {
     wait_for_training(client, training.model);
     auto steps = [&] { return client.training_status(training.model).completed_steps; };
+    // The job's loss, sampled until `until` (a new step's only), every 100 ms.
+    auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {
+      while (true) {
+        const TrainingStatus status = client.training_status(training.model);
+        if (status.completed_steps > 0 && (into.empty() || into.back().step != status.completed_steps)) {
+          into.push_back({ms_since(since) / 1000.0, status.completed_steps, status.last_loss});
+        }
+        const auto next = Clock::now() + std::chrono::milliseconds(100);
+        if (next >= until) break;
+        std::this_thread::sleep_until(next);
+      }
+    };
     std::int64_t s0 = steps();
     auto t0 = Clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(spec.throughput_window_s));
+    sample_loss(report.loss_alone, t0, t0 + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(spec.throughput_window_s)));
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(spec.throughput_window_s)));
     report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
     const TrainingStatus before = client.training_status(training.model);
     s0 = before.completed_steps;
@@ -250,6 +265,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     auto next = Clock::now();
     std::size_t k = 0;
     while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
+      sample_loss(report.loss_with_requests, t0, next);
       std::this_thread::sleep_until(next);
       const ModelInfo& info = models[k++ % models.size()];
       const InferRequest request = random_request(info, spec.batch, seed++);

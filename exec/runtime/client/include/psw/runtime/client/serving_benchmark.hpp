@@ -34,8 +34,18 @@ struct ServingBenchmarkSpec {
   std::vector<std::string> models;
 };
 
+// The training job's loss at a completed step, as its status said it (Note [Training objective]
+// in training.hpp): sampled every 100 ms during the throughput windows, once per new step seen.
+struct TrainingLossSample {
+  double elapsed_s = 0;  // since the window began
+  std::int64_t step = 0;
+  double loss = 0;
+};
+
 struct ServingBenchmarkReport {
   std::map<std::string, ExactLatencySummary> cold_latency_ms;  // per model, client-observed
+  std::vector<TrainingLossSample> loss_alone;          // the window of the job alone
+  std::vector<TrainingLossSample> loss_with_requests;  // the window with requests
   double training_steps_per_s_alone = 0;
   double training_steps_per_s_with_requests = 0;
   int requests_in_throughput_window = 0;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The served training job learns (Note [Training objective]) and requests do not change what it
+# learns. BERT-base (no BatchNorm) on 16 tokens at batch 4 with SGD trains for 24 steps (three
+# passes over its 8 batches) on a host-backend server twice: alone, and while BERT-base requests
+# preempt it over and over. Its loss starts near ln 768 = 6.6; after the 24 steps it must be below
+# 6.0, and both runs must end at the same loss bit for bit (the CPU's kernels are deterministic:
+# Note [Preemption without loss]). (ResNet-152 at host-small.yaml's batch 2 and 32 pixels is no
+# test of learning: its BatchNorm normalises over two values at 1 x 1 and the loss diverges.)
+#
+#   serve_training_loss.sh PSW
+set -euo pipefail
+psw=$1
+work=$(mktemp -d)
+sock=$work/run/psw.sock
+cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+source "$(dirname "$0")/serve_lib.sh"
+steps=24
+run_job() {  # LABEL REQUESTS(yes|no)
+  start_ready_server --set training.model=bert_base --set training.input_size=16 --set training.batch=4 \
+    --set training.autostart=false
+  "$psw" client --socket "$sock" --train-start bert_base --steps "$steps" > /dev/null
+  local sent=0
+  for _ in $(seq 1 1200); do
+    "$psw" client --socket "$sock" --train-status bert_base --format json > "$work/$1.json"
+    if /usr/bin/python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))['stopped'] else 1)" "$work/$1.json"; then
+      break
+    fi
+    if [[ $2 == yes ]]; then
+      "$psw" client --socket "$sock" --model bert_base --random --batch 1 --seed "$sent" > /dev/null
+      sent=$((sent + 1))
+    fi
+    sleep 0.3
+  done
+  kill -TERM "$server"
+  wait "$server" || true
+  server=
+  echo "$1: $(cat "$work/$1.json") ($sent requests)"
+}
+run_job alone no
+run_job preempted yes
+/usr/bin/python3 - "$work/alone.json" "$work/preempted.json" "$steps" <<'PY' || { echo "FAIL"; exit 1; }
+import json, sys
+alone, preempted, steps = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+for job in (alone, preempted):
+    assert job["stopped"] and job["completed_steps"] == steps, job
+assert alone["last_loss"] < 6.0, f"the loss after {steps} steps is {alone['last_loss']}: the job does not learn"
+assert preempted["preemptions"] >= 3, f"the requests preempted the job {preempted['preemptions']} times: no test"
+assert preempted["last_loss"] == alone["last_loss"], f"preempted {preempted['last_loss']!r} != alone {alone['last_loss']!r}"
+PY
+echo "PASS"
