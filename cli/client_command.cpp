@@ -342,7 +342,7 @@ Action add_client_command(CLI::App& app) {
   cmd->add_flag("--metadata", options->metadata, "Show the server's metadata, or --model's tensors");
   cmd->add_flag("--metrics", options->metrics, "Print the server's metrics (Prometheus text)");
   cmd->add_option("--train-start", options->train_start, "Start (or resume) MODEL's training job");
-  cmd->add_option("--steps", options->steps, "With --train-start: the step target (0: until stopped)")
+  cmd->add_option("--steps", options->steps, "With --train-start: steps to run beyond those completed (0: until stopped)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 53))->capture_default_str();
   cmd->add_option("--train-stop", options->train_stop, "Stop MODEL's training job at the next layer boundary");
   cmd->add_option("--train-status", options->train_status, "Show MODEL's training job");

@@ -186,8 +186,9 @@ class InferenceService {
   // InvalidArgument for a wrong datatype, shape or byte count, ResourceExhausted for an
   // oversized tensor, Unavailable when the worker failed or the server is stopping).
   virtual InferResponse infer(const InferRequest& request) = 0;
-  // Training jobs (the config's training section): start (or resume after a stop) with an
-  // optional step target (0: until stopped), stop at the next layer boundary, report.
+  // Training jobs (the config's training section): start (or resume after a stop) for `steps`
+  // more steps beyond those completed (the status's target_steps is then their sum; 0: until
+  // stopped), stop at the next layer boundary, report.
   virtual TrainingStatus start_training(const std::string& model, std::int64_t steps) = 0;
   virtual TrainingStatus stop_training(const std::string& model) = 0;
   virtual TrainingStatus training_status(const std::string& model) = 0;
