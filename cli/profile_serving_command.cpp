@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "psw/xval/validation_run.hpp"
 #include "validators.hpp"
@@ -32,6 +34,7 @@ struct ProfileServingOptions {
   std::string training_model;
   std::string growth_from;  // a serving profile whose protocol growth per request in flight is kept
   std::string inputs;       // with --from-load and no summary.json beside it: how the load sent inputs
+  std::string split_out;    // Note [Protocol split]: the split per model, as JSON
   runtime::ServingProfileSpec spec;
 };
 
@@ -80,6 +83,10 @@ Action add_profile_serving_command(CLI::App& app) {
                   "requests.csv to say it (Note [Inputs in shared memory])")
       ->check(CLI::IsMember({"raw", "shared-memory"}))->needs(from_load);
   cmd->add_option("--out", o->out_path, "Write the profile here (YAML; default: stdout)");
+  cmd->add_option("--split-out", o->split_out,
+                  "Write the protocol part's split per model here (JSON: build, to server, front end, to client; "
+                  "Note [Protocol split]); a live server on this host only")
+      ->excludes(from_load);
   return [o] {
     ServingProfile profile;
     // The files the note names, relative to the profile written (or to the current folder, for
@@ -116,9 +123,18 @@ Action add_profile_serving_command(CLI::App& app) {
       const std::string target = !o->server.empty() ? o->server
                                  : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
       runtime::Client client(target);
-      profile = runtime::profile_serving(client, o->spec, [](const std::string& line) {
-                  std::fprintf(stderr, "profile-serving: %s\n", line.c_str());
-                }).profile;
+      const runtime::ServingProfileRun run = runtime::profile_serving(client, o->spec, [](const std::string& line) {
+        std::fprintf(stderr, "profile-serving: %s\n", line.c_str());
+      });
+      profile = run.profile;
+      if (!o->split_out.empty()) {
+        nlohmann::json split = nlohmann::json::object();
+        for (const auto& [model, x] : run.protocol_split) {
+          split[model] = {{"requests", x.requests}, {"build_ms", x.build_ms}, {"to_server_ms", x.to_server_ms},
+                          {"front_end_ms", x.front_end_ms}, {"to_client_ms", x.to_client_ms}};
+        }
+        save_text(o->split_out, split.dump(2) + "\n");
+      }
     }
     const std::string text = "# Written by `psw profile-serving` on " + profile.source.device +
                              "; do not edit by hand (Note [Request path]).\n" + to_yaml(profile);

@@ -403,6 +403,7 @@ if has_part protocol; then
       "$psw" profile-serving --socket "$sock" --name "connections-$1-gap-$2" --device "$device_name" \
         --requests 20 --gap-ms "$2" --connections "$1" --batch 8 --training-batch "${training_batch:-8}" \
         --training-window 0 --out "$raw/protocol/profile-serving-$1-connections-$2-ms.yaml" \
+        --split-out "$raw/protocol/split-$1-connections-$2-ms.json" \
         || echo "!! psw profile-serving $way failed"
     done
     workload="$root/configs/experiments/h200-validate.yaml"

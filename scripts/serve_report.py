@@ -126,6 +126,18 @@ def print_protocol_ways(folder):
     for title, medians in columns:
         print(f"| {title} | " + " | ".join(f"{medians[m]:.3f}" if m in medians else "-" for m in models) + " |")
     print()
+    splits = sorted(glob.glob(os.path.join(folder, "split-*.json")))
+    if splits:
+        print("Where the protocol part goes (Note [Protocol split]: the client's and the gRPC front end's stamps on the")
+        print("host's steady clock; medians in ms of psw profile-serving's requests, inputs in the messages):\n")
+        print("| way | model | build | to server | front end | to client |")
+        print("|---|---|---:|---:|---:|---:|")
+        for path in splits:
+            connections, _, gap, _ = os.path.basename(path)[len("split-"):-len(".json")].split("-")
+            for model, x in sorted(load(path).items()):
+                print(f"| {connections} conn., {gap} ms apart | {model} | {x['build_ms']:.3f} | {x['to_server_ms']:.3f} | "
+                      f"{x['front_end_ms']:.3f} | {x['to_client_ms']:.3f} |")
+        print()
 
 
 def print_worker_starts(raw):
@@ -304,6 +316,20 @@ def main():
         ratio = t["with_requests"] / t["alone"] if t["alone"] else float("nan")
         print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
               f"in the window): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%).\n")
+        loss = bench.get("training_loss")
+        if loss and loss["alone"]:
+            # psw bench-serve's samples of the job's loss (Note [Training objective]); the full
+            # series is in bench.json.
+            print("The job's loss (cross-entropy on its 8 seeded batches, as its status reported it, "
+                  "sampled every 100 ms; the second window goes on from the first):\n")
+            print("| window | samples | first step | its loss | last step | its loss | lowest loss |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            for window in ("alone", "with_requests"):
+                s = loss[window]
+                if s:
+                    print(f"| {window.replace('_', ' ')} | {len(s)} | {s[0]['step']} | {s[0]['loss']:.3f} | {s[-1]['step']} | "
+                          f"{s[-1]['loss']:.3f} | {min(x['loss'] for x in s):.3f} |")
+            print()
     switches_path = os.path.join(raw, "switches.json")
     if os.path.exists(switches_path):
         sw = load(switches_path)
