@@ -28,9 +28,10 @@
 // process killed at any point of a step (forward, backward, any operation of the update, the
 // commit's own wait) leaves the job at step k with its statistics and optimizer state whole; after
 // it, at step k + 1. A worker that dies leaves nothing to undo, which a restore in the dying
-// process (the design before this one) could not promise. The copy costs one device-to-device copy
-// of the slot per step (on the H200 about 0.3 ms for ResNet-152 with momentum, against a step of
-// tens of ms).
+// process (the design before this one) could not promise. The copy costs one device-to-device
+// copy of the slot per step (0.5 GB for ResNet-152 with momentum: a fraction of a millisecond at
+// the H200's bandwidth, an estimate); the job ran at 21 steps/s on the H200 with it
+// (results/gpu/2026-12-05-h200-serve-slots.md).
 //
 // Note [Preemption without loss]: the data of step s depends only on the seed and s, so a step
 // can be stopped at any layer boundary of its forward (the zoo's gates) or its backward (a hook
