@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "psw/common/error.hpp"
+#include "psw/common/random_streams.hpp"
 
 namespace psw::runtime {
 
@@ -38,14 +39,6 @@ int optimizer_buffers(const TrainingJobConfig& config) { return config.optimizer
 // The job's fingerprint: the model's layers and the optimizer (a state of momentum is not Adam's).
 std::uint64_t job_fingerprint(exec::ZooModel& model, const TrainingJobConfig& config) {
   return exec::layer_fingerprint(model) ^ (config.optimizer == TrainingOptimizer::Adam ? 0x9E3779B97F4A7C15ULL : 0);
-}
-
-// splitmix64: the labels' generator (seeded, independent of LibTorch's).
-std::uint64_t label_splitmix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -147,8 +140,9 @@ torch::Tensor TrainingJob::labels_of_step(std::int64_t step, std::int64_t classe
       torch::Tensor labels = torch::empty({config_.batch}, torch::kInt64);
       auto* out = labels.data_ptr<std::int64_t>();
       for (std::int64_t i = 0; i < config_.batch; ++i) {
-        const std::uint64_t z = label_splitmix(label_splitmix(config_.seed * 1'000'003ULL + static_cast<std::uint64_t>(d)) +
-                                               static_cast<std::uint64_t>(i));
+        // splitmix64 (random_streams.hpp): seeded labels, independent of LibTorch's generator.
+        const std::uint64_t z = splitmix64(splitmix64(config_.seed * 1'000'003ULL + static_cast<std::uint64_t>(d)) +
+                                           static_cast<std::uint64_t>(i));
         out[i] = static_cast<std::int64_t>(z % static_cast<std::uint64_t>(classes));
       }
       labels_.push_back(labels.to(device_));
