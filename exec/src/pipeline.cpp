@@ -173,7 +173,13 @@ void PipelineEngine::poison_device_parameters(std::uint8_t value) {
   }
 }
 
-torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
+torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) { return switch_in(input, nullptr); }
+
+torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input, const Forward& forward) {
+  return switch_in(input, &forward);
+}
+
+torch::Tensor PipelineEngine::switch_in(const torch::Tensor& input, const Forward* forward) {
   torch::NoGradGuard no_grad;
   // Note [Host time of an eager switch]: from here to the forward's first call, and the
   // forward's calls.
@@ -184,7 +190,7 @@ torch::Tensor PipelineEngine::switch_in_and_run(const torch::Tensor& input) {
   };
   auto timed_forward = [&](const LayerGate& gate) {
     const HostClock::time_point forward_called = HostClock::now();
-    torch::Tensor out = forward_marked(input, gate);
+    torch::Tensor out = forward_marked(input, gate, forward);
     eager_host_ = {host_ns(forward_called - entered), host_ns(HostClock::now() - forward_called)};
     return out;
   };
@@ -335,20 +341,27 @@ torch::Tensor PipelineEngine::run_resident_graph(const torch::Tensor& input) {
   return graph_resident_output_;
 }
 
-torch::Tensor PipelineEngine::forward_marked(const torch::Tensor& input, const LayerGate& gate) {
+torch::Tensor PipelineEngine::forward_marked(const torch::Tensor& input, const LayerGate& gate, const Forward* forward) {
   bool started = false;
-  torch::Tensor out = model_.forward(input, [this, &gate, &started](std::size_t layer) {
+  const LayerGate marked = [this, &gate, &started](std::size_t layer) {
     gate(layer);
     if (!started) {
       backend_.mark(kMarkFirstLayer);
       started = true;
     }
-  });
+  };
+  torch::Tensor out = forward != nullptr ? (*forward)(input, marked) : model_.forward(input, marked);
   backend_.mark(kMarkEnd);
   return out;
 }
 
-torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) {
+torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) { return resident(input, nullptr); }
+
+torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input, const Forward& forward) {
+  return resident(input, &forward);
+}
+
+torch::Tensor PipelineEngine::resident(const torch::Tensor& input, const Forward* forward) {
   torch::NoGradGuard no_grad;
   eager_host_ = {};
   backend_.mark(kMarkBegin);
@@ -357,7 +370,7 @@ torch::Tensor PipelineEngine::run_resident(const torch::Tensor& input) {
   if (open_group_) {
     for (std::size_t g = 0; g < groups_.size(); ++g) open_group(g);
   }
-  return forward_marked(input, [](std::size_t) {});
+  return forward_marked(input, [](std::size_t) {}, forward);
 }
 
 SwitchTiming PipelineEngine::last_timing() {

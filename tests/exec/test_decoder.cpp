@@ -209,6 +209,77 @@ TEST(Decoder, SwitchedPrefillEqualsAPlainRunAfterPoisoning) {
                                          reference_cache, 5)));
 }
 
+// Note [Prompt buckets]: a prompt padded on the right to its bucket prefills as the prompt
+// alone does (logits and cache), and the switched prefill then generates what recomputing the
+// whole sequence token by token would.
+TEST(Decoder, APaddedPromptPrefillsAsTheUnpaddedOne) {
+  auto model = make_decoder(tiny(), 7, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  for (const std::int64_t length : {1, 5, 16}) {
+    const torch::Tensor prompt = decoder.example_tokens(1, length, 11);
+    KvCache plain_cache = decoder.make_cache(1, 64);
+    const torch::Tensor plain = decoder.prefill(prompt, plain_cache);
+    for (const std::int64_t bucket : {16, 32}) {
+      KvCache cache = decoder.make_cache(1, 64);
+      const torch::Tensor padded = pad_prompt(prompt, bucket);
+      ASSERT_EQ(padded.size(1), bucket);
+      EXPECT_TRUE(torch::equal(padded.narrow(1, 0, length), prompt));
+      EXPECT_EQ(padded.narrow(1, length, bucket - length).count_nonzero().item<std::int64_t>(), 0);
+      const torch::Tensor logits = decoder.prefill_padded(padded, cache, [](std::size_t) {}, length);
+      EXPECT_EQ(cache.length(), length);
+      EXPECT_LT(relative_error(logits, plain), 1e-5) << "length " << length << " bucket " << bucket;
+      EXPECT_TRUE(torch::equal(greedy_decode(decoder, logits, cache, 6),
+                               greedy_decode(decoder, plain, plain_cache, 6)))
+          << "length " << length << " bucket " << bucket;
+      plain_cache.reset();
+      decoder.prefill(prompt, plain_cache);
+    }
+  }
+}
+
+TEST(Decoder, GenerationThroughASwitchEqualsRecomputingTheWholeSequence) {
+  auto model = make_decoder(tiny(), 9, torch::kFloat32);
+  auto reference = make_decoder(tiny(), 9, torch::kFloat32);  // the pipeline rebinds `model`'s tensors
+  Decoder& decoder = decoder_of(*model);
+  auto backend = make_host_backend();
+  const std::size_t n = model->layers().size();
+  auto owned = make_private_pipeline(*backend, *model, Grouping{{0, 9}, {10, 18}, {19, n - 1}});
+  PipelineEngine& engine = *owned->engine;
+  const std::vector<std::int64_t> buckets = {16, 64, 256};
+  for (const std::int64_t length : {3, 16, 40}) {
+    const torch::Tensor prompt = decoder.example_tokens(1, length, 20 + length);
+    constexpr int kTokens = 12;
+    // Recomputation: the whole sequence's forward for every token, no cache, no padding.
+    torch::Tensor sequence = prompt;
+    for (int i = 0; i < kTokens; ++i) sequence = torch::cat({sequence, reference->forward(sequence).argmax(-1, true)}, 1);
+    const torch::Tensor expected = sequence.narrow(1, length, kTokens);
+
+    const std::int64_t bucket = prompt_bucket(buckets, length);
+    KvCache cache = decoder.make_cache(1, std::max(bucket, length + kTokens));
+    engine.poison_device_parameters(0xA5);
+    std::vector<int> told;
+    const torch::Tensor first = engine.switch_in_and_run(
+        pad_prompt(prompt, bucket),
+        [&](const torch::Tensor& tokens, const LayerGate& gate) { return decoder.prefill_padded(tokens, cache, gate, length); });
+    const torch::Tensor generated =
+        greedy_decode(decoder, first, cache, kTokens, [&](int index, const torch::Tensor&) { told.push_back(index); });
+    EXPECT_TRUE(torch::equal(generated, expected)) << "prompt of " << length << ": " << generated << " vs " << expected;
+    ASSERT_EQ(told.size(), static_cast<std::size_t>(kTokens));
+    for (int i = 0; i < kTokens; ++i) EXPECT_EQ(told[static_cast<std::size_t>(i)], i);
+  }
+}
+
+TEST(Decoder, PromptBucketsTakeTheSmallestThatHoldsThePrompt) {
+  const std::vector<std::int64_t> buckets = {16, 64, 256};
+  EXPECT_EQ(prompt_bucket(buckets, 1), 16);
+  EXPECT_EQ(prompt_bucket(buckets, 16), 16);
+  EXPECT_EQ(prompt_bucket(buckets, 17), 64);
+  EXPECT_EQ(prompt_bucket(buckets, 256), 256);
+  EXPECT_NE(input_error_of([&] { prompt_bucket(buckets, 257); }).find("largest prompt bucket (256)"), std::string::npos);
+  EXPECT_NE(input_error_of([&] { pad_prompt(torch::zeros({1, 20}, torch::kInt64), 16); }).find("1 <= L <= 16"),
+            std::string::npos);
+}
+
 TEST(Decoder, Bf16AndFp16FollowFp32) {
   auto fp32 = make_decoder(tiny(), 9, torch::kFloat32);
   const torch::Tensor prompt = decoder_of(*fp32).example_tokens(2, 12, 1);

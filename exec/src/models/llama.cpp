@@ -65,15 +65,40 @@ torch::Tensor rope_inverse_frequencies(const DecoderConfig& config, const torch:
 }
 
 torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps) {
+  return greedy_decode(decoder, first_logits, cache, steps, [](int, const torch::Tensor&) {});
+}
+
+torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps,
+                            const TokenCallback& on_token) {
   if (steps < 1) throw InputError(::psw::detail::concat("decode steps must be at least 1, not ", steps));
   std::vector<torch::Tensor> tokens;
   torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
   tokens.push_back(next);
+  on_token(0, next);
   for (int i = 1; i < steps; ++i) {
     next = decoder.decode(next, cache).argmax(-1, /*keepdim=*/true);
     tokens.push_back(next);
+    on_token(i, next);
   }
   return torch::cat(tokens, 1);
+}
+
+std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length) {
+  for (const std::int64_t bucket : buckets) {
+    if (bucket >= length) return bucket;
+  }
+  throw InputError(::psw::detail::concat("a prompt of ", length, " tokens is longer than the largest prompt bucket (",
+                                         buckets.empty() ? 0 : buckets.back(), ")"));
+}
+
+torch::Tensor pad_prompt(const torch::Tensor& ids, std::int64_t bucket) {
+  if (ids.dim() != 2 || ids.size(0) != 1 || ids.scalar_type() != torch::kInt64 || ids.size(1) < 1 ||
+      ids.size(1) > bucket) {
+    throw InputError(::psw::detail::concat("a prompt to pad must be 1 x L token ids (int64, 1 <= L <= ", bucket,
+                                           "), not ", ids.sizes(), " ", ids.dtype()));
+  }
+  if (ids.size(1) == bucket) return ids;
+  return torch::cat({ids, torch::zeros({1, bucket - ids.size(1)}, ids.options())}, 1);
 }
 
 bool names_decoder_config(const std::string& model) {
@@ -235,11 +260,12 @@ class Llama final : public ZooBase, public Decoder {
     return ids;
   }
 
-  torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate) override {
+  torch::Tensor prefill_padded(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate,
+                               std::int64_t length) override {
     torch::NoGradGuard no_grad;
     cache.reset();
     Cursor cursor(*this, gate);
-    return run(tokens, cursor, &cache);
+    return run(tokens, cursor, &cache, length);
   }
 
   torch::Tensor decode(const torch::Tensor& tokens, KvCache& cache) override {
@@ -266,8 +292,9 @@ class Llama final : public ZooBase, public Decoder {
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   }
 
-  // The prompt or the next tokens at positions [past, past + T): the last position's logits.
-  torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache) {
+  // The prompt or the next tokens at positions [past, past + T): the logits of position
+  // past + length - 1 (length 0: the last, T), the cache advanced by `length` (Note [Prompt buckets]).
+  torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache, std::int64_t length = 0) {
     const DecoderConfig& cfg = config_;
     const std::int64_t past = cache != nullptr ? cache->length() : 0;
     if (tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 || tokens.size(0) < 1 || tokens.size(1) < 1 ||
@@ -277,6 +304,10 @@ class Llama final : public ZooBase, public Decoder {
     }
     const std::int64_t n = tokens.size(0);
     const std::int64_t t = tokens.size(1);
+    if (length == 0) length = t;
+    if (length < 1 || length > t) {
+      throw InputError(::psw::detail::concat(name(), ": ", length, " real tokens of a padded prompt of ", t));
+    }
     if (cache != nullptr && (cache->batch() != n || past + t > cache->capacity())) {
       throw InputError(::psw::detail::concat(name(), ": the KV cache holds ", cache->batch(), " sequences of up to ",
                                              cache->capacity(), " positions, ", past, " filled; ", n, " x ", t,
@@ -331,8 +362,8 @@ class Llama final : public ZooBase, public Decoder {
       const torch::Tensor gated = gate * step(c, b.up, y);
       h = h + step(c, b.down, gated);
     }
-    if (cache != nullptr) cache->advance(t);
-    const torch::Tensor last = step(c, norm_, h).select(1, t - 1);  // N x hidden
+    if (cache != nullptr) cache->advance(length);
+    const torch::Tensor last = step(c, norm_, h).select(1, length - 1);  // N x hidden
     torch::Tensor logits = head_.is_empty() ? torch::linear(last, embed_->weight) : step(c, head_, last);
     c.finish();
     return logits;

@@ -17,8 +17,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -63,10 +65,18 @@ class Decoder {
   virtual torch::Tensor example_tokens(int batch, std::int64_t length, std::uint64_t seed) const = 0;
   // Resets `cache`, runs the prompt (N x T int64 on the model's device), fills positions
   // [0, T) of the cache; returns the last position's logits (N x vocabulary). Gated as forward().
-  virtual torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate) = 0;
+  torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate) {
+    return prefill_padded(tokens, cache, gate, tokens.size(1));
+  }
   torch::Tensor prefill(const torch::Tensor& tokens, KvCache& cache) {
     return prefill(tokens, cache, [](std::size_t) {});
   }
+  // Note [Prompt buckets]: the same for a prompt of `length` tokens padded on the right to
+  // T = tokens.size(1) (1 <= length <= T): the logits of position length - 1, and the cache
+  // filled to `length` (the padding's keys and values lie beyond it, where decode overwrites
+  // them). Equal to prefilling the unpadded prompt, the attention being causal.
+  virtual torch::Tensor prefill_padded(const torch::Tensor& tokens, KvCache& cache, const LayerGate& gate,
+                                       std::int64_t length) = 0;
   // Appends `tokens` (N x T, usually T = 1) after the cache's positions; the last position's
   // logits. InputError when the cache is full or of another batch.
   virtual torch::Tensor decode(const torch::Tensor& tokens, KvCache& cache) = 0;
@@ -82,6 +92,29 @@ torch::Tensor rope_inverse_frequencies(const DecoderConfig& config, const torch:
 // Greedy decoding after a prefill: the token after the prompt is argmax(first_logits); then
 // `steps` - 1 decode steps. The generated ids, N x steps (int64, on the model's device).
 torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps);
+// The same, telling `on_token(index, ids)` each generated token (ids N x 1 on the model's
+// device) as soon as it is known, the first one included: a streaming caller reads it there.
+using TokenCallback = std::function<void(int index, const torch::Tensor& ids)>;
+torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps,
+                            const TokenCallback& on_token);
+
+// Note [Prompt buckets]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A decoder serves prompts of any length up to its context, yet a captured graph has fixed
+// shapes. So prompts are grouped into length buckets: a prompt of L tokens is padded on the
+// right (with id 0) to the smallest bucket B >= L and prefilled at B; the logits are read at
+// position L - 1 and the KV cache is filled to L. Causal attention makes this exact: no position
+// below L attends to the padding, and the padding's keys and values sit beyond the cache's
+// length, where the first decode step writes over them. A graph per bucket then serves every
+// prompt (the server captures none yet: generation runs eagerly, with the parameters pipelined
+// as for any request). The buckets of a served decoder are its config's `prompt_buckets`, by
+// default the powers of two from 16 up to the context, and the context itself.
+//
+// The smallest of `buckets` (ascending, positive) that holds `length` tokens; InputError naming
+// the largest when none does.
+std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length);
+// `ids` (1 x L, int64) padded on the right with id 0 to 1 x bucket (bucket >= L).
+torch::Tensor pad_prompt(const torch::Tensor& ids, std::int64_t bucket);
 
 // A Llama decoder of `config`, weights seeded from `seed` (a counter-based hash, so the 8 B
 // model is filled in parallel in seconds: linear and embedding weights uniform with standard

@@ -109,6 +109,12 @@ class PipelineEngine {
   torch::Tensor switch_in_and_run(const torch::Tensor& input);
   // Runs the forward with the parameters already resident (the ready model).
   torch::Tensor run_resident(const torch::Tensor& input);
+  // The same two with another pass over the model's layers in place of its forward (a
+  // decoder's prefill into a KV cache: Note [Prompt buckets] in decoder.hpp). `forward` must
+  // call the gate before each layer computes, in layer order, as ZooModel::forward does.
+  using Forward = std::function<torch::Tensor(const torch::Tensor& input, const LayerGate& gate)>;
+  torch::Tensor switch_in_and_run(const torch::Tensor& input, const Forward& forward);
+  torch::Tensor run_resident(const torch::Tensor& input, const Forward& forward);
 
   // Note [Switch graphs] (backend.hpp): records one switch and one resident run, with
   // `example` as the input, into two graphs; afterwards switch_in_and_run_graph and
@@ -174,7 +180,9 @@ class PipelineEngine {
   void open_group(std::size_t group);  // Note [Per-group handles]
   // Where bytes [offset, offset + length) of the packed layout are on the device.
   torch::Tensor device_range(std::size_t group, Bytes offset, Bytes length) const;
-  torch::Tensor forward_marked(const torch::Tensor& input, const LayerGate& gate);
+  torch::Tensor switch_in(const torch::Tensor& input, const Forward* forward);
+  torch::Tensor resident(const torch::Tensor& input, const Forward* forward);
+  torch::Tensor forward_marked(const torch::Tensor& input, const LayerGate& gate, const Forward* forward);
 
   Backend& backend_;
   ZooModel& model_;
