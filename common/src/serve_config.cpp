@@ -38,7 +38,41 @@ T optional_choice(MapReader& r, const std::string& key, const std::vector<std::p
   r.fail_key(key, r.get(key), "expected " + names + ", got '" + value + "'");
 }
 
+// Note [Prompt buckets] (exec/decoder.hpp): ascending lengths in [1, longest] ending at the
+// longest prompt; by default the powers of two from 16 below `longest`, then `longest`.
+std::vector<std::int64_t> read_prompt_buckets(MapReader& m, std::int64_t longest) {
+  std::vector<std::int64_t> buckets;
+  if (!m.has("prompt_buckets")) {
+    for (std::int64_t b = 16; b < longest; b *= 2) buckets.push_back(b);
+    buckets.push_back(longest);
+    return buckets;
+  }
+  const YAML::Node list = m.sequence("prompt_buckets");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string key = detail::concat("prompt_buckets[", i, "]");
+    const std::int64_t b = m.to_integer(key, list[i], 1, longest);
+    if (!buckets.empty() && b <= buckets.back()) {
+      m.fail_key(key, list[i], detail::concat("the buckets must ascend: ", b, " follows ", buckets.back()));
+    }
+    buckets.push_back(b);
+  }
+  if (buckets.back() != longest) {
+    m.fail_key("prompt_buckets", list,
+               detail::concat("the last bucket must be the longest prompt the decoder serves, ", longest,
+                              " (its max_positions less one), not ", buckets.back()));
+  }
+  return buckets;
+}
+
 }  // namespace
+
+std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length) {
+  for (const std::int64_t bucket : buckets) {
+    if (bucket >= length) return bucket;
+  }
+  throw InputError(detail::concat("a prompt of ", length, " tokens is longer than the largest prompt bucket (",
+                                  buckets.empty() ? 0 : buckets.back(), ")"));
+}
 
 std::filesystem::path ServeConfig::profile_path(const ServedModelConfig& model) const {
   return profile_path_in(profiles, model.name, model.dtype);
@@ -147,13 +181,19 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
       const std::int64_t longest = model.decoder->max_positions - 1;
       model.prompt_tokens =
           m.optional_integer("prompt_tokens", 1, longest).value_or(std::min<std::int64_t>(128, longest));
-    } else if (m.has("prompt_tokens")) {
-      m.fail_key("prompt_tokens", m.get("prompt_tokens"),
-                 "prompt_tokens is for decoders (give decoder: its config file); '" + model.name +
-                     "' takes inputs of a fixed size");
+      model.prompt_buckets = read_prompt_buckets(m, longest);
+    } else {
+      for (const char* key : {"prompt_tokens", "prompt_buckets"}) {
+        if (m.has(key)) {
+          m.fail_key(key, m.get(key),
+                     std::string(key) + " is for decoders (give decoder: its config file); '" + model.name +
+                         "' takes inputs of a fixed size");
+        }
+      }
     }
     m.mark_seen("decoder");
     m.mark_seen("prompt_tokens");
+    m.mark_seen("prompt_buckets");
     m.finish();
     config.models.push_back(std::move(model));
   }

@@ -81,5 +81,42 @@ models:
       << too_long;
 }
 
+// Note [Prompt buckets]: by default powers of two up to the longest prompt; given, ascending
+// and ending at the longest; not for models that take inputs of a fixed size.
+TEST(ServeConfig, PromptBucketsAscendToTheLongestPrompt) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: llama-tiny
+    decoder: ../zoo/llama-tiny.yaml
+)";
+  EXPECT_EQ(parse_serve_config(head, origin).models.at(0).prompt_buckets,
+            (std::vector<std::int64_t>{16, 32, 64, 128, 255}));
+  EXPECT_EQ(parse_serve_config(head + "    prompt_buckets: [8, 255]\n", origin).models.at(0).prompt_buckets,
+            (std::vector<std::int64_t>{8, 255}));
+  const auto error = [&](const std::string& extra) {
+    return input_error_of([&] { parse_serve_config(head + extra, origin); });
+  };
+  EXPECT_NE(error("    prompt_buckets: [64, 32, 255]\n").find("prompt_buckets[1]': the buckets must ascend: 32 follows 64"),
+            std::string::npos);
+  EXPECT_NE(error("    prompt_buckets: [64, 128]\n").find("the last bucket must be the longest prompt the decoder "
+                                                              "serves, 255"),
+            std::string::npos);
+  EXPECT_NE(error("    prompt_buckets: [0, 255]\n").find("prompt_buckets[0]': must be between 1 and 255"),
+            std::string::npos);
+  EXPECT_NE(error("    prompt_buckets: []\n").find("the list is empty"), std::string::npos);
+  const std::string fixed = input_error_of([&] {
+    parse_serve_config(R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: resnet152
+    prompt_buckets: [16]
+)",
+                       origin);
+  });
+  EXPECT_NE(fixed.find("prompt_buckets is for decoders"), std::string::npos) << fixed;
+}
+
 }  // namespace
 }  // namespace psw

@@ -10,6 +10,7 @@
 #include "exec_test_support.hpp"
 #include "psw/common/decoder_config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/serve_config.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/pipeline.hpp"

@@ -20,6 +20,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
+#include "psw/common/profile_paths.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/common/server_policy.hpp"
 #include "psw/exec/decoder.hpp"
@@ -88,10 +89,11 @@ inline ControllerUnderTest start(const ServeConfig& config, const std::string& b
 inline std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir / exec::zoo_dtype_name(decoder.dtype()));
+  const std::filesystem::path path = profile_path_in(dir, decoder.name(), exec::zoo_dtype_name(decoder.dtype()));
+  std::filesystem::create_directories(path.parent_path());
   ModelProfile profile = exec::profile_skeleton(decoder, prompt);
   for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::ofstream(dir / exec::zoo_dtype_name(decoder.dtype()) / (decoder.name() + ".yaml")) << to_yaml(profile);
+  std::ofstream(path) << to_yaml(profile);
   std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
                              std::filesystem::copy_options::overwrite_existing);
   return dir;

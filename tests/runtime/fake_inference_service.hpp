@@ -6,6 +6,8 @@
 //   "unready"    listed, not ready; infer answers Unavailable
 //   "unavailable" infer throws ServiceError(Unavailable, "worker 0 crashed")
 //   "throws"     infer throws std::runtime_error("boom in the service")
+//   generate     "double" continues the prompt's last id (+1, +2, ...); "unavailable" fails
+//                after its first token
 //   "trainer"    the only training job; training_status advances completed_steps by one per call
 //                while running, so a client sees it progress
 // metrics_text() counts inference requests per model. Inputs may arrive in a client's shared
@@ -129,6 +131,26 @@ class FakeInferenceService final : public InferenceService {
       if (last_input_borrowed_) ++borrowed_inputs_;
     }
     return InferResponse{model, "1", request.id, {y}};
+  }
+
+  // Note [Generate call]: "double" generates the ids after the prompt's last, one by one, each
+  // told to the sink; "unavailable" tells one token, then fails as a lost worker would; the
+  // others fail as infer does before any token.
+  GenerateResponse generate(const GenerateRequest& request, const TokenSink& on_token) override {
+    const std::string& model = request.model;
+    if (model == "unready") throw ServiceError(ServiceError::Code::Unavailable, "model 'unready' is not ready");
+    if (model != "double" && model != "unavailable") {
+      throw ServiceError(ServiceError::Code::InvalidArgument, "model '" + model + "' does not generate");
+    }
+    if (request.input_ids.empty()) throw ServiceError(ServiceError::Code::InvalidArgument, "the prompt is empty");
+    GenerateResponse response{model, request.id, {}, 16, true, 1'000'000, 250'000, 2'000'000};
+    for (std::int64_t i = 0; i < request.max_tokens; ++i) {
+      const std::int64_t id = request.input_ids.back() + 1 + i;
+      if (on_token) on_token({i, id});
+      if (model == "unavailable") throw ServiceError(ServiceError::Code::Unavailable, "worker 0 crashed");
+      response.output_ids.push_back(id);
+    }
+    return response;
   }
 
   TrainingStatus start_training(const std::string& model, std::int64_t steps) override {

@@ -993,5 +993,85 @@ models:
   EXPECT_EQ(controller->stats().worker_restarts, 0);
 }
 
+// Note [Generate call] served: llama-tiny (fp32) generates greedily what recomputing the whole
+// sequence token by token gives, for prompts in two buckets, cold (switched) and warm; every
+// token is told in order before the answer; bad prompts and max_tokens are refused naming what is
+// wrong, and the server goes on.
+TEST(Controller, GeneratesWhatRecomputingTheWholeSequenceGives) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto reference = exec::make_model(zoo, 0, torch::kFloat32);  // the served weights (seed 0)
+  torch::NoGradGuard no_grad;
+  const ServeConfig config = write_config("generate", R"(workers: 2
+request_timeout_ms: 120000
+cache: off
+models:
+  - name: llama-tiny
+    decoder: )" + zoo + R"(
+    prompt_tokens: 16
+    prompt_buckets: [16, 64, 255]
+    batch: 1
+)", decoder_profiles("generate", *reference, exec::as_decoder(*reference)->example_tokens(1, 16, 3)));
+  auto controller = start(config);
+  constexpr std::int64_t kTokens = 10;
+  for (const std::int64_t length : {5, 40, 5}) {
+    const torch::Tensor prompt = exec::as_decoder(*reference)->example_tokens(1, length, 30 + length);
+    torch::Tensor sequence = prompt;
+    for (int i = 0; i < kTokens; ++i) {
+      sequence = torch::cat({sequence, reference->forward(sequence).argmax(-1, true)}, 1);
+    }
+    GenerateRequest request;
+    request.model = "llama-tiny";
+    request.id = "g" + std::to_string(length);
+    request.input_ids.assign(prompt.data_ptr<std::int64_t>(), prompt.data_ptr<std::int64_t>() + length);
+    request.max_tokens = kTokens;
+    std::vector<GeneratedToken> told;
+    const GenerateResponse r = controller->generate(request, [&](const GeneratedToken& t) { told.push_back(t); });
+    const std::vector<std::int64_t> expected(sequence.data_ptr<std::int64_t>() + length,
+                                             sequence.data_ptr<std::int64_t>() + length + kTokens);
+    EXPECT_EQ(r.output_ids, expected) << "prompt of " << length;
+    EXPECT_EQ(r.id, request.id);
+    EXPECT_EQ(r.prompt_bucket, length <= 16 ? 16 : 64);
+    EXPECT_TRUE(r.switched);  // cache off: every request switches
+    EXPECT_GT(r.ttft_ns, 0);
+    EXPECT_GT(r.tpot_ns, 0);
+    EXPECT_GE(r.server_ns, r.ttft_ns);
+    ASSERT_EQ(told.size(), static_cast<std::size_t>(kTokens));
+    for (std::size_t i = 0; i < told.size(); ++i) {
+      EXPECT_EQ(told[i].index, static_cast<std::int64_t>(i));
+      EXPECT_EQ(told[i].id, expected[i]);
+    }
+  }
+  GenerateRequest bad;
+  bad.model = "llama-tiny";
+  bad.max_tokens = 4;
+  bad.input_ids.assign(256, 1);
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::InvalidArgument,
+              "a prompt of 256 tokens is longer than llama-tiny's longest, 255 (its context of 256 positions less one)");
+  bad.input_ids.assign(250, 1);
+  bad.max_tokens = 7;
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::InvalidArgument,
+              "the prompt's 250 tokens and max_tokens 7 exceed llama-tiny's context of 256 positions (max_tokens at most 6");
+  bad.max_tokens = 0;
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::InvalidArgument,
+              "max_tokens must be at least 1, not 0");
+  bad.max_tokens = 2;
+  bad.input_ids = {3, 512};
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::InvalidArgument,
+              "input_ids[1] is 512, outside llama-tiny's vocabulary [0, 512)");
+  bad.input_ids = {};
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::InvalidArgument, "the prompt is empty");
+  bad.model = "gpt2";
+  expect_code([&] { controller->generate(bad, nullptr); }, ServiceError::Code::NotFound, "'gpt2' is not served here");
+  // The longest prompt and the last position: the context is full, and the server goes on.
+  GenerateRequest full;
+  full.model = "llama-tiny";
+  full.input_ids.assign(255, 7);
+  full.max_tokens = 1;
+  EXPECT_EQ(controller->generate(full, nullptr).output_ids.size(), 1u);
+  EXPECT_EQ(controller->generate(full, nullptr).prompt_bucket, 255);
+  EXPECT_EQ(controller->stats().worker_restarts, 0);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
 }  // namespace
 }  // namespace psw::runtime

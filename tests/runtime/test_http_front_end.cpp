@@ -154,6 +154,72 @@ TEST_F(HttpFrontEndTest, BadRequestsGetTheProtocolsErrorsAndStatuses) {
   EXPECT_EQ(client_->Post("/v2/models/double/infer", std::string(2 << 20, ' '), "application/json")->status, 413);
 }
 
+// Note [Generate call] over REST: the answer, its streaming form as server-sent events, and the
+// errors, before the first token as HTTP statuses and after it as the stream's last event.
+TEST_F(HttpFrontEndTest, GenerateAndItsStream) {
+  const std::string body = R"({"id": "g-1", "input_ids": [5, 6], "parameters": {"max_tokens": 3}})";
+  const httplib::Result plain = client_->Post("/v2/models/double/generate", body, "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  const nlohmann::json answer = body_of(plain);
+  EXPECT_EQ(answer["model_name"], "double");
+  EXPECT_EQ(answer["id"], "g-1");
+  EXPECT_EQ(answer["output_ids"], nlohmann::json::array({7, 8, 9}));
+  EXPECT_EQ(answer["prompt_bucket"], 16);
+  EXPECT_EQ(answer["switched"], true);
+  EXPECT_DOUBLE_EQ(answer["ttft_ms"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(answer["tpot_ms"].get<double>(), 0.25);
+
+  const httplib::Result stream = client_->Post("/v2/models/double/generate_stream", body, "application/json");
+  ASSERT_TRUE(stream);
+  ASSERT_EQ(stream->status, 200) << stream->body;
+  EXPECT_EQ(stream->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(stream->body,
+            "data: {\"index\":0,\"output_id\":7}\n\n"
+            "data: {\"index\":1,\"output_id\":8}\n\n"
+            "data: {\"index\":2,\"output_id\":9}\n\n"
+            "event: end\ndata: " + answer.dump() + "\n\n");
+
+  // A worker lost after the first token: the stream ends with an error event.
+  const httplib::Result broken = client_->Post("/v2/models/unavailable/generate_stream", body, "application/json");
+  ASSERT_TRUE(broken);
+  EXPECT_EQ(broken->status, 200);
+  EXPECT_EQ(broken->body, "data: {\"index\":0,\"output_id\":7}\n\n"
+                          "event: error\ndata: {\"error\":\"worker 0 crashed\",\"status\":503}\n\n");
+  EXPECT_EQ(client_->Post("/v2/models/unavailable/generate", body, "application/json")->status, 503);
+
+  // Refused before any token: an HTTP error, streaming or not.
+  const auto expect_generate_refused = [&](const std::string& path, const std::string& request, int status,
+                                           const std::string& part) {
+    for (const char* suffix : {"/generate", "/generate_stream"}) {
+      const httplib::Result r = client_->Post((path + suffix).c_str(), request, "application/json");
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, status) << suffix << ": " << r->body;
+      EXPECT_NE(body_of(r).value("error", std::string()).find(part), std::string::npos) << suffix << ": " << r->body;
+    }
+  };
+  expect_generate_refused("/v2/models/unready", body, 503, "not ready");
+  expect_generate_refused("/v2/models/nope", body, 404, "unknown model 'nope'");
+  expect_generate_refused("/v2/models/double/versions/2", body, 404, "");
+  expect_generate_refused("/v2/models/double", "[1, 2]", 400, "must be a JSON object");
+  expect_generate_refused("/v2/models/double", "{", 400, "is not JSON");
+  expect_generate_refused("/v2/models/double", R"({"parameters": {"max_tokens": 3}})", 400, "no `input_ids`");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1, "a"], "parameters": {"max_tokens": 3}})", 400,
+                          "input_ids[1] must be a token id");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1]})", 400, "no `parameters` with max_tokens");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1], "parameters": {}})", 400, "no max_tokens");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1], "parameters": {"max_tokens": 0}})", 400,
+                          "max_tokens must be a positive integer, got 0");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1], "parameters": {"max_tokens": 2.5}})", 400,
+                          "max_tokens must be a positive integer, got 2.5");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [1], "parameters": {"max_tokens": 2, "top_k": 5}})",
+                          400, "unknown parameter 'top_k'");
+  expect_generate_refused("/v2/models/double", R"({"prompt": "hi", "input_ids": [1], "parameters": {"max_tokens": 2}})",
+                          400, "unknown key 'prompt'");
+  expect_generate_refused("/v2/models/double", R"({"input_ids": [], "parameters": {"max_tokens": 2}})", 400,
+                          "the prompt is empty");
+}
+
 TEST(HttpFrontEnd, RefusesEveryInterfaceAndABusyPort) {
   testing::FakeInferenceService service;
   EXPECT_NE(test_support::input_error_of([&] { HttpFrontEnd(service, "0.0.0.0:0", 1024); }).find("every interface"),

@@ -83,14 +83,6 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
   return torch::cat(tokens, 1);
 }
 
-std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length) {
-  for (const std::int64_t bucket : buckets) {
-    if (bucket >= length) return bucket;
-  }
-  throw InputError(::psw::detail::concat("a prompt of ", length, " tokens is longer than the largest prompt bucket (",
-                                         buckets.empty() ? 0 : buckets.back(), ")"));
-}
-
 torch::Tensor pad_prompt(const torch::Tensor& ids, std::int64_t bucket) {
   if (ids.dim() != 2 || ids.size(0) != 1 || ids.scalar_type() != torch::kInt64 || ids.size(1) < 1 ||
       ids.size(1) > bucket) {

@@ -22,7 +22,8 @@
 //       dtype: fp32                # fp32, bf16 or fp16 (the zoo's --dtype)
 //     - name: llama-1b
 //       decoder: ../zoo/llama-1b.yaml  # a decoder: the file that sizes it (its name is `name`)
-//       prompt_tokens: 512         # decoders: the prompt length requests carry
+//       prompt_tokens: 512         # decoders: the prompt length infer requests carry
+//       prompt_buckets: [64, 512, 8191]  # decoders: generate calls' prompts padded to these
 //       dtype: bf16
 //   training:                      # optional
 //     model: resnet152
@@ -64,10 +65,18 @@ struct ServedModelConfig {
   std::filesystem::path decoder_file;
   std::optional<DecoderConfig> decoder;
   std::int64_t prompt_tokens = 0;  // decoders only
+  // Note [Prompt buckets] (exec/decoder.hpp): the lengths a generate call's prompt is padded
+  // to, ascending, the last one the longest prompt served. Decoders only; by default the
+  // powers of two from 16 below the context, and the context less one position.
+  std::vector<std::int64_t> prompt_buckets;
 
   // What make_model builds: the decoder's file, or the built-in model's name.
   std::string model_argument() const { return decoder ? decoder_file.string() : name; }
 };
+
+// Note [Prompt buckets] (exec/decoder.hpp): the smallest of `buckets` (ascending, positive) that
+// holds `length` tokens; InputError naming the largest when none does.
+std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length);
 
 // Note [Training objective] (exec/runtime/worker/training.hpp): cross-entropy of the model's
 // output against seeded labels of a fixed set of seeded inputs, with SGD (momentum, dampening 0,

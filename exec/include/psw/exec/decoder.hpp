@@ -110,9 +110,7 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
 // as for any request). The buckets of a served decoder are its config's `prompt_buckets`, by
 // default the powers of two from 16 up to the context, and the context itself.
 //
-// The smallest of `buckets` (ascending, positive) that holds `length` tokens; InputError naming
-// the largest when none does.
-std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length);
+// (psw::prompt_bucket, serve_config.hpp, picks a prompt's bucket.)
 // `ids` (1 x L, int64) padded on the right with id 0 to 1 x bucket (bucket >= L).
 torch::Tensor pad_prompt(const torch::Tensor& ids, std::int64_t bucket);
 

@@ -99,6 +99,7 @@ const char* to_string(MessageType type) {
     case MessageType::Failed: return "failed";
     case MessageType::MapInput: return "map-input";
     case MessageType::UnmapInput: return "unmap-input";
+    case MessageType::Token: return "token";
   }
   return "?";
 }

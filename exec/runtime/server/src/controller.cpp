@@ -113,6 +113,47 @@ struct Worker {
   Message reply;
 };
 
+// Note [Generate call] (service.hpp): the tokens of a generate call on their way from the
+// scheduler thread, which receives the worker's Token messages, to the caller's thread, which
+// tells them to its sink outside every lock of the controller.
+class TokenStream {
+ public:
+  void push(const GeneratedToken& token) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tokens_.push_back(token);
+    }
+    changed_.notify_one();
+  }
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    changed_.notify_one();
+  }
+  // Waits up to `wait` for a token or the end, then tells every token received to `sink`; how
+  // many it told.
+  std::size_t drain(std::chrono::milliseconds wait, const TokenSink& sink) {
+    std::deque<GeneratedToken> ready;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait_for(lock, wait, [this] { return !tokens_.empty() || finished_; });
+      ready.swap(tokens_);
+    }
+    if (sink) {
+      for (const GeneratedToken& t : ready) sink(t);
+    }
+    return ready.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<GeneratedToken> tokens_;
+  bool finished_ = false;
+};
+
 struct Pending {
   std::uint64_t id = 0;  // Message::request
   std::string model_name;
@@ -130,6 +171,13 @@ struct Pending {
   std::int64_t copied_ns = 0;    // the input is in the worker's io segment (or read in place: dequeued)
   std::int64_t dispatch_ns = 0;  // the message to the worker sent
   bool transfer = false;
+  // Note [Generate call]: a generate call's tokens to come (0: an inference request), their
+  // stream, and from its worker's answer the first and last token's times and the prompt's bucket.
+  std::int64_t max_tokens = 0;
+  std::shared_ptr<TokenStream> stream;
+  std::int64_t first_token_ns = 0;
+  std::int64_t last_token_ns = 0;
+  std::int64_t prompt_bucket = 0;
 };
 
 // Note [Serve trace]: one span of the trace (times: the runtime's monotonic clock, ns).
@@ -226,6 +274,11 @@ struct Controller::State {
     if (held_since_ns > 0) stats.training_held_ns += now - held_since_ns;
     held_since_ns = 0;
   }
+
+  using Deadline = std::optional<Clock::time_point>;
+  InferResponse queue_and_wait(const std::shared_ptr<Pending>& p, const Deadline& deadline,
+                               const std::function<bool()>& is_cancelled, const std::string& model,
+                               const TokenSink* on_token);
 
   void add_span(TraceSpan span) {  // with the mutex held
     if (trace.size() >= kMaxTraceSpans) trace.pop_front();
@@ -364,6 +417,7 @@ struct Controller::State {
     ++stats.failed_requests;
     ++requests_by_model_code[p->model_name + "\x1f" + "error"];
     p->reply.set_exception(std::make_exception_ptr(ServiceError(code, message)));
+    if (p->stream) p->stream->finish();
   }
 
   // Note [Server policy]: with the mutex held. Every event goes through the policy, in the order
@@ -502,6 +556,10 @@ struct Controller::State {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
     }
+    if (p->max_tokens > 0) {  // Note [Generate call]: the prompt is the controller's own bytes, never a region's
+      m.flags |= kFlagGenerate;
+      m.value = p->max_tokens;
+    }
     if (last_worker != id) ++stats.worker_switches;
     last_worker = id;
     w.busy_since_ns = monotonic_ns();
@@ -638,7 +696,7 @@ struct Controller::State {
     response.version = p->version.empty() ? "1" : p->version;
     response.id = p->request_id;
     TensorData out;
-    out.name = infos[static_cast<std::size_t>(p->model)].outputs.front().name;
+    out.name = p->stream ? "output_ids" : infos[static_cast<std::size_t>(p->model)].outputs.front().name;
     out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
     out.shape.assign(m.shape, m.shape + m.rank);
     const IoLayout io{options.config.max_tensor_bytes};
@@ -675,7 +733,8 @@ struct Controller::State {
     phase(RequestPhase::InputToDevice, m.times[3]);
     phase(RequestPhase::DeviceStartup, m.times[2]);
     phase(RequestPhase::Compute, m.times[4] - m.times[2]);
-    phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
+    // A generate call's decode is not an output's copy: its phases end with the prefill.
+    if (!p->stream) phase(RequestPhase::Output, m.times[1] - m.times[0] - m.times[4]);
     phase(RequestPhase::Reply, now - m.times[1]);
     const std::string what = p->model_name + (p->transfer ? " (switch)" : " (resident)");
     const std::string track = "worker " + std::to_string(id);
@@ -683,7 +742,12 @@ struct Controller::State {
     add_span({"to worker", track, p->dispatch_ns, m.times[0], ""});
     add_span({"startup " + what, track, m.times[0], m.times[0] + m.times[2],
               "until the first layer computes (the input's copy to the device included)"});
-    add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
+    if (p->stream) {
+      add_span({"prefill " + what, track, m.times[0] + m.times[2], m.value, "the prompt, to the first token"});
+      add_span({"decode " + p->model_name, track, m.value, m.times[1], std::to_string(m.shape[1]) + " tokens"});
+    } else {
+      add_span({"run " + what, track, m.times[0] + m.times[2], m.times[1], ""});
+    }
     add_span({"reply", "controller", m.times[1], now, ""});
     ++requests_by_model_code[p->model_name + "\x1f" + "ok"];
     // Note [Request path] (serving_profile.hpp): the server's and the engine's part of it.
@@ -697,7 +761,13 @@ struct Controller::State {
       host.prepare_ns += m.times[5];
       host.forward_ns += m.times[6];
     }
+    if (p->stream) {
+      p->first_token_ns = m.value;
+      p->last_token_ns = m.value2;
+      p->prompt_bucket = m.times[7];
+    }
     p->reply.set_value(std::move(response));
+    if (p->stream) p->stream->finish();
   }
 
   void on_message(int id, const Message& m) {  // with the mutex held
@@ -747,6 +817,13 @@ struct Controller::State {
         if (e.stop == TrainingStop::Paused) paused_since_ns = m.times[1];  // waits in place until resumed
         stop_requested_for_arrival_ns = 0;
         feed(std::move(e));
+        return;
+      }
+      case MessageType::Token: {
+        // Note [Generate call]: progress, so the watchdog's time restarts with every token.
+        w.busy_since_ns = monotonic_ns();
+        const auto it = pending.find(m.request);
+        if (it != pending.end() && it->second->stream) it->second->stream->push({m.value2, m.value});
         return;
       }
       case MessageType::CleanupDone:
@@ -1071,10 +1148,90 @@ InferResponse Controller::infer(const InferRequest& request) {
   p->request_id = request.id;
   p->input = &input;
   p->output_destinations = request.output_destinations;
+  return s.queue_and_wait(p, request.deadline, request.cancelled, request.model, nullptr);
+}
+
+GenerateResponse Controller::generate(const GenerateRequest& request, const TokenSink& on_token) {
+  State& s = *state_;
+  auto p = std::make_shared<Pending>();
+  p->arrival_ns = monotonic_ns();
+  p->model = s.options.config.model_index(request.model);
+  if (p->model < 0) {
+    throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
+  }
+  const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
+  if (!served.decoder) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       "model '" + request.model + "' is not a decoder: it does not generate (POST /v2/models/" +
+                           request.model + "/infer serves it)");
+  }
+  const std::int64_t length = static_cast<std::int64_t>(request.input_ids.size());
+  const std::int64_t context = served.decoder->max_positions;
+  const auto invalid = [](const std::string& why) { throw ServiceError(ServiceError::Code::InvalidArgument, why); };
+  if (length == 0) invalid("the prompt is empty: give input_ids, at least one token id");
+  if (length > served.prompt_buckets.back()) {
+    invalid(detail::concat("a prompt of ", length, " tokens is longer than ", request.model, "'s longest, ",
+                           served.prompt_buckets.back(), " (its context of ", context, " positions less one)"));
+  }
+  if (request.max_tokens < 1) invalid(detail::concat("max_tokens must be at least 1, not ", request.max_tokens));
+  if (request.max_tokens > context - length) {
+    invalid(detail::concat("the prompt's ", length, " tokens and max_tokens ", request.max_tokens, " exceed ",
+                           request.model, "'s context of ", context, " positions (max_tokens at most ",
+                           context - length, " for this prompt)"));
+  }
+  const std::int64_t vocabulary = served.decoder->vocabulary;
+  for (std::int64_t i = 0; i < length; ++i) {
+    const std::int64_t id = request.input_ids[static_cast<std::size_t>(i)];
+    if (id < 0 || id >= vocabulary) {
+      invalid(detail::concat("input_ids[", i, "] is ", id, ", outside ", request.model, "'s vocabulary [0, ", vocabulary,
+                             ")"));
+    }
+  }
+  const auto out_bytes = static_cast<std::int64_t>(sizeof(std::int64_t)) * std::max(length, request.max_tokens);
+  if (out_bytes > s.options.config.max_tensor_bytes) {
+    throw ServiceError(ServiceError::Code::ResourceExhausted,
+                       detail::concat("the prompt or the tokens to generate take ", out_bytes,
+                                      " bytes, more than the server's max_tensor_bytes ", s.options.config.max_tensor_bytes));
+  }
+  // The prompt as an INT64 1 x L tensor in the worker's io segment, as an inference input.
+  TensorData prompt;
+  prompt.name = "input_ids";
+  prompt.datatype = "INT64";
+  prompt.shape = {1, length};
+  prompt.bytes.assign(reinterpret_cast<const char*>(request.input_ids.data()),
+                      request.input_ids.size() * sizeof(std::int64_t));
+  p->type = ElementType::Int64;
+  p->model_name = request.model;
+  p->request_id = request.id;
+  p->input = &prompt;
+  p->max_tokens = request.max_tokens;
+  p->stream = std::make_shared<TokenStream>();
+  const InferResponse answer = s.queue_and_wait(p, request.deadline, request.cancelled, request.model, &on_token);
+  GenerateResponse response;
+  response.model = request.model;
+  response.id = request.id;
+  const std::string_view ids = answer.outputs.at(0).contents();
+  response.output_ids.resize(ids.size() / sizeof(std::int64_t));
+  std::memcpy(response.output_ids.data(), ids.data(), response.output_ids.size() * sizeof(std::int64_t));
+  response.prompt_bucket = p->prompt_bucket;
+  response.switched = p->transfer;
+  response.ttft_ns = p->first_token_ns - p->arrival_ns;
+  const auto later = static_cast<std::int64_t>(response.output_ids.size()) - 1;
+  response.tpot_ns = later > 0 ? (p->last_token_ns - p->first_token_ns) / later : 0;
+  response.server_ns = answer.server_ns;
+  return response;
+}
+
+// Queues `p` and waits for its answer, withdrawing it when the caller gives up (Note
+// [Deadlines]); a generate call's tokens go to `on_token` meanwhile (Note [Generate call]).
+InferResponse Controller::State::queue_and_wait(const std::shared_ptr<Pending>& p, const Deadline& deadline,
+                                                const std::function<bool()>& is_cancelled,
+                                                const std::string& model, const TokenSink* on_token) {
+  State& s = *this;
   // Note [Deadlines]: a request whose caller has already given up is not queued.
-  if (request.deadline && Clock::now() >= *request.deadline) {
+  if (deadline && Clock::now() >= *deadline) {
     throw ServiceError(ServiceError::Code::DeadlineExceeded,
-                       "the request's deadline passed before it reached the queue of '" + request.model + "'");
+                       "the request's deadline passed before it reached the queue of '" + model + "'");
   }
   std::future<InferResponse> reply = p->reply.get_future();
   {
@@ -1094,12 +1251,22 @@ InferResponse Controller::infer(const InferRequest& request) {
   }
   // The watchdog answers within request_timeout of the worker starting it; the queue ahead
   // may add as much again per request, so this bound only catches a controller bug.
-  const auto bound = Clock::now() + std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 +
-                     std::chrono::seconds(60);
-  while (reply.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+  // A generate call's watchdog restarts with every token (Note [Generate call]), and so does this.
+  const auto patience = std::chrono::nanoseconds(s.options.config.request_timeout.ns()) * 4 + std::chrono::seconds(60);
+  auto bound = Clock::now() + patience;
+  const TokenSink no_sink;
+  // Every 20 ms, the caller's deadline and cancellation; a generate call's tokens as they come.
+  const auto answered = [&] {
+    if (!p->stream) return reply.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready;
+    if (p->stream->drain(std::chrono::milliseconds(20), on_token != nullptr ? *on_token : no_sink) > 0) {
+      bound = Clock::now() + patience;
+    }
+    return reply.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  while (!answered()) {
     const auto now = Clock::now();
-    const bool expired = request.deadline && now >= *request.deadline;
-    const bool cancelled = request.cancelled && request.cancelled();
+    const bool expired = deadline && now >= *deadline;
+    const bool cancelled = is_cancelled && is_cancelled();
     if (!expired && !cancelled && now < bound) continue;
     bool dispatched = false;
     {
@@ -1118,6 +1285,8 @@ InferResponse Controller::infer(const InferRequest& request) {
     if (expired) throw ServiceError(ServiceError::Code::DeadlineExceeded, "the request's deadline passed " + where);
     throw ServiceError(ServiceError::Code::DeadlineExceeded, "no answer within the controller's bound");
   }
+  // Every Token message came before the answer: what is left of them is in the stream.
+  if (p->stream) p->stream->drain(std::chrono::milliseconds(0), on_token != nullptr ? *on_token : no_sink);
   return reply.get();
 }
 

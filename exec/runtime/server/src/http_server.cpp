@@ -3,7 +3,11 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -349,6 +353,145 @@ HttpAnswer infer(InferenceService& service, const std::string& model, const std:
   return out;
 }
 
+GenerateRequest parse_generate(std::string_view body, const std::string& model) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    invalid(std::string("the request is not JSON: ") + e.what());
+  }
+  if (!json.is_object()) invalid("the request must be a JSON object");
+  GenerateRequest request;
+  request.model = model;
+  for (const auto& [key, value] : json.items()) {
+    if (key != "input_ids" && key != "parameters" && key != "id") {
+      invalid("unknown key " + named(key) + " (a generate call takes input_ids, parameters and id)");
+    }
+  }
+  if (const nlohmann::json* id = member(json, "id")) {
+    if (!id->is_string()) invalid("`id` must be a string");
+    request.id = id->get<std::string>();
+  }
+  const nlohmann::json* ids = member(json, "input_ids");
+  if (ids == nullptr || !ids->is_array()) invalid("the request has no `input_ids` (a list of token ids)");
+  for (std::size_t i = 0; i < ids->size(); ++i) {
+    const nlohmann::json& id = (*ids)[i];
+    if (!id.is_number_integer() || (id.is_number_unsigned() && !std::in_range<std::int64_t>(id.get<std::uint64_t>()))) {
+      invalid("input_ids[" + std::to_string(i) + "] must be a token id (an integer), got " + id.dump());
+    }
+    request.input_ids.push_back(id.get<std::int64_t>());
+  }
+  const nlohmann::json* parameters = member(json, "parameters");
+  if (parameters == nullptr || !parameters->is_object()) {
+    invalid("the request has no `parameters` with max_tokens (how many tokens to generate)");
+  }
+  for (const auto& [key, value] : parameters->items()) {
+    if (key != "max_tokens") invalid("unknown parameter " + named(key) + " (a generate call takes max_tokens)");
+  }
+  const nlohmann::json* max_tokens = member(*parameters, "max_tokens");
+  if (max_tokens == nullptr) invalid("the request's parameters have no max_tokens (how many tokens to generate)");
+  if (!max_tokens->is_number_integer() || !max_tokens->is_number_unsigned() ||
+      !std::in_range<std::int64_t>(max_tokens->get<std::uint64_t>()) || max_tokens->get<std::int64_t>() < 1) {
+    invalid("max_tokens must be a positive integer, got " + max_tokens->dump());
+  }
+  request.max_tokens = max_tokens->get<std::int64_t>();
+  return request;
+}
+
+nlohmann::json generate_answer(const GenerateResponse& r) {
+  nlohmann::json answer = {{"model_name", r.model},
+                           {"output_ids", r.output_ids},
+                           {"prompt_bucket", r.prompt_bucket},
+                           {"switched", r.switched},
+                           {"ttft_ms", static_cast<double>(r.ttft_ns) * 1e-6},
+                           {"tpot_ms", static_cast<double>(r.tpot_ns) * 1e-6}};
+  if (!r.id.empty()) answer["id"] = r.id;
+  return answer;
+}
+
+std::string server_sent_event(const char* event, const nlohmann::json& data) {
+  return (event != nullptr ? std::string("event: ") + event + "\n" : std::string()) + "data: " + data.dump() + "\n\n";
+}
+
+// Note [REST front end]: a streaming generate call runs on a thread of its own, so that an
+// error before the first token is still an HTTP status; the handler waits for the first event,
+// then the response streams the rest from here. The client closing the stream cancels the call.
+class GenerationRelay {
+ public:
+  GenerationRelay(InferenceService& service, GenerateRequest request) {
+    request.cancelled = [this] { return closed_.load(); };
+    thread_ = std::thread([this, &service, request = std::move(request)] {
+      try {
+        const GenerateResponse r = service.generate(request, [this](const GeneratedToken& t) {
+          push(server_sent_event(nullptr, {{"index", t.index}, {"output_id", t.id}}), false);
+        });
+        push(server_sent_event("end", generate_answer(r)), true);
+      } catch (const ServiceError& e) {
+        fail(http_status_of(e.code()), e.what());
+      } catch (const std::exception& e) {
+        fail(500, e.what());
+      }
+    });
+  }
+  ~GenerationRelay() {
+    closed_ = true;
+    thread_.join();
+  }
+  GenerationRelay(const GenerationRelay&) = delete;
+  GenerationRelay& operator=(const GenerationRelay&) = delete;
+
+  // Waits for the first event: nullopt once there is one to stream, else the error's answer.
+  std::optional<HttpAnswer> first() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !events_.empty() || finished_; });
+    if (events_.empty() && error_status_ != 0) return error_answer(error_status_, error_);
+    return std::nullopt;
+  }
+  // The next events (blocking until there are some); empty once the stream has ended.
+  std::string next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !events_.empty() || finished_; });
+    std::string out;
+    for (const std::string& e : events_) out += e;
+    events_.clear();
+    if (out.empty() && error_status_ != 0 && !error_told_) {
+      error_told_ = true;
+      return server_sent_event("error", {{"error", error_}, {"status", error_status_}});
+    }
+    return out;
+  }
+  void close() { closed_ = true; }
+
+ private:
+  void push(std::string event, bool last) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(std::move(event));
+      finished_ = finished_ || last;
+    }
+    changed_.notify_all();
+  }
+  void fail(int status, const std::string& message) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_status_ = status;
+      error_ = message;
+      finished_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::string> events_;
+  bool finished_ = false;
+  int error_status_ = 0;
+  std::string error_;
+  bool error_told_ = false;
+  std::atomic<bool> closed_{false};
+  std::thread thread_;
+};
+
 nlohmann::json tensor_metadata(const std::vector<TensorSpec>& specs) {
   nlohmann::json out = nlohmann::json::array();
   for (const TensorSpec& t : specs) out.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
@@ -362,6 +505,10 @@ RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std
   return rest::parse_infer(body, header_length, model, version);
 }
 
+GenerateRequest parse_rest_generate(std::string_view body, const std::string& model) {
+  return rest::parse_generate(body, model);
+}
+
 struct HttpFrontEnd::Impl {
   InferenceService& service;
   httplib::Server server;
@@ -373,14 +520,19 @@ struct HttpFrontEnd::Impl {
   // Runs a handler; every failure becomes the protocol's error body with its status.
   template <typename Body>
   void answer(httplib::Response& response, Body&& body) {
-    rest::HttpAnswer out;
+    send(response, guarded(body));
+  }
+  template <typename Body>
+  static rest::HttpAnswer guarded(Body&& body) {
     try {
-      out = body();
+      return body();
     } catch (const ServiceError& e) {
-      out = rest::error_answer(http_status_of(e.code()), e.what());
+      return rest::error_answer(http_status_of(e.code()), e.what());
     } catch (const std::exception& e) {
-      out = rest::error_answer(500, e.what());
+      return rest::error_answer(500, e.what());
     }
+  }
+  static void send(httplib::Response& response, rest::HttpAnswer out) {
     response.status = out.status;
     if (out.header_length) response.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
     response.set_content(std::move(out.body), out.content_type.c_str());
@@ -417,6 +569,43 @@ struct HttpFrontEnd::Impl {
     });
     server.Post(model + "/infer", [this](const httplib::Request& q, httplib::Response& r) {
       answer(r, [&] { return rest::infer(service, q.matches[1], q.matches[2], q); });
+    });
+    // Note [Generate call]: the model's version is checked as infer's is.
+    server.Post(model + "/generate", [this](const httplib::Request& q, httplib::Response& r) {
+      answer(r, [&] {
+        find_served_model(service, q.matches[1], q.matches[2]);
+        const GenerateRequest request = parse_rest_generate(q.body, q.matches[1]);
+        return ok(rest::generate_answer(service.generate(request, nullptr)));
+      });
+    });
+    server.Post(model + "/generate_stream", [this](const httplib::Request& q, httplib::Response& r) {
+      std::shared_ptr<rest::GenerationRelay> relay;
+      const rest::HttpAnswer refused = guarded([&]() -> rest::HttpAnswer {
+        find_served_model(service, q.matches[1], q.matches[2]);
+        relay = std::make_shared<rest::GenerationRelay>(service, parse_rest_generate(q.body, q.matches[1]));
+        if (std::optional<rest::HttpAnswer> error = relay->first()) return *error;
+        return {0, "", "", std::nullopt};  // streaming
+      });
+      if (refused.status != 0) {
+        relay.reset();
+        send(r, refused);
+        return;
+      }
+      r.set_chunked_content_provider(
+          "text/event-stream",
+          [relay](std::size_t, httplib::DataSink& sink) {
+            const std::string events = relay->next();
+            if (events.empty()) {
+              sink.done();
+              return true;
+            }
+            if (!sink.write(events.data(), events.size())) {
+              relay->close();  // the client went away: the call is cancelled
+              return false;
+            }
+            return true;
+          },
+          [relay](bool) { relay->close(); });
     });
     // Anything else: the protocol's error body, not the library's empty 404.
     server.set_error_handler([](const httplib::Request& q, httplib::Response& r) {

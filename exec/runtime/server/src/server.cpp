@@ -50,13 +50,20 @@ std::vector<ModelInfo> StartingService::models() {
   return s == nullptr ? starting_ : s->models();  // starting_: ready false
 }
 
+void StartingService::refuse_while_starting(const std::string& model) const {
+  const bool served = std::any_of(starting_.begin(), starting_.end(), [&](const ModelInfo& m) { return m.name == model; });
+  if (!served) throw ServiceError(ServiceError::Code::NotFound, "model '" + model + "' is not served here");
+  throw ServiceError(ServiceError::Code::Unavailable, "model '" + model + "' is not ready: the server is starting its workers");
+}
+
 InferResponse StartingService::infer(const InferRequest& request) {
   if (InferenceService* s = get()) return s->infer(request);
-  const bool served = std::any_of(starting_.begin(), starting_.end(),
-                                  [&](const ModelInfo& m) { return m.name == request.model; });
-  if (!served) throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
-  throw ServiceError(ServiceError::Code::Unavailable,
-                     "model '" + request.model + "' is not ready: the server is starting its workers");
+  refuse_while_starting(request.model);
+}
+
+GenerateResponse StartingService::generate(const GenerateRequest& request, const TokenSink& on_token) {
+  if (InferenceService* s = get()) return s->generate(request, on_token);
+  refuse_while_starting(request.model);
 }
 
 TrainingStatus StartingService::start_training(const std::string& model, std::int64_t steps) {

@@ -379,6 +379,9 @@ class Worker {
   void unmap_input(const Message& m);
   // The tasks: each fills the reply the controller waits for, or throws.
   void infer(const Message& m, Message& reply);
+  // Note [Generate call] (service.hpp): prefill through the switch, then decode, a Token
+  // message per token.
+  void generate(const Message& m, Message& reply, const torch::Tensor& prompt);
   void train(const Message& m, Message& reply);
   void cleanup(Message& reply);
   void after_task(exec::PipelineEngine* task_engine);
@@ -673,6 +676,7 @@ void Worker::infer(const Message& m, Message& reply) {
                 .to(backend_->device(), /*non_blocking=*/true, /*copy=*/true);
   }
   backend_->mark(kMarkInputOnDevice);
+  if ((m.flags & kFlagGenerate) != 0) return generate(m, reply, input);
   exec::PipelineEngine& engine = *engines_[static_cast<std::size_t>(m.model)];
   const torch::Tensor& graph_input = graph_inputs_[static_cast<std::size_t>(m.model)];
   const bool transfer = (m.flags & kFlagTransfer) != 0;
@@ -702,6 +706,73 @@ void Worker::infer(const Message& m, Message& reply) {
   reply.rank = static_cast<std::uint32_t>(output.dim());
   for (std::int64_t d = 0; d < output.dim(); ++d) reply.shape[d] = output.size(d);
   reply.bytes = out_bytes;
+}
+
+void Worker::generate(const Message& m, Message& reply, const torch::Tensor& prompt) {
+  const auto index = static_cast<std::size_t>(m.model);
+  exec::ZooModel& model = *served_[index].model;
+  exec::Decoder* decoder = exec::as_decoder(model);
+  if (decoder == nullptr) throw InputError(model.name() + " is not a decoder: it does not generate");
+  const std::int64_t length = prompt.size(1);
+  const std::int64_t max_tokens = m.value;
+  const std::int64_t context = decoder->config().max_positions;
+  if (prompt.dim() != 2 || prompt.size(0) != 1 || max_tokens < 1 || length + max_tokens > context) {
+    throw InputError(detail::concat("a generate call takes one prompt (1 x L ids) and max_tokens >= 1 with L + "
+                                    "max_tokens <= ", context, ", not ", prompt.sizes(), " and ", max_tokens));
+  }
+  const std::int64_t bucket = prompt_bucket(config_.models[index].prompt_buckets, length);
+  // Note [Prompt buckets]: padded to its bucket; the cache holds the bucket's prefill and the
+  // tokens to come.
+  exec::KvCache cache = decoder->make_cache(1, std::max(bucket, length + max_tokens));
+  const exec::PipelineEngine::Forward prefill = [&](const torch::Tensor& tokens, const exec::LayerGate& gate) {
+    return decoder->prefill_padded(tokens, cache, gate, length);
+  };
+  exec::PipelineEngine& engine = *engines_[index];
+  const bool transfer = (m.flags & kFlagTransfer) != 0;
+  const torch::Tensor padded = exec::pad_prompt(prompt, bucket);
+  const torch::Tensor first_logits =
+      transfer ? engine.switch_in_and_run(padded, prefill) : engine.run_resident(padded, prefill);
+  std::int64_t first_token_ns = 0;
+  std::int64_t last_token_ns = 0;
+  Message token;
+  token.type = MessageType::Token;
+  token.worker = static_cast<std::uint32_t>(options_.worker_id);
+  token.request = m.request;
+  token.model = m.model;
+  torch::Tensor ids = exec::greedy_decode(
+      *decoder, first_logits, cache, static_cast<int>(max_tokens), [&](int i, const torch::Tensor& next) {
+        token.value = next.item<std::int64_t>();  // waits for the device
+        token.value2 = i;
+        token.times[0] = last_token_ns = monotonic_ns();
+        if (i == 0) first_token_ns = last_token_ns;
+        send_message(socket_, token);
+      });
+  engine.last_timing();  // synchronizes
+  if (transfer) {  // Note [Host time of an eager switch]: a generate call's switch is eager
+    const EagerHostTimes host = engine.last_eager_host_times();
+    reply.times[5] = host.prepare.ns();
+    reply.times[6] = host.forward.ns();
+  }
+  reply.times[2] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
+  reply.times[3] = backend_->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
+  reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
+  reply.times[7] = bucket;
+  ids = ids.contiguous().to(torch::kCPU);
+  const auto out_bytes = static_cast<std::int64_t>(ids.nbytes());
+  if (out_bytes > io_layout_.max_tensor_bytes) {
+    throw InputError(detail::concat("the ", ids.numel(), " generated ids exceed max_tensor_bytes ",
+                                    io_layout_.max_tensor_bytes));
+  }
+  std::memcpy(io_->data() + io_layout_.output_offset(), ids.data_ptr(), static_cast<std::size_t>(out_bytes));
+  reply.times[1] = monotonic_ns();
+  reply.type = MessageType::InferDone;
+  reply.dtype = static_cast<std::int32_t>(ElementType::Int64);
+  reply.rank = 2;
+  reply.shape[0] = 1;
+  reply.shape[1] = ids.size(1);
+  reply.bytes = out_bytes;
+  reply.value = first_token_ns;
+  reply.value2 = last_token_ns;
 }
 
 void Worker::train(const Message& m, Message& reply) {

@@ -82,6 +82,9 @@ enum class MessageType : std::uint32_t {
   // in the object in `value2`, its size in `bytes`.
   MapInput,
   UnmapInput,       // controller -> worker, no reply: forget region `value`
+  // worker -> controller, during an Infer with kFlagGenerate (Note [Generate call] in
+  // service.hpp): generated token number `value2` is id `value`, known at times[0].
+  Token,
 };
 
 const char* to_string(MessageType type);
@@ -147,6 +150,11 @@ constexpr std::uint32_t kFlagTransfer = 1;  // Infer: the parameters are not on 
 // Infer: the input is not in the io segment but in mapped region `value` at offset `value2`
 // (Note [Inputs read in place] in controller.hpp).
 constexpr std::uint32_t kFlagInputInRegion = 2;
+// Infer: generate (Note [Generate call] in service.hpp) from the prompt, 1 x L token ids in the io
+// segment, up to `value` tokens: Token messages as they come, then InferDone with the ids
+// (1 x n int64) in the io segment, the first token's time in `value` and the last's in `value2`
+// (the steady clock), the prompt's bucket in times[7].
+constexpr std::uint32_t kFlagGenerate = 4;
 // TrainStopped::value2: why the job stopped.
 constexpr std::int64_t kTrainReachedTarget = 0;
 constexpr std::int64_t kTrainAbandoned = 1;  // the step in flight dropped; the worker is free

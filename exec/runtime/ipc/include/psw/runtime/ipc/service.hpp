@@ -134,6 +134,44 @@ inline std::int64_t steady_now_ns() {
       .count();
 }
 
+// Note [Generate call]
+// ~~~~~~~~~~~~~~~~~~~~
+// A decoder generates: a prompt of token ids in, greedy decoding of up to `max_tokens` tokens,
+// their ids out. It is one request of the model's queue, scheduled, switched and preempting
+// training as an inference request is: its worker prefills the prompt through the pipelined
+// switch (padded to its length bucket: Note [Prompt buckets] in exec/decoder.hpp), so the first
+// token comes at the end of the switch, then decodes the rest with the KV cache, the parameters
+// resident. The prompt and the generated tokens fit the decoder's context (prompt length plus
+// max_tokens at most its max_positions). Every token is told to the caller (`on_token`) as its
+// worker knows it, so a client can stream them. Times, from the request's arrival at the
+// controller: to the first token known (TTFT), and the mean time per later token (TPOT).
+struct GenerateRequest {
+  std::string model;
+  std::string id;  // echoed in the response
+  std::vector<std::int64_t> input_ids;
+  std::int64_t max_tokens = 0;
+  // Note [Deadlines], as InferRequest's.
+  std::optional<std::chrono::steady_clock::time_point> deadline{};
+  std::function<bool()> cancelled{};
+};
+
+struct GeneratedToken {
+  std::int64_t index = 0;  // 0 for the first generated token
+  std::int64_t id = 0;
+};
+using TokenSink = std::function<void(const GeneratedToken&)>;
+
+struct GenerateResponse {
+  std::string model;
+  std::string id;
+  std::vector<std::int64_t> output_ids;
+  std::int64_t prompt_bucket = 0;  // the length the prompt was prefilled at
+  bool switched = false;           // the parameters were transferred for it (a cold start)
+  std::int64_t ttft_ns = 0;
+  std::int64_t tpot_ns = 0;        // 0 with a single token
+  std::int64_t server_ns = 0;      // arrival at the controller to the response ready
+};
+
 struct TrainingStatus {
   std::string model;              // empty: no training job configured
   bool running = false;           // iterating now (not preempted, not stopped)
@@ -186,6 +224,15 @@ class InferenceService {
   // InvalidArgument for a wrong datatype, shape or byte count, ResourceExhausted for an
   // oversized tensor, Unavailable when the worker failed or the server is stopping).
   virtual InferResponse infer(const InferRequest& request) = 0;
+  // Note [Generate call]: blocks until the last token; `on_token` (may be empty) is called
+  // from the calling thread, in order, once per token, before the return. The errors are
+  // infer's, and InvalidArgument for a model that is not a decoder. A service without
+  // decoders need not override it: it answers that the model does not generate.
+  virtual GenerateResponse generate(const GenerateRequest& request, const TokenSink& on_token) {
+    (void)on_token;
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       "model '" + request.model + "' does not generate here (POST /v2/models/NAME/infer serves it)");
+  }
   // Training jobs (the config's training section): start (or resume after a stop) for `steps`
   // more steps beyond those completed (the status's target_steps is then their sum; 0: until
   // stopped), stop at the next layer boundary, report.

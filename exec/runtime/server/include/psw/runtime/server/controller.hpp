@@ -154,6 +154,7 @@ class Controller final : public InferenceService {
   bool ready() override;
   std::vector<ModelInfo> models() override;
   InferResponse infer(const InferRequest& request) override;
+  GenerateResponse generate(const GenerateRequest& request, const TokenSink& on_token) override;
   TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;

@@ -9,6 +9,8 @@
 //   GET  /v2/models/NAME[/versions/V]                model metadata
 //   GET  /v2/models/NAME[/versions/V]/ready          200 when ready, 400 when not
 //   POST /v2/models/NAME[/versions/V]/infer          inference
+//   POST /v2/models/NAME[/versions/V]/generate       a decoder generates (Note [Generate call])
+//   POST /v2/models/NAME[/versions/V]/generate_stream  the same, as server-sent events
 //
 // An inference request is JSON: `inputs` (name, shape, datatype and `data`, a flat or nested
 // list of numbers, or true/false for BOOL), optional `id` (echoed), `outputs` (by name; default
@@ -20,6 +22,14 @@
 // as binary data only (JSON has no such numbers). Errors are `{"error": "..."}` with the HTTP
 // status of the gRPC code: INVALID_ARGUMENT 400, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
 // UNAVAILABLE 503, DEADLINE_EXCEEDED 504, ALREADY_EXISTS 409, CANCELLED 499, INTERNAL 500.
+//
+// A generate call's body is `{"input_ids": [ids], "parameters": {"max_tokens": N}}` with an
+// optional `id`; the answer `{"model_name", "id", "output_ids", "prompt_bucket", "switched",
+// "ttft_ms", "tpot_ms"}`. Its streaming form answers `text/event-stream`: one event per token,
+// `data: {"index": i, "output_id": id}`, then `event: end` with the whole answer as its data. An
+// error before the first token is an HTTP error as above; one after it (the server stopping, a
+// worker lost) ends the stream with `event: error` and `{"error": ..., "status": HTTP status}`.
+// A client that closes the stream cancels the call (Note [Deadlines]).
 //
 // Loopback TCP only (`psw serve --http-listen 127.0.0.1:PORT`; a wildcard address is refused,
 // as for --listen): the library (cpp-httplib 0.11, Debian 12's) listens on TCP, not on a Unix
@@ -73,5 +83,10 @@ struct RestInferRequest {
 };
 RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
                                   const std::string& model, const std::string& version);
+
+// A generate call's body, parsed (Note [REST front end]); ServiceError(InvalidArgument) naming
+// what is wrong: not JSON, no input_ids or ids that are not integers, no max_tokens or one that is
+// not a positive integer, an unknown key.
+GenerateRequest parse_rest_generate(std::string_view body, const std::string& model);
 
 }  // namespace psw::runtime

@@ -23,6 +23,7 @@ class StartingService final : public InferenceService {
   bool ready() override;
   std::vector<ModelInfo> models() override;
   InferResponse infer(const InferRequest& request) override;
+  GenerateResponse generate(const GenerateRequest& request, const TokenSink& on_token) override;
   TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
@@ -31,6 +32,8 @@ class StartingService final : public InferenceService {
  private:
   InferenceService* get();
   InferenceService& forward_to();
+  // NOT_FOUND for a model the config lacks, else UNAVAILABLE (starting).
+  [[noreturn]] void refuse_while_starting(const std::string& model) const;
 
   std::mutex mutex_;
   InferenceService* service_ = nullptr;
