@@ -2,7 +2,8 @@
 # psw serve with a decoder (Note [Decoder in the pipeline]): llama-tiny in bf16 beside BERT-base
 # in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
-# prompts; psw load drives a periodic workload, every request answered; psw profile-serving
+# prompts; docs/examples/generate_curl.sh generates over REST, plain and streamed (Note [Generate
+# call]); psw load drives a periodic workload, every request answered; psw profile-serving
 # measures the decoder's request path and psw validate simulates the workload with it.
 #
 #   serve_decoder.sh PSW
@@ -35,7 +36,10 @@ models:
     batch: 1
 YAML
 serve_config=$work/serve.yaml
-start_ready_server
+start_ready_server --http-listen 127.0.0.1:0
+url=$(sed -n 's/^psw serve: REST on \(http:[^ ]*\)$/\1/p' "$work/serve.log")
+bash docs/examples/generate_curl.sh "$url" llama-tiny > "$work/generate.log" 2>&1 \
+  || { cat "$work/generate.log"; tail -20 "$work/serve.log"; echo "FAIL: generate_curl.sh"; exit 1; }
 "$psw" client --socket "$sock" --metadata --model llama-tiny --format json > "$work/metadata.json"
 "$psw" client --socket "$sock" --model llama-tiny --random --repeat 3 --format json > "$work/infer.json"
 "$psw" client --socket "$sock" --model bert_base --random --format json > "$work/bert.json"
@@ -84,5 +88,15 @@ rows = list(csv.DictReader(open(f"{work}/load/requests.csv")))
 assert len(rows) == 6 and all(r["model"] == "llama-tiny" and r["status"] == "ok" for r in rows), rows
 summary = json.load(open(f"{work}/load/summary.json"))
 assert summary["requests"] == 6 and summary["errors"] == 0, summary
+# generate_curl.sh: the answer, the stream (4 tokens, then the end event with the same ids), the error.
+lines = open(f"{work}/generate.log").read().splitlines()
+answer = json.loads(lines[0])
+assert answer["id"] == "gen-1" and len(answer["output_ids"]) == 8 and answer["prompt_bucket"] == 16, answer
+assert answer["ttft_ms"] > 0 and answer["tpot_ms"] > 0, answer
+tokens = [json.loads(l[len("data: "):]) for l in lines if l.startswith("data: {\"index\"")]
+assert [t["index"] for t in tokens] == [0, 1, 2, 3], lines
+end = json.loads(lines[lines.index("event: end") + 1][len("data: "):])
+assert end["output_ids"] == [t["output_id"] for t in tokens] == answer["output_ids"][:4], (end, tokens, answer)
+assert "exceed llama-tiny's context of 256 positions" in lines[-1] and lines[-1].endswith("(HTTP 400)"), lines[-1]
 PY
-echo "PASS: llama-tiny (bf16) served beside bert_base; psw client and psw load answered"
+echo "PASS: llama-tiny (bf16) served beside bert_base; psw client, generate over REST and psw load answered"
