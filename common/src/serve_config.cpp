@@ -223,6 +223,23 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     job.seed = static_cast<std::uint64_t>(t.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
     job.autostart = t.boolean("autostart", true);
     job.lookahead = static_cast<int>(t.optional_integer("lookahead", 1, 32).value_or(4));
+    // Note [Training checkpoint]: paths against the config's folder, checked now rather than at
+    // the first SIGTERM.
+    if (t.has("checkpoint")) {
+      job.checkpoint = resolve_against(config.path, t.string("checkpoint"));
+      std::error_code ec;
+      if (!std::filesystem::is_directory(job.checkpoint.parent_path(), ec)) {
+        t.fail_key("checkpoint", t.get("checkpoint"),
+                   "its folder " + job.checkpoint.parent_path().string() + " does not exist");
+      }
+    }
+    if (t.has("resume_from")) {
+      job.resume_from = resolve_against(config.path, t.string("resume_from"));
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(job.resume_from, ec)) {
+        t.fail_key("resume_from", t.get("resume_from"), "no such file: " + job.resume_from.string());
+      }
+    }
     t.finish();
     config.training = job;
   }

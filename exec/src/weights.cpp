@@ -145,22 +145,6 @@ std::string shape_text(c10::IntArrayRef shape) {
   return out + "]";
 }
 
-std::optional<TensorDtype> safetensors_dtype(torch::ScalarType type) {
-  switch (type) {
-    case torch::kFloat64: return TensorDtype::F64;
-    case torch::kFloat32: return TensorDtype::F32;
-    case torch::kFloat16: return TensorDtype::F16;
-    case torch::kBFloat16: return TensorDtype::BF16;
-    case torch::kInt64: return TensorDtype::I64;
-    case torch::kInt32: return TensorDtype::I32;
-    case torch::kInt16: return TensorDtype::I16;
-    case torch::kInt8: return TensorDtype::I8;
-    case torch::kUInt8: return TensorDtype::U8;
-    case torch::kBool: return TensorDtype::Bool;
-    default: return std::nullopt;
-  }
-}
-
 TensorDtype dtype_of(const torch::Tensor& t, const std::string& name) {
   const std::optional<TensorDtype> dtype = safetensors_dtype(t.scalar_type());
   PSW_CHECK(dtype.has_value(), "tensor ", name, " has dtype ", t.scalar_type(),
@@ -195,6 +179,22 @@ std::vector<Target> targets_of(ZooModel& model) {
 }
 
 }  // namespace
+
+std::optional<TensorDtype> safetensors_dtype(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat64: return TensorDtype::F64;
+    case torch::kFloat32: return TensorDtype::F32;
+    case torch::kFloat16: return TensorDtype::F16;
+    case torch::kBFloat16: return TensorDtype::BF16;
+    case torch::kInt64: return TensorDtype::I64;
+    case torch::kInt32: return TensorDtype::I32;
+    case torch::kInt16: return TensorDtype::I16;
+    case torch::kInt8: return TensorDtype::I8;
+    case torch::kUInt8: return TensorDtype::U8;
+    case torch::kBool: return TensorDtype::Bool;
+    default: return std::nullopt;
+  }
+}
 
 std::vector<std::string> weight_names(ZooModel& model) {
   std::vector<std::string> names;

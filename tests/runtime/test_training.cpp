@@ -5,10 +5,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
 #include "psw/common/error.hpp"
+#include "psw/common/safetensors.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/runtime/worker/training.hpp"
 
@@ -28,9 +31,14 @@ class TinyModel final : public exec::ZooModel {
     fc3_ = torch::nn::Linear(32, 4);
     auto add = [this](const std::string& name, const std::string& kind, torch::nn::Module& m) {
       exec::ZooLayer layer{name, kind, {}};
-      for (auto& p : m.parameters()) layer.tensors.push_back(p);
-      for (auto& b : m.buffers()) {
-        if (b.is_floating_point()) layer.tensors.push_back(b);
+      for (auto& p : m.named_parameters()) {
+        layer.tensors.push_back(p.value());
+        layer.tensor_names.push_back(p.key());
+      }
+      for (auto& b : m.named_buffers()) {
+        if (!b.value().is_floating_point()) continue;
+        layer.tensors.push_back(b.value());
+        layer.tensor_names.push_back(b.key());
       }
       layers_.push_back(layer);
     };
@@ -445,6 +453,81 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, TrainingObjective, ::testing::Values(Traini
 
 // The update is torch.optim's: two steps of the job against torch::optim::SGD (momentum 0.9) and
 // torch::optim::Adam on a second copy of the model, fed the job's own inputs and labels.
+// Note [Training checkpoint]: a job checkpointed after 5 steps and resumed into a model of other
+// (seeded) weights runs on as the uninterrupted job, bit for bit, with either optimizer; the file
+// names the model's tensors and torch.optim's buffers; files of another job are refused by name.
+class TrainingCheckpointTest : public ::testing::TestWithParam<TrainingOptimizer> {
+ protected:
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path file(const std::string& name) {
+    std::filesystem::create_directories(dir_);
+    return dir_ / name;
+  }
+  const std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("psw-checkpoint-" + std::to_string(::getpid()));
+};
+
+TEST_P(TrainingCheckpointTest, AResumedJobRunsAsTheUninterruptedOneBitForBit) {
+  TrainingJobConfig config;
+  config.batch = 8;
+  config.input_size = 16;
+  config.optimizer = GetParam();
+  TinyModel model(7);
+  Segment original = make_segment(model, config);
+  TrainingJob job(model, config, original.bytes, original.header());
+  std::atomic<std::uint32_t> never{0};
+  job.run(5, never);
+  const std::filesystem::path path = file("job.safetensors");
+  const TrainingCheckpoint saved = TrainingJob::save_checkpoint(model, config, original.bytes, *original.header(), path);
+  EXPECT_EQ(saved.completed_steps, 5);
+  EXPECT_EQ(saved.loss, committed_loss(*original.header()));
+  EXPECT_EQ(static_cast<std::uintmax_t>(saved.bytes), std::filesystem::file_size(path));
+  const SafetensorsHeader header = read_safetensors_header(path);
+  EXPECT_EQ(header.metadata.at("psw_model"), "tiny");
+  EXPECT_EQ(header.metadata.at("psw_completed_steps"), "5");
+  EXPECT_NE(header.find("bn.running_mean"), nullptr);
+  const bool adam = GetParam() == TrainingOptimizer::Adam;
+  EXPECT_NE(header.find(adam ? "optimizer.exp_avg_sq.fc3.weight" : "optimizer.momentum_buffer.fc3.weight"), nullptr);
+  EXPECT_EQ(header.find("optimizer.momentum_buffer.bn.running_mean"), nullptr);  // statistics do not train
+
+  TrainingJobConfig resumed_config = config;
+  resumed_config.resume_from = path;
+  TinyModel other(99);  // other seeded weights: the checkpoint's must replace them
+  Segment resumed = make_segment(other, resumed_config);
+  EXPECT_TRUE(same_committed_state(original, resumed)) << "the resumed state";
+  TrainingJob resumed_job(other, resumed_config, resumed.bytes, resumed.header());
+  resumed_job.run(9, never);
+  job.run(9, never);
+  EXPECT_TRUE(same_committed_state(original, resumed)) << "after 4 more steps";
+
+  // Another optimizer, another model of the same name, a file that is no checkpoint.
+  TrainingJobConfig wrong = config;
+  wrong.optimizer = adam ? TrainingOptimizer::Sgd : TrainingOptimizer::Adam;
+  wrong.resume_from = path;
+  const auto refusal = [&](exec::ZooModel& m, const TrainingJobConfig& c) {
+    try {
+      make_segment(m, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(model, wrong).find(std::string("trained with ") + (adam ? "adam, not sgd" : "sgd, not adam")),
+            std::string::npos);
+  TinyModel no_statistics(7, /*batch_norm=*/false);
+  EXPECT_NE(refusal(no_statistics, resumed_config).find("a checkpoint of another tiny"), std::string::npos)
+      << refusal(no_statistics, resumed_config);
+  const std::filesystem::path plain = file("plain.safetensors");
+  std::ofstream(plain, std::ios::binary) << write_safetensors({{"w", TensorDtype::F32, {1}, std::string(4, '\0')}});
+  TrainingJobConfig not_a_checkpoint = config;
+  not_a_checkpoint.resume_from = plain;
+  EXPECT_NE(refusal(model, not_a_checkpoint).find("not a training checkpoint"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, TrainingCheckpointTest,
+                         ::testing::Values(TrainingOptimizer::Sgd, TrainingOptimizer::Adam),
+                         [](const ::testing::TestParamInfo<TrainingOptimizer>& info) { return to_string(info.param); });
+
 TEST(TrainingJob, TheUpdateIsTorchOptimsSgdAndAdam) {
   for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
     SCOPED_TRACE(to_string(optimizer));

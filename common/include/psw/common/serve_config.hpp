@@ -33,6 +33,8 @@
 //     momentum: 0.9
 //     seed: 1
 //     autostart: true
+//     checkpoint: job.safetensors  # written on SIGTERM and on a client's request
+//     resume_from: job.safetensors # start from this checkpoint
 
 #include <cstdint>
 #include <filesystem>
@@ -97,6 +99,11 @@ struct TrainingJobConfig {
   // queue ahead of the device. A preemption waits for at most this much device work; too few
   // and the device idles between the host's launches.
   int lookahead = 4;
+  // Note [Training checkpoint] (exec/runtime/worker/training.hpp): where SIGTERM and a client's
+  // checkpoint call without a path write the job's state (empty: SIGTERM writes none), and the
+  // file the job starts from instead of its seeded weights (empty: a fresh job).
+  std::filesystem::path checkpoint;
+  std::filesystem::path resume_from;
 };
 
 // Note [Residency]: off: every request transfers its model (the paper's measurements); active:

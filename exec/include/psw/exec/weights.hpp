@@ -13,8 +13,11 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <c10/core/ScalarType.h>
 
 #include "psw/common/safetensors.hpp"
 #include "psw/common/units.hpp"
@@ -45,6 +48,9 @@ struct WeightsReport {
 // Load before the model is packed (ParameterStore::pack, make_private_pipeline): a store
 // holds a copy of the values it was packed from, and a switch copies the store's bytes.
 WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file);
+
+// The safetensors dtype of a torch dtype; nullopt for one the format cannot hold.
+std::optional<TensorDtype> safetensors_dtype(c10::ScalarType type);
 
 // The model's tensors by the exporter's names (Note [Weight names]), in layer order: what a
 // file must hold, and what save_weights writes.

@@ -1,9 +1,18 @@
 #include "psw/runtime/worker/training.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "psw/common/error.hpp"
 #include "psw/common/random_streams.hpp"
+#include "psw/common/safetensors.hpp"
+#include "psw/exec/weights.hpp"
 
 namespace psw::runtime {
 
@@ -41,7 +50,181 @@ std::uint64_t job_fingerprint(exec::ZooModel& model, const TrainingJobConfig& co
   return exec::layer_fingerprint(model) ^ (config.optimizer == TrainingOptimizer::Adam ? 0x9E3779B97F4A7C15ULL : 0);
 }
 
+// Note [Training checkpoint]: torch.optim's names of the optimizer's buffers, in the slot's order.
+std::vector<std::string> optimizer_buffer_names(const TrainingJobConfig& config) {
+  if (config.optimizer == TrainingOptimizer::Adam) return {"exp_avg", "exp_avg_sq"};
+  return {"momentum_buffer"};
+}
+
+std::string hex(std::uint64_t value) {
+  std::ostringstream out;
+  out << std::hex << value;
+  return out.str();
+}
+
+// One tensor of a checkpoint: its name, and where it lies in a slot (its model tensor's dtype
+// and shape).
+struct CheckpointTensor {
+  std::string name;
+  Bytes offset;
+  torch::Tensor like;
+};
+
+// Every tensor of the job's slot, in the slot's order: the model's, then each optimizer buffer's
+// trained parameters.
+std::vector<CheckpointTensor> checkpoint_tensors(exec::ZooModel& model, const TrainingJobConfig& config,
+                                                 const exec::PackedLayout& layout) {
+  std::vector<CheckpointTensor> out;
+  std::vector<CheckpointTensor> trained;
+  std::size_t index = 0;
+  for (const auto& layer : model.layers()) {
+    PSW_CHECK(layer.tensor_names.size() == layer.tensors.size(), "layer ", layer.name, " has ", layer.tensors.size(),
+              " tensors and ", layer.tensor_names.size(), " names");
+    for (std::size_t i = 0; i < layer.tensors.size(); ++i) {
+      const torch::Tensor& t = layer.tensors[i];
+      // The zoo's names, as exec/weights.hpp's weight_names gives them.
+      const CheckpointTensor entry{layer.name + "." + layer.tensor_names[i], layout.tensors.at(index).offset, t};
+      out.push_back(entry);
+      if (t.requires_grad()) trained.push_back(entry);
+      ++index;
+    }
+  }
+  const Bytes weights = layout.layout.total_bytes;
+  const std::vector<std::string> buffers = optimizer_buffer_names(config);
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    for (const CheckpointTensor& t : trained) {
+      out.push_back({"optimizer." + buffers[b] + "." + t.name, static_cast<Bytes>(1 + b) * weights + t.offset, t.like});
+    }
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Note [Training checkpoint]: `path`'s state into `slot` (uint8 on the CPU, one slot); the
+// completed steps and the loss it was written at.
+std::pair<std::int64_t, double> read_checkpoint(exec::ZooModel& model, const TrainingJobConfig& config,
+                                                const exec::PackedLayout& layout, const std::filesystem::path& path,
+                                                torch::Tensor& slot) {
+  const std::string origin = path.string() + ": ";
+  const SafetensorsHeader file = read_safetensors_header(path);
+  const auto meta = [&](const std::string& key) -> std::string {
+    const auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) {
+      throw InputError(origin + "not a training checkpoint (its metadata has no " + key + "; psw writes " +
+                       kTrainingCheckpointFormat + ")");
+    }
+    return it->second;
+  };
+  if (meta("psw_format") != kTrainingCheckpointFormat) {
+    throw InputError(origin + "a checkpoint of format '" + meta("psw_format") + "', not " + kTrainingCheckpointFormat);
+  }
+  if (meta("psw_model") != model.name()) {
+    throw InputError(origin + "a checkpoint of model '" + meta("psw_model") + "', not of '" + model.name() + "'");
+  }
+  if (meta("psw_optimizer") != to_string(config.optimizer)) {
+    throw InputError(origin + "a checkpoint of a job trained with " + meta("psw_optimizer") + ", not " +
+                     to_string(config.optimizer));
+  }
+  if (meta("psw_fingerprint") != hex(job_fingerprint(model, config))) {
+    throw InputError(origin + "a checkpoint of another " + model.name() + " (its layers' fingerprint " +
+                     meta("psw_fingerprint") + ", the job's " + hex(job_fingerprint(model, config)) + ")");
+  }
+  std::int64_t steps = 0;
+  double loss = 0;
+  try {
+    std::size_t used = 0;
+    steps = std::stoll(meta("psw_completed_steps"), &used);
+    if (used != meta("psw_completed_steps").size() || steps < 0) throw std::invalid_argument("steps");
+    loss = std::stod(meta("psw_loss"));
+  } catch (const std::logic_error&) {
+    throw InputError(origin + "its psw_completed_steps '" + meta("psw_completed_steps") + "' or psw_loss '" +
+                     meta("psw_loss") + "' is not a number");
+  }
+  const std::vector<CheckpointTensor> wanted = checkpoint_tensors(model, config, layout);
+  for (const CheckpointTensor& t : wanted) {
+    const SafetensorsEntry* entry = file.find(t.name);
+    if (entry == nullptr) throw InputError(origin + "the checkpoint lacks tensor " + t.name);
+    const std::vector<std::int64_t> shape(t.like.sizes().begin(), t.like.sizes().end());
+    const std::optional<TensorDtype> dtype = exec::safetensors_dtype(t.like.scalar_type());
+    if (!dtype || entry->dtype != *dtype || entry->shape != shape) {
+      throw InputError(origin + "tensor " + t.name + " is " + to_string(entry->dtype) + " " + shape_text(entry->shape) +
+                       ", the job's is " + (dtype ? to_string(*dtype) : "?") + " " + shape_text(shape));
+    }
+    PSW_CHECK(t.offset + static_cast<Bytes>(entry->bytes()) <= slot.numel(), "a checkpoint tensor outside the slot");
+    read_safetensors_tensor(path, file, *entry, slot.data_ptr<std::uint8_t>() + t.offset);
+  }
+  if (file.tensors.size() != wanted.size()) {
+    for (const SafetensorsEntry& e : file.tensors) {
+      const bool known = std::any_of(wanted.begin(), wanted.end(), [&](const CheckpointTensor& t) { return t.name == e.name; });
+      if (!known) throw InputError(origin + "the checkpoint holds tensor " + e.name + ", which the job does not have");
+    }
+  }
+  return {steps, loss};
+}
+
 }  // namespace
+
+TrainingCheckpoint TrainingJob::save_checkpoint(exec::ZooModel& model, const TrainingJobConfig& config,
+                                                const torch::Tensor& state, const TrainingHeader& header,
+                                                const std::filesystem::path& path) {
+  const exec::PackedLayout layout = training_layout(model);
+  const Bytes slot_bytes = (1 + optimizer_buffers(config)) * layout.layout.total_bytes;
+  PSW_CHECK(header.slot_bytes == slot_bytes && header.fingerprint == job_fingerprint(model, config),
+            "the training state is another job's than ", model.name());
+  // Note [Training checkpoint]: read until no commit happened during the read.
+  torch::Tensor slot = torch::empty({slot_bytes}, torch::kUInt8);
+  TrainingCheckpoint done;
+  for (int attempt = 0;; ++attempt) {
+    const std::int64_t steps = committed_steps(header);
+    const double loss = header.slot_loss[steps % 2];
+    slot.copy_(state.narrow(0, (steps % 2) * slot_bytes, slot_bytes));
+    if (committed_steps(header) == steps) {
+      done.completed_steps = steps;
+      done.loss = loss;
+      break;
+    }
+    if (attempt == 100) throw Error("the training job committed a step during each of 100 reads of its state");
+  }
+  std::vector<SafetensorsTensor> tensors;
+  for (const CheckpointTensor& t : checkpoint_tensors(model, config, layout)) {
+    const std::optional<TensorDtype> dtype = exec::safetensors_dtype(t.like.scalar_type());
+    PSW_CHECK(dtype.has_value(), "tensor ", t.name, " has a dtype safetensors cannot hold");
+    const auto* data = reinterpret_cast<const char*>(slot.data_ptr<std::uint8_t>() + t.offset);
+    tensors.emplace_back(t.name, *dtype, std::vector<std::int64_t>(t.like.sizes().begin(), t.like.sizes().end()),
+                         std::string(data, t.like.nbytes()));
+  }
+  std::ostringstream loss_text;
+  loss_text.precision(17);
+  loss_text << done.loss;
+  const std::string bytes = write_safetensors(tensors, {{"psw_format", kTrainingCheckpointFormat},
+                                                        {"psw_model", model.name()},
+                                                        {"psw_optimizer", to_string(config.optimizer)},
+                                                        {"psw_fingerprint", hex(job_fingerprint(model, config))},
+                                                        {"psw_completed_steps", std::to_string(done.completed_steps)},
+                                                        {"psw_loss", loss_text.str()}});
+  // Written beside the target and renamed over it: a reader never sees half a checkpoint.
+  const std::filesystem::path partial = path.string() + ".partial-" + std::to_string(::getpid());
+  std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+  if (out) out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  std::error_code ec;
+  if (!out) {
+    std::filesystem::remove(partial, ec);
+    throw InputError(path.string() + ": cannot write the training checkpoint");
+  }
+  std::filesystem::rename(partial, path, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    throw InputError(path.string() + ": cannot write the training checkpoint (" + ec.message() + ")");
+  }
+  done.bytes = static_cast<Bytes>(bytes.size());
+  return done;
+}
 
 Bytes TrainingJob::state_bytes(exec::ZooModel& model, const TrainingJobConfig& config) {
   return 2 * (1 + optimizer_buffers(config)) * training_layout(model).layout.total_bytes;
@@ -53,16 +236,25 @@ void TrainingJob::initialize(exec::ZooModel& model, const TrainingJobConfig& con
   const Bytes weights = layout.layout.total_bytes;
   const Bytes slot = (1 + optimizer_buffers(config)) * weights;
   PSW_CHECK(state.numel() >= 2 * slot, "training state too small");
-  // Slot 0: the weights packed on the CPU, a zero optimizer state, then copied to wherever the
-  // state lives.
-  exec::ParameterStore packed = exec::ParameterStore::over(torch::zeros({slot}, torch::kUInt8), true);
-  packed.pack(model, layout);
-  state.narrow(0, 0, slot).copy_(packed.bytes());
   header->slot_loss[0] = 0;
   header->slot_loss[1] = 0;
   header->weights_bytes = weights;
   header->slot_bytes = slot;
   header->fingerprint = job_fingerprint(model, config);
+  if (!config.resume_from.empty()) {
+    // Note [Training checkpoint]: the file's state in the slot of its step count, committed.
+    torch::Tensor loaded = torch::zeros({slot}, torch::kUInt8);
+    const auto [steps, loss] = read_checkpoint(model, config, layout, config.resume_from, loaded);
+    state.narrow(0, (steps % 2) * slot, slot).copy_(loaded);
+    header->slot_loss[steps % 2] = loss;
+    __atomic_store_n(&header->completed_steps, steps, __ATOMIC_RELEASE);
+    return;
+  }
+  // Slot 0: the weights packed on the CPU, a zero optimizer state, then copied to wherever the
+  // state lives.
+  exec::ParameterStore packed = exec::ParameterStore::over(torch::zeros({slot}, torch::kUInt8), true);
+  packed.pack(model, layout);
+  state.narrow(0, 0, slot).copy_(packed.bytes());
   __atomic_store_n(&header->completed_steps, 0, __ATOMIC_RELEASE);
 }
 

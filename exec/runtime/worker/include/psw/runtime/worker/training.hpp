@@ -50,6 +50,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 
@@ -63,12 +64,43 @@
 namespace psw::runtime {
 
 
+// Note [Training checkpoint]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The job's committed state (Note [Committed slot]) as a safetensors file: every tensor of the
+// model by the zoo's names (LAYER.TENSOR, as exec/weights.hpp's weight_names gives them;
+// BatchNorm statistics included), the optimizer's buffers as "optimizer.momentum_buffer.NAME" (SGD) or
+// "optimizer.exp_avg.NAME" and "optimizer.exp_avg_sq.NAME" (Adam), torch.optim's names, and
+// in the metadata the format, the model, the optimizer, the job's fingerprint, the completed
+// steps and the last step's loss. Resuming from it (training.resume_from) puts the state back in
+// the slot of its step count with that count committed: the data of a step depends only on the
+// seed and the step, so a job checkpointed at step k and resumed runs, step for step, as the
+// uninterrupted job (bit for bit on the CPU). A file of another model or optimizer, or one whose
+// tensors do not match the job's, is refused naming what differs.
+//
+// The state is read while the job may run: the committed slot is not written until the next
+// commit and the step after it, so the read is retried until the commit count did not move
+// during it.
+struct TrainingCheckpoint {
+  std::int64_t completed_steps = 0;
+  double loss = 0;
+  Bytes bytes = 0;  // of the file
+};
+constexpr const char* kTrainingCheckpointFormat = "psw-training-checkpoint-1";
+
 class TrainingJob {
  public:
+  // Note [Training checkpoint]: writes the committed state of `state` (as initialize and the job
+  // lay it out for `model` and `config`) to `path`, through a temporary file renamed into place.
+  // InputError when the file cannot be written.
+  static TrainingCheckpoint save_checkpoint(exec::ZooModel& model, const TrainingJobConfig& config,
+                                            const torch::Tensor& state, const TrainingHeader& header,
+                                            const std::filesystem::path& path);
   // Bytes of the state for `model` trained as `config` says: two slots (Note [Committed slot]).
   static Bytes state_bytes(exec::ZooModel& model, const TrainingJobConfig& config);
   // The daemon's part: writes `model`'s current (seeded) weights and a zero optimizer state into
-  // slot 0 of `state` (uint8, state_bytes, any device) and zero completed steps into `header`.
+  // slot 0 of `state` (uint8, state_bytes, any device) and zero completed steps into `header`;
+  // or, with config.resume_from, the checkpoint's state and step count (Note [Training
+  // checkpoint]; InputError for a file that does not fit the job).
   static void initialize(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& state,
                          TrainingHeader* header);
   // The slot of `state` that holds the job's state after the header's completed steps: what a
