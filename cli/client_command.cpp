@@ -50,6 +50,8 @@ struct ClientOptions {
   std::int64_t steps = 0;
   std::string train_stop;
   std::string train_status;
+  std::string train_checkpoint;
+  std::string checkpoint_path;
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -247,15 +249,17 @@ void run_client(const ClientOptions& o) {
   if (o.repeat < 1) throw InputError("--repeat must be at least 1");
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive");
   const int actions = int{o.live} + int{o.metadata} + int{o.metrics} + int{!o.train_start.empty()} +
-                      int{!o.train_stop.empty()} + int{!o.train_status.empty()};
+                      int{!o.train_stop.empty()} + int{!o.train_status.empty()} + int{!o.train_checkpoint.empty()};
   const bool inference = actions == 0;
   if (actions > 1) {
-    throw InputError("give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status");
+    throw InputError(
+        "give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint");
   }
+  if (!o.checkpoint_path.empty() && o.train_checkpoint.empty()) throw InputError("--to is for --train-checkpoint");
   if (inference) {
     if (o.model.empty()) {
       throw InputError("nothing to do: give --model NAME with --input FILE or --random to run inference, or one of "
-                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status");
+                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint");
     }
     if (o.input_path.empty() == !o.random) throw InputError("give exactly one of --input FILE and --random");
   }
@@ -290,6 +294,17 @@ void run_client(const ClientOptions& o) {
       print_training(o, client.stop_training(o.train_stop));
     } else if (!o.train_status.empty()) {
       print_training(o, client.training_status(o.train_status));
+    } else if (!o.train_checkpoint.empty()) {
+      const runtime::TrainingCheckpointStatus done = client.checkpoint_training(o.train_checkpoint, o.checkpoint_path);
+      if (o.format == "json") {
+        std::cout << nlohmann::json{{"model", done.model}, {"path", done.path}, {"completed_steps", done.completed_steps},
+                                    {"loss", done.loss}, {"bytes", done.bytes}}.dump(2)
+                  << "\n";
+      } else {
+        std::printf("%-12s %s\n%-12s %s\n%-12s %lld\n%-12s %g\n%-12s %lld\n", "model", done.model.c_str(), "checkpoint",
+                    done.path.c_str(), "steps", static_cast<long long>(done.completed_steps), "loss", done.loss, "bytes",
+                    static_cast<long long>(done.bytes));
+      }
     } else {
       run_inference(o, client);
     }
@@ -346,6 +361,11 @@ Action add_client_command(CLI::App& app) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 53))->capture_default_str();
   cmd->add_option("--train-stop", options->train_stop, "Stop MODEL's training job at the next layer boundary");
   cmd->add_option("--train-status", options->train_status, "Show MODEL's training job");
+  cmd->add_option("--train-checkpoint", options->train_checkpoint,
+                  "Write MODEL's training state (weights, statistics, optimizer state, steps) to a safetensors file "
+                  "on the server's host, which the serve config's training.resume_from starts from; the job goes on");
+  cmd->add_option("--to", options->checkpoint_path,
+                  "With --train-checkpoint: the file (default: the serve config's training.checkpoint)");
   return [options] { run_client(*options); };
 }
 

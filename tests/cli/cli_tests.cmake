@@ -122,6 +122,8 @@ psw_cli_fast_test(numeric.client_seed_negative 2 "--seed: Value -5 is negative" 
 psw_cli_fast_test(numeric.client_batch_negative 2 "--batch: Value -3 not in range" client --model m --random --batch -3)
 psw_cli_fast_test(numeric.client_repeat_zero 2 "--repeat: Value 0 not in range" client --model m --random --repeat 0)
 psw_cli_fast_test(numeric.client_steps_negative 2 "--steps: Value -1 not in range" client --train-start m --steps -1)
+psw_cli_fast_test(bad_args.client_to_without_checkpoint 2 "--to is for --train-checkpoint" client --train-status m --to /tmp/x)
+psw_cli_fast_test(bad_args.client_two_training_actions 2 "give one of --live" client --train-status m --train-checkpoint m)
 psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
 psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
 # Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.

@@ -118,5 +118,28 @@ models:
   EXPECT_NE(fixed.find("prompt_buckets is for decoders"), std::string::npos) << fixed;
 }
 
+// Note [Training checkpoint]: both paths against the config's folder; a resume_from file that is
+// not there, or a checkpoint folder that is not, refused at parse.
+TEST(ServeConfig, TrainingCheckpointPathsAreTheConfigsAndChecked) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: bert_base
+training:
+  model: resnet152
+)";
+  const ServeConfig config =
+      parse_serve_config(head + "  checkpoint: job.safetensors\n  resume_from: ../zoo/llama-tiny.yaml\n", origin);
+  EXPECT_EQ(config.training->checkpoint, kRoot / "configs/serve/job.safetensors");
+  EXPECT_EQ(config.training->resume_from, kRoot / "configs/zoo/llama-tiny.yaml");
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  resume_from: nowhere.safetensors\n", origin); })
+                .find("key 'training.resume_from': no such file"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  checkpoint: no/such/folder/job.safetensors\n", origin); })
+                .find("does not exist"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace psw

@@ -172,6 +172,15 @@ class FakeInferenceService final : public InferenceService {
     return training_;
   }
 
+  // Note [Training checkpoint]: "trainer" answers where it would have written its state (nothing
+  // is written); an empty path is refused as the controller refuses it without a configured one.
+  TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) override {
+    std::lock_guard lock(mutex_);
+    check_trainer(model);
+    if (path.empty()) throw ServiceError(ServiceError::Code::InvalidArgument, "give the checkpoint's path");
+    return {model, path, training_.completed_steps, training_.last_loss, 1234};
+  }
+
   TrainingStatus training_status(const std::string& model) override {
     std::lock_guard lock(mutex_);
     check_trainer(model);

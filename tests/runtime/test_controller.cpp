@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <numeric>
 #include <optional>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
+#include "psw/common/safetensors.hpp"
 #include "psw/common/serve_config.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
@@ -1071,6 +1073,81 @@ models:
   EXPECT_EQ(controller->generate(full, nullptr).prompt_bucket, 255);
   EXPECT_EQ(controller->stats().worker_restarts, 0);
   EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
+// Note [Training checkpoint] served: a job checkpointed at step 2 on a client's request goes on to
+// step 3 and is checkpointed again at shutdown (training.checkpoint); a second server resumes from
+// the first file, reaches step 3, and its state and its checkpoint equal the first server's, byte
+// for byte. Bad requests are refused naming what is wrong. (One worker each: fewer processes to
+// start on CI's two cores.)
+TEST(Controller, ACheckpointedJobResumesInAnotherServerBitForBit) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-checkpoints-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string job = R"(models:
+  - name: bert_base
+    batch: 1
+training:
+  model: resnet152
+  batch: 2
+  input_size: 32
+  seed: 3
+  autostart: false
+)";
+  const auto train_to = [](Controller& c, std::int64_t more, std::int64_t expected) {
+    c.start_training("resnet152", more);
+    ASSERT_TRUE(eventually([&] { return c.training_status("resnet152").stopped; }, 300s));
+    ASSERT_EQ(c.training_status("resnet152").completed_steps, expected);
+  };
+  std::vector<std::uint8_t> first_state;
+  {
+    auto first = start(write_config("checkpoint-first", "workers: 1\n" + job + "  checkpoint: " +
+                                                          (dir / "at-exit.safetensors").string() + "\n"));
+    train_to(*first, 2, 2);
+    const TrainingCheckpointStatus at_2 = first->checkpoint_training("resnet152", (dir / "at-2.safetensors").string());
+    EXPECT_EQ(at_2.completed_steps, 2);
+    EXPECT_EQ(at_2.path, (dir / "at-2.safetensors").string());
+    EXPECT_EQ(at_2.loss, first->training_status("resnet152").last_loss);
+    EXPECT_EQ(static_cast<std::uintmax_t>(at_2.bytes), std::filesystem::file_size(at_2.path));
+    expect_code([&] { first->checkpoint_training("resnet152", (dir / "no/such/folder/x.safetensors").string()); },
+                ServiceError::Code::InvalidArgument, "does not exist on the server's host");
+    expect_code([&] { first->checkpoint_training("bert_base", ""); }, ServiceError::Code::NotFound,
+                "no training job of model 'bert_base'");
+    train_to(*first, 1, 3);
+    const auto [data, size] = served_committed_state(*first, 3);
+    first_state.assign(data, data + size);
+  }  // shut down: the state at step 5 written to training.checkpoint
+  const SafetensorsHeader at_exit = read_safetensors_header(dir / "at-exit.safetensors");
+  EXPECT_EQ(at_exit.metadata.at("psw_completed_steps"), "3");
+
+  auto second = start(write_config("checkpoint-second", "workers: 1\n" + job + "  resume_from: " +
+                                                          (dir / "at-2.safetensors").string() + "\n"));
+  EXPECT_EQ(second->training_status("resnet152").completed_steps, 2);
+  expect_code([&] { second->checkpoint_training("resnet152", ""); }, ServiceError::Code::InvalidArgument,
+              "the serve config names no training.checkpoint");
+  train_to(*second, 1, 3);
+  const auto [data, size] = served_committed_state(*second, 3);
+  ASSERT_EQ(size, first_state.size());
+  EXPECT_EQ(std::memcmp(data, first_state.data(), size), 0) << "the resumed job's state differs";
+  second->checkpoint_training("resnet152", (dir / "resumed.safetensors").string());
+  const auto bytes_of_file = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_TRUE(bytes_of_file(dir / "resumed.safetensors") == bytes_of_file(dir / "at-exit.safetensors"))
+      << "the two checkpoints at step 3 differ";
+  second.reset();
+  // A checkpoint of another model is refused at start, naming both.
+  try {
+    start(write_config("checkpoint-wrong", "workers: 1\nmodels:\n  - name: bert_base\n    batch: 1\ntraining:\n"
+                                           "  model: bert_base\n  batch: 2\n  input_size: 16\n  resume_from: " +
+                                               (dir / "at-2.safetensors").string() + "\n"));
+    ADD_FAILURE() << "a ResNet-152 checkpoint was taken for BERT-base";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a checkpoint of model 'resnet152', not of 'bert_base'"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -344,6 +344,14 @@ TEST_F(GrpcFrontEndTest, TrainingControlAndMetrics) {
   EXPECT_EQ(status.completed_steps, 2);
   EXPECT_EQ(error_code_of([&] { c.start_training("trainer", -1); }), Code::InvalidArgument);
   EXPECT_EQ(error_code_of([&] { c.training_status("nope"); }), Code::NotFound);
+  const TrainingCheckpointStatus checkpoint = c.checkpoint_training("trainer", "/tmp/job.safetensors");
+  EXPECT_EQ(checkpoint.model, "trainer");
+  EXPECT_EQ(checkpoint.path, "/tmp/job.safetensors");
+  EXPECT_EQ(checkpoint.completed_steps, 2);
+  EXPECT_DOUBLE_EQ(checkpoint.loss, 0.5);
+  EXPECT_EQ(checkpoint.bytes, 1234);
+  EXPECT_EQ(error_code_of([&] { c.checkpoint_training("trainer"); }), Code::InvalidArgument);
+  EXPECT_EQ(error_code_of([&] { c.checkpoint_training("nope", "/tmp/x"); }), Code::NotFound);
 
   c.infer(double_request(1));
   const std::string metrics = c.metrics();

@@ -275,6 +275,17 @@ TrainingStatus Client::stop_training(const std::string& model) {
   return from_proto(response);
 }
 
+TrainingCheckpointStatus Client::checkpoint_training(const std::string& model, const std::string& path) {
+  psw::control::CheckpointTrainingRequest request;
+  request.set_model(model);
+  request.set_path(path);
+  psw::control::CheckpointTrainingResponse response;
+  impl_->call("CheckpointTraining", [&](grpc::ClientContext* context) {
+    return impl_->control->CheckpointTraining(context, request, &response);
+  });
+  return {response.model(), response.path(), response.completed_steps(), response.loss(), response.bytes()};
+}
+
 TrainingStatus Client::training_status(const std::string& model) {
   psw::control::TrainingStatusRequest request;
   request.set_model(model);

@@ -100,6 +100,8 @@ const char* to_string(MessageType type) {
     case MessageType::MapInput: return "map-input";
     case MessageType::UnmapInput: return "unmap-input";
     case MessageType::Token: return "token";
+    case MessageType::Checkpoint: return "checkpoint";
+    case MessageType::CheckpointDone: return "checkpoint-done";
   }
   return "?";
 }

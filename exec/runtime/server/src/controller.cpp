@@ -239,6 +239,8 @@ struct Controller::State {
   bool training_stopped_by_client = false;
   std::int64_t training_target = 0;
   std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
+  // Note [Training checkpoint]: the daemon's answer to the checkpoint in flight, if any.
+  std::optional<std::promise<Message>> daemon_answer;
   // Note [Inputs read in place]: the client regions the workers map, by registration id.
   struct InputRegion {
     std::weak_ptr<void> owner;  // the registry's region: expired once it is gone
@@ -858,6 +860,23 @@ struct Controller::State {
     pending.clear();
   }
 
+  // With the mutex held, the daemon's socket readable: true when it carried the answer to the
+  // checkpoint in flight (handed to its caller), false when the daemon has gone (or sent
+  // something else, which is as fatal).
+  bool daemon_answered() {
+    if (!daemon_answer) return false;
+    std::optional<Message> m;
+    try {
+      m = receive_message(daemon_socket.get(), nullptr, 0);
+    } catch (const Error&) {
+      return false;
+    }
+    if (!m || (m->type != MessageType::CheckpointDone && m->type != MessageType::Failed)) return false;
+    daemon_answer->set_value(*m);
+    daemon_answer.reset();
+    return true;
+  }
+
   void loop() {
     while (true) {
       std::vector<pollfd> fds;
@@ -882,7 +901,14 @@ struct Controller::State {
           std::uint64_t n;
           [[maybe_unused]] const ssize_t r = ::read(wakeup.get(), &n, sizeof n);
         }
-        if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+        if ((fds[1].revents & (POLLIN | POLLHUP)) != 0 && daemon_answered()) {
+          // A checkpoint's answer (Note [Training checkpoint]), not the daemon's end.
+        } else if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+          if (daemon_answer) {
+            daemon_answer->set_exception(std::make_exception_ptr(
+                ServiceError(ServiceError::Code::Unavailable, "the memory daemon exited while writing the checkpoint")));
+            daemon_answer.reset();
+          }
           log("the memory daemon exited; the server cannot go on");
           failure = "the memory daemon exited";
           all_ready = false;
@@ -1013,27 +1039,49 @@ void Controller::shutdown() {
     if (w.pid > 0) pids.push_back(w.pid);
     w.pid = -1;
   }
+  // Up to 5 s to exit, then SIGKILL.
+  const auto reap = [](const std::vector<pid_t>& processes) {
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    for (pid_t pid : processes) {
+      int status = 0;
+      while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          ::kill(pid, SIGKILL);
+          ::waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  };
+  reap(pids);
+  // Note [Training checkpoint]: with the workers gone the state is still, and the daemon writes
+  // it where the config says (the scheduler's loop has ended: its answer is read here).
+  const std::optional<TrainingJobConfig>& job = s.options.config.training;
+  if (job && !job->checkpoint.empty() && s.daemon_socket && s.failure.empty()) {
+    Message m;
+    m.type = MessageType::Checkpoint;
+    m.set_text(std::filesystem::absolute(job->checkpoint).lexically_normal().string());
+    try {
+      send_message(s.daemon_socket.get(), m);
+      const std::optional<Message> answer = receive_message(s.daemon_socket.get(), nullptr, 600'000);
+      if (answer && answer->type == MessageType::CheckpointDone) {
+        s.log(detail::concat("training checkpoint at step ", answer->value, ": ", m.get_text()));
+      } else {
+        s.log("the training checkpoint failed: " + (answer ? answer->get_text() : std::string("the daemon exited")));
+      }
+    } catch (const Error& e) {
+      s.log(std::string("the training checkpoint failed: ") + e.what());
+    }
+  }
   if (s.daemon_socket) {
     try {
       send_message(s.daemon_socket.get(), bye);
     } catch (const Error&) {
     }
   }
-  if (s.daemon_pid > 0) pids.push_back(s.daemon_pid);
+  if (s.daemon_pid > 0) reap({s.daemon_pid});
   s.daemon_pid = -1;
-  // Up to 5 s to exit, then SIGKILL.
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
 }
 
 bool Controller::live() { return true; }
@@ -1328,6 +1376,56 @@ TrainingStatus Controller::start_training(const std::string& model, std::int64_t
     s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested, .steps = s.training_target});
   }
   return training_status(model);
+}
+
+TrainingCheckpointStatus Controller::checkpoint_training(const std::string& model, const std::string& path) {
+  State& s = *state_;
+  training_status(model);  // NotFound for another model
+  const std::optional<TrainingJobConfig>& job = s.options.config.training;
+  if (!job) throw ServiceError(ServiceError::Code::NotFound, "this server has no training job to checkpoint");
+  std::filesystem::path target = path.empty() ? job->checkpoint : std::filesystem::path(path);
+  if (target.empty()) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       "give the checkpoint's path: the serve config names no training.checkpoint");
+  }
+  target = std::filesystem::absolute(target).lexically_normal();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(target.parent_path(), ec)) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       "the checkpoint's folder " + target.parent_path().string() + " does not exist on the server's host");
+  }
+  if (target.string().size() >= kMessageText) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       detail::concat("the checkpoint's path is ", target.string().size(), " bytes; at most ",
+                                      kMessageText - 1, " are taken"));
+  }
+  std::future<Message> answer;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+    if (s.daemon_answer) {
+      throw ServiceError(ServiceError::Code::Unavailable, "a checkpoint is being written; ask again once it is done");
+    }
+    Message m;
+    m.type = MessageType::Checkpoint;
+    m.set_text(target.string());
+    try {
+      send_message(s.daemon_socket.get(), m);
+    } catch (const Error&) {
+      throw ServiceError(ServiceError::Code::Unavailable, "the memory daemon cannot be reached");
+    }
+    s.daemon_answer.emplace();
+    answer = s.daemon_answer->get_future();
+  }
+  const Message m = answer.get();  // the scheduler's loop hands it over, or says the daemon died
+  if (m.type == MessageType::Failed) throw ServiceError(code_of(m.value), "the checkpoint failed: " + m.get_text());
+  TrainingCheckpointStatus done;
+  done.model = job->model;
+  done.path = target.string();
+  done.completed_steps = m.value;
+  done.bytes = m.value2;
+  std::memcpy(&done.loss, &m.times[0], sizeof done.loss);
+  return done;
 }
 
 TrainingStatus Controller::stop_training(const std::string& model) {

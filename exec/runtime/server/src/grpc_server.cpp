@@ -702,6 +702,18 @@ class ControlEndpoint final : public psw::control::Control::Service {
     return answer([&] { fill_training_status(service_.training_status(request->model()), response); });
   }
 
+  grpc::Status CheckpointTraining(grpc::ServerContext*, const psw::control::CheckpointTrainingRequest* request,
+                                  psw::control::CheckpointTrainingResponse* response) override {
+    return answer([&] {
+      const TrainingCheckpointStatus done = service_.checkpoint_training(request->model(), request->path());
+      response->set_model(done.model);
+      response->set_path(done.path);
+      response->set_completed_steps(done.completed_steps);
+      response->set_loss(done.loss);
+      response->set_bytes(done.bytes);
+    });
+  }
+
   grpc::Status Metrics(grpc::ServerContext*, const psw::control::MetricsRequest*,
                        psw::control::MetricsResponse* response) override {
     return answer([&] { response->set_text(service_.metrics_text()); });

@@ -76,6 +76,10 @@ TrainingStatus StartingService::training_status(const std::string& model) {
   return forward_to().training_status(model);
 }
 
+TrainingCheckpointStatus StartingService::checkpoint_training(const std::string& model, const std::string& path) {
+  return forward_to().checkpoint_training(model, path);
+}
+
 std::string StartingService::metrics_text() {
   InferenceService* s = get();
   return s == nullptr ? std::string("# psw: starting\n") : s->metrics_text();

@@ -269,6 +269,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model, *config.training));
     std::vector<SharedSegment> host_regions;
     std::vector<torch::Tensor> device_regions;
+    torch::Tensor training_state;  // the job's two slots (Note [Committed slot])
     // Note [Per-group handles]: per model, its group memory (held here until the end) and the
     // segment its Region message carries (the group segment on host, the handle table on cuda).
     std::vector<std::vector<torch::Tensor>> group_memory(served.size());
@@ -307,10 +308,15 @@ int run_memory_daemon(const ProcessOptions& options) {
         region = backend->allocate_shared_device(region_bytes[r]);
         device_regions.push_back(region);
       }
-      if (is_training) TrainingJob::initialize(*training_model, *config.training, region, header);
+      if (is_training) {
+        TrainingJob::initialize(*training_model, *config.training, region, header);
+        training_state = region;
+      }
     }
-    served.clear();  // the daemon keeps the packed copies and the regions, not the models
-    training_model.reset();
+    // The daemon keeps the packed copies and the regions, not the served models; the training
+    // model stays, for its layout, to write checkpoints (Note [Training checkpoint]): its host
+    // copy of the weights is the price.
+    served.clear();
     Message message;
     message.type = MessageType::Segments;
     message.value = static_cast<std::int64_t>(host_segments.size());
@@ -339,10 +345,27 @@ int run_memory_daemon(const ProcessOptions& options) {
         send_message(socket, region);
       }
     }
-    // Hold the memory until the controller says so, or goes away.
+    // Hold the memory until the controller says so, or goes away; write checkpoints meanwhile.
     while (true) {
       const std::optional<Message> next = receive_message(socket);
       if (!next || next->type == MessageType::Shutdown) return 0;
+      if (next->type != MessageType::Checkpoint) continue;
+      Message answer;
+      try {
+        PSW_CHECK(training_model != nullptr, "a checkpoint asked of a server without a training job");
+        const TrainingCheckpoint done = TrainingJob::save_checkpoint(*training_model, *config.training, training_state,
+                                                                     *header, next->get_text());
+        answer.type = MessageType::CheckpointDone;
+        answer.value = done.completed_steps;
+        answer.value2 = static_cast<std::int64_t>(done.bytes);
+        std::memcpy(&answer.times[0], &done.loss, sizeof done.loss);
+      } catch (const std::exception& e) {
+        answer.type = MessageType::Failed;
+        const bool theirs = dynamic_cast<const InputError*>(&e) != nullptr;  // e.g. a file that cannot be written
+        answer.value = static_cast<std::int64_t>(theirs ? ServiceError::Code::InvalidArgument : ServiceError::Code::Internal);
+        answer.set_text(e.what());
+      }
+      send_message(socket, answer);
     }
   });
 }

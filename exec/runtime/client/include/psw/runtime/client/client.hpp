@@ -92,6 +92,9 @@ class Client {
 
   // The Control service.
   TrainingStatus start_training(const std::string& model, std::int64_t steps = 0);
+  // Note [Training checkpoint]: the job's state to `path` on the server's host (empty: the
+  // config's training.checkpoint).
+  TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path = "");
   TrainingStatus stop_training(const std::string& model);
   TrainingStatus training_status(const std::string& model);
   std::string metrics();

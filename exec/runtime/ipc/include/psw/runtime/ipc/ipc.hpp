@@ -85,6 +85,11 @@ enum class MessageType : std::uint32_t {
   // worker -> controller, during an Infer with kFlagGenerate (Note [Generate call] in
   // service.hpp): generated token number `value2` is id `value`, known at times[0].
   Token,
+  // controller -> daemon: write the training job's checkpoint to the absolute path in `text`
+  // (Note [Training checkpoint] in training.hpp); the daemon answers CheckpointDone (steps in
+  // `value`, file bytes in `value2`, the loss's bits in times[0]) or Failed.
+  Checkpoint,
+  CheckpointDone,
 };
 
 const char* to_string(MessageType type);

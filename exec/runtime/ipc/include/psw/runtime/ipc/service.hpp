@@ -189,6 +189,16 @@ struct TrainingStatus {
   double last_loss = 0;
 };
 
+// A checkpoint of the training job written (Note [Training checkpoint] in
+// exec/runtime/worker/training.hpp): where, and the state it holds.
+struct TrainingCheckpointStatus {
+  std::string model;
+  std::string path;  // absolute, on the server's host
+  std::int64_t completed_steps = 0;
+  double loss = 0;
+  std::int64_t bytes = 0;
+};
+
 // The error a call fails with; the front end maps `code` to the gRPC status of the same name
 // and sends `what()` as the status message.
 class ServiceError : public std::runtime_error {
@@ -239,6 +249,13 @@ class InferenceService {
   virtual TrainingStatus start_training(const std::string& model, std::int64_t steps) = 0;
   virtual TrainingStatus stop_training(const std::string& model) = 0;
   virtual TrainingStatus training_status(const std::string& model) = 0;
+  // Writes the job's committed state to `path` on the server's host (empty: the config's
+  // training.checkpoint), while the job goes on. A service without a training job need not
+  // override it: it has none to checkpoint.
+  virtual TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) {
+    (void)path;
+    throw ServiceError(ServiceError::Code::NotFound, "no training job for model '" + model + "' to checkpoint");
+  }
   // Prometheus text exposition format (version 0.0.4).
   virtual std::string metrics_text() = 0;
   // The front end registered a shared memory region (`region`: all of it, with its handle), so

@@ -158,6 +158,7 @@ class Controller final : public InferenceService {
   TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
+  TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) override;
   std::string metrics_text() override;
   void shared_memory_registered(const BorrowedBytes& region) override;
 

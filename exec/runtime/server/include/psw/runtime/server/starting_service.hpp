@@ -27,6 +27,7 @@ class StartingService final : public InferenceService {
   TrainingStatus start_training(const std::string& model, std::int64_t steps) override;
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
+  TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) override;
   std::string metrics_text() override;
 
  private:
