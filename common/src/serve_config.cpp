@@ -240,6 +240,16 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         t.fail_key("resume_from", t.get("resume_from"), "no such file: " + job.resume_from.string());
       }
     }
+    if (t.has("weights")) {
+      if (!job.resume_from.empty()) {
+        t.fail_key("weights", t.get("weights"), "give weights or resume_from, not both: a checkpoint holds the weights");
+      }
+      job.weights = resolve_against(config.path, t.string("weights"));
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(job.weights, ec)) {
+        t.fail_key("weights", t.get("weights"), "no such file: " + job.weights.string());
+      }
+    }
     t.finish();
     config.training = job;
   }

@@ -118,7 +118,7 @@ models:
   EXPECT_NE(fixed.find("prompt_buckets is for decoders"), std::string::npos) << fixed;
 }
 
-// Note [Training checkpoint]: both paths against the config's folder; a resume_from file that is
+// Note [Training checkpoint]: the paths against the config's folder; a resume_from file that is
 // not there, or a checkpoint folder that is not, refused at parse.
 TEST(ServeConfig, TrainingCheckpointPathsAreTheConfigsAndChecked) {
   const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
@@ -138,6 +138,16 @@ training:
             std::string::npos);
   EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  checkpoint: no/such/folder/job.safetensors\n", origin); })
                 .find("does not exist"),
+            std::string::npos);
+  // The user's weights: a file that is there, and not beside a checkpoint to resume from.
+  EXPECT_EQ(parse_serve_config(head + "  weights: ../zoo/llama-tiny.yaml\n", origin).training->weights,
+            kRoot / "configs/zoo/llama-tiny.yaml");
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  weights: nowhere.safetensors\n", origin); })
+                .find("key 'training.weights': no such file"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] {
+              parse_serve_config(head + "  resume_from: ../zoo/llama-tiny.yaml\n  weights: ../zoo/llama-tiny.yaml\n", origin);
+            }).find("give weights or resume_from, not both"),
             std::string::npos);
 }
 

@@ -32,6 +32,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/profiler.hpp"
+#include "psw/exec/weights.hpp"
 #include "psw/runtime/server/controller.hpp"
 #include "psw/runtime/ipc/shared_memory.hpp"
 #include "psw/runtime/worker/training.hpp"
@@ -1075,11 +1076,11 @@ models:
   EXPECT_EQ(controller->stats().failed_requests, 0);
 }
 
-// Note [Training checkpoint] served: a job checkpointed at step 2 on a client's request goes on to
-// step 3 and is checkpointed again at shutdown (training.checkpoint); a second server resumes from
-// the first file, reaches step 3, and its state and its checkpoint equal the first server's, byte
-// for byte. Bad requests are refused naming what is wrong. (One worker each: fewer processes to
-// start on CI's two cores.)
+// Note [Training checkpoint] served: a job started from the user's weights (training.weights) and
+// checkpointed at step 2 on a client's request goes on to step 3 and is checkpointed again at
+// shutdown (training.checkpoint); a second server resumes from the first file, reaches step 3, and
+// its state and its checkpoint equal the first server's, byte for byte. Bad requests are refused
+// naming what is wrong. (One worker each: fewer processes to start on CI's two cores.)
 TEST(Controller, ACheckpointedJobResumesInAnotherServerBitForBit) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-checkpoints-" + std::to_string(::getpid()));
@@ -1101,8 +1102,21 @@ training:
   };
   std::vector<std::uint8_t> first_state;
   {
-    auto first = start(write_config("checkpoint-first", "workers: 1\n" + job + "  checkpoint: " +
-                                                          (dir / "at-exit.safetensors").string() + "\n"));
+    // The first job starts from the user's weights (training.weights), not from its seed's.
+    const std::filesystem::path weights = dir / "resnet152-seed-8.safetensors";
+    exec::save_weights(*exec::make_model("resnet152", 8), weights);
+    const ServeConfig first_config =
+        write_config("checkpoint-first", "workers: 1\n" + job + "  checkpoint: " + (dir / "at-exit.safetensors").string() +
+                                             "\n  weights: " + weights.string() + "\n");
+    auto first = start(first_config);
+    TrainingJobConfig seed_8 = *first_config.training;
+    seed_8.seed = 8;
+    seed_8.weights.clear();
+    const torch::Tensor initial = uninterrupted_state(seed_8, 0);
+    const auto [start_data, start_size] = served_committed_state(*first, 0);
+    ASSERT_EQ(start_size, static_cast<std::size_t>(initial.numel()));
+    EXPECT_EQ(std::memcmp(start_data, initial.data_ptr(), start_size), 0) << "the job did not start from the weights";
+    std::filesystem::remove(weights);
     train_to(*first, 2, 2);
     const TrainingCheckpointStatus at_2 = first->checkpoint_training("resnet152", (dir / "at-2.safetensors").string());
     EXPECT_EQ(at_2.completed_steps, 2);

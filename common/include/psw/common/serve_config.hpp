@@ -35,6 +35,7 @@
 //     autostart: true
 //     checkpoint: job.safetensors  # written on SIGTERM and on a client's request
 //     resume_from: job.safetensors # start from this checkpoint
+//     weights: resnet152.safetensors  # the user's weights to start from (not with resume_from)
 
 #include <cstdint>
 #include <filesystem>
@@ -104,6 +105,10 @@ struct TrainingJobConfig {
   // file the job starts from instead of its seeded weights (empty: a fresh job).
   std::filesystem::path checkpoint;
   std::filesystem::path resume_from;
+  // The user's weights for the job's model (a safetensors file by its exporter's names: Note
+  // [Weight names] in exec/weights.hpp) in place of the seeded ones; empty: seeded. Not with
+  // resume_from, whose file holds the weights.
+  std::filesystem::path weights;
 };
 
 // Note [Residency]: off: every request transfers its model (the paper's measurements); active:

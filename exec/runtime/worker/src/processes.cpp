@@ -19,6 +19,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/weights.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 #include "psw/runtime/ipc/service.hpp"
 #include "psw/runtime/ipc/shared_memory.hpp"
@@ -222,6 +223,7 @@ int run_memory_daemon(const ProcessOptions& options) {
     if (config.training) {
       training_model = exec::make_model(config.training->model, config.training->seed);
       TrainingJob::check_config(*training_model, *config.training);
+      if (!config.training->weights.empty()) exec::load_weights(*training_model, config.training->weights);
     }
     const MechanismTraits& mechanism = traits(config.mechanism);
     const bool per_group = mechanism.ipc_handle_per_group;        // Note [Per-group handles]
