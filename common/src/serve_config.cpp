@@ -240,6 +240,13 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         t.fail_key("resume_from", t.get("resume_from"), "no such file: " + job.resume_from.string());
       }
     }
+    if (t.has("dataset")) {
+      job.dataset = resolve_against(config.path, t.string("dataset"));
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(job.dataset, ec)) {
+        t.fail_key("dataset", t.get("dataset"), "no such file: " + job.dataset.string());
+      }
+    }
     if (t.has("weights")) {
       if (!job.resume_from.empty()) {
         t.fail_key("weights", t.get("weights"), "give weights or resume_from, not both: a checkpoint holds the weights");

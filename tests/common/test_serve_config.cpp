@@ -139,6 +139,9 @@ training:
   EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  checkpoint: no/such/folder/job.safetensors\n", origin); })
                 .find("does not exist"),
             std::string::npos);
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "  dataset: nowhere.safetensors\n", origin); })
+                .find("key 'training.dataset': no such file"),
+            std::string::npos);
   // The user's weights: a file that is there, and not beside a checkpoint to resume from.
   EXPECT_EQ(parse_serve_config(head + "  weights: ../zoo/llama-tiny.yaml\n", origin).training->weights,
             kRoot / "configs/zoo/llama-tiny.yaml");

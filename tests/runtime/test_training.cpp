@@ -50,6 +50,7 @@ class TinyModel final : public exec::ZooModel {
     }
     add("fc2", "linear", *fc2_);
     add("fc3", "linear", *fc3_);
+    if (bn_) bn_->eval();  // forward() has eval semantics, as the zoo's
   }
   torch::ScalarType dtype() const override { return torch::kFloat32; }
   const std::string& name() const override { return name_; }
@@ -527,6 +528,71 @@ TEST_P(TrainingCheckpointTest, AResumedJobRunsAsTheUninterruptedOneBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, TrainingCheckpointTest,
                          ::testing::Values(TrainingOptimizer::Sgd, TrainingOptimizer::Adam),
                          [](const ::testing::TestParamInfo<TrainingOptimizer>& info) { return to_string(info.param); });
+
+// Note [Training objective]: the user's labelled set (training.dataset) is what the job learns:
+// step s takes samples s * batch .. modulo N, the loss falls, and a file that does not fit the
+// model (a sample's shape, a label outside its classes, counts that differ) is refused naming it.
+TEST(TrainingDataset, TheJobLearnsTheUsersSetAndRefusesOneThatDoesNotFit) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-dataset-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const torch::Tensor& inputs, const torch::Tensor& labels) {
+    const auto bytes = [](const torch::Tensor& t) { return std::string(static_cast<const char*>(t.data_ptr()), t.nbytes()); };
+    const auto shape = [](const torch::Tensor& t) { return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end()); };
+    std::ofstream(dir / name, std::ios::binary)
+        << write_safetensors({{"inputs", inputs.scalar_type() == torch::kFloat32 ? TensorDtype::F32 : TensorDtype::F64,
+                               shape(inputs), bytes(inputs)},
+                              {"labels", TensorDtype::I64, shape(labels), bytes(labels)}});
+    return dir / name;
+  };
+  auto gen = at::detail::createCPUGenerator(5);
+  const torch::Tensor inputs = torch::randn({24, 16}, gen);
+  const torch::Tensor labels = inputs.matmul(torch::randn({16, 4}, gen)).argmax(1);  // learnable
+  TrainingJobConfig config;
+  config.batch = 8;
+  config.input_size = 16;
+  config.dataset = write("set.safetensors", inputs, labels);
+  TinyModel model(7);
+  TrainingJob::check_config(model, config);
+  Segment s = make_segment(model, config);
+  TrainingJob job(model, config, s.bytes, s.header());
+  EXPECT_TRUE(torch::equal(job.input_of_step(0), inputs.narrow(0, 0, 8)));
+  EXPECT_TRUE(torch::equal(job.input_of_step(4), inputs.narrow(0, 8, 8)));  // 32 modulo 24
+  EXPECT_TRUE(torch::equal(job.labels_of_step(2, 4), labels.narrow(0, 16, 8)));
+  std::vector<double> losses;
+  std::atomic<std::uint32_t> never{0};
+  job.run(150, never, [&](std::int64_t, double loss) {
+    losses.push_back(loss);
+    return true;
+  });
+  ASSERT_EQ(losses.size(), 150u);
+  const double first = (losses[0] + losses[1] + losses[2]) / 3;
+  const double last = (losses[147] + losses[148] + losses[149]) / 3;
+  EXPECT_LT(last, first / 2) << "first " << first << ", last " << last;
+
+  const auto refusal = [&](const std::filesystem::path& file) {
+    TrainingJobConfig c = config;
+    c.dataset = file;
+    try {
+      TrainingJob::check_config(model, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(write("narrow.safetensors", inputs.narrow(1, 0, 15).contiguous(), labels))
+                .find("'inputs' is F32 [24, 15]; tiny's job takes F32 [N, 16] with N >= 1"),
+            std::string::npos);
+  EXPECT_NE(refusal(write("double.safetensors", inputs.to(torch::kFloat64), labels)).find("'inputs' is F64"),
+            std::string::npos);
+  torch::Tensor beyond = labels.clone();
+  beyond[3] = 4;
+  EXPECT_NE(refusal(write("beyond.safetensors", inputs, beyond)).find("output has 4 classes, so they must lie in [0, 4)"),
+            std::string::npos);
+  EXPECT_NE(refusal(write("short.safetensors", inputs, labels.narrow(0, 0, 20).contiguous())).find("24 inputs and 20 labels"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(TrainingJob, TheUpdateIsTorchOptimsSgdAndAdam) {
   for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {

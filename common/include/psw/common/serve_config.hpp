@@ -36,6 +36,7 @@
 //     checkpoint: job.safetensors  # written on SIGTERM and on a client's request
 //     resume_from: job.safetensors # start from this checkpoint
 //     weights: resnet152.safetensors  # the user's weights to start from (not with resume_from)
+//     dataset: data.safetensors    # the user's labelled set: inputs [N, ...], labels [N]
 
 #include <cstdint>
 #include <filesystem>
@@ -109,6 +110,10 @@ struct TrainingJobConfig {
   // [Weight names] in exec/weights.hpp) in place of the seeded ones; empty: seeded. Not with
   // resume_from, whose file holds the weights.
   std::filesystem::path weights;
+  // Note [Training objective]: the user's labelled set in place of the seeded one: a safetensors
+  // file with `inputs` (N samples of the model's input at input_size) and `labels` (N class
+  // indices, I64); empty: the seeded set.
+  std::filesystem::path dataset;
 };
 
 // Note [Residency]: off: every request transfers its model (the paper's measurements); active:

@@ -105,6 +105,43 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out + "]";
 }
 
+// Note [Training objective]: the user's set, `inputs` and `labels`, checked against the job's
+// input (a sample's dtype and shape at the config's input size), on the CPU.
+std::pair<torch::Tensor, torch::Tensor> read_dataset(exec::ZooModel& model, const TrainingJobConfig& config) {
+  const std::string origin = config.dataset.string() + ": ";
+  const SafetensorsHeader file = read_safetensors_header(config.dataset);
+  const torch::Tensor example = make_training_input(model, config, 0, torch::kCPU);
+  const auto read = [&](const std::string& name, torch::ScalarType type, const std::vector<std::int64_t>& sample) {
+    const SafetensorsEntry* entry = file.find(name);
+    if (entry == nullptr) throw InputError(origin + "the dataset has no tensor '" + name + "'");
+    const std::optional<TensorDtype> dtype = exec::safetensors_dtype(type);
+    std::vector<std::int64_t> wanted = {entry->shape.empty() ? 0 : entry->shape[0]};
+    wanted.insert(wanted.end(), sample.begin(), sample.end());
+    if (!dtype || entry->dtype != *dtype || entry->shape != wanted || wanted[0] < 1) {
+      std::string takes = "[N";
+      for (const std::int64_t d : sample) takes += ", " + std::to_string(d);
+      throw InputError(origin + "'" + name + "' is " + to_string(entry->dtype) + " " + shape_text(entry->shape) + "; " +
+                       model.name() + "'s job takes " + (dtype ? to_string(*dtype) : "?") + " " + takes +
+                       "] with N >= 1 (input_size " + std::to_string(config.input_size) + ")");
+    }
+    torch::Tensor t = torch::empty(wanted, torch::dtype(type));
+    read_safetensors_tensor(config.dataset, file, *entry, t.data_ptr());
+    return t;
+  };
+  const torch::Tensor inputs =
+      read("inputs", example.scalar_type(), std::vector<std::int64_t>(example.sizes().begin() + 1, example.sizes().end()));
+  const torch::Tensor labels = read("labels", torch::kInt64, {});
+  if (labels.size(0) != inputs.size(0)) {
+    throw InputError(origin + detail::concat(inputs.size(0), " inputs and ", labels.size(0), " labels"));
+  }
+  return {inputs, labels};
+}
+
+// The samples of step `step` of a set of `n`: step * batch .. + batch - 1, modulo n.
+torch::Tensor dataset_rows(std::int64_t step, std::int64_t batch, std::int64_t n) {
+  return (torch::arange(batch, torch::kInt64) + (step % n) * (batch % n)).remainder(n);
+}
+
 // Note [Training checkpoint]: `path`'s state into `slot` (uint8 on the CPU, one slot); the
 // completed steps and the loss it was written at.
 std::pair<std::int64_t, double> read_checkpoint(exec::ZooModel& model, const TrainingJobConfig& config,
@@ -295,7 +332,13 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
     }
   }
   bind(static_cast<int>(committed_steps(*header_) % 2));
-  for (std::int64_t d = 0; d < kDataPool; ++d) data_.push_back(make_training_input(model_, config_, d, device_));
+  if (config_.dataset.empty()) {
+    for (std::int64_t d = 0; d < kDataPool; ++d) data_.push_back(make_training_input(model_, config_, d, device_));
+  } else {
+    const auto [inputs, labels] = read_dataset(model_, config_);
+    dataset_inputs_ = inputs.to(device_);
+    dataset_labels_ = labels.to(device_);
+  }
   // Backward boundaries: a gradient hook on every parameter (the zoo's gates cover the forward).
   for (auto& p : parameters_) {
     p.register_hook([this](torch::Tensor grad) {
@@ -320,12 +363,31 @@ void TrainingJob::check_config(exec::ZooModel& model, const TrainingJobConfig& c
     throw InputError(detail::concat("training.input_size: at most ", limit, x.dim() == 2 ? " tokens" : " pixels", " for ",
                                     model.name(), ", got ", config.input_size));
   }
+  if (config.dataset.empty()) return;
+  const auto [inputs, labels] = read_dataset(model, config);
+  torch::NoGradGuard no_grad;
+  const std::int64_t classes = model.forward(inputs.narrow(0, 0, 1)).size(-1);
+  const std::int64_t lowest = labels.min().item<std::int64_t>();
+  const std::int64_t highest = labels.max().item<std::int64_t>();
+  if (lowest < 0 || highest >= classes) {
+    throw InputError(config.dataset.string() + ": " +
+                     detail::concat("labels from ", lowest, " to ", highest, "; ", model.name(), "'s output has ", classes,
+                                    " classes, so they must lie in [0, ", classes, ")"));
+  }
 }
 
-torch::Tensor TrainingJob::input_of_step(std::int64_t step) const { return data_.at(static_cast<std::size_t>(step % kDataPool)); }
+torch::Tensor TrainingJob::input_of_step(std::int64_t step) const {
+  if (dataset_inputs_.defined()) {
+    return dataset_inputs_.index_select(0, dataset_rows(step, config_.batch, dataset_inputs_.size(0)).to(device_));
+  }
+  return data_.at(static_cast<std::size_t>(step % kDataPool));
+}
 
 torch::Tensor TrainingJob::labels_of_step(std::int64_t step, std::int64_t classes) const {
   PSW_CHECK(classes > 0, "a model output of no classes");
+  if (dataset_labels_.defined()) {
+    return dataset_labels_.index_select(0, dataset_rows(step, config_.batch, dataset_labels_.size(0)).to(device_));
+  }
   if (label_classes_ != classes) {  // made at the first step
     labels_.clear();
     for (std::int64_t d = 0; d < kDataPool; ++d) {

@@ -3,7 +3,9 @@
 //
 // Note [Training objective]: the job learns a fixed labelled set: kDataPool batches of seeded
 // inputs (the model's example inputs at the config's batch and input size), each sample with a
-// seeded label in [0, classes), where classes is the width of the model's output. The loss is
+// seeded label in [0, classes), where classes is the width of the model's output; or the user's
+// set (training.dataset: a safetensors file of `inputs`, N samples, and `labels`, N class
+// indices), of which step s takes samples s * batch .. s * batch + batch - 1, modulo N. The loss is
 // the cross-entropy of the output against the labels (plus 0.4 x that of Inception-v3's
 // auxiliary logits, torchvision's recipe); for BERT-base, whose zoo model ends at the pooler,
 // the 768 pooled features serve as the logits. The optimizer is SGD with momentum (dampening 0,
@@ -138,7 +140,9 @@ class TrainingJob {
   // when its call returns.
   void set_device_fence(std::function<void()> fence) { device_fence_ = std::move(fence); }
 
-  // InputError unless `config` can train `model` (its input size within the model's).
+  // InputError unless `config` can train `model`: its input size within the model's; a dataset
+  // whose inputs are samples of the model's input at that size (dtype and shape) and whose labels
+  // are N class indices within the model's output (found by a forward of one sample).
   static void check_config(exec::ZooModel& model, const TrainingJobConfig& config);
 
   // The input of step `step`: one of kDataPool seeded inputs made once on the job's device (it
@@ -171,7 +175,9 @@ class TrainingJob {
   std::vector<torch::Tensor> parameters_;     // those that train (gradients)
   Slot slots_[2];
   int bound_slot_ = -1;
-  std::vector<torch::Tensor> data_;           // the data pool
+  std::vector<torch::Tensor> data_;           // the data pool (the seeded set)
+  torch::Tensor dataset_inputs_;              // the user's set (training.dataset), on the device
+  torch::Tensor dataset_labels_;
   mutable std::vector<torch::Tensor> labels_;  // per pool entry, made at the first step
   mutable std::int64_t label_classes_ = 0;     // the output width they were made for
   // At a layer boundary: the hook, then stop or pause as the flag says (throws Preempted).
