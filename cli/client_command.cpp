@@ -19,6 +19,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/client/client_tools.hpp"
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 
 namespace psw::cli {
@@ -52,6 +53,7 @@ struct ClientOptions {
   std::string train_status;
   std::string train_checkpoint;
   std::string checkpoint_path;
+  std::string token_file;
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -269,6 +271,7 @@ void run_client(const ClientOptions& o) {
                                  : o.server_address;
   Client client(target);
   client.set_timeout(std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000)));
+  if (!o.token_file.empty()) client.set_token(runtime::AccessToken::from_file(o.token_file).value());
   try {
     if (o.live) {
       const bool live = client.server_live();
@@ -338,6 +341,9 @@ Action add_client_command(CLI::App& app) {
                                  "/tmp/psw-<uid>/psw.sock)");
   cmd->add_option("--server", options->server_address, "A server on TCP, HOST:PORT, instead of the socket")
       ->excludes(socket);
+  cmd->add_option("--token-file", options->token_file,
+                  "A file only you can read with the server's bearer token (psw serve --token-file), sent with "
+                  "every call");
   cmd->add_option("--model", options->model, "The model to run, or whose --metadata to show");
   auto* input = cmd->add_option("--input", options->input_path,
                                 "Raw little-endian bytes of the model's first input; the batch is inferred "

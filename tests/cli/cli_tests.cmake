@@ -124,6 +124,14 @@ psw_cli_fast_test(numeric.client_repeat_zero 2 "--repeat: Value 0 not in range" 
 psw_cli_fast_test(numeric.client_steps_negative 2 "--steps: Value -1 not in range" client --train-start m --steps -1)
 psw_cli_fast_test(bad_args.client_to_without_checkpoint 2 "--to is for --train-checkpoint" client --train-status m --to /tmp/x)
 psw_cli_fast_test(bad_args.client_two_training_actions 2 "give one of --live" client --train-status m --train-checkpoint m)
+psw_cli_fast_test(bad_args.serve_remote_without_allow 2 "--listen 10.255.255.1:8001: an address other hosts can reach is refused without --allow-remote"
+                  serve --config configs/serve/host-small.yaml --listen 10.255.255.1:8001)
+psw_cli_fast_test(bad_args.serve_remote_without_token 2 "--http-listen 10.255.255.1:8002: an address other hosts can reach with --allow-remote needs a bearer token"
+                  serve --config configs/serve/host-small.yaml --http-listen 10.255.255.1:8002 --allow-remote)
+psw_cli_fast_test(bad_args.serve_token_file_missing 2 "token file /nonexistent/token: no such file"
+                  serve --config configs/serve/host-small.yaml --listen 127.0.0.1:0 --token-file /nonexistent/token)
+psw_cli_fast_test(bad_args.client_token_file_missing 2 "token file /nonexistent/token: no such file"
+                  client --live --token-file /nonexistent/token)
 psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
 psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
 # Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.

@@ -10,7 +10,8 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_cycles.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_shared_memory.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_http_front_end.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_http_front_end.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_remote_access.cpp)
 # psw_proto: the typed-contents and malformed-request cases need raw protocol messages, which the
 # C++ Client never sends.
 target_link_libraries(psw_grpc_tests PRIVATE psw_server psw_client psw_proto psw_httplib GTest::gtest

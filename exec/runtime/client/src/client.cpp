@@ -10,6 +10,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client_tools.hpp"
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/ipc/tensor_bytes.hpp"
 #include "psw_control.grpc.pb.h"
 
@@ -67,6 +68,7 @@ TensorSpec from_proto(const inference::ModelMetadataResponse::TensorMetadata& te
 
 struct Client::Impl {
   std::string target;
+  std::string authorization;  // Note [Remote access]: "Bearer TOKEN", or empty
   std::chrono::milliseconds timeout{60'000};
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<inference::GRPCInferenceService::Stub> inference;
@@ -78,6 +80,7 @@ struct Client::Impl {
   void call(const char* what, Call&& rpc) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
     const grpc::Status status = rpc(&context);
     if (status.ok()) return;
     const grpc::StatusCode code = status.error_code();
@@ -117,6 +120,8 @@ Client::Client(const std::string& target, std::int64_t max_message_bytes) : impl
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
+
+void Client::set_token(std::string token) { impl_->authorization = token.empty() ? "" : bearer(token); }
 
 void Client::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) throw InputError("a call timeout must be positive");

@@ -35,6 +35,7 @@
 #include "psw/common/error.hpp"
 #include "model_lookup.hpp"
 #include "tcp_address.hpp"
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/ipc/shared_memory.hpp"
 #include "psw/runtime/ipc/tensor_bytes.hpp"
 #include "psw_control.grpc.pb.h"
@@ -503,30 +504,55 @@ std::vector<std::size_t> selected_outputs(const inference::ModelInferRequest& re
   return order;
 }
 
+// Note [Remote access] (access_token.hpp): on a listener with a token, a call must present it
+// before anything else is looked at.
+class Admission {
+ public:
+  explicit Admission(const AccessToken* token) : token_(token) {}
+  grpc::Status operator()(const grpc::ServerContext* context) const {
+    if (token_ == nullptr) return grpc::Status::OK;
+    const auto& metadata = context->client_metadata();
+    const auto it = metadata.find("authorization");
+    if (it != metadata.end() && token_->admits(std::string_view(it->second.data(), it->second.size()))) {
+      return grpc::Status::OK;
+    }
+    return {grpc::StatusCode::UNAUTHENTICATED,
+            it == metadata.end() ? "this server takes calls with a bearer token only (metadata authorization: Bearer TOKEN)"
+                                 : "the call's bearer token is not this server's"};
+  }
+
+ private:
+  const AccessToken* token_;
+};
+
 class InferenceEndpoint final : public inference::GRPCInferenceService::Service {
  public:
-  explicit InferenceEndpoint(InferenceService& service) : service_(service) {}
+  InferenceEndpoint(InferenceService& service, const AccessToken* token) : service_(service), admit_(token) {}
 
   // Set before the server starts: whether this endpoint offers system shared memory.
   void offer_shared_memory(bool offer) { shared_memory_offered_ = offer; }
 
-  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+  grpc::Status ServerLive(grpc::ServerContext* context, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { response->set_live(service_.live()); });
   }
 
-  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+  grpc::Status ServerReady(grpc::ServerContext* context, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { response->set_ready(service_.ready()); });
   }
 
-  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+  grpc::Status ModelReady(grpc::ServerContext* context, const inference::ModelReadyRequest* request,
                           inference::ModelReadyResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { response->set_ready(find_served_model(service_, request->name(), request->version()).ready); });
   }
 
-  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+  grpc::Status ServerMetadata(grpc::ServerContext* context, const inference::ServerMetadataRequest*,
                               inference::ServerMetadataResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] {
       response->set_name("psw");
       response->set_version("0.1");
@@ -534,8 +560,9 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+  grpc::Status ModelMetadata(grpc::ServerContext* context, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] {
       const ModelInfo model = find_served_model(service_, request->name(), request->version());
       response->set_name(model.name);
@@ -548,6 +575,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     const std::int64_t received_ns = steady_now_ns();  // Note [Protocol split]
     return answer([&] {
       // The synchronous API hands the request as const, but the object is the call's own and
@@ -620,8 +648,9 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext*, const inference::SystemSharedMemoryStatusRequest* request,
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
                                         inference::SystemSharedMemoryStatusResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     if (!shared_memory_offered_) return no_shared_memory_status();
     return answer([&] {
       for (const SharedMemoryRegionInfo& info : registry_.status(request->name())) {
@@ -634,9 +663,10 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext*,
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext* context,
                                           const inference::SystemSharedMemoryRegisterRequest* request,
                                           inference::SystemSharedMemoryRegisterResponse*) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     if (!shared_memory_offered_) return no_shared_memory_status();
     return answer([&] {
       service_.shared_memory_registered(
@@ -644,9 +674,10 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext*,
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext* context,
                                             const inference::SystemSharedMemoryUnregisterRequest* request,
                                             inference::SystemSharedMemoryUnregisterResponse*) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     if (!shared_memory_offered_) return no_shared_memory_status();
     return answer([&] { registry_.unregister(request->name()); });
   }
@@ -660,6 +691,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
   }
 
   InferenceService& service_;
+  Admission admit_;
   bool shared_memory_offered_ = false;
   SharedMemoryRegistry registry_;
 };
@@ -680,10 +712,11 @@ void fill_training_status(const TrainingStatus& status, psw::control::TrainingSt
 
 class ControlEndpoint final : public psw::control::Control::Service {
  public:
-  explicit ControlEndpoint(InferenceService& service) : service_(service) {}
+  ControlEndpoint(InferenceService& service, const AccessToken* token) : service_(service), admit_(token) {}
 
-  grpc::Status StartTraining(grpc::ServerContext*, const psw::control::StartTrainingRequest* request,
+  grpc::Status StartTraining(grpc::ServerContext* context, const psw::control::StartTrainingRequest* request,
                              psw::control::TrainingStatusResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] {
       if (request->steps() < 0) {
         invalid("steps must be 0 (until stopped) or positive, not " + std::to_string(request->steps()));
@@ -692,18 +725,21 @@ class ControlEndpoint final : public psw::control::Control::Service {
     });
   }
 
-  grpc::Status StopTraining(grpc::ServerContext*, const psw::control::StopTrainingRequest* request,
+  grpc::Status StopTraining(grpc::ServerContext* context, const psw::control::StopTrainingRequest* request,
                             psw::control::TrainingStatusResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { fill_training_status(service_.stop_training(request->model()), response); });
   }
 
-  grpc::Status TrainingStatus(grpc::ServerContext*, const psw::control::TrainingStatusRequest* request,
+  grpc::Status TrainingStatus(grpc::ServerContext* context, const psw::control::TrainingStatusRequest* request,
                               psw::control::TrainingStatusResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { fill_training_status(service_.training_status(request->model()), response); });
   }
 
-  grpc::Status CheckpointTraining(grpc::ServerContext*, const psw::control::CheckpointTrainingRequest* request,
+  grpc::Status CheckpointTraining(grpc::ServerContext* context, const psw::control::CheckpointTrainingRequest* request,
                                   psw::control::CheckpointTrainingResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] {
       const TrainingCheckpointStatus done = service_.checkpoint_training(request->model(), request->path());
       response->set_model(done.model);
@@ -714,13 +750,15 @@ class ControlEndpoint final : public psw::control::Control::Service {
     });
   }
 
-  grpc::Status Metrics(grpc::ServerContext*, const psw::control::MetricsRequest*,
+  grpc::Status Metrics(grpc::ServerContext* context, const psw::control::MetricsRequest*,
                        psw::control::MetricsResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
     return answer([&] { response->set_text(service_.metrics_text()); });
   }
 
  private:
   InferenceService& service_;
+  Admission admit_;
 };
 
 }  // namespace
@@ -739,7 +777,7 @@ std::string default_socket_path() {
 }
 
 struct GrpcFrontEnd::Impl {
-  explicit Impl(InferenceService& service) : inference(service), control(service) {}
+  Impl(InferenceService& service, const AccessToken* token) : inference(service, token), control(service, token) {}
 
   InferenceEndpoint inference;
   ControlEndpoint control;
@@ -755,7 +793,7 @@ struct GrpcFrontEnd::Impl {
 
 GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
                            int max_threads)
-    : impl_(std::make_unique<Impl>(service)) {
+    : impl_(std::make_unique<Impl>(service, endpoint.token)) {
   if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
     throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
   }

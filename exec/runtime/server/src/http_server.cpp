@@ -618,11 +618,27 @@ struct HttpFrontEnd::Impl {
   }
 };
 
-HttpFrontEnd::HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes)
+HttpFrontEnd::HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes,
+                           const AccessToken* token)
     : impl_(std::make_unique<Impl>(service)) {
   const HostPort where = parse_tcp_address(address);
   check_tcp_host(address, where);
   impl_->routes();
+  if (token != nullptr) {
+    // Note [Remote access]: before any route, and before the body is looked at.
+    impl_->server.set_pre_routing_handler([token](const httplib::Request& q, httplib::Response& r) {
+      if (token->admits(q.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
+      r.status = 401;
+      r.set_header("WWW-Authenticate", "Bearer");
+      r.set_content(nlohmann::json{{"error", q.has_header("Authorization")
+                                                 ? "the request's bearer token is not this server's"
+                                                 : "this server takes requests with a bearer token only "
+                                                   "(Authorization: Bearer TOKEN)"}}
+                        .dump(),
+                    "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
   impl_->server.set_payload_max_length(static_cast<std::size_t>(max_body_bytes));
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, which would let a second server
   // share a port in use instead of failing (as for the gRPC front end).

@@ -7,12 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
 #include "tcp_address.hpp"
 #include "psw/common/error.hpp"
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 
 namespace psw::runtime {
@@ -37,9 +39,31 @@ std::string response(int code, const char* reason, const std::string& type, cons
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
 }
 
+// The value of the request's Authorization header (names are case-insensitive), or "".
+std::string authorization_of(const std::string& request) {
+  std::size_t at = request.find("\r\n");
+  while (at != std::string::npos && at + 2 < request.size()) {
+    const std::size_t end = request.find("\r\n", at + 2);
+    const std::string line = request.substr(at + 2, end == std::string::npos ? std::string::npos : end - at - 2);
+    const std::size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (name == "authorization") {
+        std::size_t begin = colon + 1;
+        while (begin < line.size() && line[begin] == ' ') ++begin;
+        return line.substr(begin);
+      }
+    }
+    at = end;
+  }
+  return "";
+}
+
 }  // namespace
 
 struct MetricsHttpServer::Impl {
+  const AccessToken* token = nullptr;  // Note [Remote access]
   std::function<std::string()> metrics;
   UniqueFd listener;
   UniqueFd stop;
@@ -61,7 +85,10 @@ struct MetricsHttpServer::Impl {
       }
     }
     const std::string line = request.substr(0, request.find("\r\n"));
-    if (line.rfind("GET /metrics ", 0) == 0 || line == "GET /metrics") {
+    if (token != nullptr && !token->admits(authorization_of(request))) {
+      write_all(fd, response(401, "Unauthorized", "text/plain",
+                             "psw serve's metrics need a bearer token (Authorization: Bearer TOKEN)\n"));
+    } else if (line.rfind("GET /metrics ", 0) == 0 || line == "GET /metrics") {
       write_all(fd, response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", metrics()));
     } else {
       write_all(fd, response(404, "Not Found", "text/plain", "psw serve answers GET /metrics only\n"));
@@ -90,8 +117,10 @@ struct MetricsHttpServer::Impl {
   }
 };
 
-MetricsHttpServer::MetricsHttpServer(std::function<std::string()> metrics, const std::string& address)
+MetricsHttpServer::MetricsHttpServer(std::function<std::string()> metrics, const std::string& address,
+                                     const AccessToken* token)
     : impl_(std::make_unique<Impl>()) {
+  impl_->token = token;
   const HostPort parsed = parse_tcp_address(address);
   check_tcp_host(address, parsed);
   addrinfo hints{};

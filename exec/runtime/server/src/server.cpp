@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -15,6 +16,7 @@
 #include "psw/runtime/server/http_server.hpp"
 #include "psw/runtime/server/metrics_http.hpp"
 #include "psw/runtime/server/starting_service.hpp"
+#include "tcp_address.hpp"
 
 namespace psw::runtime {
 
@@ -92,10 +94,19 @@ int run_server(const ServerOptions& options) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Note [Remote access]: checked before anything listens.
+  check_remote_access({{"--listen", options.listen_address},
+                       {"--http-listen", options.http_address},
+                       {"--metrics-listen", options.metrics_address}},
+                      options.allow_remote, !options.token_file.empty());
+  std::optional<AccessToken> token;
+  if (!options.token_file.empty()) token = AccessToken::from_file(options.token_file);
+  const AccessToken* required = token ? &*token : nullptr;
   Endpoint endpoint;
   if (!options.listen_address.empty()) {
     if (!options.socket_path.empty()) throw InputError("--socket and --listen exclude each other");
     endpoint.tcp_address = options.listen_address;
+    endpoint.token = required;  // the Unix socket has its file's permissions instead
   } else {
     endpoint.unix_path = options.socket_path.empty() ? default_socket_path() : options.socket_path;
   }
@@ -112,14 +123,15 @@ int run_server(const ServerOptions& options) {
   // controller once there is one.
   std::unique_ptr<MetricsHttpServer> metrics;
   if (!options.metrics_address.empty()) {
-    metrics = std::make_unique<MetricsHttpServer>([&front] { return front.metrics_text(); }, options.metrics_address);
+    metrics = std::make_unique<MetricsHttpServer>([&front] { return front.metrics_text(); }, options.metrics_address,
+                                                  required);
     log("metrics on " + metrics->url());
   }
   // The REST front end, on the same service (Note [REST front end]); a bad address fails now.
   std::unique_ptr<HttpFrontEnd> http;
   if (!options.http_address.empty()) {
     try {
-      http = std::make_unique<HttpFrontEnd>(front, options.http_address, max_message);
+      http = std::make_unique<HttpFrontEnd>(front, options.http_address, max_message, required);
     } catch (...) {
       metrics.reset();
       server.shutdown(0);

@@ -54,7 +54,54 @@ bool is_wildcard(const sockaddr* address) {
   return false;
 }
 
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(address)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&ip)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&ip)) return ip.s6_addr[12] == 127;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool is_loopback_tcp_address(const std::string& address) {
+  const HostPort parsed = parse_tcp_address(address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  const int status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &results);
+  if (status != 0) {
+    throw InputError("cannot resolve the host of TCP address '" + address + "': " + ::gai_strerror(status));
+  }
+  bool loopback = results != nullptr;
+  for (const addrinfo* result = results; result != nullptr; result = result->ai_next) {
+    loopback = loopback && is_loopback(result->ai_addr);
+  }
+  ::freeaddrinfo(results);
+  return loopback;
+}
+
+void check_remote_access(const std::vector<std::pair<std::string, std::string>>& listeners, bool allow_remote,
+                         bool has_token) {
+  for (const auto& [flag, address] : listeners) {
+    if (address.empty() || is_loopback_tcp_address(address)) continue;
+    const std::string what = flag + " " + address + ": an address other hosts can reach";
+    if (!allow_remote) {
+      throw InputError(what + " is refused without --allow-remote and a bearer token (--token-file FILE): whoever "
+                              "reaches it could run the models, read their outputs and stop the training job "
+                              "(docs/serving.md, Remote access); use a loopback address or the Unix socket otherwise");
+    }
+    if (!has_token) {
+      throw InputError(what + " with --allow-remote needs a bearer token (--token-file FILE, a file only you can "
+                              "read); every call must then carry it");
+    }
+  }
+}
 
 // TCP has no file permissions: whoever reaches the port can use the server. Listening on every
 // interface would expose it to the network, so a wildcard host is refused; loopback or one

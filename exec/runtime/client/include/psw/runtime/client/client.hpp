@@ -63,6 +63,10 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // Note [Remote access] (psw/runtime/ipc/access_token.hpp): every later call carries
+  // `authorization: Bearer TOKEN` (empty: none).
+  void set_token(std::string token);
+
   // The deadline of each later call, counted from its start.
   void set_timeout(std::chrono::milliseconds timeout);
   std::chrono::milliseconds timeout() const;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime {
@@ -22,6 +23,9 @@ namespace psw::runtime {
 struct Endpoint {
   std::string unix_path;    // a Unix socket, e.g. default_socket_path()
   std::string tcp_address;  // "HOST:PORT", "[IPV6]:PORT"; port 0 picks a free port
+  // Note [Remote access] (psw/runtime/ipc/access_token.hpp): every call must present this token;
+  // null: none asked. Must outlive the front end.
+  const AccessToken* token = nullptr;
 };
 
 // $XDG_RUNTIME_DIR/psw/psw.sock where XDG_RUNTIME_DIR is set to an absolute path of a directory

@@ -31,8 +31,9 @@
 // worker lost) ends the stream with `event: error` and `{"error": ..., "status": HTTP status}`.
 // A client that closes the stream cancels the call (Note [Deadlines]).
 //
-// Loopback TCP only (`psw serve --http-listen 127.0.0.1:PORT`; a wildcard address is refused,
-// as for --listen): the library (cpp-httplib 0.11, Debian 12's) listens on TCP, not on a Unix
+// TCP only (`psw serve --http-listen 127.0.0.1:PORT`; a wildcard address is refused, as for
+// --listen, and one other hosts can reach needs --allow-remote and a token: Note [Remote access]
+// in access_token.hpp): the library (cpp-httplib 0.11, Debian 12's) listens on TCP, not on a Unix
 // socket. The system shared memory extension is not offered over HTTP.
 
 #include <cstdint>
@@ -42,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime {
@@ -51,7 +53,10 @@ class HttpFrontEnd {
   // Listens on `address` (HOST:PORT, port 0 picks a free one) at once; InputError for an
   // address that cannot be used (malformed, a wildcard, a port in use). Requests larger than
   // `max_body_bytes` are refused (413).
-  HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes);
+  // Note [Remote access]: with `token`, every request must carry `Authorization: Bearer TOKEN`
+  // (else 401); it must outlive the front end.
+  HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes,
+               const AccessToken* token = nullptr);
   ~HttpFrontEnd();  // shutdown()
   HttpFrontEnd(const HttpFrontEnd&) = delete;
   HttpFrontEnd& operator=(const HttpFrontEnd&) = delete;

@@ -9,12 +9,17 @@
 #include <memory>
 #include <string>
 
+#include "psw/runtime/ipc/access_token.hpp"
+
 namespace psw::runtime {
 
 class MetricsHttpServer {
  public:
   // Listening when constructed; InputError for a bad or wildcard address or a port in use.
-  MetricsHttpServer(std::function<std::string()> metrics, const std::string& address);
+  // Note [Remote access]: with `token`, a scrape must carry `Authorization: Bearer TOKEN` (else
+  // 401); it must outlive the server.
+  MetricsHttpServer(std::function<std::string()> metrics, const std::string& address,
+                    const AccessToken* token = nullptr);
   ~MetricsHttpServer();
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;

@@ -21,6 +21,10 @@ struct ServerOptions {
   std::string metrics_address;  // HOST:PORT of the HTTP metrics endpoint; empty: none
   std::string http_address;     // HOST:PORT of the REST front end (Note [REST front end]); empty: none
   std::string decisions_path;   // Note [Decision log]: every event and action as JSON lines when set
+  // Note [Remote access] (psw/runtime/ipc/access_token.hpp): listen on addresses other hosts can
+  // reach, and the file of the bearer token every TCP call must then carry (empty: none).
+  bool allow_remote = false;
+  std::string token_file;
   std::function<void(const std::string&)> log;
 };
 
