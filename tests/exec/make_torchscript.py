@@ -1,0 +1,46 @@
+"""Writes small TorchScript files for the tests (Note [TorchScript models]), with Debian's
+python3-torch (/usr/bin/python3), as a user would export a model:
+
+    make_torchscript.py OUT_DIR
+
+    OUT_DIR/cnn.pt        torch.jit.trace of a conv-BatchNorm-ReLU-pool-linear net, input 1x3x16x16
+    OUT_DIR/tuple_out.pt  torch.jit.script of a module returning (logits, features)
+    OUT_DIR/no_params.pt  a module without parameters
+"""
+import os
+import sys
+
+import torch
+
+
+class TupleOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.proj(x), x
+
+
+class NoParams(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(3)
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 5))
+    # Non-trivial running statistics, so that eval mode shows in the outputs.
+    cnn[1].running_mean.uniform_(-0.5, 0.5)
+    cnn[1].running_var.uniform_(0.5, 1.5)
+    cnn.eval()
+    torch.jit.trace(cnn, torch.randn(1, 3, 16, 16)).save(os.path.join(out, "cnn.pt"))
+    torch.jit.script(TupleOut().eval()).save(os.path.join(out, "tuple_out.pt"))
+    torch.jit.script(NoParams()).save(os.path.join(out, "no_params.pt"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
