@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "model_input_options.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/profile_paths.hpp"
@@ -43,6 +44,7 @@ struct ProfileOptions {
   std::int64_t prompt_tokens = 0;  // decoders: the prompt's length (0: the example's 128)
   std::vector<std::int64_t> prefill_tokens;  // decoders: the prefill curve's other lengths
   std::string format = "table";              // table | json (what was measured and written, for scripts)
+  ModelInputOptions input;                   // a TorchScript model's
 };
 
 std::string today() {
@@ -83,7 +85,9 @@ void run_profile(const ProfileOptions& o) {
   // The analytic profile of the dtype (scripts/gen_model_profiles.py): fp32 at the top of
   // configs/models/, the others in a folder of their dtype's name. A decoder has no shipped
   // analytic profile: its layers and bytes come from the live model, in its dtype.
-  const bool decoder_config = exec::names_decoder_config(o.model) && o.base_profile.empty();
+  // A TorchScript model has none either (Note [TorchScript models]): its layers are the module's.
+  const bool decoder_config =
+      (exec::names_decoder_config(o.model) || exec::names_torchscript(o.model)) && o.base_profile.empty();
   const std::string base_path =
       o.base_profile.empty() ? profile_path_in("configs/models", o.model, o.dtype).string() : o.base_profile;
   std::optional<ModelProfile> base;
@@ -95,15 +99,17 @@ void run_profile(const ProfileOptions& o) {
     }
   }
   auto backend = exec::make_backend(o.backend);
-  auto model = exec::make_model(o.model, 0, dtype);
+  int batch = o.batch;
+  const std::optional<exec::InputSpec> model_input_spec = model_input(o.input, batch);
+  auto model = exec::open_model(o.model, 0, dtype, model_input_spec);
   exec::Decoder* decoder = exec::as_decoder(*model);
   if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty()) && decoder == nullptr) {
     throw InputError("--prompt-tokens and --prefill-tokens are for decoders (configs/zoo/*.yaml); " + model->name() +
                      " is not one");
   }
   const torch::Tensor input = decoder != nullptr && o.prompt_tokens > 0
-                                  ? decoder->example_tokens(o.batch, o.prompt_tokens, 1)
-                                  : model->example_input(o.batch, 1);
+                                  ? decoder->example_tokens(batch, o.prompt_tokens, 1)
+                                  : model->example_input(batch, 1);
   ModelProfile profile = base ? *base : exec::profile_skeleton(*model, input);
   if (profile.name != model->name() || profile.num_layers() != model->layers().size()) {
     throw InputError(base_path + ": not a profile of the zoo's '" + o.model + "' (names or layer count differ)");
@@ -137,11 +143,11 @@ void run_profile(const ProfileOptions& o) {
     if (!o.prefill_tokens.empty()) {
       std::vector<std::int64_t> lengths = o.prefill_tokens;
       lengths.push_back(profile.prompt_tokens);
-      profile.prefill_curve = exec::profile_prefill_curve(*backend, *model, o.batch, lengths, o.repeat);
+      profile.prefill_curve = exec::profile_prefill_curve(*backend, *model, batch, lengths, o.repeat);
       model_note += "; prefill curve: the whole forward at each prompt length, median of " + std::to_string(o.repeat);
     }
   }
-  profile.batch = o.batch;
+  profile.batch = batch;
   profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today(), versions};
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
     auto& layer = profile.layers[i];
@@ -172,7 +178,7 @@ void run_profile(const ProfileOptions& o) {
     }
     report = {{"model", profile.name},
               {"dtype", o.dtype},
-              {"batch", o.batch},
+              {"batch", batch},
               {"device", device},
               {"layers", profile.layers.size()},
               {"profile", model_path},
@@ -185,7 +191,7 @@ void run_profile(const ProfileOptions& o) {
     }
   } else {
     std::printf("%-12s %s (%s): %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), o.dtype.c_str(),
-                profile.layers.size(), o.batch, device.c_str(), model_path.c_str());
+                profile.layers.size(), batch, device.c_str(), model_path.c_str());
     std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
     if (training) {
       std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
@@ -257,7 +263,8 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--prompt-tokens", options->prompt_tokens,
                   "Decoders: the prompt's length the prefill is profiled at (default: 128)")
       ->check(CLI::Range(1, 1 << 22));
-  cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+  auto* batch = cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+  add_model_input_options(cmd, options->input);
   cmd->add_option("--repeat", options->repeat, "Timed repetitions")->check(CLI::Range(1, 100000))->capture_default_str();
   cmd->add_option("--backend", options->backend, "cuda | host")->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "The model's dtype: fp32 | bf16 | fp16")->capture_default_str();
@@ -278,10 +285,11 @@ Action add_profile_command(CLI::App& app) {
                   "and the files written")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
-  return [options] {
+  return [options, batch] {
     // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
     auto resolved = *options;
     resolved.model = exec::zoo_model_argument(options->model, "configs/zoo");
+    resolved.input.batch_given = batch->count() > 0;
     run_profile(resolved);
   };
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "model_input_options.hpp"
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -52,6 +53,7 @@ struct RunOptions {
   std::string weights_path;  // empty: the zoo's random, seeded weights
   std::int64_t prompt_tokens = 0;  // decoders: 0 is the example's 128
   int decode_tokens = 0;
+  ModelInputOptions input;  // a TorchScript model's
 };
 
 // "a, b, c and 12 more": a report's names, short enough for one line of the table.
@@ -83,7 +85,10 @@ void run(const RunOptions& o) {
   spec.mechanism = parse_mechanism(o.mode);
   // The default hardware is the H200, so the default fp32 profile is the one measured there.
   // A decoder's profile is named after its config's `name`, not the file.
-  const std::string name = exec::names_decoder_config(o.model) ? load_decoder_config(o.model).name : o.model;
+  // A TorchScript model's is its file's stem (Note [TorchScript models]).
+  const std::string name = exec::names_decoder_config(o.model) ? load_decoder_config(o.model).name
+                           : exec::names_torchscript(o.model) ? std::filesystem::path(o.model).stem().string()
+                                                               : o.model;
   spec.profile_origin = o.profile_path.empty() ? default_profile_path(name, o.dtype) : o.profile_path;
   spec.profile = load_model_profile(spec.profile_origin);
   spec.hardware = load_hardware_profile(o.hardware_path);
@@ -103,7 +108,9 @@ void run(const RunOptions& o) {
   spec.backend = o.backend;
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;
-  spec.batch = o.batch;
+  int batch = o.batch;
+  spec.input = model_input(o.input, batch);
+  spec.batch = batch;
   spec.graph = o.graph;
   spec.traced_switch = !o.timeline_path.empty();
   spec.prompt_tokens = o.prompt_tokens;
@@ -124,7 +131,7 @@ void run(const RunOptions& o) {
   if (o.format == "json") {
     nlohmann::json out = {
         {"model", o.model}, {"dtype", o.dtype}, {"mode", o.mode}, {"backend", r.backend}, {"strategy", strategy},
-        {"groups", plan.groups.size()}, {"repeat", o.repeat}, {"batch", o.batch},
+        {"groups", plan.groups.size()}, {"repeat", o.repeat}, {"batch", spec.batch},
         {"fingerprint", fingerprint_hex(plan.fingerprint)},
         {"latency_ms", {{"median", r.latency.median_ms}, {"p99", r.latency.p99_ms}, {"min", r.latency.min_ms}}},
         {"ready_ms", {{"median", r.ready.median_ms}, {"p99", r.ready.p99_ms}}},
@@ -186,7 +193,7 @@ void run(const RunOptions& o) {
   }
   std::printf("%-18s %s (%s), mode %s%s, backend %s, %s plan with %zu groups, batch %d, %d repetitions\n", "run",
               o.model.c_str(), o.dtype.c_str(), o.mode.c_str(), o.graph ? " (graph)" : "", r.backend.c_str(), strategy.c_str(),
-              plan.groups.size(), o.batch, o.repeat);
+              plan.groups.size(), spec.batch, o.repeat);
   if (r.weights) {
     std::printf("%-18s %s: %zu tensors, %s read\n", "weights", r.weights->file.c_str(), r.weights->loaded,
                 format_bytes(r.weights->bytes).c_str());
@@ -199,6 +206,8 @@ void run(const RunOptions& o) {
       std::printf("%-18s %zu tensors absent from the file, set to 0: %s\n", "  defaulted",
                   r.weights->defaulted.size(), some_names(r.weights->defaulted).c_str());
     }
+  } else if (spec.input) {
+    std::printf("%-18s the TorchScript file's\n", "weights");
   } else {
     std::printf("%-18s random, seeded (the zoo's; --weights FILE for your own)\n", "weights");
   }
@@ -254,7 +263,8 @@ Action add_run_command(CLI::App& app) {
       ->excludes(plan);
   cmd->add_option("--repeat", options->repeat, "Measured repetitions")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--warmup", options->warmup, "Unmeasured repetitions first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+  auto* batch = cmd->add_option("--batch", options->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+  add_model_input_options(cmd, options->input);
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
   cmd->add_option("--timeline", options->timeline_path,
                   "Write one traced switch, measured, beside the predicted timeline as a Chrome trace");
@@ -290,10 +300,11 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
       ->capture_default_str();
-  return [options] {
+  return [options, batch] {
     // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
     auto resolved = *options;
     resolved.model = exec::zoo_model_argument(options->model, "configs/zoo");
+    resolved.input.batch_given = batch->count() > 0;
     run(resolved);
   };
 }

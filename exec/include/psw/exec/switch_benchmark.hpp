@@ -13,6 +13,7 @@
 #include "psw/common/placement.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/timeline.hpp"
+#include "psw/exec/torchscript.hpp"
 #include "psw/exec/weights.hpp"
 
 namespace psw::exec {
@@ -38,6 +39,8 @@ struct SwitchBenchmarkSpec {
   // and how many tokens to decode after the first, resident, for the per-token latency.
   std::int64_t prompt_tokens = 0;
   int decode_tokens = 0;
+  // A TorchScript model's input (Note [TorchScript models]); nullopt for the zoo's models.
+  std::optional<InputSpec> input;
 };
 
 struct LatencyStats {
