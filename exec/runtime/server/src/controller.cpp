@@ -277,6 +277,16 @@ struct Controller::State {
     held_since_ns = 0;
   }
 
+  // A request for `model` arrived now: its Pending, with the model's index; NotFound for a model
+  // not served here.
+  std::shared_ptr<Pending> arrived(const std::string& model) const {
+    auto p = std::make_shared<Pending>();
+    p->arrival_ns = monotonic_ns();
+    p->model = options.config.model_index(model);
+    if (p->model < 0) throw ServiceError(ServiceError::Code::NotFound, "model '" + model + "' is not served here");
+    return p;
+  }
+
   using Deadline = std::optional<Clock::time_point>;
   InferResponse queue_and_wait(const std::shared_ptr<Pending>& p, const Deadline& deadline,
                                const std::function<bool()>& is_cancelled, const std::string& model,
@@ -1120,12 +1130,7 @@ void check_token_ids(const std::string& model, const std::string& input, std::st
 
 InferResponse Controller::infer(const InferRequest& request) {
   State& s = *state_;
-  auto p = std::make_shared<Pending>();
-  p->arrival_ns = monotonic_ns();
-  p->model = s.options.config.model_index(request.model);
-  if (p->model < 0) {
-    throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
-  }
+  const std::shared_ptr<Pending> p = s.arrived(request.model);
   if (!request.version.empty() && request.version != "1") {
     throw ServiceError(ServiceError::Code::NotFound,
                        "model '" + request.model + "' has only version 1, not '" + request.version + "'");
@@ -1201,12 +1206,7 @@ InferResponse Controller::infer(const InferRequest& request) {
 
 GenerateResponse Controller::generate(const GenerateRequest& request, const TokenSink& on_token) {
   State& s = *state_;
-  auto p = std::make_shared<Pending>();
-  p->arrival_ns = monotonic_ns();
-  p->model = s.options.config.model_index(request.model);
-  if (p->model < 0) {
-    throw ServiceError(ServiceError::Code::NotFound, "model '" + request.model + "' is not served here");
-  }
+  const std::shared_ptr<Pending> p = s.arrived(request.model);
   const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
   if (!served.decoder) {
     throw ServiceError(ServiceError::Code::InvalidArgument,

@@ -196,6 +196,18 @@ struct HttpAnswer {
   std::optional<std::size_t> header_length;  // Inference-Header-Content-Length
 };
 
+// A request's body as the JSON object it must be; InvalidArgument saying what it is instead.
+nlohmann::json json_object_of(std::string_view body) {
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::exception& e) {
+    invalid(std::string("the request is not JSON: ") + e.what());
+  }
+  if (!json.is_object()) invalid("the request must be a JSON object");
+  return json;
+}
+
 HttpAnswer error_answer(int status, const std::string& message) {
   return {status, nlohmann::json{{"error", message}}.dump(), "application/json", std::nullopt};
 }
@@ -222,13 +234,7 @@ RestInferRequest parse_infer(std::string_view body, const std::optional<std::str
     binary = body.substr(length);
     body = body.substr(0, length);
   }
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    invalid(std::string("the request is not JSON: ") + e.what());
-  }
-  if (!json.is_object()) invalid("the request must be a JSON object");
+  const nlohmann::json json = json_object_of(body);
   RestInferRequest parsed;
   InferRequest& request = parsed.request;
   request.model = model;
@@ -354,13 +360,7 @@ HttpAnswer infer(InferenceService& service, const std::string& model, const std:
 }
 
 GenerateRequest parse_generate(std::string_view body, const std::string& model) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::exception& e) {
-    invalid(std::string("the request is not JSON: ") + e.what());
-  }
-  if (!json.is_object()) invalid("the request must be a JSON object");
+  const nlohmann::json json = json_object_of(body);
   GenerateRequest request;
   request.model = model;
   for (const auto& [key, value] : json.items()) {

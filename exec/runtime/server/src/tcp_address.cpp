@@ -66,10 +66,10 @@ bool is_loopback(const sockaddr* address) {
   return false;
 }
 
-}  // namespace
-
-bool is_loopback_tcp_address(const std::string& address) {
-  const HostPort parsed = parse_tcp_address(address);
+// Calls `visit` with every address the host of `address` resolves to, as the server will resolve
+// it; how many. InputError when it does not resolve.
+template <typename Visit>
+std::size_t for_each_resolved(const std::string& address, const HostPort& parsed, Visit&& visit) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -78,18 +78,30 @@ bool is_loopback_tcp_address(const std::string& address) {
   if (status != 0) {
     throw InputError("cannot resolve the host of TCP address '" + address + "': " + ::gai_strerror(status));
   }
-  bool loopback = results != nullptr;
-  for (const addrinfo* result = results; result != nullptr; result = result->ai_next) {
-    loopback = loopback && is_loopback(result->ai_addr);
-  }
+  std::size_t count = 0;
+  for (const addrinfo* result = results; result != nullptr; result = result->ai_next, ++count) visit(result->ai_addr);
   ::freeaddrinfo(results);
-  return loopback;
+  return count;
+}
+
+}  // namespace
+
+bool is_loopback_tcp_address(const std::string& address) {
+  const HostPort parsed = parse_tcp_address(address);
+  if (parsed.host.empty() || parsed.host == "*") return false;  // every interface
+  bool loopback = true;
+  const std::size_t found = for_each_resolved(address, parsed, [&](const sockaddr* resolved) {
+    loopback = loopback && is_loopback(resolved);
+  });
+  return loopback && found > 0;
 }
 
 void check_remote_access(const std::vector<std::pair<std::string, std::string>>& listeners, bool allow_remote,
                          bool has_token) {
   for (const auto& [flag, address] : listeners) {
-    if (address.empty() || is_loopback_tcp_address(address)) continue;
+    if (address.empty()) continue;
+    check_tcp_host(address, parse_tcp_address(address));  // every interface: never, token or not
+    if (is_loopback_tcp_address(address)) continue;
     const std::string what = flag + " " + address + ": an address other hosts can reach";
     if (!allow_remote) {
       throw InputError(what + " is refused without --allow-remote and a bearer token (--token-file FILE): whoever "
@@ -112,19 +124,8 @@ void check_tcp_host(const std::string& address, const HostPort& parsed) {
                               "'): name loopback (127.0.0.1, [::1], localhost) or one interface's "
                               "address; clients reach the server on a Unix socket by default";
   if (parsed.host.empty() || parsed.host == "*") throw InputError(refusal);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* results = nullptr;
-  const int status = ::getaddrinfo(parsed.host.c_str(), nullptr, &hints, &results);
-  if (status != 0) {
-    throw InputError("cannot resolve the host of TCP address '" + address + "': " + ::gai_strerror(status));
-  }
   bool wildcard = false;
-  for (const addrinfo* result = results; result != nullptr; result = result->ai_next) {
-    wildcard = wildcard || is_wildcard(result->ai_addr);
-  }
-  ::freeaddrinfo(results);
+  for_each_resolved(address, parsed, [&](const sockaddr* resolved) { wildcard = wildcard || is_wildcard(resolved); });
   if (wildcard) throw InputError(refusal);
 }
 

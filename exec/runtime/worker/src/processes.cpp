@@ -407,6 +407,9 @@ class Worker {
   // Note [Generate call] (service.hpp): prefill through the switch, then decode, a Token
   // message per token.
   void generate(const Message& m, Message& reply, const torch::Tensor& prompt);
+  // Note [Request phases]: the device's side of the task (times[2..4]), after waiting for it, and
+  // an eager switch's host times (times[5..6]).
+  void record_device_times(exec::PipelineEngine& engine, bool eager_switch, Message& reply);
   void train(const Message& m, Message& reply);
   void cleanup(Message& reply);
   void after_task(exec::PipelineEngine* task_engine);
@@ -708,15 +711,7 @@ void Worker::infer(const Message& m, Message& reply) {
   const bool graph = graph_input.defined() && graph_input.sizes() == input.sizes();
   torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
                                : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
-  engine.last_timing();  // synchronizes
-  if (transfer && !graph) {  // Note [Host time of an eager switch]
-    const EagerHostTimes host = engine.last_eager_host_times();
-    reply.times[5] = host.prepare.ns();
-    reply.times[6] = host.forward.ns();
-  }
-  reply.times[2] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
-  reply.times[3] = backend_->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
-  reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
+  record_device_times(engine, transfer && !graph, reply);
   output = output.contiguous().to(torch::kCPU);
   backend_->synchronize();
   reply.times[1] = monotonic_ns();
@@ -731,6 +726,18 @@ void Worker::infer(const Message& m, Message& reply) {
   reply.rank = static_cast<std::uint32_t>(output.dim());
   for (std::int64_t d = 0; d < output.dim(); ++d) reply.shape[d] = output.size(d);
   reply.bytes = out_bytes;
+}
+
+void Worker::record_device_times(exec::PipelineEngine& engine, bool eager_switch, Message& reply) {
+  engine.last_timing();  // synchronizes
+  if (eager_switch) {  // Note [Host time of an eager switch]
+    const EagerHostTimes host = engine.last_eager_host_times();
+    reply.times[5] = host.prepare.ns();
+    reply.times[6] = host.forward.ns();
+  }
+  reply.times[2] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
+  reply.times[3] = backend_->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
+  reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
 }
 
 void Worker::generate(const Message& m, Message& reply, const torch::Tensor& prompt) {
@@ -772,15 +779,7 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
         if (i == 0) first_token_ns = last_token_ns;
         send_message(socket_, token);
       });
-  engine.last_timing();  // synchronizes
-  if (transfer) {  // Note [Host time of an eager switch]: a generate call's switch is eager
-    const EagerHostTimes host = engine.last_eager_host_times();
-    reply.times[5] = host.prepare.ns();
-    reply.times[6] = host.forward.ns();
-  }
-  reply.times[2] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkFirstLayer).ns();
-  reply.times[3] = backend_->elapsed(kMarkReceived, kMarkInputOnDevice).ns();
-  reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
+  record_device_times(engine, transfer, reply);  // a generate call's switch is eager
   reply.times[7] = bucket;
   ids = ids.contiguous().to(torch::kCPU);
   const auto out_bytes = static_cast<std::int64_t>(ids.nbytes());
