@@ -191,6 +191,34 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         }
       }
     }
+    if (m.has("torchscript")) {
+      if (model.decoder) m.fail_key("torchscript", m.get("torchscript"), "give decoder or torchscript, not both");
+      model.torchscript_file = resolve_against(config.path, m.string("torchscript"));
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(model.torchscript_file, ec)) {
+        m.fail_key("torchscript", m.get("torchscript"), "no such file: " + model.torchscript_file.string());
+      }
+      if (model.torchscript_file.stem().string() != model.name) {
+        m.fail_key("torchscript", m.get("torchscript"),
+                   "the file's stem '" + model.torchscript_file.stem().string() + "' is not the model's name '" +
+                       model.name + "' (its profile, NAME.yaml, goes by the stem)");
+      }
+      const YAML::Node shape = m.sequence("input_shape");
+      for (std::size_t i = 0; i < shape.size(); ++i) {
+        model.input_shape.push_back(m.to_integer(detail::concat("input_shape[", i, "]"), shape[i], 1, std::int64_t{1} << 30));
+      }
+      model.input_dtype = optional_choice<std::string>(
+          m, "input_dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}}, "fp32");
+    } else {
+      for (const char* key : {"input_shape", "input_dtype"}) {
+        if (m.has(key)) {
+          m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
+        }
+      }
+    }
+    m.mark_seen("torchscript");
+    m.mark_seen("input_shape");
+    m.mark_seen("input_dtype");
     m.mark_seen("decoder");
     m.mark_seen("prompt_tokens");
     m.mark_seen("prompt_buckets");

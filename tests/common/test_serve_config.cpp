@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "input_error.hpp"
@@ -152,6 +153,35 @@ training:
               parse_serve_config(head + "  resume_from: ../zoo/llama-tiny.yaml\n  weights: ../zoo/llama-tiny.yaml\n", origin);
             }).find("give weights or resume_from, not both"),
             std::string::npos);
+}
+
+// Note [TorchScript models]: a user's file served under its stem, with its input's shape; the
+// keys are refused elsewhere and mistakes named.
+TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("psw-ts-config-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mynet.pt") << "x";  // only its existence is read here
+  const std::filesystem::path origin = dir / "serve.yaml";
+  const std::string head = "hardware: " + (kRoot / "configs/hardware/h200-pcie5.yaml").string() +
+                           "\nprofiles: " + (kRoot / "configs/models/h200").string() + "\nmodels:\n";
+  const ServeConfig config =
+      parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [3, 8, 8], input_dtype: fp16}\n", origin);
+  EXPECT_EQ(config.models.at(0).torchscript_file, dir / "mynet.pt");
+  EXPECT_EQ(config.models.at(0).model_argument(), (dir / "mynet.pt").string());
+  EXPECT_EQ(config.models.at(0).input_shape, (std::vector<std::int64_t>{3, 8, 8}));
+  EXPECT_EQ(config.models.at(0).input_dtype, "fp16");
+  const auto error = [&](const std::string& entry) {
+    return input_error_of([&] { parse_serve_config(head + entry, origin); });
+  };
+  EXPECT_NE(error("  - {name: other, torchscript: mynet.pt, input_shape: [3]}\n").find("the file's stem 'mynet' is not"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt}\n").find("input_shape"), std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, input_shape: [0]}\n").find("input_shape[0]"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: gone, torchscript: gone.pt, input_shape: [3]}\n").find("no such file"), std::string::npos);
+  EXPECT_NE(error("  - {name: resnet152, input_shape: [3]}\n").find("input_shape is for TorchScript models"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/profiler.hpp"
+#include "psw/exec/torchscript.hpp"
 #include "psw/exec/weights.hpp"
 #include "psw/runtime/server/controller.hpp"
 #include "psw/runtime/ipc/shared_memory.hpp"
@@ -1161,6 +1163,41 @@ training:
     EXPECT_NE(std::string(e.what()).find("a checkpoint of model 'resnet152', not of 'bert_base'"), std::string::npos)
         << e.what();
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Note [TorchScript models] served: a user's TorchScript file (made with python3-torch) beside
+// nothing of the zoo, answered as its own module answers, switch after switch; its input checked
+// by the controller as any model's.
+TEST(Controller, ServesAUsersTorchScriptModel) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-torchscript-" + std::to_string(::getpid()));
+  const std::string command =
+      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  auto reference = exec::load_torchscript(dir / "cnn.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
+  const torch::Tensor input = reference->example_input(2, 9);
+  ModelProfile profile = exec::profile_skeleton(*reference, input);
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::filesystem::create_directories(dir / "profiles");
+  std::ofstream(dir / "profiles" / "cnn.yaml") << to_yaml(profile);
+  const ServeConfig config = write_config("torchscript", "workers: 2\nmodels:\n  - name: cnn\n    torchscript: " +
+                                                             (dir / "cnn.pt").string() +
+                                                             "\n    input_shape: [3, 16, 16]\n    batch: 2\n",
+                                          dir / "profiles");
+  const ModelInfo info = served_model_info(config.models.at(0));
+  EXPECT_EQ(info.inputs.at(0).name, "input");
+  EXPECT_EQ(info.inputs.at(0).shape, (std::vector<std::int64_t>{-1, 3, 16, 16}));
+  auto controller = start(config);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = reference->forward(input);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(torch::equal(output_of(controller->infer(request_for(config.models.at(0), input))), expected)) << i;
+  }
+  EXPECT_EQ(controller->stats().transfers, 2);
+  expect_code([&] { controller->infer(request_for(config.models.at(0), torch::zeros({2, 3, 17, 16}))); },
+              ServiceError::Code::InvalidArgument, "cnn's input dimension 2 must be 16, got 17");
+  controller.reset();
   std::filesystem::remove_all(dir);
 }
 

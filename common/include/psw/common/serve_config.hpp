@@ -24,6 +24,9 @@
 //       decoder: ../zoo/llama-1b.yaml  # a decoder: the file that sizes it (its name is `name`)
 //       prompt_tokens: 512         # decoders: the prompt length infer requests carry
 //       prompt_buckets: [64, 512, 8191]  # decoders: generate calls' prompts padded to these
+//     - name: mynet
+//       torchscript: mynet.pt      # a user's TorchScript file (its stem is the name)
+//       input_shape: [3, 224, 224] # one sample of its input; input_dtype: fp32 (default)
 //       dtype: bf16
 //   training:                      # optional
 //     model: resnet152
@@ -73,9 +76,17 @@ struct ServedModelConfig {
   // to, ascending, the last one the longest prompt served. Decoders only; by default the
   // powers of two from 16 below the context, and the context less one position.
   std::vector<std::int64_t> prompt_buckets;
+  // Note [TorchScript models] (exec/torchscript.hpp): a user's TorchScript file instead of a zoo
+  // model (its stem is `name`, which its profile goes by), with one input of `input_shape` (one
+  // sample: the batch is the request's) and `input_dtype` (fp32, bf16, fp16 or int64).
+  std::filesystem::path torchscript_file;
+  std::vector<std::int64_t> input_shape;
+  std::string input_dtype = "fp32";
 
   // What make_model builds: the decoder's file, or the built-in model's name.
-  std::string model_argument() const { return decoder ? decoder_file.string() : name; }
+  std::string model_argument() const {
+    return decoder ? decoder_file.string() : !torchscript_file.empty() ? torchscript_file.string() : name;
+  }
 };
 
 // Note [Prompt buckets] (exec/decoder.hpp): the smallest of `buckets` (ascending, positive) that

@@ -63,6 +63,13 @@ ModelInfo served_model_info(const ServedModelConfig& model) {
   if (model.decoder) {
     info.inputs = {{"input_ids", "INT64", {-1, model.prompt_tokens}}};
     info.outputs = {{"logits", floating, {-1, model.decoder->vocabulary}}};
+  } else if (!model.torchscript_file.empty()) {
+    // Note [TorchScript models]: its one input as the config states it; its output's rank and sizes
+    // come with each answer.
+    std::vector<std::int64_t> shape = {-1};
+    shape.insert(shape.end(), model.input_shape.begin(), model.input_shape.end());
+    info.inputs = {{"input", model.input_dtype == "int64" ? "INT64" : floating_datatype(model.input_dtype), shape}};
+    info.outputs = {{"output", floating, {-1}}};
   } else if (model.name == "resnet152" || model.name == "inception_v3") {
     const std::int64_t side = model.name == "resnet152" ? 224 : 299;
     info.inputs = {{"input", floating, {-1, 3, side, side}}};

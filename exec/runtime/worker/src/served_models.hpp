@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "psw/common/config.hpp"
@@ -16,6 +17,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/pipeline.hpp"
+#include "psw/exec/torchscript.hpp"
 
 namespace psw::runtime {
 
@@ -95,12 +97,21 @@ inline torch::Tensor served_example_input(exec::ZooModel& model, const ServedMod
   return model.example_input(m.batch, seed);
 }
 
+// Note [TorchScript models]: a TorchScript model's input at the configured batch; nullopt for the
+// zoo's models, which know theirs.
+inline std::optional<exec::InputSpec> served_input(const ServedModelConfig& m) {
+  if (m.torchscript_file.empty()) return std::nullopt;
+  std::vector<std::int64_t> shape = {m.batch};
+  shape.insert(shape.end(), m.input_shape.begin(), m.input_shape.end());
+  return exec::InputSpec{shape, exec::parse_input_dtype(m.input_dtype)};
+}
+
 inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
   const HardwareProfile hardware = load_hardware_profile(config.hardware);
   std::vector<ServedModel> served;
   for (const auto& m : config.models) {
     ServedModel s;
-    s.model = exec::make_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype));
+    s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m));
     const std::filesystem::path profile_path = config.profile_path(m);
     const ModelProfile profile = load_model_profile(profile_path);
     // A profile of another dtype has other bytes: its plan would not fit the model.
