@@ -138,14 +138,6 @@ std::uint64_t tensor_bytes(const std::vector<std::int64_t>& shape, TensorDtype d
   return bytes;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 SafetensorsEntry parse_entry(const std::string& name, const json& value,
                              const std::string& origin) {
@@ -289,6 +281,15 @@ void check_regular_file(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
 
 std::size_t dtype_bytes(TensorDtype dtype) {
   switch (dtype) {

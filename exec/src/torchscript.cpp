@@ -12,14 +12,6 @@ namespace psw::exec {
 // Named, not anonymous: the unity build compiles this file with the zoo's.
 namespace torchscript_impl {
 
-std::string shape_of(const std::vector<std::int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i > 0 ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
-
 // Note [TorchScript models]
 class TorchScriptModel final : public ZooModel {
  public:
@@ -74,8 +66,9 @@ class TorchScriptModel final : public ZooModel {
     try {
       out = module_.forward({input});
     } catch (const c10::Error& e) {
-      throw InputError(name_ + ": the module refused the input " + shape_of(input.sizes().vec()) + ": " +
-                       e.what_without_backtrace());
+      std::ostringstream what;
+      what << name_ << ": the module refused the input " << input.sizes() << ": " << e.what_without_backtrace();
+      throw InputError(what.str());
     }
     if (out.isTensor()) return out.toTensor();
     if (out.isTuple() && !out.toTuple()->elements().empty() && out.toTuple()->elements()[0].isTensor()) {
@@ -90,14 +83,14 @@ class TorchScriptModel final : public ZooModel {
 
  private:
   void check_input(const torch::Tensor& input) const {
-    const std::vector<std::int64_t> given = input.sizes().vec();
+    const c10::IntArrayRef given = input.sizes();
     bool fits = given.size() == input_.shape.size() && input.scalar_type() == input_.dtype;
     for (std::size_t d = 1; fits && d < given.size(); ++d) fits = given[d] == input_.shape[d];
     if (!fits) {
-      std::ostringstream dtype;
-      dtype << input.scalar_type() << " " << shape_of(given) << "; it takes " << input_.dtype << " "
-            << shape_of(input_.shape) << " (any batch)";
-      throw InputError(name_ + ": the input is " + dtype.str());
+      std::ostringstream why;  // sizes print as [1, 3, 224, 224]
+      why << name_ << ": the input is " << input.scalar_type() << " " << given << "; it takes " << input_.dtype << " "
+          << c10::IntArrayRef(input_.shape) << " (any batch)";
+      throw InputError(why.str());
     }
   }
 

@@ -35,6 +35,9 @@ enum class TensorDtype { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
 std::size_t dtype_bytes(TensorDtype dtype);
 std::string to_string(TensorDtype dtype);  // as the header spells it: "F32", "BOOL", ...
 
+// A shape as messages write it: "[3, 224, 224]" ("[]" for a scalar).
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 struct SafetensorsEntry {
   std::string name;
   TensorDtype dtype = TensorDtype::F32;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "psw/common/error.hpp"
+#include "psw/common/plan.hpp"
 #include "psw/common/random_streams.hpp"
 #include "psw/common/safetensors.hpp"
 #include "psw/exec/weights.hpp"
@@ -56,12 +57,6 @@ std::vector<std::string> optimizer_buffer_names(const TrainingJobConfig& config)
   return {"momentum_buffer"};
 }
 
-std::string hex(std::uint64_t value) {
-  std::ostringstream out;
-  out << std::hex << value;
-  return out.str();
-}
-
 // One tensor of a checkpoint: its name, and where it lies in a slot (its model tensor's dtype
 // and shape).
 struct CheckpointTensor {
@@ -97,12 +92,6 @@ std::vector<CheckpointTensor> checkpoint_tensors(exec::ZooModel& model, const Tr
     }
   }
   return out;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
 }
 
 // Note [Training objective]: the user's set, `inputs` and `labels`, checked against the job's
@@ -167,9 +156,9 @@ std::pair<std::int64_t, double> read_checkpoint(exec::ZooModel& model, const Tra
     throw InputError(origin + "a checkpoint of a job trained with " + meta("psw_optimizer") + ", not " +
                      to_string(config.optimizer));
   }
-  if (meta("psw_fingerprint") != hex(job_fingerprint(model, config))) {
+  if (meta("psw_fingerprint") != fingerprint_hex(job_fingerprint(model, config))) {
     throw InputError(origin + "a checkpoint of another " + model.name() + " (its layers' fingerprint " +
-                     meta("psw_fingerprint") + ", the job's " + hex(job_fingerprint(model, config)) + ")");
+                     meta("psw_fingerprint") + ", the job's " + fingerprint_hex(job_fingerprint(model, config)) + ")");
   }
   std::int64_t steps = 0;
   double loss = 0;
@@ -241,7 +230,7 @@ TrainingCheckpoint TrainingJob::save_checkpoint(exec::ZooModel& model, const Tra
   const std::string bytes = write_safetensors(tensors, {{"psw_format", kTrainingCheckpointFormat},
                                                         {"psw_model", model.name()},
                                                         {"psw_optimizer", to_string(config.optimizer)},
-                                                        {"psw_fingerprint", hex(job_fingerprint(model, config))},
+                                                        {"psw_fingerprint", fingerprint_hex(job_fingerprint(model, config))},
                                                         {"psw_completed_steps", std::to_string(done.completed_steps)},
                                                         {"psw_loss", loss_text.str()}});
   // Written beside the target and renamed over it: a reader never sees half a checkpoint.
