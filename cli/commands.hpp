@@ -31,6 +31,7 @@ Action add_config_json_command(CLI::App& app);
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);
 Action add_profile_command(CLI::App& app);
+Action add_graph_command(CLI::App& app);
 Action add_runtime_daemon_command(CLI::App& app);
 Action add_runtime_worker_command(CLI::App& app);
 

@@ -129,8 +129,8 @@ Action add_profile_serving_command(CLI::App& app) {
       profile = run.profile;
       if (!o->split_out.empty()) {
         nlohmann::json split = nlohmann::json::object();
-        for (const auto& [model, x] : run.protocol_split) {
-          split[model] = {{"requests", x.requests}, {"build_ms", x.build_ms}, {"to_server_ms", x.to_server_ms},
+        for (const auto& [model_name, x] : run.protocol_split) {
+          split[model_name] = {{"requests", x.requests}, {"build_ms", x.build_ms}, {"to_server_ms", x.to_server_ms},
                           {"front_end_ms", x.front_end_ms}, {"to_client_ms", x.to_client_ms}};
         }
         save_text(o->split_out, split.dump(2) + "\n");

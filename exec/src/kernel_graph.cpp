@@ -387,6 +387,23 @@ std::vector<Duration> layer_times_from_node_times(const KernelGraphAnalysis& ana
   return out;
 }
 
+std::vector<Duration> measured_node_times(const KernelGraph& graph) {
+  std::vector<Duration> out;
+  out.reserve(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    const auto& node = graph.nodes[i];
+    if (node.time) {
+      out.push_back(*node.time);
+    } else if (node.kind == GraphNodeKind::Empty) {
+      out.push_back(Duration::zero());
+    } else {
+      throw InputError(node_label(graph, i) + " has no measured time: layer times need every " + to_string(node.kind) +
+                       " node's (time_ns in the graph file)");
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Note [Kernel graph file]
 
@@ -442,6 +459,7 @@ KernelGraph kernel_graph_from_json(const nlohmann::json& j, const std::string& w
   if (format != kGraphFormat)
     throw InputError(where + ": format '" + format + "', this build reads '" + kGraphFormat + "'");
   KernelGraph graph;
+  if (j.contains("device")) graph.device = json_fields::text(j, "device", where);
   const auto& parameters = array_member(j, "parameters", where);
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const std::string at = where + ": parameters[" + std::to_string(i) + "]";
@@ -484,6 +502,11 @@ KernelGraph kernel_graph_from_json(const nlohmann::json& j, const std::string& w
         node.second_bytes = read_bytes(jn, "second_bytes", at);
       }
     }
+    if (jn.contains("time_ns")) {
+      const auto ns = json_fields::integer(jn, "time_ns", at);
+      if (ns < 0) throw InputError(at + ": 'time_ns' must not be negative");
+      node.time = nanoseconds(ns);
+    }
     graph.nodes.push_back(std::move(node));
   }
   return graph;
@@ -492,6 +515,7 @@ KernelGraph kernel_graph_from_json(const nlohmann::json& j, const std::string& w
 nlohmann::json kernel_graph_to_json(const KernelGraph& graph) {
   nlohmann::json j;
   j["format"] = kGraphFormat;
+  if (!graph.device.empty()) j["device"] = graph.device;
   j["parameters"] = nlohmann::json::array();
   for (const auto& p : graph.parameters)
     j["parameters"].push_back({{"name", p.name}, {"address", p.address}, {"bytes", p.bytes}});
@@ -512,6 +536,7 @@ nlohmann::json kernel_graph_to_json(const KernelGraph& graph) {
         jn["second_bytes"] = node.second_bytes;
       }
     }
+    if (node.time) jn["time_ns"] = node.time->ns();
     j["nodes"].push_back(std::move(jn));
   }
   return j;

@@ -479,10 +479,18 @@ TEST(KernelGraph, TheGraphFileRoundTripsAndItsErrorsNameTheKey) {
   copy.second_bytes = 8;
   copy.dependencies = {0};
   b.add(std::move(copy));
+  b.graph().device = "NVIDIA H200";
+  b.graph().nodes[0].time = microseconds(7);
+  EXPECT_NE(input_error_of([&] { measured_node_times(b.graph()); }).find("node 1 has no measured time"),
+            std::string::npos);
+  b.graph().nodes[1].time = nanoseconds(300);
+  EXPECT_EQ(measured_node_times(b.graph()), (std::vector<Duration>{microseconds(7), nanoseconds(300)}));
   const auto file = std::filesystem::temp_directory_path() / ("psw-kernel-graph-" + std::to_string(::getpid()) + ".json");
   write_kernel_graph(b.graph(), file);
   const auto back = read_kernel_graph(file);
   EXPECT_EQ(kernel_graph_to_json(back), kernel_graph_to_json(b.graph()));
+  EXPECT_EQ(back.device, "NVIDIA H200");
+  EXPECT_EQ(back.nodes[1].time, nanoseconds(300));
   EXPECT_EQ(analyze_kernel_graph(back).uses, analyze_kernel_graph(b.graph()).uses);
   std::filesystem::remove(file);
 

@@ -82,9 +82,13 @@ struct GraphNode {
   Bytes bytes = 0;
   std::uint64_t second_address = 0;
   Bytes second_bytes = 0;
+  // The node's GPU time in the captured graph, where the reader measured it (item 3 of the
+  // chain: the profile's layer times are their sums).
+  std::optional<Duration> time;
 };
 
 struct KernelGraph {
+  std::string device;  // the GPU it was captured (and its nodes timed) on; may be empty
   std::vector<GraphParameter> parameters;
   std::vector<GraphNode> nodes;
 };
@@ -156,13 +160,17 @@ ModelProfile kernel_graph_profile(const KernelGraphAnalysis& analysis, const std
 // Per-node times (a kernel's measured time; 0 for nodes that do no work) summed per layer.
 std::vector<Duration> layer_times_from_node_times(const KernelGraphAnalysis& analysis,
                                                   const std::vector<Duration>& node_times);
+// The nodes' measured times; InputError naming the first node that does work and has none (an
+// empty node without one counts as 0).
+std::vector<Duration> measured_node_times(const KernelGraph& graph);
 
 // Note [Kernel graph file]: the description as JSON, written by the reader on the GPU and read
 // back anywhere, so that a graph captured on one machine is analysed and planned on another.
-//   {"format": "psw-kernel-graph-1",
+//   {"format": "psw-kernel-graph-1", "device": "NVIDIA H200" (optional),
 //    "parameters": [{"name": ..., "address": N, "bytes": N}, ...],
 //    "nodes": [{"kind": "kernel", "name": ..., "dependencies": [...],
-//               "arguments": "hex bytes" (absent: could not be read), "slots": [[offset, size], ...]},
+//               "arguments": "hex bytes" (absent: could not be read), "slots": [[offset, size], ...],
+//               "time_ns": N (optional: measured)},
 //              {"kind": "memcpy", "name": ..., "dependencies": [...], "address": N, "bytes": N,
 //               "second_address": N, "second_bytes": N}, ...]}
 // `where` names the source in errors: one InputError naming the key and the node or parameter.

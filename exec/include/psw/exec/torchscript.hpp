@@ -11,7 +11,8 @@
 // The forward is the module's own, which the engine cannot gate layer by layer (TorchScript has
 // no hooks in C++): every layer's gate is called before it begins, so a switch is copy-then-run
 // with the plan's groups. Pipelining a TorchScript model needs its captured CUDA graph, whose
-// kernels show which parameters each one reads (DESIGN.md §5, Any model): not built yet. So on
+// kernels show which parameters each one reads (DESIGN.md §5, Any model): the analysis and the
+// rewrite are built (Note [Kernel graph analysis]), the capture's reader and replay are not. So on
 // `host` (and eagerly on `cuda`) a TorchScript model is switched, served and profiled correctly,
 // without the overlap.
 //
