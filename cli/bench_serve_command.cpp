@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "load_options.hpp"
 #include "validators.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -21,6 +22,7 @@ namespace {
 struct BenchServeOptions {
   std::string socket_path;
   std::string server;
+  std::string token_file;
   std::string out_path;
   runtime::ServingBenchmarkSpec spec;
 };
@@ -37,6 +39,7 @@ Action add_bench_serve_command(CLI::App& app) {
                                                     "training runs, preemption, training throughput, many switches");
   auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
   cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  add_token_file_option(cmd, o->token_file);
   cmd->add_option("--cold-requests", o->spec.cold_requests, "Cold requests per model while training runs")
       ->check(CLI::Range(0, 100000))->capture_default_str();
   cmd->add_option("--gap-ms", o->spec.gap_ms, "Pause before each cold request (training resumes)")
@@ -58,6 +61,7 @@ Action add_bench_serve_command(CLI::App& app) {
     const std::string target = !o->server.empty() ? o->server
                                : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
     runtime::Client client(target);
+    if (!o->token_file.empty()) client.set_token(runtime::AccessToken::from_file(o->token_file).value());
     const runtime::ServingBenchmarkReport r = runtime::run_serving_benchmark(
         client, o->spec, [](const std::string& line) { std::fprintf(stderr, "bench-serve: %s\n", line.c_str()); });
     nlohmann::json cold = nlohmann::json::object();

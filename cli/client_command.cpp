@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "load_options.hpp"
 #include "validators.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client.hpp"
@@ -341,9 +342,7 @@ Action add_client_command(CLI::App& app) {
                                  "/tmp/psw-<uid>/psw.sock)");
   cmd->add_option("--server", options->server_address, "A server on TCP, HOST:PORT, instead of the socket")
       ->excludes(socket);
-  cmd->add_option("--token-file", options->token_file,
-                  "A file only you can read with the server's bearer token (psw serve --token-file), sent with "
-                  "every call");
+  add_token_file_option(cmd, options->token_file);
   cmd->add_option("--model", options->model, "The model to run, or whose --metadata to show");
   auto* input = cmd->add_option("--input", options->input_path,
                                 "Raw little-endian bytes of the model's first input; the batch is inferred "

@@ -11,12 +11,21 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 #include "psw/runtime/client/load_generator.hpp"
+#include "psw/runtime/ipc/access_token.hpp"
 
 namespace psw::cli {
+
+// --token-file, as every client command takes it (Note [Remote access]).
+inline CLI::Option* add_token_file_option(CLI::App* cmd, std::string& token_file) {
+  return cmd->add_option("--token-file", token_file,
+                         "A file only you can read with the server's bearer token (psw serve --token-file), sent with "
+                         "every call");
+}
 
 struct LoadTargetOptions {
   std::string socket_path;
   std::string server;
+  std::string token_file;
   runtime::LoadOptions load;
   // Given on the command line (a closed loop refuses them: Note [Closed-loop cycles]).
   CLI::Option* senders_option = nullptr;
@@ -26,6 +35,7 @@ struct LoadTargetOptions {
 inline void add_load_target_options(CLI::App* cmd, LoadTargetOptions& o) {
   auto* socket = cmd->add_option("--socket", o.socket_path, "The server's Unix socket (default: psw serve's)");
   cmd->add_option("--server", o.server, "A server on TCP, HOST:PORT")->excludes(socket);
+  add_token_file_option(cmd, o.token_file);
   o.senders_option = cmd->add_option("--senders", o.load.senders,
                                      "Sender threads; a request due while all are busy is sent late, and recorded so")
                           ->check(CLI::Range(1, 4096))
@@ -60,6 +70,7 @@ inline void resolve_load_target(LoadTargetOptions& o, const ExperimentConfig& co
   }
   o.load.target = !o.server.empty() ? o.server
                   : "unix:" + (o.socket_path.empty() ? runtime::default_socket_path() : o.socket_path);
+  if (!o.token_file.empty()) o.load.token = runtime::AccessToken::from_file(o.token_file).value();
   o.load.seed = config.seed;
   o.load.progress = [command](const std::string& line) { std::fprintf(stderr, "%s: %s\n", command, line.c_str()); };
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "load_options.hpp"
 #include "psw/xval/validation_run.hpp"
 #include "validators.hpp"
 #include "psw/common/error.hpp"
@@ -27,6 +28,7 @@ namespace {
 struct ProfileServingOptions {
   std::string socket_path;
   std::string server;
+  std::string token_file;
   std::string out_path;
   std::string from_load;      // a psw load requests.csv
   std::string training_from;  // a serving profile whose training steps are kept
@@ -47,6 +49,7 @@ Action add_profile_serving_command(CLI::App& app) {
                          "serving profile for the simulator (an experiment's `serving:`)");
   auto* socket = cmd->add_option("--socket", o->socket_path, "The server's Unix socket (default: psw serve's)");
   cmd->add_option("--server", o->server, "A server on TCP, HOST:PORT")->excludes(socket);
+  add_token_file_option(cmd, o->token_file);
   cmd->add_option("--name", o->spec.name, "Name of the written profile")->required();
   cmd->add_option("--device", o->spec.device, "The GPU (or host) the server runs on, for the profile's source")->required();
   cmd->add_option("--requests", o->spec.requests, "Cold requests per model")->check(CLI::Range(1, 100000))->capture_default_str();
@@ -123,6 +126,7 @@ Action add_profile_serving_command(CLI::App& app) {
       const std::string target = !o->server.empty() ? o->server
                                  : "unix:" + (o->socket_path.empty() ? runtime::default_socket_path() : o->socket_path);
       runtime::Client client(target);
+      if (!o->token_file.empty()) client.set_token(runtime::AccessToken::from_file(o->token_file).value());
       const runtime::ServingProfileRun run = runtime::profile_serving(client, o->spec, [](const std::string& line) {
         std::fprintf(stderr, "profile-serving: %s\n", line.c_str());
       });

@@ -132,6 +132,12 @@ psw_cli_fast_test(bad_args.serve_token_file_missing 2 "token file /nonexistent/t
                   serve --config configs/serve/host-small.yaml --listen 127.0.0.1:0 --token-file /nonexistent/token)
 psw_cli_fast_test(bad_args.client_token_file_missing 2 "token file /nonexistent/token: no such file"
                   client --live --token-file /nonexistent/token)
+psw_cli_fast_test(bad_args.bench_serve_token_file_missing 2 "token file /nonexistent/token: no such file"
+                  bench-serve --token-file /nonexistent/token)
+psw_cli_fast_test(bad_args.profile_serving_token_file_missing 2 "token file /nonexistent/token: no such file"
+                  profile-serving --name x --device host --token-file /nonexistent/token)
+psw_cli_fast_test(bad_args.load_token_file_missing 2 "token file /nonexistent/token: no such file"
+                  load --config configs/experiments/cycles-base.yaml --out /tmp/psw-never-written --token-file /nonexistent/token)
 psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
 psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
 # Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.

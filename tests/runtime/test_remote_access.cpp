@@ -11,6 +11,7 @@
 #include "fake_inference_service.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client.hpp"
+#include "psw/runtime/client/load_generator.hpp"
 #include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 #include "psw/runtime/server/http_server.hpp"
@@ -84,6 +85,14 @@ TEST_F(RemoteAccessTest, EveryTcpListenerRefusesACallWithoutTheToken) {
   owner.set_token(kToken);
   EXPECT_TRUE(owner.server_live());
   EXPECT_EQ(owner.training_status("trainer").model, "trainer");
+  // The tools' further connections (psw profile-serving's, psw load's senders) carry the token.
+  Client second = owner.another_connection();
+  EXPECT_TRUE(second.server_live());
+  LoadOptions load;
+  load.target = grpc_server.target();
+  EXPECT_THROW(connect_to_server(load).server_live(), ServiceError);
+  load.token = kToken;
+  EXPECT_TRUE(connect_to_server(load).server_live());
 
   HttpFrontEnd rest(service, "127.0.0.1:0", 1 << 20, &token);
   httplib::Client http(rest.url());

@@ -178,8 +178,7 @@ ValidationRun run_validation(const ExperimentConfig& config, const LoadOptions& 
   }
   check_load_workload(config);  // before contacting the server
   check_serving_inputs(config, options.inputs, "this run");
-  Client client(options.target);
-  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  Client client = runtime::connect_to_server(options);
   try {
     check_same_case(config, client, options.progress);
   } catch (const ServiceError& e) {  // the transport's or the server's failure, not the config's

@@ -68,6 +68,7 @@ TensorSpec from_proto(const inference::ModelMetadataResponse::TensorMetadata& te
 
 struct Client::Impl {
   std::string target;
+  std::int64_t max_message_bytes = 0;
   std::string authorization;  // Note [Remote access]: "Bearer TOKEN", or empty
   std::chrono::milliseconds timeout{60'000};
   std::shared_ptr<grpc::Channel> channel;
@@ -112,6 +113,7 @@ Client::Client(const std::string& target, std::int64_t max_message_bytes) : impl
   arguments.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
   arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
   impl_->target = target;
+  impl_->max_message_bytes = max_message_bytes;
   impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
   impl_->inference = inference::GRPCInferenceService::NewStub(impl_->channel);
   impl_->control = psw::control::Control::NewStub(impl_->channel);
@@ -122,6 +124,13 @@ Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
 void Client::set_token(std::string token) { impl_->authorization = token.empty() ? "" : bearer(token); }
+
+Client Client::another_connection() const {
+  Client other(impl_->target, impl_->max_message_bytes);
+  other.impl_->authorization = impl_->authorization;
+  other.impl_->timeout = impl_->timeout;
+  return other;
+}
 
 void Client::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) throw InputError("a call timeout must be positive");

@@ -29,6 +29,13 @@
 
 namespace psw::runtime {
 
+Client connect_to_server(const LoadOptions& options) {
+  Client client(options.target);
+  client.set_token(options.token);
+  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  return client;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -78,8 +85,7 @@ struct PreparedRequest {
 
 std::map<std::uint32_t, PreparedRequest> build_requests(const ExperimentConfig& config, const LoadOptions& options,
                                                         const std::set<std::uint32_t>& used) {
-  Client client(options.target);
-  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  Client client = connect_to_server(options);
   std::map<std::uint32_t, PreparedRequest> prepared;
   std::uint64_t seed = options.seed;
   for (std::uint32_t m : used) {
@@ -277,8 +283,7 @@ LoadReport run_cycles(const ExperimentConfig& config, const LoadOptions& options
   const std::uint32_t model = workload.cycle_model;
   const std::map<std::uint32_t, PreparedRequest> requests = build_requests(config, options, {model});
   const InferRequest& body = requests.at(model).body;
-  Client client(options.target);
-  client.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  Client client = connect_to_server(options);
   std::optional<SenderInputs> inputs;
   try {
     if (!client.server_live()) throw Error("the server at " + options.target + " is not live");
@@ -375,9 +380,7 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
   // Shared connections (Note [Client connections]), made here; a Client's calls may come from
   // several threads at once.
   auto connect = [&options] {
-    auto client = std::make_unique<Client>(options.target);
-    client->set_timeout(std::chrono::milliseconds(options.timeout_ms));
-    return client;
+    return std::make_unique<Client>(connect_to_server(options));
   };
   std::vector<std::unique_ptr<Client>> shared;
   for (int c = 0; c < options.connections; ++c) shared.push_back(connect());
@@ -714,8 +717,7 @@ LoadReport run_load(const ExperimentConfig& config, const LoadOptions& options) 
                      std::to_string(options.senders) + ")");
   }
   // Note [Worker starts measured]: the server's counts around the workload's clock.
-  Client metrics(options.target);
-  metrics.set_timeout(std::chrono::milliseconds(options.timeout_ms));
+  Client metrics = connect_to_server(options);
   // The server's counters (Note [Worker starts measured], Note [Eager switches measured]).
   struct Counters {
     std::optional<WorkerStartTotals> worker_starts;

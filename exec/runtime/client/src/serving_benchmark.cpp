@@ -97,7 +97,7 @@ ServingProfileRun profile_serving(Client& client, const ServingProfileSpec& spec
   std::uint64_t seed = spec.seed;
   std::vector<std::unique_ptr<Client>> connections;
   for (int c = 0; c < spec.connections; ++c) {
-    connections.push_back(std::make_unique<Client>(client.target()));
+    connections.push_back(std::make_unique<Client>(client.another_connection()));
     // Connected before the first request, as psw load's senders are (no connect in a latency).
     if (!connections.back()->server_live()) throw Error("the server at " + client.target() + " is not live");
   }

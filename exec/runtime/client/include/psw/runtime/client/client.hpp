@@ -66,6 +66,9 @@ class Client {
   // Note [Remote access] (psw/runtime/ipc/access_token.hpp): every later call carries
   // `authorization: Bearer TOKEN` (empty: none).
   void set_token(std::string token);
+  // A connection of its own to the same server, with the same token, message limit and timeout
+  // (a tool that spreads its calls over several connections makes them from one).
+  Client another_connection() const;
 
   // The deadline of each later call, counted from its start.
   void set_timeout(std::chrono::milliseconds timeout);

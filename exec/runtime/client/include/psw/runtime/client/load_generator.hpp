@@ -71,6 +71,7 @@
 #include "psw/common/experiment_config.hpp"
 #include "psw/common/serving_profile.hpp"
 #include "psw/common/units.hpp"
+#include "psw/runtime/client/client.hpp"
 #include "psw/runtime/client/load_summary.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 
@@ -78,6 +79,7 @@ namespace psw::runtime {
 
 struct LoadOptions {
   std::string target;       // the server: "unix:/path/psw.sock" or "host:port"
+  std::string token;        // Note [Remote access]: the server's bearer token, or empty
   double time_scale = 1.0;  // multiplies every arrival time (< 1 replays a long trace faster)
   int senders = 16;         // sender threads sending concurrently
   // Connections to the server (Note [Client connections]): 0 gives each sender its own; N > 0
@@ -101,6 +103,9 @@ struct LoadOptions {
   std::function<void()> at_clock_start;
   std::function<void()> at_last_answer;
 };
+
+// A connection of the run: to options.target, with its token and its requests' deadline.
+Client connect_to_server(const LoadOptions& options);
 
 // A send that starts this much after its scheduled time counts as late in the summary
 // (requests.csv has every request's exact lateness). Not zero: waking a thread on time costs
