@@ -48,6 +48,7 @@ if(PSW_HAVE_EXEC)
   # docs/examples/: curl, a requests client and a grpcio client against a live server.
   psw_serve_script_test(examples serve_examples.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
+  # Then 10,000 requests with 10 ms deadlines: threads and RSS bounded, latency afterwards as before.
   psw_serve_script_test(deadlines serve_deadlines.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
