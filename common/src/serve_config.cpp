@@ -204,8 +204,8 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
                        model.name + "' (its profile, NAME.yaml, goes by the stem)");
       }
       const YAML::Node shape = m.sequence("input_shape");
-      for (std::size_t i = 0; i < shape.size(); ++i) {
-        model.input_shape.push_back(m.to_integer(detail::concat("input_shape[", i, "]"), shape[i], 1, std::int64_t{1} << 30));
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        model.input_shape.push_back(m.to_integer(detail::concat("input_shape[", d, "]"), shape[d], 1, std::int64_t{1} << 30));
       }
       model.input_dtype = optional_choice<std::string>(
           m, "input_dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}}, "fp32");
@@ -216,6 +216,18 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         }
       }
     }
+    if (m.has("weights")) {
+      if (!model.torchscript_file.empty())
+        m.fail_key("weights", m.get("weights"), "a TorchScript file holds its own weights");
+      model.weights = resolve_against(config.path, m.string("weights"));
+      std::error_code ec;
+      if (!std::filesystem::exists(model.weights, ec)) {
+        m.fail_key("weights", m.get("weights"),
+                   "no such file or folder: " + model.weights.string() +
+                       " (a safetensors file, or a Hugging Face folder with model.safetensors or its sharded index)");
+      }
+    }
+    m.mark_seen("weights");
     m.mark_seen("torchscript");
     m.mark_seen("input_shape");
     m.mark_seen("input_dtype");

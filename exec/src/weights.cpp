@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -13,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "psw/common/error.hpp"
+#include "psw/common/input_file.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 
@@ -157,8 +160,70 @@ struct Target {
   std::string name;  // the exporter's (Note [Weight names])
   torch::Tensor tensor;
   const SafetensorsEntry* entry = nullptr;
+  std::size_t shard = 0;  // the file of `entry` (Note [Sharded weights])
   bool optional = false;
 };
+
+// Note [Sharded weights]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Weights come as one safetensors file or as a Hugging Face folder: `model.safetensors`, or the
+// shards that `model.safetensors.index.json` names (its "weight_map": tensor name -> shard file,
+// as `save_pretrained` writes it when a model is larger than one shard). A folder's tensors are
+// the union of its shards'. The index is checked against the shards before any data is read:
+// a shard it names that is missing or outside the folder, a tensor it maps to a shard that
+// lacks it, and a tensor in two shards are refused, naming the file.
+struct WeightShard {
+  std::filesystem::path file;
+  SafetensorsHeader header;
+};
+
+constexpr const char* kShardIndex = "model.safetensors.index.json";
+constexpr const char* kSingleFile = "model.safetensors";
+
+std::vector<WeightShard> open_weight_shards(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return {{path, read_safetensors_header(path)}};
+  const std::filesystem::path index_file = path / kShardIndex;
+  if (!std::filesystem::exists(index_file, ec)) {
+    if (std::filesystem::exists(path / kSingleFile, ec)) return {{path / kSingleFile, read_safetensors_header(path / kSingleFile)}};
+    throw InputError(path.string() + ": a weights folder holds " + kShardIndex + " (sharded) or " + kSingleFile +
+                     "; this one has neither");
+  }
+  const nlohmann::json index = read_json_object(index_file, "a sharded weights index (weight_map: tensor -> file)");
+  const auto map = index.find("weight_map");
+  if (map == index.end() || !map->is_object() || map->empty())
+    throw InputError(index_file.string() + ": no 'weight_map' object of tensor names to shard files");
+  std::vector<WeightShard> shards;
+  std::map<std::string, std::size_t> shard_of_file;
+  std::vector<std::pair<std::string, std::size_t>> mapped;
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string()) throw InputError(index_file.string() + ": weight_map[" + json_quoted(tensor) + "] is not a file name");
+    const std::string name = file.get<std::string>();
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw InputError(index_file.string() + ": shard '" + name + "' of tensor " + json_quoted(tensor) +
+                       " is not a file name in the folder");
+    auto [it, added] = shard_of_file.emplace(name, shards.size());
+    if (added) {
+      const std::filesystem::path shard = path / name;
+      if (!std::filesystem::is_regular_file(shard, ec))
+        throw InputError(index_file.string() + ": shard " + name + " (of tensor " + json_quoted(tensor) + ") is not in " +
+                         path.string());
+      shards.push_back({shard, read_safetensors_header(shard)});
+    }
+    mapped.emplace_back(tensor, it->second);
+  }
+  for (const auto& [tensor, s] : mapped)
+    if (shards[s].header.find(tensor) == nullptr)
+      throw InputError(index_file.string() + ": tensor " + json_quoted(tensor) + " is mapped to " + shards[s].file.filename().string() +
+                       ", which does not hold it");
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    for (const auto& entry : shards[s].header.tensors)
+      if (auto [it, added] = seen.emplace(entry.name, s); !added)
+        throw InputError(path.string() + ": tensor " + json_quoted(entry.name) + " is in both " +
+                         shards[it->second].file.filename().string() + " and " + shards[s].file.filename().string());
+  return shards;
+}
 
 std::vector<Target> targets_of(ZooModel& model) {
   const NameMap& map = name_map_of(model);
@@ -226,7 +291,9 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
   // The format's data is little-endian; it is read into the tensors as it is.
   static_assert(std::endian::native == std::endian::little, "safetensors needs a little-endian host");
   const std::string origin = file.string();
-  const SafetensorsHeader header = read_safetensors_header(file);
+  const std::vector<WeightShard> shards = open_weight_shards(file);
+  std::size_t file_tensors = 0;
+  for (const auto& shard : shards) file_tensors += shard.header.tensors.size();
   const NameMap& map = name_map_of(model);
   std::vector<Target> targets = targets_of(model);
   std::unordered_map<std::string, std::size_t> index;
@@ -238,7 +305,12 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
   WeightsReport report;
   report.file = origin;
   // Names: each file tensor is one model tensor's or ignored (Note [Weight names]).
-  for (const SafetensorsEntry& entry : header.tensors) {
+  std::vector<std::pair<std::size_t, const SafetensorsEntry*>> file_entries;
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    for (const SafetensorsEntry& entry : shards[s].header.tensors) file_entries.emplace_back(s, &entry);
+  for (const auto& [s, entry_ptr] : file_entries) {
+    const SafetensorsEntry& entry = *entry_ptr;
+    const std::string where = shards[s].file.string();
     std::string name = entry.name;
     for (const std::string& prefix : map.strip) {
       if (starts_with(name, prefix)) {
@@ -261,16 +333,17 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
     }
     const auto it = index.find(name);
     if (it == index.end()) {
-      throw InputError(origin + ": tensor " + json_quoted(entry.name) + " is not one of " + model.name() +
+      throw InputError(where + ": tensor " + json_quoted(entry.name) + " is not one of " + model.name() +
                        "'s (it takes the names of " + map.exporter + ", e.g. " +
                        json_quoted(targets.front().name) + ")");
     }
     Target& target = targets[it->second];
     if (target.entry != nullptr) {
-      throw InputError(origin + ": tensors " + json_quoted(target.entry->name) + " and " + json_quoted(entry.name) +
+      throw InputError(where + ": tensors " + json_quoted(target.entry->name) + " and " + json_quoted(entry.name) +
                        " are both " + model.name() + "'s " + json_quoted(name));
     }
     target.entry = &entry;
+    target.shard = s;
   }
   const Target* first_missing = nullptr;
   std::size_t missing = 0;
@@ -284,7 +357,8 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
                            " is missing";
     if (missing > 1) message += " (and " + std::to_string(missing - 1) + " more of its " +
                                 std::to_string(targets.size()) + ")";
-    message += "; the file has " + std::to_string(header.tensors.size()) + " tensors, and " +
+    message += (shards.size() == 1 ? "; the file has " : "; its " + std::to_string(shards.size()) + " files have ") +
+               std::to_string(file_tensors) + " tensors, and " +
                model.name() + " takes the names of " + map.exporter;
     for (const MissingHint& h : map.hints) {
       if (starts_with(first_missing->name, h.prefix)) message += " (" + h.hint + ")";
@@ -294,15 +368,16 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
   // Shapes and dtypes, all before any data is read.
   for (const Target& t : targets) {
     if (t.entry == nullptr) continue;
+    const std::string where = shards[t.shard].file.string();
     const c10::IntArrayRef want = t.tensor.sizes();
     if (!std::equal(want.begin(), want.end(), t.entry->shape.begin(), t.entry->shape.end())) {
-      throw InputError(origin + ": tensor " + json_quoted(t.entry->name) + " has shape " +
+      throw InputError(where + ": tensor " + json_quoted(t.entry->name) + " has shape " +
                        shape_text(t.entry->shape) + ", but " + model.name() + "'s " + json_quoted(t.name) +
                        " is " + shape_text(want));
     }
     const TensorDtype dtype = dtype_of(t.tensor, t.name);
     if (t.entry->dtype != dtype) {
-      throw InputError(origin + ": tensor " + json_quoted(t.entry->name) + " is " + to_string(t.entry->dtype) +
+      throw InputError(where + ": tensor " + json_quoted(t.entry->name) + " is " + to_string(t.entry->dtype) +
                        ", but " + model.name() + "'s " + json_quoted(t.name) + " is " + to_string(dtype) +
                        " (weights load in the model's dtype, without conversion)");
     }
@@ -314,16 +389,17 @@ WeightsReport load_weights(ZooModel& model, const std::filesystem::path& file) {
   for (Target& t : targets) {
     if (t.entry != nullptr) reads.push_back(&t);
   }
-  std::sort(reads.begin(), reads.end(),
-            [](const Target* a, const Target* b) { return a->entry->begin < b->entry->begin; });
+  std::sort(reads.begin(), reads.end(), [](const Target* a, const Target* b) {
+    return a->shard != b->shard ? a->shard < b->shard : a->entry->begin < b->entry->begin;
+  });
   torch::NoGradGuard no_grad;
   for (Target* t : reads) {
     torch::Tensor& dst = t->tensor;
     if (dst.device().is_cpu() && dst.is_contiguous()) {
-      read_safetensors_tensor(file, header, *t->entry, dst.data_ptr());
+      read_safetensors_tensor(shards[t->shard].file, shards[t->shard].header, *t->entry, dst.data_ptr());
     } else {
       torch::Tensor host = torch::empty(dst.sizes(), dst.options().device(torch::kCPU));
-      read_safetensors_tensor(file, header, *t->entry, host.data_ptr());
+      read_safetensors_tensor(shards[t->shard].file, shards[t->shard].header, *t->entry, host.data_ptr());
       dst.copy_(host);
     }
     ++report.loaded;

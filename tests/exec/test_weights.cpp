@@ -28,6 +28,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/weights.hpp"
+#include "../common/input_error.hpp"
 
 namespace psw::exec {
 namespace {
@@ -36,6 +37,7 @@ namespace fs = std::filesystem;
 using testing_support::plan_for;
 using testing_support::read_tensor;
 using testing_support::relative_error;
+using test_support::input_error_of;
 
 // A directory of this test program's files, removed when the program ends.
 const fs::path& scratch() {
@@ -412,6 +414,79 @@ TEST_F(WeightsBadFiles, NoFileAndNotASafetensorsFile) {
   const fs::path text = scratch() / "text.safetensors";
   write_file(text, "{\"this\": \"is JSON, not safetensors\"}");
   expect_refused(text, {});
+}
+
+// Note [Sharded weights]: a Hugging Face folder, its tensors in three shards with the index
+// save_pretrained writes, loads as the single file does; a folder with model.safetensors too; the
+// index checked against the shards.
+TEST(WeightsSharded, AFolderOfShardsLoadsAsOneFileAndItsIndexIsChecked) {
+  const std::string tiny = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto source = make_model(tiny, 1);
+  const torch::Tensor input = source->example_input(1, 3);
+  const torch::Tensor expected = source->forward(input);
+  const std::vector<SafetensorsTensor> tensors = weight_tensors(*source);
+  const fs::path folder = scratch() / "tiny-sharded";
+  fs::create_directories(folder);
+  std::vector<std::vector<SafetensorsTensor>> shards(3);
+  nlohmann::json index{{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::size_t s = i * 3 / tensors.size();
+    shards[s].push_back(tensors[i]);
+    index["weight_map"][std::get<0>(tensors[i])] = "model-0000" + std::to_string(s + 1) + "-of-00003.safetensors";
+  }
+  for (std::size_t s = 0; s < 3; ++s)
+    write_file(folder / ("model-0000" + std::to_string(s + 1) + "-of-00003.safetensors"), write_safetensors(shards[s]));
+  write_file(folder / "model.safetensors.index.json", index.dump());
+
+  auto target = make_model(tiny, 2);
+  const WeightsReport report = load_weights(*target, folder);
+  EXPECT_EQ(static_cast<std::int64_t>(report.loaded), tensor_count(*source));
+  EXPECT_TRUE(torch::equal(target->forward(input), expected));
+
+  // A folder with one model.safetensors.
+  const fs::path single = scratch() / "tiny-single";
+  fs::create_directories(single);
+  write_file(single / "model.safetensors", write_safetensors(tensors));
+  auto other = make_model(tiny, 3);
+  load_weights(*other, single);
+  EXPECT_TRUE(torch::equal(other->forward(input), expected));
+
+  const auto refused = [&](const nlohmann::json& bad_index) {
+    write_file(folder / "model.safetensors.index.json", bad_index.dump());
+    auto model = make_model(tiny, 4);
+    const auto before = snapshot(*model);
+    const std::string message = input_error_of([&] { load_weights(*model, folder); });
+    EXPECT_TRUE(same_state(*model, before)) << "a refused folder changed the model";
+    return message;
+  };
+  const std::string first = std::get<0>(tensors.front());
+  nlohmann::json missing_shard = index;
+  missing_shard["weight_map"][first] = "model-00009-of-00003.safetensors";
+  EXPECT_NE(refused(missing_shard).find("shard model-00009-of-00003.safetensors (of tensor \"" + first + "\") is not in"),
+            std::string::npos);
+  nlohmann::json outside = index;
+  outside["weight_map"][first] = "../model.safetensors";
+  EXPECT_NE(refused(outside).find("is not a file name in the folder"), std::string::npos);
+  nlohmann::json misplaced = index;
+  misplaced["weight_map"][first] = "model-00003-of-00003.safetensors";
+  EXPECT_NE(refused(misplaced).find("is mapped to model-00003-of-00003.safetensors, which does not hold it"),
+            std::string::npos);
+  EXPECT_NE(refused(nlohmann::json{{"metadata", {}}}).find("no 'weight_map'"), std::string::npos);
+  // A tensor in two shards.
+  write_file(folder / "model-00003-of-00003.safetensors", write_safetensors([&] {
+               auto last = shards[2];
+               last.push_back(tensors.front());
+               return last;
+             }()));
+  const std::string twice = refused(index);  // the shards in the index's order of names
+  EXPECT_NE(twice.find("\"" + first + "\" is in both model-0000"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("model-00001-of-00003.safetensors"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("model-00003-of-00003.safetensors"), std::string::npos) << twice;
+  fs::remove(folder / "model.safetensors.index.json");
+  EXPECT_NE(input_error_of([&] { load_weights(*target, folder); }).find("holds model.safetensors.index.json (sharded) or model.safetensors"),
+            std::string::npos);
+  fs::remove_all(folder);
+  fs::remove_all(single);
 }
 
 TEST(WeightsOptional, BatchNormCountsMayBeAbsentAndAreZeroed) {

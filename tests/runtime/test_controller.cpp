@@ -1169,6 +1169,50 @@ training:
 // Note [TorchScript models] served: a user's TorchScript file (made with python3-torch) beside
 // nothing of the zoo, answered as its own module answers, switch after switch; its input checked
 // by the controller as any model's.
+// A served model's `weights:` (exec/weights.hpp): the daemon loads them before it packs the
+// model, so every switch brings the user's values; a file of another model stops the start,
+// naming the tensor.
+TEST(Controller, ServesTheUsersWeights) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto users = exec::make_model(zoo, 7, torch::kFloat32);
+  auto seeded = exec::make_model(zoo, 0, torch::kFloat32);  // what the server serves without weights
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-weights-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "folder");
+  exec::save_weights(*users, dir / "folder" / "model.safetensors");  // a Hugging Face folder
+  const torch::Tensor prompt = exec::as_decoder(*users)->example_tokens(1, 16, 3);
+  const std::filesystem::path profiles = decoder_profiles("weights", *users, prompt);
+  const auto config_with = [&](const std::filesystem::path& weights) {
+    return write_config("weights", "workers: 2\nrequest_timeout_ms: 120000\nmodels:\n  - name: llama-tiny\n    decoder: " +
+                                       zoo + "\n    prompt_tokens: 16\n    batch: 1\n    weights: " + weights.string() + "\n",
+                        profiles);
+  };
+  const ServeConfig config = config_with(dir / "folder");
+  EXPECT_EQ(config.models.at(0).weights, dir / "folder");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = users->forward(prompt);
+  ASSERT_FALSE(torch::equal(seeded->forward(prompt), expected));
+  {
+    auto controller = start(config);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_TRUE(torch::equal(output_of(controller->infer(request_for(config.models.at(0), prompt))), expected)) << i;
+    EXPECT_EQ(controller->stats().transfers, 2);
+  }
+  // A file of another model: the start fails, naming the file's first tensor that is not the model's.
+  std::vector<SafetensorsTensor> foreign{{"encoder.layer.0.output.dense.bias", TensorDtype::F32, {4}, std::string(16, '\0')}};
+  const std::filesystem::path wrong = dir / "bert.safetensors";
+  std::ofstream(wrong, std::ios::binary) << write_safetensors(foreign);
+  try {
+    auto refused = start(config_with(wrong));
+    ADD_FAILURE() << "a server started with another model's weights";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor \"encoder.layer.0.output.dense.bias\" is not one of llama-tiny's"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Controller, ServesAUsersTorchScriptModel) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-torchscript-" + std::to_string(::getpid()));

@@ -20,6 +20,7 @@
 //       batch: 8                   # the batch its switch graph is captured for
 //       plan: optimal              # a strategy, or a plan file (psw plan --out)
 //       dtype: fp32                # fp32, bf16 or fp16 (the zoo's --dtype)
+//       weights: resnet152.safetensors  # the user's (a file or a Hugging Face folder); default: seeded
 //     - name: llama-1b
 //       decoder: ../zoo/llama-1b.yaml  # a decoder: the file that sizes it (its name is `name`)
 //       prompt_tokens: 512         # decoders: the prompt length infer requests carry
@@ -82,6 +83,10 @@ struct ServedModelConfig {
   std::filesystem::path torchscript_file;
   std::vector<std::int64_t> input_shape;
   std::string input_dtype = "fp32";
+  // The user's weights for a zoo model or decoder (a safetensors file, or a Hugging Face folder:
+  // Note [Sharded weights] in exec/src/weights.cpp), loaded by the memory daemon before it packs
+  // the model; empty: random, seeded. Not for a TorchScript file, which holds its own.
+  std::filesystem::path weights;
 
   // What make_model builds: the decoder's file, or the built-in model's name.
   std::string model_argument() const {

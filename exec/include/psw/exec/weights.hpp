@@ -38,7 +38,9 @@ struct WeightsReport {
   std::vector<std::string> defaulted;
 };
 
-// Loads `file` into `model`'s parameters and buffers. Every name, shape and dtype is checked
+// Loads `file` into `model`'s parameters and buffers. `file` may be a Hugging Face folder: its
+// model.safetensors, or the shards its model.safetensors.index.json names (Note [Sharded weights]
+// in exec/src/weights.cpp). Every name, shape and dtype is checked
 // before the first byte of data is read, so a refused file leaves the model as it was.
 // InputError, naming the file and the tensor, for: a file that is not a valid safetensors
 // file (psw/common/safetensors.hpp); a model tensor the file lacks; a file tensor that is

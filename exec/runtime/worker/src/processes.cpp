@@ -219,6 +219,10 @@ int run_memory_daemon(const ProcessOptions& options) {
     const bool on_host = backend->name() == "host";
     if (!on_host) check_mps_daemon(config.mechanism);
     std::vector<ServedModel> served = build_served_models(config);
+    // The user's weights, before anything is packed (exec/weights.hpp); the workers bind their
+    // models to the regions the packed bytes are copied into, so only this process reads them.
+    for (std::size_t i = 0; i < served.size(); ++i)
+      if (!config.models[i].weights.empty()) exec::load_weights(*served[i].model, config.models[i].weights);
     std::unique_ptr<exec::ZooModel> training_model;
     if (config.training) {
       training_model = exec::make_model(config.training->model, config.training->seed);
