@@ -5,8 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <optional>
 #include <string>
+#include <vector>
 
 #include "psw/common/error.hpp"
 #include "psw/exec/torchscript.hpp"
@@ -14,33 +14,47 @@
 namespace psw::cli {
 
 struct ModelInputOptions {
-  std::string shape;  // "8,3,224,224"; empty: none given
-  std::string dtype = "fp32";
+  std::vector<std::string> shapes;  // "8,3,224,224", one per input (Note [Several inputs]); empty: none given
+  std::vector<std::string> dtypes;  // none: fp32 for every input; one: for every input; else one per input
   bool batch_given = false;  // --batch was on the command line
 };
 
 inline void add_model_input_options(CLI::App* cmd, ModelInputOptions& o) {
-  cmd->add_option("--input-shape", o.shape,
-                  "A TorchScript model's (.pt) input shape, the batch first (e.g. 8,3,224,224); the batch is --batch's");
-  cmd->add_option("--input-dtype", o.dtype, "A TorchScript model's input dtype: fp32 | bf16 | fp16 | int64")
-      ->capture_default_str();
+  cmd->add_option("--input-shape", o.shapes,
+                  "A TorchScript model's (.pt) input shape, the batch first (e.g. 8,3,224,224); the batch is --batch's. "
+                  "Repeat for a module of several inputs, in its forward's order");
+  cmd->add_option("--input-dtype", o.dtypes,
+                  "A TorchScript model's input dtype: fp32 (default) | bf16 | fp16 | int64; one for every input, or "
+                  "one per --input-shape");
 }
 
-// The input spec (nullopt when no --input-shape); the batch it sets, refusing a --batch that
-// differs from the shape's first dimension.
-inline std::optional<exec::InputSpec> model_input(const ModelInputOptions& o, int& batch) {
-  if (o.shape.empty()) {
-    if (o.dtype != "fp32") throw InputError("--input-dtype needs --input-shape");
-    return std::nullopt;
+// The input specs (none without --input-shape); the batch they set, refusing a --batch that
+// differs from the shapes' first dimension.
+inline std::vector<exec::InputSpec> model_input(const ModelInputOptions& o, int& batch) {
+  if (o.shapes.empty()) {
+    if (!o.dtypes.empty()) throw InputError("--input-dtype needs --input-shape");
+    return {};
   }
-  exec::InputSpec spec{exec::parse_input_shape(o.shape), exec::parse_input_dtype(o.dtype)};
-  if (o.batch_given && spec.shape[0] != batch) {
-    throw InputError("--batch " + std::to_string(batch) + " and --input-shape " + o.shape +
+  if (o.dtypes.size() > 1 && o.dtypes.size() != o.shapes.size()) {
+    throw InputError(std::to_string(o.dtypes.size()) + " --input-dtype for " + std::to_string(o.shapes.size()) +
+                     " --input-shape: give one for every input, or one per input");
+  }
+  std::vector<exec::InputSpec> specs;
+  for (std::size_t i = 0; i < o.shapes.size(); ++i) {
+    const std::string& dtype = o.dtypes.empty() ? "fp32" : o.dtypes[o.dtypes.size() == 1 ? 0 : i];
+    specs.push_back({exec::parse_input_shape(o.shapes[i]), exec::parse_input_dtype(dtype)});
+    if (specs.back().shape[0] != specs.front().shape[0]) {
+      throw InputError("--input-shape " + o.shapes[i] + " and " + o.shapes[0] +
+                       ": every input has the same batch, its first dimension");
+    }
+  }
+  if (o.batch_given && specs.front().shape[0] != batch) {
+    throw InputError("--batch " + std::to_string(batch) + " and --input-shape " + o.shapes.front() +
                      " (whose first dimension is the batch) disagree");
   }
-  if (spec.shape[0] > 4096) throw InputError("--input-shape " + o.shape + ": a batch of at most 4096");
-  batch = static_cast<int>(spec.shape[0]);
-  return spec;
+  if (specs.front().shape[0] > 4096) throw InputError("--input-shape " + o.shapes.front() + ": a batch of at most 4096");
+  batch = static_cast<int>(specs.front().shape[0]);
+  return specs;
 }
 
 }  // namespace psw::cli

@@ -100,8 +100,7 @@ void run_profile(const ProfileOptions& o) {
   }
   auto backend = exec::make_backend(o.backend);
   int batch = o.batch;
-  const std::optional<exec::InputSpec> model_input_spec = model_input(o.input, batch);
-  auto model = exec::open_model(o.model, 0, dtype, model_input_spec);
+  auto model = exec::open_model(o.model, 0, dtype, model_input(o.input, batch));
   exec::Decoder* decoder = exec::as_decoder(*model);
   if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty()) && decoder == nullptr) {
     throw InputError("--prompt-tokens and --prefill-tokens are for decoders (configs/zoo/*.yaml); " + model->name() +

@@ -109,7 +109,7 @@ void run(const RunOptions& o) {
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;
   int batch = o.batch;
-  spec.input = model_input(o.input, batch);
+  spec.inputs = model_input(o.input, batch);
   spec.batch = batch;
   spec.graph = o.graph;
   spec.traced_switch = !o.timeline_path.empty();
@@ -206,7 +206,7 @@ void run(const RunOptions& o) {
       std::printf("%-18s %zu tensors absent from the file, set to 0: %s\n", "  defaulted",
                   r.weights->defaulted.size(), some_names(r.weights->defaulted).c_str());
     }
-  } else if (spec.input) {
+  } else if (!spec.inputs.empty()) {
     std::printf("%-18s the TorchScript file's\n", "weights");
   } else {
     std::printf("%-18s random, seeded (the zoo's; --weights FILE for your own)\n", "weights");

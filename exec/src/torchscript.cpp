@@ -15,9 +15,14 @@ namespace torchscript_impl {
 // Note [TorchScript models]
 class TorchScriptModel final : public ZooModel {
  public:
-  TorchScriptModel(torch::jit::Module module, std::string name, InputSpec input)
-      : module_(std::move(module)), name_(std::move(name)), input_(std::move(input)) {
+  TorchScriptModel(torch::jit::Module module, std::string name, std::vector<InputSpec> inputs)
+      : module_(std::move(module)), name_(std::move(name)), inputs_(std::move(inputs)) {
     module_.eval();
+    for (const InputSpec& input : inputs_) {
+      std::int64_t elements = 1;
+      for (std::size_t d = 1; d < input.shape.size(); ++d) elements *= input.shape[d];
+      sample_bytes_.push_back(elements * static_cast<std::int64_t>(c10::elementSize(input.dtype)));
+    }
     for (const torch::jit::NameModule& m : module_.named_modules()) {
       ZooLayer layer{m.name.empty() ? "(root)" : m.name, m.value.type()->name() ? m.value.type()->name()->name() : "module",
                      {}};
@@ -48,26 +53,39 @@ class TorchScriptModel final : public ZooModel {
   void to(torch::Device device) override { module_.to(device); }
 
   torch::Tensor example_input(int batch, std::uint64_t seed) const override {
-    std::vector<std::int64_t> shape = input_.shape;
-    shape[0] = batch;
-    auto generator = at::detail::createCPUGenerator(seed);
-    if (c10::isFloatingType(input_.dtype)) {
-      return (torch::rand(shape, generator, torch::kFloat32) * 2 - 1).to(input_.dtype);
+    std::vector<torch::Tensor> examples;
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      std::vector<std::int64_t> shape = inputs_[i].shape;
+      shape[0] = batch;
+      auto generator = at::detail::createCPUGenerator(seed + i);
+      const torch::ScalarType dtype = inputs_[i].dtype;
+      examples.push_back(c10::isFloatingType(dtype)
+                             ? (torch::rand(shape, generator, torch::kFloat32) * 2 - 1).to(dtype)
+                             : torch::randint(0, 512, shape, generator, torch::dtype(dtype)));
     }
-    return torch::randint(0, 512, shape, generator, torch::dtype(input_.dtype));
+    return examples.size() == 1 ? examples.front() : pack_inputs(examples);
   }
 
   torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) override {
-    check_input(input);
+    const std::vector<torch::jit::IValue> arguments = module_arguments(input);
     // Note [TorchScript models]: no gate inside the module's forward; every layer is waited for first.
     for (std::size_t i = 0; i < layers_.size(); ++i) gate(i);
     torch::NoGradGuard no_grad;
     torch::jit::IValue out;
     try {
-      out = module_.forward({input});
+      out = module_.forward(arguments);
     } catch (const c10::Error& e) {
       std::ostringstream what;
       what << name_ << ": the module refused the input " << input.sizes() << ": " << e.what_without_backtrace();
+      throw InputError(what.str());
+    } catch (const std::runtime_error& e) {  // the TorchScript interpreter's own errors
+      std::string message = e.what();
+      // Its traceback ends with the error itself ("RuntimeError: ..."), which is what to say.
+      const auto last = message.rfind("Error: ");
+      if (last != std::string::npos) message = message.substr(last + 7);
+      while (!message.empty() && message.back() == '\n') message.pop_back();
+      std::ostringstream what;
+      what << name_ << ": the module refused the input " << input.sizes() << ": " << message;
       throw InputError(what.str());
     }
     if (out.isTensor()) return out.toTensor();
@@ -82,21 +100,47 @@ class TorchScriptModel final : public ZooModel {
   }
 
  private:
-  void check_input(const torch::Tensor& input) const {
+  // The module's arguments from the one input: itself, or unpacked (Note [Several inputs]).
+  std::vector<torch::jit::IValue> module_arguments(const torch::Tensor& input) const {
+    if (inputs_.size() == 1) {
+      check_input(input, inputs_.front());
+      return {input};
+    }
+    std::int64_t row = 0;
+    for (const std::int64_t b : sample_bytes_) row += b;
+    if (input.scalar_type() != torch::kUInt8 || input.dim() != 2 || input.size(1) != row) {
+      std::ostringstream why;
+      why << name_ << ": the input is " << input.scalar_type() << " " << input.sizes() << "; a model of "
+          << inputs_.size() << " inputs takes them packed, Byte [batch, " << row << "] (Note [Several inputs])";
+      throw InputError(why.str());
+    }
+    std::vector<torch::jit::IValue> arguments;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      std::vector<std::int64_t> shape = inputs_[i].shape;
+      shape[0] = input.size(0);
+      arguments.emplace_back(input.narrow(1, offset, sample_bytes_[i]).contiguous().view(inputs_[i].dtype).reshape(shape));
+      offset += sample_bytes_[i];
+    }
+    return arguments;
+  }
+
+  void check_input(const torch::Tensor& input, const InputSpec& spec) const {
     const c10::IntArrayRef given = input.sizes();
-    bool fits = given.size() == input_.shape.size() && input.scalar_type() == input_.dtype;
-    for (std::size_t d = 1; fits && d < given.size(); ++d) fits = given[d] == input_.shape[d];
+    bool fits = given.size() == spec.shape.size() && input.scalar_type() == spec.dtype;
+    for (std::size_t d = 1; fits && d < given.size(); ++d) fits = given[d] == spec.shape[d];
     if (!fits) {
       std::ostringstream why;  // sizes print as [1, 3, 224, 224]
-      why << name_ << ": the input is " << input.scalar_type() << " " << given << "; it takes " << input_.dtype << " "
-          << c10::IntArrayRef(input_.shape) << " (any batch)";
+      why << name_ << ": the input is " << input.scalar_type() << " " << given << "; it takes " << spec.dtype << " "
+          << c10::IntArrayRef(spec.shape) << " (any batch)";
       throw InputError(why.str());
     }
   }
 
   torch::jit::Module module_;
   std::string name_;
-  InputSpec input_;
+  std::vector<InputSpec> inputs_;
+  std::vector<std::int64_t> sample_bytes_;  // per input: its bytes per sample
   std::vector<ZooLayer> layers_;
   torch::ScalarType dtype_ = torch::kFloat32;
 };
@@ -135,29 +179,88 @@ bool names_torchscript(const std::string& model) {
   return ends_with(".pt") || ends_with(".pth");
 }
 
-std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const InputSpec& input) {
+namespace torchscript_impl {
+
+torch::jit::Module load_module(const std::filesystem::path& file) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) throw InputError(file.string() + ": no such file");
-  if (input.shape.size() < 1) throw InputError(file.string() + ": the input needs a shape, the batch first");
-  torch::jit::Module module;
   try {
-    module = torch::jit::load(file.string(), torch::kCPU);
+    return torch::jit::load(file.string(), torch::kCPU);
   } catch (const c10::Error& e) {
     throw InputError(file.string() + ": not a TorchScript file (torch.jit.trace or torch.jit.script, then save): " +
                      e.what_without_backtrace());
   }
-  return std::make_unique<torchscript_impl::TorchScriptModel>(std::move(module), file.stem().string(), input);
+}
+
+// The forward's arguments after `self`, and how many of them have no default.
+std::vector<std::string> argument_names(const torch::jit::Module& module, std::size_t* required = nullptr) {
+  std::vector<std::string> names;
+  const auto& arguments = module.get_method("forward").function().getSchema().arguments();
+  if (required != nullptr) *required = 0;
+  for (std::size_t i = 1; i < arguments.size(); ++i) {  // 0 is self
+    names.push_back(arguments[i].name());
+    if (required != nullptr && !arguments[i].default_value()) ++*required;
+  }
+  return names;
+}
+
+}  // namespace torchscript_impl
+
+std::vector<std::string> torchscript_input_names(const std::filesystem::path& file) {
+  return torchscript_impl::argument_names(torchscript_impl::load_module(file));
+}
+
+torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs) {
+  if (inputs.empty()) throw InputError("no inputs to pack");
+  std::vector<torch::Tensor> rows;
+  const std::int64_t batch = inputs.front().dim() > 0 ? inputs.front().size(0) : -1;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dim() < 1 || inputs[i].size(0) != batch) {
+      std::ostringstream why;
+      why << "input " << i << " is " << inputs[i].sizes() << ": every input has the batch (" << batch << ") first";
+      throw InputError(why.str());
+    }
+    rows.push_back(inputs[i].contiguous().reshape({batch, -1}).view(torch::kUInt8));
+  }
+  return torch::cat(rows, 1);
+}
+
+std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const InputSpec& input) {
+  return load_torchscript(file, std::vector<InputSpec>{input});
+}
+
+std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const std::vector<InputSpec>& inputs) {
+  if (inputs.empty()) throw InputError(file.string() + ": the model needs its input's shape");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].shape.empty()) throw InputError(file.string() + ": input " + std::to_string(i) + " needs a shape, the batch first");
+    if (inputs[i].shape[0] != inputs[0].shape[0]) {
+      throw InputError(file.string() + ": input " + std::to_string(i) + " has batch " + std::to_string(inputs[i].shape[0]) +
+                       ", input 0 " + std::to_string(inputs[0].shape[0]) + ": every input has the same batch");
+    }
+  }
+  torch::jit::Module module = torchscript_impl::load_module(file);
+  std::size_t required = 0;
+  const std::vector<std::string> names = torchscript_impl::argument_names(module, &required);
+  if (inputs.size() < required || inputs.size() > names.size()) {
+    std::string listed;
+    for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;
+    const std::string count = required == names.size() ? std::to_string(required)
+                                                        : std::to_string(required) + " to " + std::to_string(names.size());
+    throw InputError(file.string() + ": the module's forward takes " + count + " input" + (names.size() == 1 ? "" : "s") +
+                     " (" + listed + "), " + std::to_string(inputs.size()) + " given (one --input-shape per input, in order)");
+  }
+  return std::make_unique<torchscript_impl::TorchScriptModel>(std::move(module), file.stem().string(), inputs);
 }
 
 std::unique_ptr<ZooModel> open_model(const std::string& argument, std::uint64_t seed, torch::ScalarType dtype,
-                                     const std::optional<InputSpec>& input) {
+                                     const std::vector<InputSpec>& inputs) {
   if (!names_torchscript(argument)) {
-    if (input) throw InputError("--input-shape and --input-dtype are for TorchScript models (.pt); " + argument +
-                                " takes its own input");
+    if (!inputs.empty()) throw InputError("--input-shape and --input-dtype are for TorchScript models (.pt); " + argument +
+                                          " takes its own input");
     return make_model(argument, seed, dtype);
   }
-  if (!input) throw InputError(argument + ": a TorchScript model needs its input's shape (--input-shape 8,3,224,224)");
-  std::unique_ptr<ZooModel> model = load_torchscript(argument, *input);
+  if (inputs.empty()) throw InputError(argument + ": a TorchScript model needs its input's shape (--input-shape 8,3,224,224)");
+  std::unique_ptr<ZooModel> model = load_torchscript(argument, inputs);
   if (model->dtype() != dtype) {
     std::ostringstream why;
     why << argument << ": the module's parameters are " << model->dtype() << ", not " << dtype

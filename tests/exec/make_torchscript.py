@@ -6,6 +6,7 @@ python3-torch (/usr/bin/python3), as a user would export a model:
     OUT_DIR/cnn.pt        torch.jit.trace of a conv-BatchNorm-ReLU-pool-linear net, input 1x3x16x16
     OUT_DIR/tuple_out.pt  torch.jit.script of a module returning (logits, features)
     OUT_DIR/no_params.pt  a module without parameters
+    OUT_DIR/two_inputs.pt torch.jit.trace of a module of two inputs: features 2x6 (fp32), ids 2x4 (int64)
 """
 import os
 import sys
@@ -20,6 +21,16 @@ class TupleOut(torch.nn.Module):
 
     def forward(self, x):
         return self.proj(x), x
+
+
+class TwoInputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 3)
+        self.embed = torch.nn.Embedding(512, 3)  # ids below 512, as example inputs are
+
+    def forward(self, features, ids):
+        return self.proj(features) * self.embed(ids).sum(1)
 
 
 class NoParams(torch.nn.Module):
@@ -40,6 +51,8 @@ def main(out):
     torch.jit.trace(cnn, torch.randn(1, 3, 16, 16)).save(os.path.join(out, "cnn.pt"))
     torch.jit.script(TupleOut().eval()).save(os.path.join(out, "tuple_out.pt"))
     torch.jit.script(NoParams()).save(os.path.join(out, "no_params.pt"))
+    torch.jit.trace(TwoInputs().eval(), (torch.randn(2, 6), torch.randint(0, 512, (2, 4)))).save(
+        os.path.join(out, "two_inputs.pt"))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,50 @@ TEST(TorchScript, ATupleOutputGivesItsFirstTensor) {
   EXPECT_EQ(model->forward(model->example_input(2, 1)).sizes(), (std::vector<std::int64_t>{2, 4}));
 }
 
+// Note [Several inputs]: a module of two inputs (features fp32, ids int64) takes them packed into
+// one byte tensor, switched in and unpacked bit for bit; the counts and batches that do not fit.
+TEST(TorchScript, SeveralInputsArePackedIntoOneAndGivenToTheModuleInOrder) {
+  const fs::path file = torchscript_dir() / "two_inputs.pt";
+  EXPECT_EQ(torchscript_input_names(file), (std::vector<std::string>{"features", "ids"}));
+  const std::vector<InputSpec> specs{{{2, 6}, torch::kFloat32}, {{2, 4}, torch::kInt64}};
+  auto model = load_torchscript(file, specs);
+  const torch::Tensor example = model->example_input(3, 5);
+  EXPECT_EQ(example.scalar_type(), torch::kUInt8);
+  EXPECT_EQ(example.sizes(), (std::vector<std::int64_t>{3, 6 * 4 + 4 * 8}));
+
+  torch::jit::Module reference = torch::jit::load(file.string());
+  reference.eval();
+  const torch::Tensor features = torch::randn({3, 6});
+  const torch::Tensor ids = torch::randint(0, 512, {3, 4}, torch::kInt64);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = reference.forward({features, ids}).toTensor();
+  const torch::Tensor packed = pack_inputs({features, ids});
+  auto backend = make_host_backend();
+  auto owned = make_private_pipeline(*backend, *model, Grouping{{0, 0}, {1, 1}});
+  owned->engine->poison_device_parameters(0x5A);
+  EXPECT_TRUE(torch::equal(owned->engine->switch_in_and_run(packed), expected));
+  EXPECT_TRUE(torch::equal(owned->engine->run_resident(packed), expected));
+  // The order matters: the ids' bytes first are another input.
+  EXPECT_FALSE(torch::equal(model->forward(packed), reference.forward({features, ids * 0}).toTensor()));
+
+  EXPECT_NE(input_error_of([&] { load_torchscript(file, specs.front()); })
+                .find("the module's forward takes 2 inputs (features, ids), 1 given"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] { load_torchscript(file, {specs[0], InputSpec{{3, 4}, torch::kInt64}}); })
+                .find("input 1 has batch 3, input 0 2: every input has the same batch"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] { model->forward(torch::zeros({3, 50}, torch::kUInt8)); })
+                .find("a model of 2 inputs takes them packed, Byte [batch, 56]"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] { pack_inputs({features, ids.narrow(0, 0, 2)}); }).find("every input has the batch (3) first"),
+            std::string::npos);
+  // An error inside the module (ids beyond the embedding's rows) is the user's input error, said
+  // without the interpreter's traceback.
+  const std::string refused = input_error_of([&] { model->forward(pack_inputs({features, ids + 600})); });
+  EXPECT_NE(refused.find("two_inputs: the module refused the input [3, 56]: index out of range in self"), std::string::npos)
+      << refused;
+}
+
 TEST(TorchScript, FilesAndInputsThatDoNotFitAreInputErrors) {
   const fs::path dir = torchscript_dir();
   EXPECT_NE(input_error_of([&] { load_torchscript(dir / "absent.pt", kImage); }).find("no such file"), std::string::npos);
@@ -102,12 +146,12 @@ TEST(TorchScript, FilesAndInputsThatDoNotFitAreInputErrors) {
   EXPECT_NE(input_error_of([&] { parse_input_shape("8,-3"); }).find("positive integers"), std::string::npos);
   EXPECT_EQ(parse_input_shape("8,3,224,224"), (std::vector<std::int64_t>{8, 3, 224, 224}));
   EXPECT_NE(input_error_of([&] { parse_input_dtype("f32"); }).find("fp32, bf16, fp16 or int64"), std::string::npos);
-  EXPECT_NE(input_error_of([&] { open_model((dir / "cnn.pt").string(), 0, torch::kFloat32, std::nullopt); })
+  EXPECT_NE(input_error_of([&] { open_model((dir / "cnn.pt").string(), 0, torch::kFloat32, {}); })
                 .find("needs its input's shape"),
             std::string::npos);
-  EXPECT_NE(input_error_of([&] { open_model("resnet152", 0, torch::kFloat32, kImage); }).find("are for TorchScript"),
+  EXPECT_NE(input_error_of([&] { open_model("resnet152", 0, torch::kFloat32, {kImage}); }).find("are for TorchScript"),
             std::string::npos);
-  EXPECT_NE(input_error_of([&] { open_model((dir / "cnn.pt").string(), 0, torch::kBFloat16, kImage); })
+  EXPECT_NE(input_error_of([&] { open_model((dir / "cnn.pt").string(), 0, torch::kBFloat16, {kImage}); })
                 .find("runs in the dtype it was saved in"),
             std::string::npos);
 }

@@ -39,8 +39,8 @@ struct SwitchBenchmarkSpec {
   // and how many tokens to decode after the first, resident, for the per-token latency.
   std::int64_t prompt_tokens = 0;
   int decode_tokens = 0;
-  // A TorchScript model's input (Note [TorchScript models]); nullopt for the zoo's models.
-  std::optional<InputSpec> input;
+  // A TorchScript model's inputs (Note [TorchScript models], [Several inputs]); none for the zoo's.
+  std::vector<InputSpec> inputs;
 };
 
 struct LatencyStats {

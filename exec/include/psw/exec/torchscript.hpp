@@ -19,6 +19,16 @@
 // The input is one tensor of the shape and dtype the user states (`--input-shape 8,3,224,224
 // --input-dtype fp32`: its first dimension is the batch, the rest must match every input); the
 // output the module's, or the first tensor of a tuple it returns.
+//
+// Note [Several inputs]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A module whose forward takes several tensors (a BERT's input_ids and attention_mask) is given
+// one InputSpec per argument, in order, all with the same batch. The engine, the worker and the
+// server's messages carry one input tensor per request, so such a model takes its inputs packed
+// into one: uint8 [batch, sum of each input's bytes per sample], row b holding every input's
+// sample b in argument order (pack_inputs). The model's forward unpacks it (a narrow, a copy and a
+// view per input: a few kernels, captured with the rest) and calls the module with the tensors.
+// A model of one input takes it as it is.
 
 #include <cstdint>
 #include <filesystem>
@@ -46,15 +56,24 @@ torch::ScalarType parse_input_dtype(const std::string& name);
 // Whether a --model argument names a TorchScript file (it ends in .pt or .pth).
 bool names_torchscript(const std::string& model);
 
-// Loads `file` as a ZooModel taking `input`. InputError naming the file for one that is missing or
-// not TorchScript, a module without parameters, a shape with no batch dimension, and (at the
-// first forward) an input the module refuses.
+// Loads `file` as a ZooModel taking `inputs` (Note [Several inputs] for more than one). InputError
+// naming the file for one that is missing or not TorchScript, a module without parameters, no
+// input, a shape with no batch dimension, inputs of different batches, as many inputs as the
+// module's forward does not take, and (at the first forward) an input the module refuses.
+std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const std::vector<InputSpec>& inputs);
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const InputSpec& input);
 
-// A --model argument as the commands take it: a TorchScript file with its `input` (InputError
+// Note [Several inputs]: the tensors (each [batch, ...], one batch) as the one input a model of
+// several takes. InputError for none, or for tensors of different batches.
+torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs);
+
+// The names of the module's forward arguments (without `self`), as its schema gives them.
+std::vector<std::string> torchscript_input_names(const std::filesystem::path& file);
+
+// A --model argument as the commands take it: a TorchScript file with its `inputs` (InputError
 // without one, or when `dtype` is not its parameters'), else make_model (InputError when an input
 // is given: the zoo's models and decoders know theirs).
 std::unique_ptr<ZooModel> open_model(const std::string& argument, std::uint64_t seed, torch::ScalarType dtype,
-                                     const std::optional<InputSpec>& input);
+                                     const std::vector<InputSpec>& inputs);
 
 }  // namespace psw::exec

@@ -97,13 +97,13 @@ inline torch::Tensor served_example_input(exec::ZooModel& model, const ServedMod
   return model.example_input(m.batch, seed);
 }
 
-// Note [TorchScript models]: a TorchScript model's input at the configured batch; nullopt for the
+// Note [TorchScript models]: a TorchScript model's input at the configured batch; none for the
 // zoo's models, which know theirs.
-inline std::optional<exec::InputSpec> served_input(const ServedModelConfig& m) {
-  if (m.torchscript_file.empty()) return std::nullopt;
+inline std::vector<exec::InputSpec> served_input(const ServedModelConfig& m) {
+  if (m.torchscript_file.empty()) return {};
   std::vector<std::int64_t> shape = {m.batch};
   shape.insert(shape.end(), m.input_shape.begin(), m.input_shape.end());
-  return exec::InputSpec{shape, exec::parse_input_dtype(m.input_dtype)};
+  return {exec::InputSpec{shape, exec::parse_input_dtype(m.input_dtype)}};
 }
 
 inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
