@@ -203,14 +203,35 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
                    "the file's stem '" + model.torchscript_file.stem().string() + "' is not the model's name '" +
                        model.name + "' (its profile, NAME.yaml, goes by the stem)");
       }
-      const YAML::Node shape = m.sequence("input_shape");
-      for (std::size_t d = 0; d < shape.size(); ++d) {
-        model.input_shape.push_back(m.to_integer(detail::concat("input_shape[", d, "]"), shape[d], 1, std::int64_t{1} << 30));
+      const std::vector<std::pair<std::string, std::string>> dtypes = {
+          {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}};
+      const auto read_shape = [](MapReader& reader, const std::string& key) {
+        const YAML::Node shape = reader.sequence(key);
+        std::vector<std::int64_t> out;
+        for (std::size_t d = 0; d < shape.size(); ++d)
+          out.push_back(reader.to_integer(detail::concat(key, "[", d, "]"), shape[d], 1, std::int64_t{1} << 30));
+        return out;
+      };
+      if (m.has("inputs")) {
+        for (const char* key : {"input_shape", "input_dtype"}) {
+          if (m.has(key)) m.fail_key(key, m.get(key), std::string("give inputs or ") + key + ", not both");
+        }
+        const YAML::Node listed = m.sequence("inputs");  // never empty
+        for (std::size_t k = 0; k < listed.size(); ++k) {
+          MapReader in(listed[k], origin, detail::concat("models[", i, "].inputs[", k, "]"));
+          TorchScriptInput input{in.string("name"), read_shape(in, "shape"),
+                                 optional_choice<std::string>(in, "dtype", dtypes, "fp32")};
+          in.finish();
+          for (const auto& other : model.inputs) {
+            if (other.name == input.name) in.fail_key("name", in.get("name"), "input '" + input.name + "' is listed twice");
+          }
+          model.inputs.push_back(std::move(input));
+        }
+      } else {
+        model.inputs.push_back({"input", read_shape(m, "input_shape"), optional_choice<std::string>(m, "input_dtype", dtypes, "fp32")});
       }
-      model.input_dtype = optional_choice<std::string>(
-          m, "input_dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}}, "fp32");
     } else {
-      for (const char* key : {"input_shape", "input_dtype"}) {
+      for (const char* key : {"input_shape", "input_dtype", "inputs"}) {
         if (m.has(key)) {
           m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
         }
@@ -231,6 +252,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     m.mark_seen("torchscript");
     m.mark_seen("input_shape");
     m.mark_seen("input_dtype");
+    m.mark_seen("inputs");
     m.mark_seen("decoder");
     m.mark_seen("prompt_tokens");
     m.mark_seen("prompt_buckets");

@@ -168,8 +168,20 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
       parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [3, 8, 8], input_dtype: fp16}\n", origin);
   EXPECT_EQ(config.models.at(0).torchscript_file, dir / "mynet.pt");
   EXPECT_EQ(config.models.at(0).model_argument(), (dir / "mynet.pt").string());
-  EXPECT_EQ(config.models.at(0).input_shape, (std::vector<std::int64_t>{3, 8, 8}));
-  EXPECT_EQ(config.models.at(0).input_dtype, "fp16");
+  ASSERT_EQ(config.models.at(0).inputs.size(), 1u);
+  EXPECT_EQ(config.models.at(0).inputs[0].name, "input");
+  EXPECT_EQ(config.models.at(0).inputs[0].shape, (std::vector<std::int64_t>{3, 8, 8}));
+  EXPECT_EQ(config.models.at(0).inputs[0].dtype, "fp16");
+  // Note [Several inputs]: named, in the forward's order.
+  const ServeConfig two = parse_serve_config(
+      head + "  - name: mynet\n    torchscript: mynet.pt\n    inputs:\n      - {name: features, shape: [6]}\n"
+             "      - {name: ids, shape: [4], dtype: int64}\n",
+      origin);
+  ASSERT_EQ(two.models.at(0).inputs.size(), 2u);
+  EXPECT_EQ(two.models.at(0).inputs[0].name, "features");
+  EXPECT_EQ(two.models.at(0).inputs[0].dtype, "fp32");
+  EXPECT_EQ(two.models.at(0).inputs[1].shape, (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(two.models.at(0).inputs[1].dtype, "int64");
   const auto error = [&](const std::string& entry) {
     return input_error_of([&] { parse_serve_config(head + entry, origin); });
   };
@@ -181,6 +193,16 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
   EXPECT_NE(error("  - {name: gone, torchscript: gone.pt, input_shape: [3]}\n").find("no such file"), std::string::npos);
   EXPECT_NE(error("  - {name: resnet152, input_shape: [3]}\n").find("input_shape is for TorchScript models"),
             std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: [{name: a, shape: [1]}, {name: a, shape: [2]}]}\n")
+                .find("input 'a' is listed twice"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, input_shape: [3], inputs: [{name: a, shape: [1]}]}\n")
+                .find("give inputs or input_shape, not both"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: [{name: a, shape: [1], dtype: int8}]}\n")
+                .find("key 'models[0].inputs[0].dtype'"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: []}\n").find("key 'models[0].inputs': the list is empty"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -1245,5 +1245,67 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Several inputs]: a module of two inputs served by their forward's names; the server packs
+// them, the worker's model unpacks them, the answer is the module's bit for bit; the inputs are
+// checked one by one, and a config that lists them out of the forward's order stops the start.
+TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-two-inputs-" + std::to_string(::getpid()));
+  const std::string command =
+      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::vector<exec::InputSpec> specs{{{2, 6}, torch::kFloat32}, {{2, 4}, torch::kInt64}};
+  auto reference = exec::load_torchscript(dir / "two_inputs.pt", specs);
+  ModelProfile profile = exec::profile_skeleton(*reference, reference->example_input(2, 1));
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::filesystem::create_directories(dir / "profiles");
+  std::ofstream(dir / "profiles" / "two_inputs.yaml") << to_yaml(profile);
+  const auto config_listing = [&](const std::string& first, const std::string& second) {
+    return write_config("two-inputs", "workers: 2\nmodels:\n  - name: two_inputs\n    torchscript: " +
+                                          (dir / "two_inputs.pt").string() + "\n    batch: 2\n    inputs:\n      - {name: " +
+                                          first + ", shape: [6]}\n      - {name: " + second +
+                                          ", shape: [4], dtype: int64}\n",
+                        dir / "profiles");
+  };
+  const ServeConfig config = config_listing("features", "ids");
+  const ModelInfo info = served_model_info(config.models.at(0));
+  ASSERT_EQ(info.inputs.size(), 2u);
+  EXPECT_EQ(info.inputs[1].name, "ids");
+  EXPECT_EQ(info.inputs[1].datatype, "INT64");
+  EXPECT_EQ(info.inputs[1].shape, (std::vector<std::int64_t>{-1, 4}));
+  const torch::Tensor features = torch::randn({2, 6});
+  const torch::Tensor ids = torch::randint(0, 512, {2, 4}, torch::kInt64);
+  torch::NoGradGuard no_grad;
+  // The module's own answer (TorchScript.SeveralInputsArePackedIntoOneAndGivenToTheModuleInOrder).
+  const torch::Tensor expected = reference->forward(exec::pack_inputs({features, ids}));
+  const auto request = [&](const torch::Tensor& f, const torch::Tensor& i) {
+    InferRequest r;
+    r.model = "two_inputs";
+    r.inputs = {tensor_of("ids", i), tensor_of("features", f)};  // any order: by name
+    return r;
+  };
+  {
+    auto controller = start(config);
+    for (int k = 0; k < 2; ++k) EXPECT_TRUE(torch::equal(output_of(controller->infer(request(features, ids))), expected)) << k;
+    expect_code([&] { controller->infer(request(features, ids.narrow(0, 0, 1))); }, ServiceError::Code::InvalidArgument,
+                "two_inputs's input 'ids' has batch 1, 'features' 2: every input has the same batch");
+    expect_code([&] { controller->infer(request(features, ids.narrow(1, 0, 3).contiguous())); },
+                ServiceError::Code::InvalidArgument, "two_inputs's input 'ids' dimension 1 must be 4, got 3");
+    InferRequest one = request(features, ids);
+    one.inputs.pop_back();
+    expect_code([&] { controller->infer(one); }, ServiceError::Code::InvalidArgument,
+                "two_inputs's input 'features' (FP32 [-1, 6]) is missing from the request");
+  }
+  try {
+    auto refused = start(config_listing("ids", "features"));
+    ADD_FAILURE() << "a server started with the inputs out of the forward's order";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("input 0 of the forward is 'features', but the serve config lists 'ids' there"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace psw::runtime

@@ -28,6 +28,9 @@
 //     - name: mynet
 //       torchscript: mynet.pt      # a user's TorchScript file (its stem is the name)
 //       input_shape: [3, 224, 224] # one sample of its input; input_dtype: fp32 (default)
+//     - name: mybert               # a TorchScript module of several inputs, in its forward's order:
+//       torchscript: mybert.pt
+//       inputs: [{name: input_ids, shape: [128], dtype: int64}, {name: attention_mask, shape: [128], dtype: int64}]
 //       dtype: bf16
 //   training:                      # optional
 //     model: resnet152
@@ -57,6 +60,14 @@
 
 namespace psw {
 
+// One input of a served TorchScript model: its protocol name, one sample's shape (the batch is the
+// request's) and dtype (fp32, bf16, fp16 or int64).
+struct TorchScriptInput {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::string dtype = "fp32";
+};
+
 struct ServedModelConfig {
   std::string name;
   int batch = 8;
@@ -78,11 +89,11 @@ struct ServedModelConfig {
   // powers of two from 16 below the context, and the context less one position.
   std::vector<std::int64_t> prompt_buckets;
   // Note [TorchScript models] (exec/torchscript.hpp): a user's TorchScript file instead of a zoo
-  // model (its stem is `name`, which its profile goes by), with one input of `input_shape` (one
-  // sample: the batch is the request's) and `input_dtype` (fp32, bf16, fp16 or int64).
+  // model (its stem is `name`, which its profile goes by), with its forward's inputs in order:
+  // `input_shape` and `input_dtype` give one, named `input`; `inputs` several, each named (Note
+  // [Several inputs]: the server packs them into the one tensor the worker's model takes).
   std::filesystem::path torchscript_file;
-  std::vector<std::int64_t> input_shape;
-  std::string input_dtype = "fp32";
+  std::vector<TorchScriptInput> inputs;
   // The user's weights for a zoo model or decoder (a safetensors file, or a Hugging Face folder:
   // Note [Sharded weights] in exec/src/weights.cpp), loaded by the memory daemon before it packs
   // the model; empty: random, seeded. Not for a TorchScript file, which holds its own.

@@ -64,11 +64,13 @@ ModelInfo served_model_info(const ServedModelConfig& model) {
     info.inputs = {{"input_ids", "INT64", {-1, model.prompt_tokens}}};
     info.outputs = {{"logits", floating, {-1, model.decoder->vocabulary}}};
   } else if (!model.torchscript_file.empty()) {
-    // Note [TorchScript models]: its one input as the config states it; its output's rank and sizes
+    // Note [TorchScript models]: its inputs as the config states them; its output's rank and sizes
     // come with each answer.
-    std::vector<std::int64_t> shape = {-1};
-    shape.insert(shape.end(), model.input_shape.begin(), model.input_shape.end());
-    info.inputs = {{"input", model.input_dtype == "int64" ? "INT64" : floating_datatype(model.input_dtype), shape}};
+    for (const TorchScriptInput& input : model.inputs) {
+      std::vector<std::int64_t> shape = {-1};
+      shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+      info.inputs.push_back({input.name, input.dtype == "int64" ? "INT64" : floating_datatype(input.dtype), shape});
+    }
     info.outputs = {{"output", floating, {-1}}};
   } else if (model.name == "resnet152" || model.name == "inception_v3") {
     const std::int64_t side = model.name == "resnet152" ? 224 : 299;
@@ -1170,37 +1172,85 @@ InferResponse Controller::infer(const InferRequest& request) {
   }
   if (request.inputs.size() != info.inputs.size()) {
     throw ServiceError(ServiceError::Code::InvalidArgument,
-                       detail::concat(request.model, " takes ", info.inputs.size(), " input, got ", request.inputs.size()));
+                       detail::concat(request.model, " takes ", info.inputs.size(), " input", info.inputs.size() == 1 ? "" : "s",
+                                      ", got ", request.inputs.size()));
   }
-  const TensorData& input = request.inputs.front();
-  const TensorSpec& spec = info.inputs.front();
-  if (input.datatype != spec.datatype) {
-    throw ServiceError(ServiceError::Code::InvalidArgument, request.model + "'s input '" + spec.name + "' is " +
-                                                                spec.datatype + ", got " + input.datatype);
-  }
-  if (input.shape.size() != spec.shape.size()) {
-    throw ServiceError(ServiceError::Code::InvalidArgument,
-                       detail::concat(request.model, "'s input '", spec.name, "' has rank ", spec.shape.size(),
-                                      ", got a tensor of rank ", input.shape.size()));
-  }
-  for (std::size_t d = 0; d < spec.shape.size(); ++d) {
-    if (spec.shape[d] >= 0 && input.shape[d] != spec.shape[d]) {
-      throw ServiceError(ServiceError::Code::InvalidArgument,
-                         detail::concat(request.model, "'s input dimension ", d, " must be ", spec.shape[d], ", got ",
-                                        input.shape[d]));
+  // Each input against its spec, in the model's order.
+  std::vector<const TensorData*> ordered;
+  for (const TensorSpec& spec : info.inputs) {
+    const TensorData& input =
+        *std::find_if(request.inputs.begin(), request.inputs.end(), [&](const TensorData& t) { return t.name == spec.name; });
+    ordered.push_back(&input);
+    const std::string dimension = info.inputs.size() == 1 ? "input" : "input '" + spec.name + "'";
+    if (input.datatype != spec.datatype) {
+      throw ServiceError(ServiceError::Code::InvalidArgument, request.model + "'s input '" + spec.name + "' is " +
+                                                                  spec.datatype + ", got " + input.datatype);
     }
-    if (input.shape[d] <= 0) {
+    if (input.shape.size() != spec.shape.size()) {
       throw ServiceError(ServiceError::Code::InvalidArgument,
-                         detail::concat(request.model, "'s input dimension ", d, " must be positive, got ", input.shape[d]));
+                         detail::concat(request.model, "'s input '", spec.name, "' has rank ", spec.shape.size(),
+                                        ", got a tensor of rank ", input.shape.size()));
+    }
+    for (std::size_t d = 0; d < spec.shape.size(); ++d) {
+      if (spec.shape[d] >= 0 && input.shape[d] != spec.shape[d]) {
+        throw ServiceError(ServiceError::Code::InvalidArgument,
+                           detail::concat(request.model, "'s ", dimension, " dimension ", d, " must be ", spec.shape[d], ", got ",
+                                          input.shape[d]));
+      }
+      if (input.shape[d] <= 0) {
+        throw ServiceError(ServiceError::Code::InvalidArgument,
+                           detail::concat(request.model, "'s ", dimension, " dimension ", d, " must be positive, got ", input.shape[d]));
+      }
+    }
+    if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
+      throw ServiceError(ServiceError::Code::ResourceExhausted,
+                         detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
+                                        s.options.config.max_tensor_bytes));
+    }
+    if (ordered.size() > 1 && input.shape[0] != ordered.front()->shape[0]) {
+      throw ServiceError(ServiceError::Code::InvalidArgument,
+                         detail::concat(request.model, "'s input '", spec.name, "' has batch ", input.shape[0], ", '",
+                                        info.inputs.front().name, "' ", ordered.front()->shape[0],
+                                        ": every input has the same batch"));
     }
   }
+  // Note [Several inputs] (exec/torchscript.hpp): a model of several takes them packed into one
+  // byte tensor, row b holding every input's sample b in order; made here, on the request's thread.
+  TensorData packed;
+  if (ordered.size() > 1) {
+    const std::int64_t batch = ordered.front()->shape[0];
+    std::int64_t row = 0;
+    for (const TensorData* t : ordered) {
+      PSW_CHECK(static_cast<std::int64_t>(t->contents().size()) % batch == 0, "input '", t->name, "' of ",
+                t->contents().size(), " bytes is not ", batch, " samples (the front end checks the bytes against the shape)");
+      row += static_cast<std::int64_t>(t->contents().size()) / batch;
+    }
+    packed.name = "packed";
+    packed.datatype = "UINT8";
+    packed.shape = {batch, row};
+    packed.bytes.resize(static_cast<std::size_t>(batch * row));
+    std::int64_t offset = 0;
+    for (const TensorData* t : ordered) {
+      const auto sample = static_cast<std::int64_t>(t->contents().size()) / batch;
+      for (std::int64_t b = 0; b < batch; ++b) {
+        if (!copy_guarded(packed.bytes.data() + b * row + offset, t->contents().data() + b * sample,
+                          static_cast<std::size_t>(sample))) {
+          throw ServiceError(ServiceError::Code::InvalidArgument,
+                             "the input's shared memory object shrank while the request was read");
+        }
+      }
+      offset += sample;
+    }
+  }
+  const TensorData& input = ordered.size() > 1 ? packed : *ordered.front();
   if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
     throw ServiceError(ServiceError::Code::ResourceExhausted,
-                       detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
+                       detail::concat("the model's ", ordered.size(), " inputs take ", input.contents().size(),
+                                      " bytes together, more than the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
   }
   if (const std::int64_t bound = token_id_bound(s.options.config.models[static_cast<std::size_t>(p->model)]); bound > 0) {
-    check_token_ids(request.model, spec.name, input.contents(), bound);
+    check_token_ids(request.model, info.inputs.front().name, input.contents(), bound);
   }
   p->type = *element_type_of(input.datatype);
   p->model_name = request.model;
