@@ -43,6 +43,7 @@ struct ProfileOptions {
   std::string hardware_name;  // name of the written hardware profile (default: the base's)
   std::int64_t prompt_tokens = 0;  // decoders: the prompt's length (0: the example's 128)
   std::vector<std::int64_t> prefill_tokens;  // decoders: the prefill curve's other lengths
+  int decode_tokens = 0;                      // decoders: decode steps timed (0: none)
   std::string format = "table";              // table | json (what was measured and written, for scripts)
   ModelInputOptions input;                   // a TorchScript model's
 };
@@ -102,9 +103,9 @@ void run_profile(const ProfileOptions& o) {
   int batch = o.batch;
   auto model = exec::open_model(o.model, 0, dtype, model_input(o.input, batch));
   exec::Decoder* decoder = exec::as_decoder(*model);
-  if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty()) && decoder == nullptr) {
-    throw InputError("--prompt-tokens and --prefill-tokens are for decoders (configs/zoo/*.yaml); " + model->name() +
-                     " is not one");
+  if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty() || o.decode_tokens != 0) && decoder == nullptr) {
+    throw InputError("--prompt-tokens, --prefill-tokens and --decode-tokens are for decoders (configs/zoo/*.yaml); " +
+                     model->name() + " is not one");
   }
   const torch::Tensor input = decoder != nullptr && o.prompt_tokens > 0
                                   ? decoder->example_tokens(batch, o.prompt_tokens, 1)
@@ -144,6 +145,10 @@ void run_profile(const ProfileOptions& o) {
       lengths.push_back(profile.prompt_tokens);
       profile.prefill_curve = exec::profile_prefill_curve(*backend, *model, batch, lengths, o.repeat);
       model_note += "; prefill curve: the whole forward at each prompt length, median of " + std::to_string(o.repeat);
+    }
+    if (o.decode_tokens > 0) {
+      profile.decode_step = exec::profile_decode_step(*backend, *model, batch, profile.prompt_tokens, o.decode_tokens);
+      model_note += "; decode step: median of " + std::to_string(o.decode_tokens) + " resident greedy steps after the prompt";
     }
   }
   profile.batch = batch;
@@ -192,6 +197,7 @@ void run_profile(const ProfileOptions& o) {
     std::printf("%-12s %s (%s): %zu layers at batch %d on %s -> %s\n", "model", o.model.c_str(), o.dtype.c_str(),
                 profile.layers.size(), batch, device.c_str(), model_path.c_str());
     std::printf("%-12s %s\n", "", phase_note("inference forward", forward).c_str());
+    if (profile.decode_step) std::printf("%-12s decode step %.3f ms (median of %d)\n", "", profile.decode_step->ms(), o.decode_tokens);
     if (training) {
       std::printf("%-12s %s\n", "", phase_note("training forward", training->forward).c_str());
       std::printf("%-12s %s\n", "", phase_note("backward", training->backward).c_str());
@@ -259,6 +265,10 @@ Action add_profile_command(CLI::App& app) {
                   "prefill curve, so that other prompts are predicted (Note [Prefill curve])")
       ->delimiter(',')
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 22));
+  cmd->add_option("--decode-tokens", options->decode_tokens,
+                  "Decoders: also time this many resident decode steps after the prompt, the profile's decode_step_ns "
+                  "(Note [Decode in the simulator])")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt-tokens", options->prompt_tokens,
                   "Decoders: the prompt's length the prefill is profiled at (default: 128)")
       ->check(CLI::Range(1, 1 << 22));

@@ -37,6 +37,13 @@ void print_summary(const sim::SimulationSummary& s) {
   std::printf("%-22s %lld\n", "requests", static_cast<long long>(s.requests));
   std::printf("%-22s mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", "latency (ms)", l.mean_ms,
               l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms);
+  // Note [Decode in the simulator]: where requests decode, `latency` is the last token's.
+  for (const auto& [name, m] : s.models) {
+    if (!m.first_token_latency) continue;
+    const LatencySummary& f = *m.first_token_latency;
+    std::printf("%-22s mean %.3f  p50 %.3f  p99 %.3f  (%s, %lld requests that decode)\n", "first token (ms)", f.mean_ms,
+                f.p50_ms, f.p99_ms, name.c_str(), static_cast<long long>(f.count));
+  }
   std::printf("%-22s %.4f\n", "SLO attainment", s.slo_attainment);
   std::printf("%-22s %.3f req/s\n", "throughput", s.throughput_rps);
   // Note [GPU busy and GPU work] in sim/src/simulated_server.cpp: time with work, and the work done.

@@ -105,6 +105,12 @@ ModelProfile parse_model_profile(const std::string& text, const std::string& ori
     }
   }
   r.mark_seen("prefill_curve");
+  if (r.has("decode_step_ns")) {
+    if (model.prompt_tokens == 0) {
+      r.fail_key("decode_step_ns", r.get("decode_step_ns"), "a decode step is a decoder's: it needs prompt_tokens");
+    }
+    model.decode_step = nanoseconds(r.integer("decode_step_ns", 1, kMaxDurationNs));
+  }
   r.finish();
   return model;
 }
@@ -563,6 +569,7 @@ std::string to_yaml(const ModelProfile& model) {
   out << YAML::Key << "batch" << YAML::Value << model.batch;
   out << YAML::Key << "dtype" << YAML::Value << model.dtype;
   if (model.prompt_tokens > 0) out << YAML::Key << "prompt_tokens" << YAML::Value << model.prompt_tokens;
+  if (model.decode_step) out << YAML::Key << "decode_step_ns" << YAML::Value << model.decode_step->ns();
   emit_source(out, model.source);
   if (!model.prefill_curve.empty()) {
     out << YAML::Key << "prefill_curve" << YAML::Value << YAML::BeginSeq;

@@ -192,6 +192,21 @@ WorkloadSpec parse_workload(MapReader& r, const ExperimentConfig& config) {
     if (spec.format == TraceFormat::AzureLlm2023 && spec.buckets.empty()) {
       w.fail_key("format", w.get("format"), "an azure-llm-2023 trace needs 'buckets' mapping context tokens to models");
     }
+    spec.decode = w.boolean("decode", false);
+    if (spec.decode && spec.format != TraceFormat::AzureLlm2023) {
+      w.fail_key("decode", w.get("decode"), "only an azure-llm-2023 trace says how many tokens its requests generate");
+    }
+    if (spec.decode) {
+      // Note [Decode in the simulator]: every decoder the requests go to is priced per step.
+      for (const TokenBucket& b : spec.buckets) {
+        if (!config.models[b.model].decode_step) {
+          w.fail_key("decode", w.get("decode"),
+                     config.model_paths[b.model].string() + ": the profile of '" + config.models[b.model].name +
+                         "' has no decode_step_ns (psw profile --decode-tokens N measures it), so its requests' "
+                         "decoding cannot be priced");
+        }
+      }
+    }
     if ((spec.format == TraceFormat::AzureFunctions2019 || spec.format == TraceFormat::AzureFunctions2021) &&
         spec.mapping.function_model.empty() && !spec.mapping.default_model) {
       w.fail_key("format", w.get("format"), "an Azure Functions trace needs 'functions' or 'default_model'");
@@ -518,6 +533,7 @@ std::string resolved_yaml(const ExperimentConfig& config, const std::filesystem:
       if (w.mapping.default_model) {
         out << YAML::Key << "default_model" << YAML::Value << model_name(*w.mapping.default_model);
       }
+      if (w.decode) out << YAML::Key << "decode" << YAML::Value << true;
       if (!w.buckets.empty()) {
         out << YAML::Key << "buckets" << YAML::Value << YAML::BeginSeq;
         for (const auto& b : w.buckets) {

@@ -682,9 +682,9 @@ Timestamp parse_timestamp(const LineReader& reader, std::string_view s) {
 class AzureLlm2023Source final : public RowSource {
  public:
   AzureLlm2023Source(const std::filesystem::path& path, std::vector<TokenBucket> buckets,
-                     int batch, Duration slo)
+                     int batch, Duration slo, bool decode)
       : reader_(path, /*allow_comments=*/false), buckets_(std::move(buckets)), batch_(batch),
-        slo_(slo) {
+        slo_(slo), decode_(decode) {
     const std::string name = path.string();
     if (buckets_.empty()) throw InputError(detail::concat(name, ": no token buckets given"));
     for (const TokenBucket& b : buckets_) {
@@ -703,7 +703,7 @@ class AzureLlm2023Source final : public RowSource {
     expect_columns(reader_, fields_, 3, "TIMESTAMP,ContextTokens,GeneratedTokens");
     const Timestamp ts = parse_timestamp(reader_, fields_[0]);
     const std::int64_t context = parse_count(reader_, fields_[1], "ContextTokens");
-    parse_count(reader_, fields_[2], "GeneratedTokens");
+    const std::int64_t generated = parse_count(reader_, fields_[2], "GeneratedTokens");
     if (!origin_) origin_ = ts;
     const std::int64_t days = ts.day - origin_->day;
     if (days > kMaxDays || days < -kMaxDays) {
@@ -733,6 +733,8 @@ class AzureLlm2023Source final : public RowSource {
     r.batch = batch_;
     r.slo = slo_;
     r.prompt_tokens = context;  // Note [Prefill curve]: a decoder's prefill costs by its prompt
+    // Note [Decode in the simulator]: the first token comes with the prefill.
+    if (decode_) r.decode_tokens = std::max<std::int64_t>(generated - 1, 0);
     return r;
   }
 
@@ -743,6 +745,7 @@ class AzureLlm2023Source final : public RowSource {
   std::int64_t max_tokens_ = std::numeric_limits<std::int64_t>::min();
   int batch_;
   Duration slo_;
+  bool decode_;
   std::vector<std::string_view> fields_;
   std::optional<Timestamp> origin_;
   std::int64_t previous_ = 0;
@@ -922,8 +925,8 @@ std::unique_ptr<RequestSource> open_azure_functions_2021(const std::filesystem::
 
 std::unique_ptr<RequestSource> open_azure_llm_2023(const std::filesystem::path& path,
                                                    const std::vector<TokenBucket>& buckets,
-                                                   int batch, Duration slo) {
-  return std::make_unique<AzureLlm2023Source>(path, buckets, batch, slo);
+                                                   int batch, Duration slo, bool decode) {
+  return std::make_unique<AzureLlm2023Source>(path, buckets, batch, slo, decode);
 }
 
 std::unique_ptr<RequestSource> make_poisson_source(const PoissonSpec& spec) {

@@ -92,7 +92,7 @@ std::unique_ptr<RequestSource> open_trace(const ExperimentConfig& c) {
     case TraceFormat::AzureFunctions2019:
       return open_azure_functions_2019(w.trace_path, w.mapping, w.spread, c.seed, w.first_minute, w.minutes);
     case TraceFormat::AzureFunctions2021: return open_azure_functions_2021(w.trace_path, w.mapping);
-    case TraceFormat::AzureLlm2023: return open_azure_llm_2023(w.trace_path, w.buckets, w.mapping.batch, w.slo);
+    case TraceFormat::AzureLlm2023: return open_azure_llm_2023(w.trace_path, w.buckets, w.mapping.batch, w.slo, w.decode);
   }
   throw Error("unhandled trace format");
 }

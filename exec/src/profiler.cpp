@@ -1,6 +1,7 @@
 #include "psw/exec/profiler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -165,6 +166,33 @@ std::vector<PrefillPoint> profile_prefill_curve(Backend& backend, ZooModel& mode
     curve.push_back({length, profile_forward(backend, model, prompt, repeats).total});
   }
   return curve;
+}
+
+Duration profile_decode_step(Backend& backend, ZooModel& model, int batch, std::int64_t prompt_tokens, int tokens) {
+  Decoder* decoder = as_decoder(model);
+  if (decoder == nullptr) throw InputError("a decode step is a decoder's (configs/zoo/*.yaml); " + model.name() + " is not one");
+  if (tokens < 1) throw InputError("--decode-tokens must be at least 1, not " + std::to_string(tokens));
+  // example_tokens refuses a prompt beyond the decoder's positions, naming it.
+  const torch::Tensor prompt = decoder->example_tokens(batch, prompt_tokens, 1).to(backend.device());
+  const std::int64_t positions = prompt_tokens + tokens + 2;  // the prompt, the warm-up step, the timed ones
+  if (positions > decoder->config().max_positions) {
+    throw InputError(model.name() + ": a prompt of " + std::to_string(prompt_tokens) + " tokens and " +
+                     std::to_string(tokens) + " decode steps exceed its " + std::to_string(decoder->config().max_positions) +
+                     " positions");
+  }
+  torch::NoGradGuard no_grad;
+  KvCache cache = decoder->make_cache(batch, positions);
+  torch::Tensor next = decoder->prefill(prompt, cache).argmax(-1, /*keepdim=*/true);
+  next = decoder->decode(next, cache).argmax(-1, /*keepdim=*/true);  // warm-up, untimed
+  std::vector<Duration> steps;
+  for (int i = 0; i < tokens; ++i) {
+    backend.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    next = decoder->decode(next, cache).argmax(-1, /*keepdim=*/true);
+    backend.synchronize();
+    steps.push_back(nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()));
+  }
+  return median(std::move(steps));
 }
 
 TrainingTimes profile_training(Backend& backend, ZooModel& model, const torch::Tensor& input, int repeats,

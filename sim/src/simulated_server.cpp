@@ -227,6 +227,7 @@ class SimulatedServer {
         model.server_latency = summarize(per_model_[m].server);
         model.protocol_latency = summarize(per_model_[m].protocol);
       }
+      if (per_model_[m].first_token.count() > 0) model.first_token_latency = summarize(per_model_[m].first_token);
       if (traits(config_.mechanism).peer_paths) {
         // Note [Parallel paths]: the switch's plan, its bound and the one-GPU plan beside it.
         const auto p = mechanism_.parallel_switch(static_cast<std::uint32_t>(m), Task::Inference);
@@ -343,6 +344,8 @@ class SimulatedServer {
     // protocol drawn after it, which add up to `latency`.
     LatencyHistogram server;
     LatencyHistogram protocol;
+    // Note [Decode in the simulator]: requests that decode, their first token.
+    LatencyHistogram first_token;
     std::int64_t switches = 0;
     const RequestPathCost* path = nullptr;  // the serving profile's, looked up once
   };
@@ -721,8 +724,9 @@ class SimulatedServer {
                                                                      request.prompt_tokens),
                                 false};
     const Duration startup = begin + cost.startup;
-    // Note [Request path]: the server's own steps around the engine hold the worker too.
-    const Duration finish = begin + cost.finish + server_path(request);
+    // Note [Request path]: the server's own steps around the engine hold the worker too; Note
+    // [Decode in the simulator]: so do the decode steps after the first token.
+    const Duration finish = begin + cost.finish + server_path(request) + decode_time(request);
     if (cost.switched) {
       if (task == Task::Inference) {
         ++switches_;
@@ -770,7 +774,8 @@ class SimulatedServer {
     const Duration answered = now + protocol_path(request, pending.in_flight);
     if (answered > now) unanswered_.push(answered);
     const Duration latency = answered - request.arrival;
-    const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens);
+    const Duration decode = decode_time(request);
+    const Duration ready = mechanism_.ready_run(request.model, request.task, request.prompt_tokens) + decode;
     inference_busy_ += ready;
     // Note [GPU busy and GPU work]: beside a training job that keeps running, the request adds
     // no busy time; alone, its ready run, within the time it held the GPU.
@@ -779,6 +784,7 @@ class SimulatedServer {
       latency_.add(latency);
       per_model_[request.model].latency.add(latency);
       per_model_[request.model].engine.add(now - engine_from - server_path(request));
+      if (request.decode_tokens > 0) per_model_[request.model].first_token.add(latency - decode);
       if (config_.serving) {
         per_model_[request.model].server.add(now - request.arrival);
         per_model_[request.model].protocol.add(answered - now);
@@ -852,6 +858,15 @@ class SimulatedServer {
                        "', which the workload requests; measure it with psw profile-serving on a server of the model");
     }
     return path;
+  }
+  // Note [Decode in the simulator]: the steps after the first token (the config checked that
+  // every decoding model's profile has a step).
+  Duration decode_time(const Request& request) const {
+    if (request.decode_tokens <= 0 || request.task != Task::Inference) return Duration::zero();
+    const auto& step = config_.models[request.model].decode_step;
+    PSW_CHECK(step.has_value(), "a request of ", config_.models[request.model].name,
+              " decodes, but its profile has no decode step");
+    return *step * request.decode_tokens;
   }
   Duration server_path(const Request& request) const {
     const RequestPathCost* path = request_path(request);

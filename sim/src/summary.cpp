@@ -15,6 +15,7 @@ nlohmann::json to_json(const SimulationSummary& s) {
     entry = {{"latency", to_json(m.latency)}, {"engine_latency", to_json(m.engine_latency)}, {"switches", m.switches}};
     if (m.server_latency) entry["server_latency"] = to_json(*m.server_latency);
     if (m.protocol_latency) entry["protocol_latency"] = to_json(*m.protocol_latency);
+    if (m.first_token_latency) entry["first_token_latency"] = to_json(*m.first_token_latency);
     if (m.parallel) {
       const ParallelSwitchSummary& p = *m.parallel;
       entry["parallel"] = {{"gpus", p.gpus},
@@ -101,6 +102,7 @@ SimulationSummary simulation_summary_from_json(const nlohmann::json& j, const st
     model.switches = jf::integer(m, "switches", at);
     if (m.contains("server_latency")) model.server_latency = sj::latency(m, "server_latency", at);
     if (m.contains("protocol_latency")) model.protocol_latency = sj::latency(m, "protocol_latency", at);
+    if (m.contains("first_token_latency")) model.first_token_latency = sj::latency(m, "first_token_latency", at);
     if (m.contains("parallel")) {
       const auto& p = m.at("parallel");
       const std::string pat = at + ".parallel";

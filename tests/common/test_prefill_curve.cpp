@@ -50,6 +50,21 @@ TEST(PrefillCurve, ParsesAndRoundTrips) {
   EXPECT_EQ(to_yaml(plain).find("prefill_curve"), std::string::npos);
 }
 
+// Note [Decode in the simulator]: a decoder's decode step, parsed, written back, and refused for a
+// profile that is not a decoder's.
+TEST(DecodeStep, ParsesRoundTripsAndNeedsADecoder) {
+  const ModelProfile model = parse_model_profile(decoder_profile("decode_step_ns: 7000\n"), "dec.yaml");
+  EXPECT_EQ(model.decode_step, nanoseconds(7000));
+  EXPECT_EQ(parse_model_profile(to_yaml(model), "dec.yaml (to_yaml)").decode_step, nanoseconds(7000));
+  EXPECT_FALSE(parse_model_profile(decoder_profile(""), "dec.yaml").decode_step.has_value());
+  EXPECT_NE(input_error_of([] { parse_model_profile(decoder_profile("decode_step_ns: 7000\n", ""), "dec.yaml"); })
+                .find("key 'decode_step_ns': a decode step is a decoder's: it needs prompt_tokens"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([] { parse_model_profile(decoder_profile("decode_step_ns: 0\n"), "dec.yaml"); })
+                .find("decode_step_ns"),
+            std::string::npos);
+}
+
 TEST(PrefillCurve, ScalesByTheCurveRelativeToTheProfilesPrompt) {
   const ModelProfile model = parse_model_profile(decoder_profile(kCurve), "dec.yaml");
   EXPECT_DOUBLE_EQ(prefill_scale(model, 0), 1.0);    // the profile's own prompt

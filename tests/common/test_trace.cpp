@@ -491,6 +491,16 @@ TEST(TraceAzureLlm, ArrivalsRelativeToFirstRowAcrossDaysAndLeapYear) {
   for (std::size_t i = 0; i < requests.size(); ++i) EXPECT_EQ(requests[i].prompt_tokens, prompts[i]) << i;
 }
 
+// Note [Decode in the simulator]: with decode, GeneratedTokens less the first one.
+TEST(TraceAzureLlm, DecodeTakesGeneratedTokensAfterTheFirst) {
+  const auto plain = drain(open_azure_llm_2023(fixture("llm2023_small.csv"), kBuckets, 1, {}));
+  for (const Request& r : plain) EXPECT_EQ(r.decode_tokens, 0);
+  const auto decoding = drain(open_azure_llm_2023(fixture("llm2023_small.csv"), kBuckets, 1, {}, /*decode=*/true));
+  const std::vector<std::int64_t> after_first = {9, 4, 6, 0, 1};
+  ASSERT_EQ(decoding.size(), after_first.size());
+  for (std::size_t i = 0; i < decoding.size(); ++i) EXPECT_EQ(decoding[i].decode_tokens, after_first[i]) << i;
+}
+
 TEST(TraceAzureLlm, BucketBoundaryIsInclusive) {
   const std::vector<TokenBucket> buckets = {{100, 3}, {1'000'000, 4}};
   const auto requests = drain(open_azure_llm_2023(fixture("llm2023_small.csv"), buckets, 1, {}));

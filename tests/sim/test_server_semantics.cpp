@@ -698,6 +698,57 @@ TEST(SimMechanism, ATraceReplayPricesEachPromptByItsContextTokens) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Decode in the simulator]: a request that decodes holds the GPU for its steps after the
+// first token, so the one behind it waits for them; its latency is the last token's and its
+// first token is recorded beside it. Without decode_step_ns, decode: true is refused.
+TEST(SimMechanism, ADecodingRequestHoldsTheGpuForItsSteps) {
+  const std::filesystem::path root = PSW_SOURCE_DIR;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-decode-replay-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ModelProfile model = load_model_profile(root / "configs/models/h200/bf16/llama-8b.yaml");
+  const Duration step = milliseconds(10);
+  // Two prompts of the profile's own length: A decodes 10 tokens after its first, B arrives 1 ns
+  // later and decodes none.
+  std::ofstream(dir / "trace.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00,512,11\n"
+                                      "2023-11-16 18:00:00.000000001,512,1\n";
+  auto replay = [&](bool decode, bool with_step) {
+    ModelProfile written = model;
+    if (with_step) written.decode_step = step;
+    std::ofstream(dir / "llama-8b.yaml") << to_yaml(written);
+    std::ofstream(dir / "replay.yaml") << "name: decode-replay\nhardware: " << quoted((root / "configs/hardware/h200-pcie5.yaml").string())
+                                       << "\nmodels:\n  - {name: llama-8b, profile: " << quoted((dir / "llama-8b.yaml").string())
+                                       << "}\nmechanism: ready\nseed: 1\nworkload:\n  kind: trace\n  format: azure-llm-2023\n  path: "
+                                       << quoted((dir / "trace.csv").string()) << "\n  decode: " << (decode ? "true" : "false")
+                                       << "\n  buckets:\n    - {max_context_tokens: 1000000, model: llama-8b}\n";
+    return run_simulation(load_experiment_config(dir / "replay.yaml", {}), SimulationOptions{}).summary;
+  };
+  const auto plain = replay(false, true);
+  const auto decoding = replay(true, true);
+  const auto& p = plain.models.at("llama-8b");
+  const auto& d = decoding.models.at("llama-8b");
+  EXPECT_FALSE(p.first_token_latency.has_value());
+  ASSERT_TRUE(d.first_token_latency.has_value());
+  // Plain: A takes F, B waits for it: mean (3F - 1 ns) / 2. Decoding: A's 10 steps come before
+  // B too, and count in A's latency: the mean grows by 20 steps / 2; A's first token is still F.
+  EXPECT_NEAR(d.latency.mean_ms - p.latency.mean_ms, 10.0 * step.ms(), 1e-6);
+  EXPECT_EQ(d.first_token_latency->count, 1);
+  const double forward = (2.0 * p.latency.mean_ms + 1e-6) / 3.0;
+  EXPECT_NEAR(d.first_token_latency->mean_ms, forward, 1e-5);
+  EXPECT_NEAR(decoding.makespan_s - plain.makespan_s, 10 * step.seconds(), 1e-9);  // the GPU is held for them
+  // Round trip of the summary's new key.
+  EXPECT_EQ(simulation_summary_from_json(to_json(decoding), "decoding").models.at("llama-8b").first_token_latency,
+            d.first_token_latency);
+  try {
+    replay(true, false);
+    ADD_FAILURE() << "decoding was priced without a decode step";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no decode_step_ns (psw profile --decode-tokens N measures it)"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The closed form of MechanismModel::switch_in (Note [Shifted timeline]) against the timeline
 // evaluation (common/timeline.hpp) of the same costs and plan, for every shipped model and
 // hardware profile, both tasks, the GPU freed at several times, and every mechanism that has a

@@ -115,7 +115,9 @@ TEST(Calibration, PoolsRunsOfOneCase) {
   EXPECT_EQ(resnet.forward, microseconds(11000)) << "(5 x 8 + 15 x 12) / 20";
   EXPECT_EQ(a.hardware.eager_switch.at({"bert_base", "one-process"}).prepare, milliseconds(2)) << "one run had it";
   for (const auto& m : a.models) {
-    if (m.model == "resnet152") EXPECT_EQ(m.switches, 20);
+    if (m.model == "resnet152") {
+      EXPECT_EQ(m.switches, 20);
+    }
   }
 }
 
@@ -325,7 +327,7 @@ TEST(Calibration, FitsUnifiedMemorysFaultAndBandwidthTogether) {
   ExperimentConfig truth = config;
   truth.hardware.unified_memory.page_fault = microseconds(40);
   truth.hardware.unified_memory.migration_bandwidth = Bandwidth::bytes_per_second(8'000'000'000);
-  ASSERT_GT(std::abs(config.hardware.unified_memory.migration_bandwidth.bytes_per_second() - 8e9), 1e9);
+  ASSERT_GT(std::abs(static_cast<double>(config.hardware.unified_memory.migration_bandwidth.bytes_per_second()) - 8e9), 1e9);
   const nlohmann::json run = to_json(run_simulation(truth, SimulationOptions{}).summary);
   for (const std::size_t runs : {1u, 2u}) {
     SCOPED_TRACE(runs);

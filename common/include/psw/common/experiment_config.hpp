@@ -65,6 +65,9 @@ struct WorkloadSpec {
   int first_minute = 1;
   int minutes = 1440;
   std::vector<TokenBucket> buckets;
+  // azure-llm-2023: requests decode their GeneratedTokens (Note [Decode in the simulator]); every
+  // bucket's model needs a profile with decode_step_ns. Otherwise each answers its first token.
+  bool decode = false;
   // Note [Trace window and sample] (common/src/workload_source.cpp): any trace format.
   Duration window_start;   // requests before it are dropped; the rest shifted to start at 0
   Duration window;         // zero: to the trace's end

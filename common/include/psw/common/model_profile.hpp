@@ -65,6 +65,17 @@ struct LayerProfile {
 // prefill_scale(T) = curve(T) / curve(prompt_tokens), the curve linear between its points,
 // flat below the first (a short prompt's prefill reads all the weights anyway) and extended
 // with the last segment's slope above the last. A switch's transfers do not change with T.
+// Note [Decode in the simulator]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A generate request answers with its first token after the prefill, then holds its worker for
+// one decode step per further token: each step reads every weight once for a handful of
+// activations, so its time is the model's, nearly whatever the prompt (at the contexts the
+// traces hold, a few thousand positions, the KV cache's reads are a small part of the weights').
+// A decoder's profile may carry `decode_step` (`psw profile --decode-tokens N`: the median of N
+// resident greedy steps after a prompt of prompt_tokens, at batch 1); a workload whose requests
+// decode (the Azure LLM 2023 trace's GeneratedTokens, `decode: true`) costs a request its prefill
+// plus decode_tokens x decode_step, and its latency is the last token's, its time to first token
+// recorded beside it. A switch's transfers do not change.
 struct PrefillPoint {
   std::int64_t tokens = 0;
   Duration forward;  // the whole resident forward at a prompt of `tokens`
@@ -80,6 +91,8 @@ struct ModelProfile {
   // Note [Prefill curve] (empty: every prompt costs what `prompt_tokens` does).
   std::int64_t prompt_tokens = 0;
   std::vector<PrefillPoint> prefill_curve;
+  // Decoders: one resident decode step (Note [Decode in the simulator]); nullopt: not measured.
+  std::optional<Duration> decode_step;
 
   Bytes total_param_bytes() const;
   std::size_t num_layers() const { return layers.size(); }

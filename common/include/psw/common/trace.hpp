@@ -29,6 +29,8 @@ struct Request {
   // The prompt's length where the workload knows it (the Azure LLM 2023 trace's ContextTokens);
   // 0: the profile's. Only a profile with a prefill curve prices it (Note [Prefill curve]).
   std::int64_t prompt_tokens = 0;
+  // Tokens generated after the first (Note [Decode in the simulator]); 0: the answer is the first.
+  std::int64_t decode_tokens = 0;
 };
 
 class RequestSource {
@@ -75,14 +77,15 @@ std::unique_ptr<RequestSource> open_azure_functions_2021(const std::filesystem::
 
 // Azure LLM inference 2023 (`TIMESTAMP,ContextTokens,GeneratedTokens`): arrivals relative to
 // the first row; the model is chosen by context length: the first bucket whose
-// max_context_tokens is at least the row's ContextTokens.
+// max_context_tokens is at least the row's ContextTokens. With `decode`, a request decodes
+// GeneratedTokens - 1 tokens after its first (Note [Decode in the simulator]).
 struct TokenBucket {
   std::int64_t max_context_tokens = 0;
   std::uint32_t model = 0;
 };
 std::unique_ptr<RequestSource> open_azure_llm_2023(const std::filesystem::path& path,
                                                    const std::vector<TokenBucket>& buckets,
-                                                   int batch, Duration slo);
+                                                   int batch, Duration slo, bool decode = false);
 
 // Synthetic arrivals over [0, duration): Poisson at `rate_per_second`, or bursty (a
 // two-state Markov-modulated Poisson process alternating between a high and a low rate

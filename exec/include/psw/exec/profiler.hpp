@@ -58,6 +58,12 @@ PhaseTimes profile_forward(Backend& backend, ZooModel& model, const torch::Tenso
 std::vector<PrefillPoint> profile_prefill_curve(Backend& backend, ZooModel& model, int batch,
                                                 std::vector<std::int64_t> tokens, int repeats);
 
+// Note [Decode in the simulator] (model_profile.hpp): one resident greedy decode step of a decoder
+// at batch `batch`, after a seeded prompt of `prompt_tokens`: the median of `tokens` steps (one
+// untimed step first), each between two device synchronisations. InputError for a model that
+// is not a decoder, tokens < 1, or a prompt and steps beyond its positions.
+Duration profile_decode_step(Backend& backend, ZooModel& model, int batch, std::int64_t prompt_tokens, int tokens);
+
 // One training iteration's forward (training_loss) and backward (loss.backward()), per layer,
 // median over `repeats` (replayed graphs where the backend has them). Backward: a hook on
 // every parameter records when its gradient is ready; layers are ordered by that time and

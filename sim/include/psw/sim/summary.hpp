@@ -42,6 +42,9 @@ struct ModelSimulationSummary {
   // Note [Latency parts]: with a serving profile, the server's whole time and the protocol's.
   std::optional<LatencySummary> server_latency;
   std::optional<LatencySummary> protocol_latency;
+  // Note [Decode in the simulator]: where requests decode, their time to first token (`latency`
+  // is then the last token's).
+  std::optional<LatencySummary> first_token_latency;
   std::optional<ParallelSwitchSummary> parallel;  // pipeswitch-parallel
 
   bool operator==(const ModelSimulationSummary&) const = default;
