@@ -19,7 +19,7 @@ inline constexpr AddCommand kPswCommands[] = {&add_plan_command,  &add_compare_c
                                               &add_client_command, &add_bench_serve_command, &add_compare_serve_command,
                                               &add_load_command, &add_validate_command, &add_profile_serving_command,
                                               &add_calibrate_command, &add_replay_decisions_command,
-                                              &add_config_json_command};
+                                              &add_config_json_command, &add_graph_command};
 inline constexpr const char* kPswDescription =
     "psw: PipeSwitch in C++ -- plan, simulate, serve and execute millisecond GPU switches";
 

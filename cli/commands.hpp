@@ -27,11 +27,11 @@ Action add_validate_command(CLI::App& app);
 Action add_calibrate_command(CLI::App& app);
 Action add_replay_decisions_command(CLI::App& app);
 Action add_config_json_command(CLI::App& app);
+Action add_graph_command(CLI::App& app);
 
 // psw-exec (LibTorch)
 Action add_run_command(CLI::App& app);
 Action add_profile_command(CLI::App& app);
-Action add_graph_command(CLI::App& app);
 Action add_runtime_daemon_command(CLI::App& app);
 Action add_runtime_worker_command(CLI::App& app);
 

@@ -1,4 +1,4 @@
-// psw-exec: the commands that need LibTorch (DESIGN.md §7): `psw run`, `psw profile` and `psw graph`, which
+// psw-exec: the commands that need LibTorch (DESIGN.md §7): `psw run` and `psw profile`, which
 // `psw` hands over to this binary, and the runtime's processes that `psw serve` starts (the
 // memory daemon and the workers; not for users).
 #include "app.hpp"
@@ -6,5 +6,5 @@
 int main(int argc, char** argv) {
   using namespace psw::cli;
   return run_app(argc, argv, "psw-exec: the executor's commands of psw (LibTorch)",
-                 {&add_run_command, &add_profile_command, &add_graph_command, &add_runtime_daemon_command, &add_runtime_worker_command});
+                 {&add_run_command, &add_profile_command, &add_runtime_daemon_command, &add_runtime_worker_command});
 }

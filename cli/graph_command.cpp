@@ -13,7 +13,7 @@
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
-#include "psw/exec/kernel_graph.hpp"
+#include "psw/common/kernel_graph.hpp"
 
 namespace psw::cli {
 
@@ -30,16 +30,16 @@ struct GraphOptions {
   std::string format = "table";
 };
 
-std::string node_name(const exec::KernelGraph& graph, std::size_t node) {
+std::string node_name(const KernelGraph& graph, std::size_t node) {
   const auto& n = graph.nodes[node];
-  return std::to_string(node) + " " + exec::to_string(n.kind) + (n.name.empty() ? "" : " " + n.name);
+  return std::to_string(node) + " " + to_string(n.kind) + (n.name.empty() ? "" : " " + n.name);
 }
 
 void run_graph(const GraphOptions& o) {
   if (o.format != "table" && o.format != "json")
     throw InputError("unknown --format '" + o.format + "': expected table or json");
-  const exec::KernelGraph graph = exec::read_kernel_graph(o.graph_path);
-  const exec::KernelGraphAnalysis analysis = exec::analyze_kernel_graph(graph);
+  const KernelGraph graph = read_kernel_graph(o.graph_path);
+  const KernelGraphAnalysis analysis = analyze_kernel_graph(graph);
   const std::string model = o.name.empty() ? std::filesystem::path(o.graph_path).stem().string() : o.name;
 
   if (!o.profile_out.empty()) {
@@ -49,27 +49,27 @@ void run_graph(const GraphOptions& o) {
       throw InputError(o.graph_path + ": the graph names no device and --device was not given; a measured profile "
                        "says where it was measured");
     source.note = "layers and times from the kernel graph " + o.graph_path;
-    const auto times = exec::layer_times_from_node_times(analysis, exec::measured_node_times(graph));
-    save_text(o.profile_out, to_yaml(exec::kernel_graph_profile(analysis, model, o.batch, o.dtype, times, source)));
+    const auto times = layer_times_from_node_times(analysis, measured_node_times(graph));
+    save_text(o.profile_out, to_yaml(kernel_graph_profile(analysis, model, o.batch, o.dtype, times, source)));
   }
   std::optional<SwitchPlan> plan;
-  std::optional<exec::RewrittenGraph> rewritten;
+  std::optional<RewrittenGraph> rewritten;
   if (!o.plan_path.empty()) {
     plan = load_switch_plan(o.plan_path);
     const auto signature = analysis.signature();
     check_plan_matches(*plan, model, layer_fingerprint(signature), signature.size(), o.plan_path);
-    rewritten = exec::rewrite_with_copies(graph, analysis, plan->groups);
+    rewritten = rewrite_with_copies(graph, analysis, plan->groups);
   }
 
   Bytes used_bytes = 0;
   Bytes unused_bytes = 0;
   for (const auto& layer : analysis.layers) (layer.unused ? unused_bytes : used_bytes) += layer.param_bytes;
   const auto kernels = static_cast<std::size_t>(std::count_if(graph.nodes.begin(), graph.nodes.end(), [](const auto& n) {
-    return n.kind == exec::GraphNodeKind::Kernel;
+    return n.kind == GraphNodeKind::Kernel;
   }));
   std::vector<std::size_t> everything;
   for (std::size_t i = 0; i < graph.nodes.size(); ++i)
-    if (analysis.unknown_use[i] != exec::UnknownUse::None) everything.push_back(i);
+    if (analysis.unknown_use[i] != UnknownUse::None) everything.push_back(i);
 
   if (o.format == "json") {
     nlohmann::json out{{"model", model},

@@ -1,5 +1,5 @@
 // psw: the one command of the project. The light commands (plan, compare, synth, sim, sweep,
-// serve, client) run here and never load LibTorch; the executor's commands (run, profile, graph) live
+// serve, client, graph) run here and never load LibTorch; the executor's commands (run, profile) live
 // in psw-exec beside this binary, which psw runs in its place for them.
 #include <unistd.h>
 
@@ -17,7 +17,7 @@ namespace {
 // The executor's commands: psw replaces itself with psw-exec (same arguments) for them.
 bool is_executor_command(const char* name) {
   const std::string n = name;
-  return n == "run" || n == "profile" || n == "graph";
+  return n == "run" || n == "profile";
 }
 
 // The commands that send or receive tensors over gRPC (Note [Message memory]).
@@ -54,7 +54,6 @@ int main(int argc, char** argv) {
       app, kPswCommands,
       "The executor's commands, where LibTorch was found:\n"
       "  run        Switch a cold model into the device and run it; measure (psw run --help)\n"
-      "  profile    Measure per-layer times and the link; write profiles (psw profile --help)\n"
-      "  graph      Analyse a captured forward's kernel graph: layers, profile, rewrite (psw graph --help)");
+      "  profile    Measure per-layer times and the link; write profiles (psw profile --help)");
   return run_app(app, actions, argc, argv);
 }

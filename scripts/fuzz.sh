@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PSW_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${PSW_FUZZ_SECONDS:-30}
 all="fuzz_model_profile fuzz_hardware_profile fuzz_serving_profile fuzz_plan fuzz_experiment_config fuzz_sweep_config
-     fuzz_serve_config fuzz_traces fuzz_safetensors fuzz_cli fuzz_rest_request"
+     fuzz_serve_config fuzz_traces fuzz_safetensors fuzz_cli fuzz_rest_request fuzz_kernel_graph"
 targets=${PSW_FUZZ_TARGETS:-$all}
 
 generator=()
@@ -95,6 +95,10 @@ mkdir -p "$corpus/fuzz_rest_request"
 printf '\x00{"id":"a","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}' >"$corpus/fuzz_rest_request/json"
 printf '\x00{"inputs":[{"name":"t","shape":[3],"datatype":"INT8","data":[1,-2,3]},{"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],"parameters":{"binary_data_output":true}}' >"$corpus/fuzz_rest_request/types"
 printf '\x02{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]}\x00\x00\x80\x3f\x00\x00\x00\x40' >"$corpus/fuzz_rest_request/binary"
+# Kernel graphs: a CNN-shaped capture (tests/cli/make_kernel_graph.py), and every kind of node.
+mkdir -p "$corpus/fuzz_kernel_graph"
+python3 tests/cli/make_kernel_graph.py "$corpus/fuzz_kernel_graph/cnn.json" --blocks 2
+printf '{"format":"psw-kernel-graph-1","device":"d","parameters":[{"name":"a.w","address":4096,"bytes":64},{"name":"b.w","address":4608,"bytes":8}],"nodes":[{"kind":"kernel","name":"k","dependencies":[],"arguments":"0010000000000000","slots":[[0,8]],"time_ns":5},{"kind":"memcpy","dependencies":[0],"address":4608,"bytes":4,"second_address":0,"second_bytes":4,"time_ns":1},{"kind":"memset","dependencies":[1],"address":4096,"bytes":2,"time_ns":1},{"kind":"opaque","dependencies":[2],"time_ns":3},{"kind":"kernel","dependencies":[3],"time_ns":2},{"kind":"empty","dependencies":[4,0]}]}' >"$corpus/fuzz_kernel_graph/kinds.json"
 mkdir -p "$corpus/fuzz_cli"
 printf 'psw\nplan\n--model\nconfigs/models/resnet152.yaml\n--hardware\nconfigs/hardware/h200-pcie5.yaml\n--format\njson' >"$corpus/fuzz_cli/plan"
 printf 'psw\nsim\n--config\nx.yaml\n--seed\n3\n--set\nmechanism=mps' >"$corpus/fuzz_cli/sim"
@@ -111,7 +115,8 @@ fuzz_target() {
   local dict=()
   [[ -f $root/tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
   # Not YAML: the CLI's arguments, the traces' CSV, safetensors' binary and JSON.
-  [[ $target != fuzz_cli && $target != fuzz_traces && $target != fuzz_safetensors && -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
+  [[ $target != fuzz_cli && $target != fuzz_traces && $target != fuzz_safetensors && $target != fuzz_kernel_graph &&
+     -f $root/tests/fuzz/yaml.dict ]] && dict=(-dict="$root/tests/fuzz/yaml.dict")
   # -rss_limit_mb: a target that allocates more than 2 GiB for a small input is a finding.
   if ! (cd "$findings" && "$build/tests/fuzz/$target" "$corpus/$target" "${dict[@]}" \
         -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=8192 \

@@ -193,8 +193,10 @@ torch::jit::Module load_module(const std::filesystem::path& file) {
 }
 
 // The forward's arguments after `self`, and how many of them have no default.
-std::vector<std::string> argument_names(const torch::jit::Module& module, std::size_t* required = nullptr) {
+std::vector<std::string> argument_names(const torch::jit::Module& module, const std::filesystem::path& file,
+                                        std::size_t* required = nullptr) {
   std::vector<std::string> names;
+  if (!module.find_method("forward")) throw InputError(file.string() + ": the TorchScript module has no forward method");
   const auto& arguments = module.get_method("forward").function().getSchema().arguments();
   if (required != nullptr) *required = 0;
   for (std::size_t i = 1; i < arguments.size(); ++i) {  // 0 is self
@@ -207,7 +209,7 @@ std::vector<std::string> argument_names(const torch::jit::Module& module, std::s
 }  // namespace torchscript_impl
 
 std::vector<std::string> torchscript_input_names(const std::filesystem::path& file) {
-  return torchscript_impl::argument_names(torchscript_impl::load_module(file));
+  return torchscript_impl::argument_names(torchscript_impl::load_module(file), file);
 }
 
 torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs) {
@@ -240,7 +242,7 @@ std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, co
   }
   torch::jit::Module module = torchscript_impl::load_module(file);
   std::size_t required = 0;
-  const std::vector<std::string> names = torchscript_impl::argument_names(module, &required);
+  const std::vector<std::string> names = torchscript_impl::argument_names(module, file, &required);
   if (inputs.size() < required || inputs.size() > names.size()) {
     std::string listed;
     for (const auto& n : names) listed += (listed.empty() ? "" : ", ") + n;

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Writes a kernel graph file (Note [Kernel graph file]) as the GPU reader describes a capture:
 a ResNet-shaped forward of BLOCKS blocks (conv, batch norm, ReLU; every num_batches_tracked unused),
-then a kernel whose arguments could not be read. Usage: make_kernel_graph.py OUT.json [--no-times]."""
+then a kernel whose arguments could not be read. Usage: make_kernel_graph.py OUT.json [--no-times]
+[--blocks N] (default 12)."""
 import json
 import struct
 import sys
 
-BLOCKS = 12
 BASE = 0x7F0000000000
 
 
 def main():
     out, with_times = sys.argv[1], "--no-times" not in sys.argv[2:]
+    blocks = int(sys.argv[sys.argv.index("--blocks") + 1]) if "--blocks" in sys.argv else 12
     parameters, nodes = [], []
     address = BASE
 
@@ -31,7 +32,7 @@ def main():
             node["time_ns"] = time_ns
         nodes.append(node)
 
-    for b in range(BLOCKS):
+    for b in range(blocks):
         conv = parameter("block%d.conv.weight" % b, 4 * 64 * 64 * 9)
         bn = [parameter("block%d.bn.%s" % (b, t), 256) for t in ("weight", "bias", "running_mean", "running_var")]
         parameter("block%d.bn.num_batches_tracked" % b, 8)

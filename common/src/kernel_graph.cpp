@@ -1,4 +1,4 @@
-#include "psw/exec/kernel_graph.hpp"
+#include "psw/common/kernel_graph.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -15,9 +15,10 @@
 #include "psw/common/json_fields.hpp"
 #include "psw/common/output.hpp"
 
-namespace psw::exec {
+namespace psw {
 
-namespace {
+// Named, not anonymous: the unity build compiles this file with the rest of the core.
+namespace kernel_graph_impl {
 
 constexpr const char* kGraphFormat = "psw-kernel-graph-1";
 constexpr std::size_t kWord = 8;  // a device pointer
@@ -184,7 +185,7 @@ std::string module_path(const std::string& parameter) {
   return dot == std::string::npos ? parameter : parameter.substr(0, dot);
 }
 
-}  // namespace
+}  // namespace kernel_graph_impl
 
 std::string to_string(GraphNodeKind kind) {
   switch (kind) {
@@ -212,6 +213,7 @@ LayerSignature KernelGraphAnalysis::signature() const {
 }
 
 KernelGraphAnalysis analyze_kernel_graph(const KernelGraph& graph) {
+  using namespace kernel_graph_impl;
   validate_parameters(graph.parameters);
   const ParameterIndex index(graph.parameters);
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) validate_node(graph, i);
@@ -289,6 +291,7 @@ KernelGraphAnalysis analyze_kernel_graph(const KernelGraph& graph) {
 
 RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAnalysis& analysis,
                                    const Grouping& groups) {
+  using namespace kernel_graph_impl;
   validate_grouping(groups, analysis.layers.size(), "the kernel graph's grouping");
   const ParameterIndex index(graph.parameters);
   std::vector<std::size_t> group_of_layer(analysis.layers.size());
@@ -388,6 +391,7 @@ std::vector<Duration> layer_times_from_node_times(const KernelGraphAnalysis& ana
 }
 
 std::vector<Duration> measured_node_times(const KernelGraph& graph) {
+  using namespace kernel_graph_impl;
   std::vector<Duration> out;
   out.reserve(graph.nodes.size());
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -407,7 +411,7 @@ std::vector<Duration> measured_node_times(const KernelGraph& graph) {
 // ---------------------------------------------------------------------------------------------
 // Note [Kernel graph file]
 
-namespace {
+namespace kernel_graph_impl {
 
 std::uint64_t read_address(const nlohmann::json& j, const char* key, const std::string& where) {
   const auto& v = json_fields::member(j, key, where);
@@ -452,9 +456,10 @@ const nlohmann::json& array_member(const nlohmann::json& j, const char* key, con
   return v;
 }
 
-}  // namespace
+}  // namespace kernel_graph_impl
 
 KernelGraph kernel_graph_from_json(const nlohmann::json& j, const std::string& where) {
+  using namespace kernel_graph_impl;
   const auto format = json_fields::text(j, "format", where);
   if (format != kGraphFormat)
     throw InputError(where + ": format '" + format + "', this build reads '" + kGraphFormat + "'");
@@ -513,6 +518,7 @@ KernelGraph kernel_graph_from_json(const nlohmann::json& j, const std::string& w
 }
 
 nlohmann::json kernel_graph_to_json(const KernelGraph& graph) {
+  using namespace kernel_graph_impl;
   nlohmann::json j;
   j["format"] = kGraphFormat;
   if (!graph.device.empty()) j["device"] = graph.device;
@@ -550,4 +556,4 @@ void write_kernel_graph(const KernelGraph& graph, const std::filesystem::path& f
   save_text(file, kernel_graph_to_json(graph).dump() + "\n");
 }
 
-}  // namespace psw::exec
+}  // namespace psw

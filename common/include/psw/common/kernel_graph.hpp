@@ -3,8 +3,9 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // How a user's model is pipelined with no model code (DESIGN.md §5, Any model). Its forward is
 // captured as a CUDA graph with every parameter at a fixed address of the device parameter region;
-// the reader in exec/cuda/ describes that graph as a KernelGraph (below: plain C++, no CUDA type),
-// and everything after is this file's, tested on synthetic graphs without a GPU.
+// the reader in exec/cuda/ describes that graph as a KernelGraph (below: plain C++, no CUDA type,
+// in the core with the planners it feeds), and everything after is this file's, tested on
+// synthetic graphs without a GPU and fuzzed through its file (tests/fuzz/fuzz_kernel_graph.cpp).
 //
 //  1. Uses. A kernel uses a parameter when one of its arguments points into the parameter's range.
 //     Each argument slot (the layout `cuFuncGetParamInfo` gives) is scanned at every 8-byte-aligned
@@ -43,7 +44,7 @@
 #include "psw/common/plan.hpp"
 #include "psw/common/units.hpp"
 
-namespace psw::exec {
+namespace psw {
 
 // A parameter (or buffer) of the model, where the captured graph has it.
 struct GraphParameter {
@@ -179,4 +180,4 @@ nlohmann::json kernel_graph_to_json(const KernelGraph& graph);
 KernelGraph read_kernel_graph(const std::filesystem::path& file);
 void write_kernel_graph(const KernelGraph& graph, const std::filesystem::path& file);
 
-}  // namespace psw::exec
+}  // namespace psw

@@ -16,11 +16,12 @@
 #include <unistd.h>
 
 #include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
+#include "psw/common/kernel_graph.hpp"
 #include "psw/common/planner.hpp"
-#include "psw/exec/kernel_graph.hpp"
-#include "../common/input_error.hpp"
+#include "input_error.hpp"
 
-namespace psw::exec {
+namespace psw {
 namespace {
 
 using test_support::input_error_of;
@@ -289,7 +290,7 @@ TEST(KernelGraph, TheRewriteMakesEveryUseWaitForItsCopyWithNoEdgeTooMany) {
   for (int trial = 0; trial < 200; ++trial) {
     GraphBuilder b;
     const int params = 1 + static_cast<int>(rng() % 12);
-    for (int p = 0; p < params; ++p) b.parameter("m" + std::to_string(p) + ".w", 64 + static_cast<Bytes>(rng() % 5000));
+    for (int p = 0; p < params; ++p) b.parameter(detail::concat("m", p, ".w"), 64 + static_cast<Bytes>(rng() % 5000));
     const int nodes = 1 + static_cast<int>(rng() % 40);
     for (int n = 0; n < nodes; ++n) {
       std::vector<std::size_t> deps;
@@ -313,7 +314,7 @@ TEST(KernelGraph, TheRewriteMakesEveryUseWaitForItsCopyWithNoEdgeTooMany) {
       std::vector<std::uint64_t> words{0x1000};
       for (int p = 0; p < params; ++p)
         if (rng() % 5 == 0) words.push_back(b.address(static_cast<std::size_t>(p)) + rng() % 64);
-      b.kernel("k" + std::to_string(n), words, deps);
+      b.kernel(detail::concat("k", n), words, deps);
     }
     const auto& graph = b.graph();
     const auto a = analyze_kernel_graph(graph);
@@ -355,8 +356,8 @@ TEST(KernelGraph, AGroupsCopyIsOneRangeWhenTheRegionIsPackedInFirstUseOrder) {
   const auto build = [](const std::vector<int>& packing) {
     GraphBuilder b;
     std::vector<std::size_t> p(6);
-    for (int k : packing) p[static_cast<std::size_t>(k)] = b.parameter("l" + std::to_string(k) + ".w", 100 * (k + 1));
-    for (int i = 0; i < 6; ++i) b.uses("k" + std::to_string(i), {p[static_cast<std::size_t>(i)]});
+    for (int k : packing) p[static_cast<std::size_t>(k)] = b.parameter(detail::concat("l", k, ".w"), 100 * (k + 1));
+    for (int i = 0; i < 6; ++i) b.uses(detail::concat("k", i), {p[static_cast<std::size_t>(i)]});
     return b;
   };
   const Grouping groups{{0, 1}, {2, 4}, {5, 5}};
@@ -409,7 +410,7 @@ TEST(KernelGraph, ItsProfileIsPlannedAndTheRewriteFollowsThePlan) {
   GraphBuilder b;
   std::vector<Duration> node_times;
   for (int block = 0; block < 50; ++block) {
-    const std::string m = "block" + std::to_string(block);
+    const std::string m = detail::concat("block", block);
     const auto w = b.parameter(m + ".conv.weight", 4 * 64 * 64 * 9);
     std::vector<std::size_t> bn;
     for (const char* t : {"weight", "bias", "running_mean", "running_var"}) bn.push_back(b.parameter(m + ".bn." + t, 256));
@@ -525,4 +526,4 @@ TEST(KernelGraph, TheGraphFileRoundTripsAndItsErrorsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace psw::exec
+}  // namespace psw
