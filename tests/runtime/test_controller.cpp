@@ -1078,7 +1078,8 @@ models:
   EXPECT_EQ(controller->stats().failed_requests, 0);
 }
 
-// Note [Training checkpoint] served: a job started from the user's weights (training.weights) and
+// Note [Training checkpoint] served: a job started from the user's weights (training.weights) on
+// the user's labelled set (training.dataset, its state at step 2 the in-process job's) and
 // checkpointed at step 2 on a client's request goes on to step 3 and is checkpointed again at
 // shutdown (training.checkpoint); a second server resumes from the first file, reaches step 3, and
 // its state and its checkpoint equal the first server's, byte for byte. Bad requests are refused
@@ -1087,6 +1088,14 @@ TEST(Controller, ACheckpointedJobResumesInAnotherServerBitForBit) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-checkpoints-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  // The user's labelled set (training.dataset): six 32 x 32 images, three steps of two.
+  auto gen = at::detail::createCPUGenerator(11);
+  const torch::Tensor images = torch::randn({6, 3, 32, 32}, gen);
+  const torch::Tensor classes = torch::randint(0, 1000, {6}, gen, torch::kInt64);
+  const auto bytes_of = [](const torch::Tensor& t) { return std::string(static_cast<const char*>(t.data_ptr()), t.nbytes()); };
+  std::ofstream(dir / "set.safetensors", std::ios::binary)
+      << write_safetensors({{"inputs", TensorDtype::F32, {6, 3, 32, 32}, bytes_of(images)},
+                            {"labels", TensorDtype::I64, {6}, bytes_of(classes)}});
   const std::string job = R"(models:
   - name: bert_base
     batch: 1
@@ -1096,7 +1105,7 @@ training:
   input_size: 32
   seed: 3
   autostart: false
-)";
+  dataset: )" + (dir / "set.safetensors").string() + "\n";
   const auto train_to = [](Controller& c, std::int64_t more, std::int64_t expected) {
     c.start_training("resnet152", more);
     ASSERT_TRUE(eventually([&] { return c.training_status("resnet152").stopped; }, 300s));
@@ -1120,6 +1129,14 @@ training:
     EXPECT_EQ(std::memcmp(start_data, initial.data_ptr(), start_size), 0) << "the job did not start from the weights";
     std::filesystem::remove(weights);
     train_to(*first, 2, 2);
+    // The served job learns the user's set: its state is the in-process job's on the same set.
+    const torch::Tensor at_2_reference = uninterrupted_state(seed_8, 2);
+    const auto [data_2, size_2] = served_committed_state(*first, 2);
+    ASSERT_EQ(size_2, static_cast<std::size_t>(at_2_reference.numel()));
+    EXPECT_EQ(std::memcmp(data_2, at_2_reference.data_ptr(), size_2), 0) << "the served job did not learn the user's set";
+    TrainingJobConfig seeded_set = seed_8;
+    seeded_set.dataset.clear();
+    EXPECT_FALSE(torch::equal(uninterrupted_state(seeded_set, 2), at_2_reference)) << "the set made no difference";
     const TrainingCheckpointStatus at_2 = first->checkpoint_training("resnet152", (dir / "at-2.safetensors").string());
     EXPECT_EQ(at_2.completed_steps, 2);
     EXPECT_EQ(at_2.path, (dir / "at-2.safetensors").string());
