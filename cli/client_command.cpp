@@ -55,6 +55,9 @@ struct ClientOptions {
   std::string train_checkpoint;
   std::string checkpoint_path;
   std::string token_file;
+  std::string generate;                  // a decoder: generate from --prompt-ids
+  std::vector<std::int64_t> prompt_ids;
+  std::int64_t max_tokens = 16;
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -245,6 +248,36 @@ void run_inference(const ClientOptions& o, Client& client) {
               latency.count == 1 ? "" : "s", latency.median_ms, latency.p99_ms, latency.min_ms);
 }
 
+// Note [Generate call]: the tokens as they come, then the answer.
+void run_generate(const ClientOptions& o, Client& client) {
+  if (o.prompt_ids.empty()) throw InputError("--generate needs --prompt-ids (the prompt's token ids, comma-separated)");
+  runtime::GenerateRequest request;
+  request.model = o.generate;
+  request.id = "psw-client";
+  request.input_ids = o.prompt_ids;
+  request.max_tokens = o.max_tokens;
+  const bool table = o.format == "table";
+  if (table) std::printf("%-12s", "tokens");
+  const runtime::GenerateResponse r = client.generate(request, [&](const runtime::GeneratedToken& t) {
+    if (!table) return;
+    std::printf(" %lld", static_cast<long long>(t.id));
+    std::fflush(stdout);
+  });
+  if (!table) {
+    std::cout << nlohmann::json{{"model_name", r.model},       {"id", r.id},       {"output_ids", r.output_ids},
+                                {"prompt_bucket", r.prompt_bucket}, {"switched", r.switched},
+                                {"ttft_ms", static_cast<double>(r.ttft_ns) / 1e6},
+                                {"tpot_ms", static_cast<double>(r.tpot_ns) / 1e6}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::printf("\n%-12s %s, prompt of %zu tokens prefilled at %lld%s\n", "model", r.model.c_str(), o.prompt_ids.size(),
+              static_cast<long long>(r.prompt_bucket), r.switched ? ", switched in" : "");
+  std::printf("%-12s %.3f ms to the first token, %.3f ms per token after it\n", "latency", static_cast<double>(r.ttft_ns) / 1e6,
+              static_cast<double>(r.tpot_ns) / 1e6);
+}
+
 void run_client(const ClientOptions& o) {
   if (o.format != "table" && o.format != "json") {
     throw InputError("unknown --format '" + o.format + "': expected table or json");
@@ -252,17 +285,19 @@ void run_client(const ClientOptions& o) {
   if (o.repeat < 1) throw InputError("--repeat must be at least 1");
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive");
   const int actions = int{o.live} + int{o.metadata} + int{o.metrics} + int{!o.train_start.empty()} +
-                      int{!o.train_stop.empty()} + int{!o.train_status.empty()} + int{!o.train_checkpoint.empty()};
+                      int{!o.train_stop.empty()} + int{!o.train_status.empty()} + int{!o.train_checkpoint.empty()} +
+                      int{!o.generate.empty()};
   const bool inference = actions == 0;
   if (actions > 1) {
-    throw InputError(
-        "give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint");
+    throw InputError("give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status, "
+                     "--train-checkpoint, --generate");
   }
+  if (!o.prompt_ids.empty() && o.generate.empty()) throw InputError("--prompt-ids is for --generate");
   if (!o.checkpoint_path.empty() && o.train_checkpoint.empty()) throw InputError("--to is for --train-checkpoint");
   if (inference) {
     if (o.model.empty()) {
       throw InputError("nothing to do: give --model NAME with --input FILE or --random to run inference, or one of "
-                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint");
+                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint, --generate");
     }
     if (o.input_path.empty() == !o.random) throw InputError("give exactly one of --input FILE and --random");
   }
@@ -298,6 +333,8 @@ void run_client(const ClientOptions& o) {
       print_training(o, client.stop_training(o.train_stop));
     } else if (!o.train_status.empty()) {
       print_training(o, client.training_status(o.train_status));
+    } else if (!o.generate.empty()) {
+      run_generate(o, client);
     } else if (!o.train_checkpoint.empty()) {
       const runtime::TrainingCheckpointStatus done = client.checkpoint_training(o.train_checkpoint, o.checkpoint_path);
       if (o.format == "json") {
@@ -371,6 +408,13 @@ Action add_client_command(CLI::App& app) {
                   "on the server's host, which the serve config's training.resume_from starts from; the job goes on");
   cmd->add_option("--to", options->checkpoint_path,
                   "With --train-checkpoint: the file (default: the serve config's training.checkpoint)");
+  cmd->add_option("--generate", options->generate,
+                  "Generate greedily with decoder MODEL from --prompt-ids, printing each token as it comes");
+  cmd->add_option("--prompt-ids", options->prompt_ids, "With --generate: the prompt's token ids (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--max-tokens", options->max_tokens, "With --generate: tokens to generate")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
+      ->capture_default_str();
   return [options] { run_client(*options); };
 }
 

@@ -3,7 +3,7 @@
 # in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
 # prompts; docs/examples/generate_curl.sh generates over REST, plain and streamed (Note [Generate
-# call]); psw load drives a periodic workload, every request answered; psw profile-serving
+# call]), and psw client --generate the same over gRPC; psw load drives a periodic workload, every request answered; psw profile-serving
 # measures the decoder's request path and psw validate simulates the workload with it.
 #
 #   serve_decoder.sh PSW
@@ -40,6 +40,16 @@ start_ready_server --http-listen 127.0.0.1:0
 url=$(sed -n 's/^psw serve: REST on \(http:[^ ]*\)$/\1/p' "$work/serve.log")
 bash docs/examples/generate_curl.sh "$url" llama-tiny > "$work/generate.log" 2>&1 \
   || { cat "$work/generate.log"; tail -20 "$work/serve.log"; echo "FAIL: generate_curl.sh"; exit 1; }
+# The same generation over gRPC (the Control service's stream), through psw client.
+"$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --format json \
+  > "$work/generate.json"
+"$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 3 > "$work/generate.txt"
+set +e
+"$psw" client --socket "$sock" --generate bert_base --prompt-ids 1,2 > /dev/null 2> "$work/not-decoder.err"
+rc=$?
+set -e
+test "$rc" = 2 && grep -q "model 'bert_base' is not a decoder" "$work/not-decoder.err" \
+  || { cat "$work/not-decoder.err"; echo "FAIL: --generate of a model that is not a decoder: exit $rc"; exit 1; }
 "$psw" client --socket "$sock" --metadata --model llama-tiny --format json > "$work/metadata.json"
 "$psw" client --socket "$sock" --model llama-tiny --random --repeat 3 --format json > "$work/infer.json"
 "$psw" client --socket "$sock" --model bert_base --random --format json > "$work/bert.json"
@@ -98,5 +108,10 @@ assert [t["index"] for t in tokens] == [0, 1, 2, 3], lines
 end = json.loads(lines[lines.index("event: end") + 1][len("data: "):])
 assert end["output_ids"] == [t["output_id"] for t in tokens] == answer["output_ids"][:4], (end, tokens, answer)
 assert "exceed llama-tiny's context of 256 positions" in lines[-1] and lines[-1].endswith("(HTTP 400)"), lines[-1]
+# psw client --generate over gRPC: the same greedy ids as REST's; the table's tokens as they came.
+grpc = json.load(open(f"{work}/generate.json"))
+assert grpc["output_ids"] == answer["output_ids"] and grpc["prompt_bucket"] == 16 and grpc["ttft_ms"] > 0, (grpc, answer)
+table = open(f"{work}/generate.txt").read().splitlines()
+assert table[0].split()[1:] == [str(i) for i in answer["output_ids"][:3]], table
 PY
 echo "PASS: llama-tiny (bf16) served beside bert_base; psw client, generate over REST and psw load answered"

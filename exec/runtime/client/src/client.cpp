@@ -300,6 +300,34 @@ TrainingCheckpointStatus Client::checkpoint_training(const std::string& model, c
   return {response.model(), response.path(), response.completed_steps(), response.loss(), response.bytes()};
 }
 
+GenerateResponse Client::generate(const GenerateRequest& request, const TokenSink& on_token) {
+  psw::control::GenerateRequest call;
+  call.set_model(request.model);
+  call.set_id(request.id);
+  for (const std::int64_t id : request.input_ids) call.add_input_ids(id);
+  call.set_max_tokens(request.max_tokens);
+  GenerateResponse answer;
+  bool done = false;
+  impl_->call("Generate", [&](grpc::ClientContext* context) {
+    std::unique_ptr<grpc::ClientReader<psw::control::GenerateResponse>> reader =
+        impl_->control->Generate(context, call);
+    psw::control::GenerateResponse message;
+    while (reader->Read(&message)) {
+      if (!message.done()) {
+        if (on_token) on_token({message.index(), message.output_id()});
+        continue;
+      }
+      done = true;
+      answer = {message.model(),         message.id(),       {message.output_ids().begin(), message.output_ids().end()},
+                message.prompt_bucket(), message.switched(), message.ttft_ns(),
+                message.tpot_ns(),       message.server_ns()};
+    }
+    return reader->Finish();
+  });
+  if (!done) throw ServiceError(ServiceError::Code::Internal, "the server ended the generation without its answer");
+  return answer;
+}
+
 TrainingStatus Client::training_status(const std::string& model) {
   psw::control::TrainingStatusRequest request;
   request.set_model(model);

@@ -756,6 +756,43 @@ class ControlEndpoint final : public psw::control::Control::Service {
     return answer([&] { response->set_text(service_.metrics_text()); });
   }
 
+  grpc::Status Generate(grpc::ServerContext* context, const psw::control::GenerateRequest* request,
+                        grpc::ServerWriter<psw::control::GenerateResponse>* writer) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
+    return answer([&] {
+      GenerateRequest call;
+      call.model = request->model();
+      call.id = request->id();
+      call.input_ids.assign(request->input_ids().begin(), request->input_ids().end());
+      call.max_tokens = request->max_tokens();
+      // Note [Deadlines]: the client's deadline and its cancellation reach the service; a client
+      // that stops reading is one that cancelled.
+      const auto deadline = context->deadline();
+      if (deadline != std::chrono::system_clock::time_point::max()) {
+        call.deadline = std::chrono::steady_clock::now() + (deadline - std::chrono::system_clock::now());
+      }
+      bool writes_failed = false;
+      call.cancelled = [context, &writes_failed] { return writes_failed || context->IsCancelled(); };
+      const GenerateResponse done = service_.generate(call, [&](const GeneratedToken& token) {
+        psw::control::GenerateResponse message;
+        message.set_index(token.index);
+        message.set_output_id(token.id);
+        if (!writer->Write(message)) writes_failed = true;
+      });
+      psw::control::GenerateResponse last;
+      last.set_done(true);
+      last.set_model(done.model);
+      last.set_id(done.id);
+      for (const std::int64_t id : done.output_ids) last.add_output_ids(id);
+      last.set_prompt_bucket(done.prompt_bucket);
+      last.set_switched(done.switched);
+      last.set_ttft_ns(done.ttft_ns);
+      last.set_tpot_ns(done.tpot_ns);
+      last.set_server_ns(done.server_ns);
+      writer->Write(last);
+    });
+  }
+
  private:
   InferenceService& service_;
   Admission admit_;

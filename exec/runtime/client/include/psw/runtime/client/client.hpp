@@ -102,6 +102,10 @@ class Client {
   // Note [Training checkpoint]: the job's state to `path` on the server's host (empty: the
   // config's training.checkpoint).
   TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path = "");
+  // Note [Generate call]: a decoder's greedy generation over the Control service's stream;
+  // `on_token` hears each token as it comes (may be empty). The request's deadline and cancelled
+  // are not used: the call's timeout is the client's.
+  GenerateResponse generate(const GenerateRequest& request, const TokenSink& on_token = {});
   TrainingStatus stop_training(const std::string& model);
   TrainingStatus training_status(const std::string& model);
   std::string metrics();
