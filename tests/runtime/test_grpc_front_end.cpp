@@ -152,6 +152,51 @@ TEST_F(GrpcFrontEndTest, TheResponseCarriesTheFrontEndsStampsInOrderWithTheClien
   EXPECT_GT(response.front_end_received_ns, 0);
 }
 
+// Note [Generate call] over gRPC: the tokens in order as they are told, then the answer; an
+// error before the first token is the call's status, one after it too (the tokens already
+// heard stay heard).
+TEST_F(GrpcFrontEndTest, GenerateStreamsTheTokensThenTheAnswer) {
+  start();
+  Client c = client();
+  GenerateRequest request;
+  request.model = "double";
+  request.id = "g-1";
+  request.input_ids = {3, 9};
+  request.max_tokens = 4;
+  std::vector<GeneratedToken> heard;
+  const GenerateResponse r = c.generate(request, [&](const GeneratedToken& t) { heard.push_back(t); });
+  EXPECT_EQ(r.model, "double");
+  EXPECT_EQ(r.id, "g-1");
+  EXPECT_EQ(r.output_ids, (std::vector<std::int64_t>{10, 11, 12, 13}));
+  EXPECT_EQ(r.prompt_bucket, 16);
+  EXPECT_TRUE(r.switched);
+  EXPECT_EQ(r.ttft_ns, 1'000'000);
+  EXPECT_EQ(r.tpot_ns, 250'000);
+  ASSERT_EQ(heard.size(), 4u);
+  for (std::size_t i = 0; i < heard.size(); ++i) {
+    EXPECT_EQ(heard[i].index, static_cast<std::int64_t>(i));
+    EXPECT_EQ(heard[i].id, r.output_ids[i]);
+  }
+  request.model = "gpt2";
+  try {
+    c.generate(request);
+    ADD_FAILURE() << "a model that does not generate answered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), Code::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("model 'gpt2' does not generate"), std::string::npos) << e.what();
+  }
+  request.model = "unavailable";
+  heard.clear();
+  try {
+    c.generate(request, [&](const GeneratedToken& t) { heard.push_back(t); });
+    ADD_FAILURE() << "a generation that failed after its first token answered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), Code::Unavailable);
+    EXPECT_NE(std::string(e.what()).find("worker 0 crashed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(heard.size(), 1u);
+}
+
 TEST_F(GrpcFrontEndTest, UnknownModelIsNotFound) {
   start();
   Client c = client();
