@@ -56,7 +56,7 @@ if(PSW_HAVE_EXEC)
   # The served training job's loss falls, and is the same bit for bit when requests preempt it.
   psw_serve_script_test(training_loss serve_training_loss.sh 600 40)
   # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
-  psw_serve_script_test(decoder serve_decoder.sh 300 14)
+  psw_serve_script_test(decoder serve_decoder.sh 300 14 ${PSW_PROTO_PYTHON_ARG})
   # The cross-validation on the host: profiles measured here predict a host server within a
   # tolerance, and a 3x profile does not. Alone (RUN_SERIAL): the CPU's times are its subject.
   add_test(NAME cli.serve.validate_host

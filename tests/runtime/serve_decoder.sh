@@ -3,12 +3,13 @@
 # in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
 # prompts; docs/examples/generate_curl.sh generates over REST, plain and streamed (Note [Generate
-# call]), and psw client --generate the same over gRPC; psw load drives a periodic workload, every request answered; psw profile-serving
+# call]), psw client --generate and docs/examples/grpc_generate.py the same over gRPC; psw load drives a periodic workload, every request answered; psw profile-serving
 # measures the decoder's request path and psw validate simulates the workload with it.
 #
-#   serve_decoder.sh PSW
+#   serve_decoder.sh PSW PROTO_DIR
 set -euo pipefail
 psw=$1
+proto=$2
 work=$(mktemp -d)
 sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
@@ -44,6 +45,8 @@ bash docs/examples/generate_curl.sh "$url" llama-tiny > "$work/generate.log" 2>&
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --format json \
   > "$work/generate.json"
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 3 > "$work/generate.txt"
+/usr/bin/python3 docs/examples/grpc_generate.py --proto-dir "$proto" --socket "$sock" --model llama-tiny \
+  > "$work/generate.py.log" 2>&1 || { cat "$work/generate.py.log"; echo "FAIL: grpc_generate.py"; exit 1; }
 set +e
 "$psw" client --socket "$sock" --generate bert_base --prompt-ids 1,2 > /dev/null 2> "$work/not-decoder.err"
 rc=$?
@@ -113,5 +116,9 @@ grpc = json.load(open(f"{work}/generate.json"))
 assert grpc["output_ids"] == answer["output_ids"] and grpc["prompt_bucket"] == 16 and grpc["ttft_ms"] > 0, (grpc, answer)
 table = open(f"{work}/generate.txt").read().splitlines()
 assert table[0].split()[1:] == [str(i) for i in answer["output_ids"][:3]], table
+# docs/examples/grpc_generate.py: eight tokens as they came, then the same answer.
+python = open(f"{work}/generate.py.log").read().splitlines()
+assert python[:8] == ["token %d: %d" % (i, t) for i, t in enumerate(answer["output_ids"])], python
+assert python[8].startswith("answer: %s" % answer["output_ids"]), python
 PY
 echo "PASS: llama-tiny (bf16) served beside bert_base; psw client, generate over REST and psw load answered"
