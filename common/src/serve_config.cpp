@@ -205,6 +205,11 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
       }
       const std::vector<std::pair<std::string, std::string>> dtypes = {
           {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}};
+      const auto read_id_bound = [](MapReader& reader, const std::string& key, const std::string& dtype) {
+        if (!reader.has(key)) return std::int64_t{0};
+        if (dtype != "int64") reader.fail_key(key, reader.get(key), "an id bound is for int64 inputs, not " + dtype);
+        return reader.integer(key, 1, std::int64_t{1} << 40);
+      };
       const auto read_shape = [](MapReader& reader, const std::string& key) {
         const YAML::Node shape = reader.sequence(key);
         std::vector<std::int64_t> out;
@@ -213,7 +218,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         return out;
       };
       if (m.has("inputs")) {
-        for (const char* key : {"input_shape", "input_dtype"}) {
+        for (const char* key : {"input_shape", "input_dtype", "input_id_bound"}) {
           if (m.has(key)) m.fail_key(key, m.get(key), std::string("give inputs or ") + key + ", not both");
         }
         const YAML::Node listed = m.sequence("inputs");  // never empty
@@ -221,6 +226,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
           MapReader in(listed[k], origin, detail::concat("models[", i, "].inputs[", k, "]"));
           TorchScriptInput input{in.string("name"), read_shape(in, "shape"),
                                  optional_choice<std::string>(in, "dtype", dtypes, "fp32")};
+          input.id_bound = read_id_bound(in, "id_bound", input.dtype);
           in.finish();
           for (const auto& other : model.inputs) {
             if (other.name == input.name) in.fail_key("name", in.get("name"), "input '" + input.name + "' is listed twice");
@@ -229,9 +235,10 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
         }
       } else {
         model.inputs.push_back({"input", read_shape(m, "input_shape"), optional_choice<std::string>(m, "input_dtype", dtypes, "fp32")});
+        model.inputs.back().id_bound = read_id_bound(m, "input_id_bound", model.inputs.back().dtype);
       }
     } else {
-      for (const char* key : {"input_shape", "input_dtype", "inputs"}) {
+      for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound"}) {
         if (m.has(key)) {
           m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
         }
@@ -253,6 +260,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     m.mark_seen("input_shape");
     m.mark_seen("input_dtype");
     m.mark_seen("inputs");
+    m.mark_seen("input_id_bound");
     m.mark_seen("decoder");
     m.mark_seen("prompt_tokens");
     m.mark_seen("prompt_buckets");

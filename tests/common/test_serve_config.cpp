@@ -175,13 +175,22 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
   // Note [Several inputs]: named, in the forward's order.
   const ServeConfig two = parse_serve_config(
       head + "  - name: mynet\n    torchscript: mynet.pt\n    inputs:\n      - {name: features, shape: [6]}\n"
-             "      - {name: ids, shape: [4], dtype: int64}\n",
+             "      - {name: ids, shape: [4], dtype: int64, id_bound: 512}\n",
       origin);
   ASSERT_EQ(two.models.at(0).inputs.size(), 2u);
   EXPECT_EQ(two.models.at(0).inputs[0].name, "features");
   EXPECT_EQ(two.models.at(0).inputs[0].dtype, "fp32");
   EXPECT_EQ(two.models.at(0).inputs[1].shape, (std::vector<std::int64_t>{4}));
   EXPECT_EQ(two.models.at(0).inputs[1].dtype, "int64");
+  EXPECT_EQ(two.models.at(0).inputs[1].id_bound, 512);
+  EXPECT_EQ(two.models.at(0).inputs[0].id_bound, 0);
+  EXPECT_EQ(parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [8], input_dtype: int64, "
+                                      "input_id_bound: 100}\n",
+                               origin)
+                .models.at(0)
+                .inputs[0]
+                .id_bound,
+            100);
   const auto error = [&](const std::string& entry) {
     return input_error_of([&] { parse_serve_config(head + entry, origin); });
   };
@@ -201,6 +210,9 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
             std::string::npos);
   EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: [{name: a, shape: [1], dtype: int8}]}\n")
                 .find("key 'models[0].inputs[0].dtype'"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: [{name: a, shape: [1], id_bound: 5}]}\n")
+                .find("an id bound is for int64 inputs, not fp32"),
             std::string::npos);
   EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: []}\n").find("key 'models[0].inputs': the list is empty"), std::string::npos);
   std::filesystem::remove_all(dir);

@@ -1281,7 +1281,7 @@ TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
     return write_config("two-inputs", "workers: 2\nmodels:\n  - name: two_inputs\n    torchscript: " +
                                           (dir / "two_inputs.pt").string() + "\n    batch: 2\n    inputs:\n      - {name: " +
                                           first + ", shape: [6]}\n      - {name: " + second +
-                                          ", shape: [4], dtype: int64}\n",
+                                          ", shape: [4], dtype: int64, id_bound: 512}\n",
                         dir / "profiles");
   };
   const ServeConfig config = config_listing("features", "ids");
@@ -1308,6 +1308,11 @@ TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
                 "two_inputs's input 'ids' has batch 1, 'features' 2: every input has the same batch");
     expect_code([&] { controller->infer(request(features, ids.narrow(1, 0, 3).contiguous())); },
                 ServiceError::Code::InvalidArgument, "two_inputs's input 'ids' dimension 1 must be 4, got 3");
+    // ids beyond the embedding's 512 rows (id_bound): refused before a worker sees them.
+    torch::Tensor beyond = ids.clone();
+    beyond[1][2] = 600;
+    expect_code([&] { controller->infer(request(features, beyond)); }, ServiceError::Code::InvalidArgument,
+                "two_inputs's input 'ids' holds token id 600 at element 6: ids must lie in [0, 512)");
     InferRequest one = request(features, ids);
     one.inputs.pop_back();
     expect_code([&] { controller->infer(one); }, ServiceError::Code::InvalidArgument,

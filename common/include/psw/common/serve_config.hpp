@@ -30,7 +30,7 @@
 //       input_shape: [3, 224, 224] # one sample of its input; input_dtype: fp32 (default)
 //     - name: mybert               # a TorchScript module of several inputs, in its forward's order:
 //       torchscript: mybert.pt
-//       inputs: [{name: input_ids, shape: [128], dtype: int64}, {name: attention_mask, shape: [128], dtype: int64}]
+//       inputs: [{name: input_ids, shape: [128], dtype: int64, id_bound: 30522}, {name: attention_mask, shape: [128], dtype: int64}]
 //       dtype: bf16
 //   training:                      # optional
 //     model: resnet152
@@ -66,6 +66,9 @@ struct TorchScriptInput {
   std::string name;
   std::vector<std::int64_t> shape;
   std::string dtype = "fp32";
+  // int64 inputs: ids must lie in [0, id_bound) (an embedding's rows), checked before a worker sees
+  // them: on a GPU an index beyond the table is a device-side assert that kills the worker. 0: any.
+  std::int64_t id_bound = 0;
 };
 
 struct ServedModelConfig {

@@ -1207,6 +1207,12 @@ InferResponse Controller::infer(const InferRequest& request) {
                          detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                         s.options.config.max_tensor_bytes));
     }
+    // A TorchScript model's int64 input with an id bound (serve config): checked here, as the zoo's.
+    const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
+    const std::size_t index = ordered.size() - 1;
+    if (index < served.inputs.size() && served.inputs[index].id_bound > 0) {
+      check_token_ids(request.model, spec.name, input.contents(), served.inputs[index].id_bound);
+    }
     if (ordered.size() > 1 && input.shape[0] != ordered.front()->shape[0]) {
       throw ServiceError(ServiceError::Code::InvalidArgument,
                          detail::concat(request.model, "'s input '", spec.name, "' has batch ", input.shape[0], ", '",
