@@ -251,6 +251,13 @@ std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, co
     throw InputError(file.string() + ": the module's forward takes " + count + " input" + (names.size() == 1 ? "" : "s") +
                      " (" + listed + "), " + std::to_string(inputs.size()) + " given (one --input-shape per input, in order)");
   }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].name.empty() && inputs[i].name != names[i]) {
+      throw InputError(file.string() + ": input " + std::to_string(i) + " of the forward is '" + names[i] +
+                       "', but the serve config lists '" + inputs[i].name +
+                       "' there (list the inputs by the forward's names, in its order)");
+    }
+  }
   return std::make_unique<torchscript_impl::TorchScriptModel>(std::move(module), file.stem().string(), inputs);
 }
 

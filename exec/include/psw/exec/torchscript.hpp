@@ -46,6 +46,9 @@ namespace psw::exec {
 struct InputSpec {
   std::vector<std::int64_t> shape;  // the batch first
   torch::ScalarType dtype = torch::kFloat32;
+  // The forward's name for it (a served model's inputs are named so that their order is the
+  // forward's); empty: not checked.
+  std::string name = {};
 };
 
 // "8,3,224,224" as a shape; InputError naming `text` for anything but positive integers.
@@ -59,7 +62,8 @@ bool names_torchscript(const std::string& model);
 // Loads `file` as a ZooModel taking `inputs` (Note [Several inputs] for more than one). InputError
 // naming the file for one that is missing or not TorchScript, a module without parameters, no
 // input, a shape with no batch dimension, inputs of different batches, as many inputs as the
-// module's forward does not take, and (at the first forward) an input the module refuses.
+// module's forward does not take, a named input that is not the forward's argument in its place,
+// and (at the first forward) an input the module refuses.
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const std::vector<InputSpec>& inputs);
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const InputSpec& input);
 

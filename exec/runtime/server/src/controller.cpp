@@ -86,7 +86,9 @@ ModelInfo served_model_info(const ServedModelConfig& model) {
   return info;
 }
 
-std::int64_t token_id_bound(const ServedModelConfig& model) {
+std::int64_t token_id_bound(const ServedModelConfig& model, std::size_t input) {
+  if (!model.torchscript_file.empty()) return input < model.inputs.size() ? model.inputs[input].id_bound : 0;
+  if (input != 0) return 0;
   if (model.decoder) return model.decoder->vocabulary;
   return model.name == "bert_base" ? kBertVocabulary : 0;
 }
@@ -1176,6 +1178,7 @@ InferResponse Controller::infer(const InferRequest& request) {
                                       ", got ", request.inputs.size()));
   }
   // Each input against its spec, in the model's order.
+  const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
   std::vector<const TensorData*> ordered;
   for (const TensorSpec& spec : info.inputs) {
     const TensorData& input =
@@ -1207,11 +1210,8 @@ InferResponse Controller::infer(const InferRequest& request) {
                          detail::concat("the input of ", input.contents().size(), " bytes exceeds the server's max_tensor_bytes ",
                                         s.options.config.max_tensor_bytes));
     }
-    // A TorchScript model's int64 input with an id bound (serve config): checked here, as the zoo's.
-    const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
-    const std::size_t index = ordered.size() - 1;
-    if (index < served.inputs.size() && served.inputs[index].id_bound > 0) {
-      check_token_ids(request.model, spec.name, input.contents(), served.inputs[index].id_bound);
+    if (const std::int64_t bound = token_id_bound(served, ordered.size() - 1); bound > 0) {
+      check_token_ids(request.model, spec.name, input.contents(), bound);
     }
     if (ordered.size() > 1 && input.shape[0] != ordered.front()->shape[0]) {
       throw ServiceError(ServiceError::Code::InvalidArgument,
@@ -1225,19 +1225,22 @@ InferResponse Controller::infer(const InferRequest& request) {
   TensorData packed;
   if (ordered.size() > 1) {
     const std::int64_t batch = ordered.front()->shape[0];
+    std::vector<std::int64_t> samples;  // each input's bytes per sample
     std::int64_t row = 0;
     for (const TensorData* t : ordered) {
       PSW_CHECK(static_cast<std::int64_t>(t->contents().size()) % batch == 0, "input '", t->name, "' of ",
                 t->contents().size(), " bytes is not ", batch, " samples (the front end checks the bytes against the shape)");
-      row += static_cast<std::int64_t>(t->contents().size()) / batch;
+      samples.push_back(static_cast<std::int64_t>(t->contents().size()) / batch);
+      row += samples.back();
     }
     packed.name = "packed";
     packed.datatype = "UINT8";
     packed.shape = {batch, row};
     packed.bytes.resize(static_cast<std::size_t>(batch * row));
     std::int64_t offset = 0;
-    for (const TensorData* t : ordered) {
-      const auto sample = static_cast<std::int64_t>(t->contents().size()) / batch;
+    for (std::size_t i = 0; i < ordered.size(); ++i) {
+      const TensorData* t = ordered[i];
+      const std::int64_t sample = samples[i];
       for (std::int64_t b = 0; b < batch; ++b) {
         if (!copy_guarded(packed.bytes.data() + b * row + offset, t->contents().data() + b * sample,
                           static_cast<std::size_t>(sample))) {
@@ -1248,16 +1251,13 @@ InferResponse Controller::infer(const InferRequest& request) {
       offset += sample;
     }
   }
-  const TensorData& input = ordered.size() > 1 ? packed : *ordered.front();
-  if (static_cast<std::int64_t>(input.contents().size()) > s.options.config.max_tensor_bytes) {
+  if (static_cast<std::int64_t>(packed.bytes.size()) > s.options.config.max_tensor_bytes) {
     throw ServiceError(ServiceError::Code::ResourceExhausted,
-                       detail::concat("the model's ", ordered.size(), " inputs take ", input.contents().size(),
+                       detail::concat("the model's ", ordered.size(), " inputs take ", packed.bytes.size(),
                                       " bytes together, more than the server's max_tensor_bytes ",
                                       s.options.config.max_tensor_bytes));
   }
-  if (const std::int64_t bound = token_id_bound(s.options.config.models[static_cast<std::size_t>(p->model)]); bound > 0) {
-    check_token_ids(request.model, info.inputs.front().name, input.contents(), bound);
-  }
+  const TensorData& input = ordered.size() > 1 ? packed : *ordered.front();
   p->type = *element_type_of(input.datatype);
   p->model_name = request.model;
   p->version = request.version;

@@ -98,13 +98,14 @@ inline torch::Tensor served_example_input(exec::ZooModel& model, const ServedMod
 }
 
 // Note [TorchScript models]: a TorchScript model's input at the configured batch; none for the
-// zoo's models, which know theirs.
+// zoo's models, which know theirs. Note [Several inputs]: several are named as the forward names
+// them (load_torchscript checks), so that their order is the forward's.
 inline std::vector<exec::InputSpec> served_input(const ServedModelConfig& m) {
   std::vector<exec::InputSpec> specs;
   for (const TorchScriptInput& input : m.inputs) {
     std::vector<std::int64_t> shape = {m.batch};
     shape.insert(shape.end(), input.shape.begin(), input.shape.end());
-    specs.push_back({shape, exec::parse_input_dtype(input.dtype)});
+    specs.push_back({shape, exec::parse_input_dtype(input.dtype), m.inputs.size() > 1 ? input.name : ""});
   }
   return specs;
 }
@@ -115,17 +116,6 @@ inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
   for (const auto& m : config.models) {
     ServedModel s;
     s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m));
-    if (m.inputs.size() > 1) {
-      // Note [Several inputs]: named as the forward names them, so that the order is the forward's.
-      const std::vector<std::string> names = exec::torchscript_input_names(m.torchscript_file);
-      for (std::size_t i = 0; i < m.inputs.size(); ++i) {
-        if (names.at(i) != m.inputs[i].name) {
-          throw InputError(m.torchscript_file.string() + ": input " + std::to_string(i) + " of the forward is '" +
-                           names[i] + "', but the serve config lists '" + m.inputs[i].name +
-                           "' there (list the inputs by the forward's names, in its order)");
-        }
-      }
-    }
     const std::filesystem::path profile_path = config.profile_path(m);
     const ModelProfile profile = load_model_profile(profile_path);
     // A profile of another dtype has other bytes: its plan would not fit the model.

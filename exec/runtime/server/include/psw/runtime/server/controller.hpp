@@ -189,10 +189,10 @@ class Controller final : public InferenceService {
 // their example sizes, a decoder a prompt of prompt_tokens ids returning the last position's
 // logits. InputError for a name the zoo lacks.
 ModelInfo served_model_info(const ServedModelConfig& model);
-// The bound of a served model's token ids (its vocabulary: every id must lie in [0, bound)),
-// or 0 when its input is not token ids. The controller checks every request's ids against it:
-// an id out of range would index past the embedding table (on a GPU a device-side assert that
-// ends the worker's CUDA context).
-std::int64_t token_id_bound(const ServedModelConfig& model);
+// The bound of the ids a served model's input `input` holds (its vocabulary, or a TorchScript
+// input's id_bound: every id must lie in [0, bound)), or 0 when it holds no ids. The controller
+// checks every request's ids against it: an id out of range would index past the embedding table
+// (on a GPU a device-side assert that ends the worker's CUDA context).
+std::int64_t token_id_bound(const ServedModelConfig& model, std::size_t input = 0);
 
 }  // namespace psw::runtime
