@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,12 +12,14 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "commands.hpp"
 #include "model_input_options.hpp"
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/common/kernel_graph.hpp"
 #include "psw/common/output.hpp"
 #include "psw/common/profile_paths.hpp"
 #include "psw/common/placement.hpp"
@@ -28,6 +31,7 @@
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/graph_switch.hpp"
 #include "psw/exec/switch_benchmark.hpp"
 
 namespace psw::cli {
@@ -54,6 +58,8 @@ struct RunOptions {
   std::int64_t prompt_tokens = 0;  // decoders: 0 is the example's 128
   int decode_tokens = 0;
   ModelInputOptions input;  // a TorchScript model's
+  std::string graph_out;    // a TorchScript model with --graph: its capture as read (psw graph's file)
+  std::string profile_out;  // ... and its per-layer profile measured from the capture
 };
 
 // "a, b, c and 12 more": a report's names, short enough for one line of the table.
@@ -71,7 +77,99 @@ std::string default_profile_path(const std::string& model, const std::string& dt
   return profile_path_in(dtype == "fp32" ? "configs/models/h200" : "configs/models", model, dtype).string();
 }
 
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+// Note [Graph-pipelined switch]: a TorchScript model with --graph.
+void run_graph_switch(const RunOptions& o) {
+  exec::GraphSwitchSpec spec;
+  spec.model = o.model;
+  int batch = o.batch;
+  spec.inputs = model_input(o.input, batch);
+  if (spec.inputs.empty()) throw InputError(o.model + ": a TorchScript model needs its input's shape (--input-shape)");
+  spec.dtype = o.dtype;
+  spec.hardware = load_hardware_profile(o.hardware_path);
+  spec.backend = o.backend;
+  spec.repeat = o.repeat;
+  spec.warmup = o.warmup;
+  spec.source.date = today_utc();
+  spec.source.versions = std::string("LibTorch ") + TORCH_VERSION;
+  const exec::GraphSwitchReport r = exec::run_graph_switch_benchmark(spec);
+  if (!o.graph_out.empty()) write_kernel_graph(r.graph, o.graph_out);
+  if (!o.profile_out.empty()) {
+    save_text(o.profile_out, "# Written by `psw run --graph` from the captured graph on " + r.device +
+                                 "; do not edit by hand.\n" + to_yaml(r.profile));
+  }
+  const std::size_t groups = r.groups.size();
+  if (o.format == "json") {
+    nlohmann::json j = {
+        {"model", o.model},
+        {"device", r.device},
+        {"hardware", spec.hardware.name},
+        {"graph", {{"nodes", r.graph.nodes.size()}, {"kernels", r.read.kernels},
+                   {"kernels_from_extra", r.read.kernels_from_extra}, {"kernels_unread", r.read.kernels_unread},
+                   {"memcpys", r.read.memcpys}, {"opaque", r.read.opaque},
+                   {"nodes_using_everything", r.nodes_using_everything}, {"parameters", r.graph.parameters.size()},
+                   {"parameters_used", r.parameters_used}, {"layers", r.layers}}},
+        {"plan", {{"groups", groups}, {"copy_ranges", r.copy_ranges}, {"added_edges", r.added_edges}}},
+        {"param_bytes", r.param_bytes},
+        {"latency_ms", {{"median", r.latency.median_ms}, {"p99", r.latency.p99_ms}, {"min", r.latency.min_ms}}},
+        {"device_ms", {{"median", r.device_total.median_ms}, {"p99", r.device_total.p99_ms}}},
+        {"resident_ms", {{"median", r.resident.median_ms}, {"p99", r.resident.p99_ms}}},
+        {"copy_then_replay_ms", {{"median", r.copy_then_replay.median_ms}, {"p99", r.copy_then_replay.p99_ms}}},
+        {"copy_only_ms", {{"median", r.copy_only.median_ms}, {"p99", r.copy_only.p99_ms}}},
+        {"predicted_ms", r.predicted.ms()},
+        {"bound_ms", r.bound.ms()},
+        {"over_bound", r.over_bound()},
+        {"speedup_over_copy_then_replay", r.speedup()},
+        {"outputs_checked", r.outputs_checked},
+        {"outputs_equal", r.outputs_equal},
+    };
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("%s on %s (%s), pipelined through its captured graph\n", o.model.c_str(), r.device.c_str(),
+                spec.hardware.name.c_str());
+    std::printf("%-18s %zu nodes, %zu kernels (%zu from the extra buffer, %zu unread), %zu memcpy, %zu opaque\n", "graph",
+                r.graph.nodes.size(), r.read.kernels, r.read.kernels_from_extra, r.read.kernels_unread, r.read.memcpys,
+                r.read.opaque);
+    std::printf("%-18s %zu of %zu parameters read; %zu layers; %zu nodes wait for every group\n", "analysis",
+                r.parameters_used, r.graph.parameters.size(), r.layers, r.nodes_using_everything);
+    std::printf("%-18s %zu groups, %zu copy ranges, %zu added edges, %.1f MB\n", "plan", groups, r.copy_ranges,
+                r.added_edges, static_cast<double>(r.param_bytes) / 1e6);
+    std::printf("%-18s median %.3f ms  p99 %.3f ms  (device %.3f ms)\n", "cold switch", r.latency.median_ms,
+                r.latency.p99_ms, r.device_total.median_ms);
+    std::printf("%-18s median %.3f ms\n", "resident replay", r.resident.median_ms);
+    std::printf("%-18s median %.3f ms  (the copy alone %.3f ms)\n", "copy, then replay", r.copy_then_replay.median_ms,
+                r.copy_only.median_ms);
+    std::printf("%-18s predicted %.3f ms, bound %.3f ms: %.3f x the bound, %.2f x faster than copy-then-replay\n",
+                "against", r.predicted.ms(), r.bound.ms(), r.over_bound(), r.speedup());
+    std::printf("%-18s %zu of %zu cold switches after poisoning equal the resident replay bit for bit\n", "outputs",
+                r.outputs_equal, r.outputs_checked);
+  }
+  if (r.outputs_equal != r.outputs_checked) {
+    throw Error(detail::concat(r.outputs_checked - r.outputs_equal, " of ", r.outputs_checked,
+                               " cold switches differ from the resident replay"));
+  }
+}
+
 void run(const RunOptions& o) {
+  if (exec::names_torchscript(o.model) && o.graph) {
+    if (!o.plan_path.empty() || !o.groups_path.empty() || !o.profile_path.empty() || !o.timeline_path.empty() ||
+        !o.weights_path.empty() || o.placement != "copy" || o.mode != "pipeswitch") {
+      throw InputError("--graph with a TorchScript model plans from its captured graph: --plan, --groups, --profile, "
+                       "--timeline, --weights, --placement and --mode do not apply");
+    }
+    if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
+    run_graph_switch(o);
+    return;
+  }
+  if (!o.graph_out.empty() || !o.profile_out.empty()) {
+    throw InputError("--graph-out and --profile-out are for a TorchScript model (.pt) run with --graph");
+  }
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
   exec::SwitchBenchmarkSpec spec;
   spec.model = o.model;
@@ -277,7 +375,13 @@ Action add_run_command(CLI::App& app) {
                   "Model profile for planning and prediction, in --dtype (default: configs/models/h200/MODEL.yaml, "
                   "measured, for fp32; configs/models/DTYPE/MODEL.yaml, analytic, for bf16 and fp16)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
-  cmd->add_flag("--graph", options->graph, "Replay the switch as one captured graph (cuda backend)");
+  cmd->add_flag("--graph", options->graph,
+                "Replay the switch as one captured graph (cuda backend); a TorchScript model is then pipelined "
+                "through its captured forward, planned from it");
+  cmd->add_option("--graph-out", options->graph_out,
+                  "A TorchScript model with --graph: write its capture as read (psw graph --graph takes it)");
+  cmd->add_option("--profile-out", options->profile_out,
+                  "A TorchScript model with --graph: write its per-layer profile measured from the capture");
   cmd->add_option("--weights", options->weights_path,
                   "The model's parameters and buffers from a safetensors file, by torchvision's (resnet152, "
                   "inception_v3) or Hugging Face BertModel's (bert_base) state_dict names; default: random, seeded")

@@ -11,8 +11,14 @@
 
 #include "cuda_check.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/captured_forward.hpp"
 
 namespace psw::exec {
+
+// exec/cuda/captured_forward.cpp
+std::unique_ptr<CapturedForward> make_cuda_captured_forward(const std::function<torch::Tensor()>& forward,
+                                                            std::vector<GraphParameter> parameters,
+                                                            c10::cuda::CUDAStream stream, std::string device);
 
 namespace {
 
@@ -275,6 +281,12 @@ class CudaBackend final : public Backend {
     body();
     graph->capture_end();
     graphs_[slot] = std::move(graph);
+  }
+
+  std::unique_ptr<CapturedForward> capture_forward(const std::function<torch::Tensor()>& forward,
+                                                   std::vector<GraphParameter> parameters) override {
+    synchronize();
+    return make_cuda_captured_forward(forward, std::move(parameters), compute_stream_, device_description());
   }
 
   void replay(std::size_t slot) override {

@@ -3,6 +3,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/captured_forward.hpp"
 
 namespace psw::exec {
 
@@ -16,6 +17,12 @@ void Backend::capture(std::size_t /*slot*/, const std::function<void()>& /*body*
 
 void Backend::replay(std::size_t /*slot*/) {
   throw InputError("the " + name() + " backend cannot replay graphs");
+}
+
+std::unique_ptr<CapturedForward> Backend::capture_forward(const std::function<torch::Tensor()>& /*forward*/,
+                                                          std::vector<GraphParameter> /*parameters*/) {
+  throw InputError("the " + name() + " backend cannot capture a forward as a graph: pipelining a model through its "
+                   "captured graph needs --backend cuda");
 }
 
 torch::Tensor Backend::allocate_shared_device(Bytes bytes) { return allocate_device(bytes); }

@@ -11,12 +11,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
+#include "psw/common/kernel_graph.hpp"
 #include "psw/common/units.hpp"
 
 namespace psw::exec {
+
+class CapturedForward;  // captured_forward.hpp
 
 class Backend {
  public:
@@ -61,6 +65,13 @@ class Backend {
   virtual bool supports_graphs() const { return false; }
   virtual void capture(std::size_t slot, const std::function<void()>& body);
   virtual void replay(std::size_t slot);
+
+  // Note [Graph-pipelined switch] (captured_forward.hpp): captures what `forward` enqueues on the
+  // compute stream, every tensor of `parameters` already at its address on the device, and reads
+  // the graph back. InputError on a backend without graphs, for a forward that cannot be
+  // captured (a host synchronisation inside it), and from the analysis's checks of `parameters`.
+  virtual std::unique_ptr<CapturedForward> capture_forward(const std::function<torch::Tensor()>& forward,
+                                                           std::vector<GraphParameter> parameters);
 
   // The device, for profiles and reports ("NVIDIA H200", "CPU (LibTorch)").
   virtual std::string device_description() const = 0;

@@ -1,0 +1,159 @@
+#include "psw/exec/graph_switch.hpp"
+
+#include <chrono>
+#include <unordered_set>
+
+#include "psw/common/error.hpp"
+#include "psw/common/planner.hpp"
+#include "psw/common/switch_costs.hpp"
+#include "psw/common/timeline.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/model_zoo.hpp"
+#include "psw/exec/pipeline.hpp"
+#include "psw/exec/profiler.hpp"
+
+namespace psw::exec {
+
+namespace graph_switch_impl {
+
+// The model's tensors where the engine bound them, as the analysis takes them: named by module
+// path and tensor name, each address once (a tied weight is one tensor in two modules), none of
+// zero bytes (they are read by no one).
+std::vector<GraphParameter> bound_parameters(ZooModel& model) {
+  std::vector<GraphParameter> parameters;
+  std::unordered_set<std::uint64_t> seen;
+  for (const ZooLayer& layer : model.layers()) {
+    for (std::size_t t = 0; t < layer.tensors.size(); ++t) {
+      const torch::Tensor& tensor = layer.tensors[t];
+      const auto bytes = static_cast<Bytes>(tensor.nbytes());
+      const auto address = reinterpret_cast<std::uint64_t>(tensor.data_ptr());
+      if (bytes == 0 || !seen.insert(address).second) continue;
+      const std::string name = t < layer.tensor_names.size() ? layer.tensor_names[t] : std::to_string(t);
+      parameters.push_back(GraphParameter{layer.name + "." + name, address, bytes});
+    }
+  }
+  return parameters;
+}
+
+// The output's bytes, for a bit-for-bit comparison (NaN equals NaN, -0 differs from 0).
+torch::Tensor raw_bytes(const torch::Tensor& t) { return t.contiguous().view({-1}).view(torch::kUInt8); }
+
+}  // namespace graph_switch_impl
+
+GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
+  using namespace graph_switch_impl;
+  if (!names_torchscript(spec.model)) {
+    throw InputError("--graph pipelines a TorchScript model (.pt) through its captured graph; " + spec.model +
+                     " is not one (the zoo's models switch through their own gates: psw run without a .pt)");
+  }
+  if (spec.repeat < 1 || spec.warmup < 0 || spec.profile_repeat < 1) {
+    throw InputError(detail::concat("--repeat must be at least 1 and --warmup not negative (", spec.repeat, ", ",
+                                    spec.warmup, ")"));
+  }
+  auto backend = make_backend(spec.backend);
+  if (!backend->supports_graphs()) {
+    throw InputError("--graph: the " + backend->name() + " backend cannot capture graphs; a TorchScript model is " +
+                     "pipelined through its captured graph on --backend cuda (without --graph it runs copy-then-forward)");
+  }
+  auto model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs);
+  model->to(backend->device());
+  GraphSwitchReport report;
+  report.device = backend->device_description();
+  const int batch = static_cast<int>(spec.inputs.front().shape.front());
+  const torch::Tensor input = model->example_input(batch, 1).to(backend->device());
+
+  // Note [Parameter binding]: one group for now; the switch's grouping is the graph's own.
+  auto pipeline = make_private_pipeline(*backend, *model, single_group(model->layers().size()));
+  PipelineEngine& engine = *pipeline->engine;
+  // Parameters in place, and the TorchScript executor's profiling runs done (it may compile
+  // fused kernels on its first runs, which a capture cannot hold).
+  for (int i = 0; i < 3; ++i) engine.switch_in_and_run(input);
+  backend->synchronize();
+
+  std::unique_ptr<CapturedForward> captured = backend->capture_forward(
+      [&] { return model->forward(input, [](std::size_t) {}); }, bound_parameters(*model));
+  report.graph = captured->description();
+  report.read = captured->read_stats();
+  const KernelGraphAnalysis analysis = analyze_kernel_graph(report.graph);
+  report.layers = analysis.layers.size();
+  report.nodes_using_everything = analysis.nodes_using_everything;
+  report.parameters_used = report.graph.parameters.size() - analysis.unused_parameters;
+
+  // Item 2 of the note: the layers' times, the timestamps' cost removed (Note [Mark overhead]).
+  const CapturedForward::LayerTiming timing = captured->time_layers(analysis, spec.profile_repeat);
+  const Duration plain = captured->time_resident(spec.profile_repeat);
+  std::vector<int> records(analysis.layers.size(), 0);
+  for (std::size_t l = 0; l < analysis.layers.size(); ++l) records[l] = analysis.layers[l].nodes.empty() ? 0 : 1;
+  const std::vector<Duration> layer_times = remove_mark_overhead(timing.per_layer, records, plain);
+  SourceInfo source = spec.source;
+  source.kind = ProfileSource::Measured;
+  source.device = report.device;
+  source.note = detail::concat("per layer of the captured graph (", report.graph.nodes.size(), " nodes, ",
+                               spec.profile_repeat, " replays; timestamps' cost removed: ", timing.instrumented.ms(),
+                               " ms instrumented, ", plain.ms(), " ms plain)");
+  report.profile = kernel_graph_profile(analysis, model->name(), batch, spec.dtype, layer_times, source);
+
+  const SwitchCosts costs = make_switch_costs(report.profile, spec.hardware, Task::Inference);
+  report.groups = make_plan(spec.strategy, costs).groups;
+  report.predicted = evaluate_timeline(costs, report.groups).total;
+  report.bound = pipeline_bound(costs);
+  report.param_bytes = costs.total_bytes();
+  const RewrittenGraph rewrite = rewrite_with_copies(report.graph, analysis, report.groups);
+  for (const GroupCopy& copy : rewrite.copies) report.copy_ranges += copy.ranges.size();
+  report.added_edges = rewrite.added_edges;
+  const torch::Tensor& host = pipeline->store.bytes();
+  const torch::Tensor& device = pipeline->region->bytes();
+  const std::int64_t packed = std::min(host.numel(), device.numel());
+  captured->build_switch(rewrite, host.narrow(0, 0, packed), device.narrow(0, 0, packed));
+
+  auto wall = [&](auto&& fn) {
+    backend->synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    backend->synchronize();
+    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
+  captured->replay_resident();
+  backend->synchronize();
+  const torch::Tensor reference = raw_bytes(captured->output()).clone();
+  std::vector<Duration> switch_wall, switch_device, resident_wall, copy_then_wall, copy_wall;
+  for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+    const bool measured = i >= spec.warmup;
+    // A cold switch: the region poisoned first, so a kernel that ran before its copy shows.
+    backend->fill(device, 0xFF);
+    const Duration w = wall([&] {
+      backend->mark(0);
+      captured->replay_switch();
+      backend->mark(1);
+    });
+    if (measured) {
+      switch_wall.push_back(w);
+      switch_device.push_back(backend->elapsed(0, 1));
+      ++report.outputs_checked;
+      if (torch::equal(raw_bytes(captured->output()), reference)) ++report.outputs_equal;
+    }
+    const Duration r = wall([&] { captured->replay_resident(); });
+    if (measured) resident_wall.push_back(r);
+    backend->fill(device, 0xFF);
+    const Duration c = wall([&] {
+      backend->begin_switch(1);
+      backend->copy_group(0, device.narrow(0, 0, packed), host.narrow(0, 0, packed));
+      backend->wait_group(0);
+      captured->replay_resident();
+    });
+    if (measured) copy_then_wall.push_back(c);
+    const Duration k = wall([&] {
+      backend->begin_switch(1);
+      backend->copy_group(0, device.narrow(0, 0, packed), host.narrow(0, 0, packed));
+    });
+    if (measured) copy_wall.push_back(k);
+  }
+  report.latency = latency_stats(switch_wall);
+  report.device_total = latency_stats(switch_device);
+  report.resident = latency_stats(resident_wall);
+  report.copy_then_replay = latency_stats(copy_then_wall);
+  report.copy_only = latency_stats(copy_wall);
+  return report;
+}
+
+}  // namespace psw::exec

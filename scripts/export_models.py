@@ -1,0 +1,88 @@
+"""Exports models that are not in the zoo as TorchScript files, by their usual libraries and as a
+user would (torch.jit.trace in eval mode), for scripts/gpu-any-model.sh:
+
+    export_models.py OUT_DIR [NAME ...]
+
+Writes OUT_DIR/NAME.pt and prints one line per model, `NAME FILE DTYPE SHAPE:DTYPE ...`, for the
+shell script to pass to `psw run` (--dtype, then one --input-shape/--input-dtype per input).
+Weights are random (no download on the GPU host); the switch and its checks do not depend on them.
+A model whose library or trace fails is reported on stderr and skipped.
+"""
+import os
+import sys
+import traceback
+
+import torch
+
+BATCH = 8
+TOKENS = 128
+
+
+def torchvision_model(name):
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None), [((BATCH, 3, 224, 224), torch.float32)]
+
+
+def bert_large():
+    from transformers import BertConfig, BertModel
+    config = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                        torchscript=True, attn_implementation="eager")
+    return BertModel(config), [((BATCH, TOKENS), torch.int64)]
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2Model
+    return GPT2Model(GPT2Config(torchscript=True, use_cache=False, attn_implementation="eager")), \
+        [((BATCH, TOKENS), torch.int64)]
+
+
+def llama_1b():
+    # TinyLlama-1.1B's shape, in bf16.
+    from transformers import LlamaConfig, LlamaModel
+    config = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                         num_key_value_heads=4, vocab_size=32000, torchscript=True, use_cache=False,
+                         attn_implementation="eager")
+    return LlamaModel(config), [((1, TOKENS), torch.int64)]
+
+
+MODELS = {
+    "resnet50": lambda: torchvision_model("resnet50"),
+    "mobilenet_v3_large": lambda: torchvision_model("mobilenet_v3_large"),
+    "efficientnet_b0": lambda: torchvision_model("efficientnet_b0"),
+    "vit_b_16": lambda: torchvision_model("vit_b_16"),
+    "bert_large": bert_large,
+    "gpt2": gpt2,
+    "llama_1b": llama_1b,
+}
+DTYPES = {"llama_1b": torch.bfloat16}
+NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
+
+
+def export(name, out):
+    torch.manual_seed(0)
+    with torch.device("cuda"):  # random initialisation of a billion parameters is slow on the CPU
+        model, inputs = MODELS[name]()
+    dtype = DTYPES.get(name, torch.float32)
+    model = model.to(dtype).eval()
+    examples = tuple(torch.randint(0, 512, shape, device="cuda") if d == torch.int64
+                     else torch.randn(shape, device="cuda", dtype=dtype) for shape, d in inputs)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, examples, check_trace=False)
+    path = os.path.join(out, name + ".pt")
+    traced.save(path)
+    specs = " ".join(",".join(map(str, shape)) + ":" + NAMES[dtype if d != torch.int64 else d] for shape, d in inputs)
+    print(name, path, NAMES[dtype], specs, flush=True)
+
+
+def main(out, names):
+    os.makedirs(out, exist_ok=True)
+    for name in names or MODELS:
+        try:
+            export(name, out)
+        except Exception:  # one model's library or trace failing must not stop the others
+            print(f"export of {name} failed:", file=sys.stderr)
+            traceback.print_exc()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

@@ -1,0 +1,120 @@
+// A user's TorchScript model pipelined through its captured graph on the GPU (label gpu): Note
+// [Graph-pipelined switch]. The module is made here (a TorchScript module defined in C++: three
+// matmuls, a bias, a buffer, and a parameter the forward never reads), saved, and loaded as a
+// user's file is.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <filesystem>
+#include <string>
+
+#include "psw/common/config.hpp"
+#include "psw/common/kernel_graph.hpp"
+#include "psw/exec/backend.hpp"
+#include "psw/exec/captured_forward.hpp"
+#include "psw/exec/graph_switch.hpp"
+#include "psw/exec/pipeline.hpp"
+#include "psw/exec/torchscript.hpp"
+
+namespace psw::exec {
+namespace {
+
+std::filesystem::path save_mlp() {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "psw_captured_mlp.pt";
+  torch::manual_seed(3);
+  torch::jit::Module module("Mlp");
+  module.register_parameter("w1", torch::randn({64, 256}) * 0.1, /*is_buffer=*/false);
+  module.register_parameter("b1", torch::randn({256}), /*is_buffer=*/false);
+  module.register_parameter("w2", torch::randn({256, 256}) * 0.1, /*is_buffer=*/false);
+  module.register_buffer("scale", torch::rand({256}) + 0.5);
+  module.register_parameter("w3", torch::randn({256, 10}) * 0.1, /*is_buffer=*/false);
+  module.register_parameter("unused", torch::randn({1000}), /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    h = torch.relu(torch.matmul(x, self.w1) + self.b1)
+    h = torch.relu(torch.matmul(h, self.w2)) * self.scale
+    return torch.matmul(h, self.w3)
+)JIT");
+  module.save(file.string());
+  return file;
+}
+
+torch::Tensor raw(const torch::Tensor& t) { return t.contiguous().view({-1}).view(torch::kUInt8).clone(); }
+
+TEST(CudaCapturedForward, TheReaderFindsEveryParameterTheForwardReads) {
+  auto backend = make_backend("cuda");
+  auto model = load_torchscript(save_mlp(), InputSpec{{32, 64}, torch::kFloat32});
+  model->to(backend->device());
+  const torch::Tensor input = model->example_input(32, 1).to(backend->device());
+  auto pipeline = make_private_pipeline(*backend, *model, single_group(model->layers().size()));
+  for (int i = 0; i < 3; ++i) pipeline->engine->switch_in_and_run(input);
+  std::vector<GraphParameter> parameters;
+  for (const ZooLayer& layer : model->layers()) {
+    for (std::size_t t = 0; t < layer.tensors.size(); ++t) {
+      parameters.push_back({layer.tensor_names[t], reinterpret_cast<std::uint64_t>(layer.tensors[t].data_ptr()),
+                            static_cast<Bytes>(layer.tensors[t].nbytes())});
+    }
+  }
+  auto captured = backend->capture_forward([&] { return model->forward(input, [](std::size_t) {}); }, parameters);
+  const KernelGraph& graph = captured->description();
+  EXPECT_EQ(captured->read_stats().kernels_unread, 0u);
+  EXPECT_GE(captured->read_stats().kernels, 3u);
+  const KernelGraphAnalysis analysis = analyze_kernel_graph(graph);
+  EXPECT_EQ(analysis.nodes_using_everything, 0u);
+  // Every parameter but `unused` is read by a kernel; `unused` forms the last, unused layer.
+  ASSERT_EQ(analysis.unused_parameters, 1u);
+  ASSERT_TRUE(analysis.layers.back().unused);
+  EXPECT_EQ(graph.parameters[analysis.layers.back().parameters.front()].name, "unused");
+  // w1 is read before w2, and w2 before w3: layers follow the forward.
+  auto layer_of = [&](const std::string& name) {
+    for (std::size_t p = 0; p < graph.parameters.size(); ++p) {
+      if (graph.parameters[p].name == name) return analysis.parameter_layer[p];
+    }
+    ADD_FAILURE() << name << " not among the parameters";
+    return std::size_t{0};
+  };
+  EXPECT_LT(layer_of("w1"), layer_of("w2"));
+  EXPECT_LT(layer_of("w2"), layer_of("w3"));
+
+  // The resident replay is the eager forward; after poisoning it is not, and the switch is again.
+  captured->replay_resident();
+  backend->synchronize();
+  const torch::Tensor reference = raw(captured->output());
+  EXPECT_TRUE(torch::allclose(captured->output(), model->forward(input, [](std::size_t) {}), 1e-5, 1e-6));
+  const Grouping per_layer = per_layer_groups(analysis.layers.size());
+  const RewrittenGraph rewrite = rewrite_with_copies(graph, analysis, per_layer);
+  captured->build_switch(rewrite, pipeline->store.bytes(), pipeline->region->bytes().narrow(0, 0, pipeline->store.size()));
+  backend->fill(pipeline->region->bytes(), 0xFF);
+  captured->replay_resident();
+  backend->synchronize();
+  EXPECT_FALSE(torch::equal(reference, raw(captured->output()))) << "the poison did not reach the forward";
+  for (int i = 0; i < 5; ++i) {
+    backend->fill(pipeline->region->bytes(), static_cast<std::uint8_t>(0x40 + i));
+    captured->replay_switch();
+    backend->synchronize();
+    EXPECT_TRUE(torch::equal(reference, raw(captured->output()))) << "switch " << i;
+  }
+}
+
+TEST(CudaCapturedForward, RunGraphSwitchReportsAPlannedSwitchEqualToTheResidentReplay) {
+  GraphSwitchSpec spec;
+  spec.model = save_mlp().string();
+  spec.inputs = {InputSpec{{32, 64}, torch::kFloat32}};
+  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  spec.repeat = 10;
+  spec.warmup = 2;
+  spec.profile_repeat = 5;
+  const GraphSwitchReport r = run_graph_switch_benchmark(spec);
+  EXPECT_EQ(r.outputs_checked, 10u);
+  EXPECT_EQ(r.outputs_equal, r.outputs_checked);
+  EXPECT_EQ(r.graph.parameters.size(), 6u);
+  EXPECT_EQ(r.parameters_used, 5u);
+  EXPECT_EQ(r.profile.layers.size(), r.layers);
+  EXPECT_GE(r.copy_ranges, 1u);
+  EXPECT_GT(r.bound.ms(), 0.0);
+  EXPECT_LE(r.bound.ms(), r.predicted.ms() + 1e-9);
+  EXPECT_GT(r.latency.median_ms, 0.0);
+}
+
+}  // namespace
+}  // namespace psw::exec
