@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host: build, run the `gpu` ctest label, export models that are not in the zoo with
 # their usual libraries (scripts/export_models.py), switch each one cold through its captured
-# graph with `psw run --graph` (Note [Graph-pipelined switch] in exec/captured_forward.hpp), and
+# graph with `psw run --graph` (planned for the link measured first with `psw profile --link`) (Note [Graph-pipelined switch] in exec/captured_forward.hpp), and
 # write OUT_DIR/<date>-any-model.md and OUT_DIR/any-model.json, with the environment; the runs'
 # raw JSON, measured profiles, captured-graph files and errors go to OUT_DIR/any-model-raw.tar.gz.
 #
@@ -20,6 +20,11 @@ fi
 work=$(mktemp -d)
 raw="$work/any-model-raw"
 mkdir -p "$raw"
+# The link of this GPU, for the plans and the bounds (a zoo model's profile comes with it).
+echo "== link ($(date -u +%T))"
+(cd "$root" && "$build/cli/psw-exec" profile --model resnet152 --batch 8 --repeat 5 --link --hardware-name measured-link \
+   --out "$raw/link" > /dev/null)
+hardware="$raw/link/measured-link.yaml"
 echo "== export ($(date -u +%T))"
 python3 "$root/scripts/export_models.py" "$work" "$@" > "$work/models.txt" 2> "$raw/export.err" || true
 cat "$work/models.txt"
@@ -27,7 +32,7 @@ while read -r name file dtype specs; do
   echo "== $name ($(date -u +%T))"
   args=()
   for spec in $specs; do args+=(--input-shape "${spec%%:*}" --input-dtype "${spec##*:}"); done
-  if (cd "$root" && "$build/cli/psw-exec" run --model "$file" --dtype "$dtype" "${args[@]}" --graph \
+  if (cd "$root" && "$build/cli/psw-exec" run --model "$file" --dtype "$dtype" "${args[@]}" --graph --hardware "$hardware" \
         --repeat "${PSW_GPU_REPEAT:-50}" --graph-out "$raw/$name-graph.json" --profile-out "$raw/$name.yaml" \
         --format json) > "$raw/$name.json" 2> "$raw/$name.err"; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("cold %.3f ms, bound %.3f ms (%.3f x), copy-then-replay %.3f ms, %d/%d equal" % (d["latency_ms"]["median"], d["bound_ms"], d["over_bound"], d["copy_then_replay_ms"]["median"], d["outputs_equal"], d["outputs_checked"]))' "$raw/$name.json"
