@@ -89,20 +89,13 @@ GraphExec instantiate(cudaGraph_t graph) {
   return GraphExec(exec);
 }
 
-std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
+// cudaGraphGetNodes or cudaGraphGetRootNodes, whose arguments are the same.
+using NodeListing = cudaError_t (*)(cudaGraph_t, cudaGraphNode_t*, std::size_t*);
+std::vector<cudaGraphNode_t> list_nodes(NodeListing listing, cudaGraph_t graph) {
   std::size_t count = 0;
-  PSW_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  PSW_CUDA_CHECK(listing(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) PSW_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  nodes.resize(count);
-  return nodes;
-}
-
-std::vector<cudaGraphNode_t> root_nodes(cudaGraph_t graph) {
-  std::size_t count = 0;
-  PSW_CUDA_CHECK(cudaGraphGetRootNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  if (count > 0) PSW_CUDA_CHECK(cudaGraphGetRootNodes(graph, nodes.data(), &count));
+  if (count > 0) PSW_CUDA_CHECK(listing(graph, nodes.data(), &count));
   nodes.resize(count);
   return nodes;
 }
@@ -272,7 +265,7 @@ class CudaCapturedForward final : public CapturedForward {
     graph_ = capture_.raw_cuda_graph();
     description_.device = std::move(device);
     description_.parameters = std::move(parameters);
-    nodes_ = graph_nodes(graph_);
+    nodes_ = list_nodes(cudaGraphGetNodes, graph_);
     std::unordered_map<cudaGraphNode_t, std::size_t> index;
     for (std::size_t i = 0; i < nodes_.size(); ++i) index.emplace(nodes_[i], i);
     description_.nodes.resize(nodes_.size());
@@ -295,7 +288,7 @@ class CudaCapturedForward final : public CapturedForward {
     std::vector<TimingEvent> events;
     events.push_back(timing_event());
     cudaGraphNode_t start = nullptr;
-    const std::vector<cudaGraphNode_t> roots = root_nodes(timed.get());
+    const std::vector<cudaGraphNode_t> roots = list_nodes(cudaGraphGetRootNodes, timed.get());
     PSW_CUDA_CHECK(cudaGraphAddEventRecordNode(&start, timed.get(), nullptr, 0, events.front().get()));
     for (cudaGraphNode_t root : roots) add_edge(timed.get(), start, root);
     std::vector<std::size_t> event_of_layer(analysis.layers.size(), 0);  // 0: no timestamp

@@ -1,6 +1,6 @@
 #include "psw/exec/graph_switch.hpp"
 
-#include <chrono>
+#include <functional>
 #include <unordered_set>
 
 #include "psw/common/error.hpp"
@@ -106,13 +106,7 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
   const std::int64_t packed = std::min(host.numel(), device.numel());
   captured->build_switch(rewrite, host.narrow(0, 0, packed), device.narrow(0, 0, packed));
 
-  auto wall = [&](auto&& fn) {
-    backend->synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    backend->synchronize();
-    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  };
+  auto wall = [&](const std::function<void()>& fn) { return wall_time(*backend, fn); };
   captured->replay_resident();
   backend->synchronize();
   const torch::Tensor reference = raw_bytes(captured->output()).clone();

@@ -116,6 +116,14 @@ LatencyStats latency_stats(std::vector<Duration> v) {
   return {at(0.5), at(0.99), v.front().ms()};
 }
 
+Duration wall_time(Backend& backend, const std::function<void()>& fn) {
+  backend.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  backend.synchronize();
+  return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
 SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   const std::optional<TransferMode> mode = transfer_mode(spec.mechanism);
   if (traits(spec.mechanism).peer_paths) {
@@ -197,13 +205,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
   std::vector<Duration> device_total;
   std::vector<Duration> host_prepare;
   std::vector<Duration> host_forward;
-  auto wall = [&](auto&& fn) {
-    backend->synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    backend->synchronize();
-    return nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  };
+  auto wall = [&](auto&& fn) { return wall_time(*backend, fn); };
   // The ready model, measured in the same run: parameters resident, plain forward.
   engine.switch_in_and_run(input);
   for (int i = 0; i < spec.warmup + spec.repeat; ++i) {

@@ -3,6 +3,7 @@
 // and measure it beside the ready model, in one run (DESIGN.md §5 "Measurement"). The loop
 // and its statistics live here and return a typed report; the command only prints it.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "psw/common/placement.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/timeline.hpp"
+#include "psw/exec/backend.hpp"
 #include "psw/exec/torchscript.hpp"
 #include "psw/exec/weights.hpp"
 
@@ -49,6 +51,8 @@ struct LatencyStats {
   double min_ms = 0;
 };
 LatencyStats latency_stats(std::vector<Duration> samples);  // nearest-rank quantiles
+// The host's wall time of `fn` from one device synchronisation to the next (what a client waits).
+Duration wall_time(Backend& backend, const std::function<void()>& fn);
 
 // Time to first token of a cold decoder (Note [Time to first token]).
 struct DecoderReport {
