@@ -51,6 +51,7 @@ ServedSummary served_summary_from_json(const nlohmann::json& summary, const std:
       model.engine_latency = sj::counted(m, "engine_latency", where);
       model.server_latency = sj::counted(m, "server_latency", where);
       model.protocol_latency = sj::counted(m, "protocol_latency", where);
+      model.first_token_latency = sj::counted(m, "first_token_latency", where);
     }
   }
   return s;

@@ -28,7 +28,7 @@ nlohmann::json load_summary() {
           {"makespan_s", 1.2},
           {"models",
            {{"resnet152", {{"latency", latency(2, 4.0)}, {"errors", 0}, {"engine_latency", latency(2, 3.0)}}},
-            {"bert_base", {{"latency", latency(1, 7.0)}, {"errors", 0}}},
+            {"bert_base", {{"latency", latency(1, 7.0)}, {"errors", 0}, {"first_token_latency", latency(1, 2.0)}}},
             {"inception_v3", {{"latency", latency(0, 0.0)}, {"errors", 4}}}}}};
 }
 
@@ -44,6 +44,8 @@ TEST(ServedSummary, ReadsWhatASideHasAndLeavesTheRestAbsent) {
   EXPECT_DOUBLE_EQ(s.models.at("resnet152").engine_latency->mean_ms, 3.0);
   EXPECT_FALSE(s.models.at("resnet152").server_latency.has_value());
   EXPECT_FALSE(s.models.at("bert_base").engine_latency.has_value());
+  EXPECT_DOUBLE_EQ(s.models.at("bert_base").first_token_latency->p50_ms, 2.0);  // a model that decoded
+  EXPECT_FALSE(s.models.at("resnet152").first_token_latency.has_value());
   EXPECT_FALSE(s.models.at("inception_v3").latency.has_value());  // answered none
 }
 

@@ -4,7 +4,9 @@
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
 # prompts; docs/examples/generate_curl.sh generates over REST, plain and streamed (Note [Generate
 # call]), psw client --generate and docs/examples/grpc_generate.py the same over gRPC; psw load drives a periodic workload, every request answered; psw profile-serving
-# measures the decoder's request path and psw validate simulates the workload with it.
+# measures the decoder's request path and psw validate simulates the workload with it; then psw
+# validate drives Azure LLM 2023 rows with `decode: true` as generate calls and compares their
+# first token with the simulator's (Note [Generate requests]).
 #
 #   serve_decoder.sh PSW PROTO_DIR
 set -euo pipefail
@@ -17,7 +19,7 @@ trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
 root=$PWD
 "$psw" profile --model configs/zoo/llama-tiny.yaml --dtype bf16 --backend host --batch 1 --prompt-tokens 32 \
-  --repeat 2 --out "$work/profiles" > /dev/null
+  --decode-tokens 4 --repeat 2 --out "$work/profiles" > /dev/null
 test -f "$work/profiles/bf16/llama-tiny.yaml" || { ls -R "$work/profiles"; echo "FAIL: no bf16 profile"; exit 1; }
 cp configs/models/h200/bert_base.yaml "$work/profiles/"
 cat > "$work/serve.yaml" <<YAML
@@ -84,6 +86,18 @@ echo "serving: $work/serving.yaml" >> "$work/load.yaml"
 "$psw" validate --config "$work/load.yaml" --socket "$sock" --out "$work/validation" > "$work/validate.txt" 2>&1 \
   || { cat "$work/validate.txt"; echo "FAIL: psw validate"; exit 1; }
 grep -q "^llama-tiny *mean_ms" "$work/validate.txt" || { cat "$work/validate.txt"; echo "FAIL: validate's table"; exit 1; }
+# Note [Generate requests]: rows of the Azure LLM 2023 format with `decode: true` go as generate
+# calls (each prompt ContextTokens long, GeneratedTokens tokens); psw validate compares their first
+# token with the simulator's.
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n' > "$work/llm.csv"
+printf '2023-11-16 18:17:0%d.0000000,%d,%d\n' 0 20 5 1 40 3 2 12 1 3 30 6 >> "$work/llm.csv"
+sed -e 's/^name: load-decoder$/name: load-decoder-generate/' \
+    -e "s|^workload: .*|workload: {kind: trace, format: azure-llm-2023, path: $work/llm.csv, decode: true, buckets: [{max_context_tokens: 100, model: llama-tiny}]}|" \
+    "$work/load.yaml" > "$work/generate.yaml"
+"$psw" validate --config "$work/generate.yaml" --socket "$sock" --out "$work/validation-generate" \
+  > "$work/validate-generate.txt" 2>&1 || { cat "$work/validate-generate.txt"; echo "FAIL: psw validate of generate requests"; exit 1; }
+grep -q "^llama-tiny *first_token_p50_ms" "$work/validate-generate.txt" \
+  || { cat "$work/validate-generate.txt"; echo "FAIL: no first-token rows"; exit 1; }
 /usr/bin/python3 - "$work" <<'PY'
 import csv, json, sys
 work = sys.argv[1]
@@ -101,6 +115,12 @@ rows = list(csv.DictReader(open(f"{work}/load/requests.csv")))
 assert len(rows) == 6 and all(r["model"] == "llama-tiny" and r["status"] == "ok" for r in rows), rows
 summary = json.load(open(f"{work}/load/summary.json"))
 assert summary["requests"] == 6 and summary["errors"] == 0, summary
+assert "first_token_latency" not in summary["models"]["llama-tiny"], summary  # nothing decoded
+generated = json.load(open(f"{work}/validation-generate/measured/summary.json"))
+tiny = generated["models"]["llama-tiny"]
+assert generated["requests"] == 4 and generated["errors"] == 0, generated
+assert tiny["first_token_latency"]["count"] == 3, tiny  # the row of one token answers its first
+assert tiny["first_token_latency"]["mean_ms"] < tiny["latency"]["mean_ms"], tiny
 # generate_curl.sh: the answer, the stream (4 tokens, then the end event with the same ids), the error.
 lines = open(f"{work}/generate.log").read().splitlines()
 answer = json.loads(lines[0])

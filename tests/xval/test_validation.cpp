@@ -2,6 +2,8 @@
 // the one-sided rows.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "psw/common/error.hpp"
 #include "psw/xval/validation.hpp"
 
@@ -122,6 +124,31 @@ TEST(Validation, ServerAndProtocolRowsSayWhichPartMoved) {
   const ValidationReport without = compare_summaries("x", Mechanism::PipeSwitch, {"bert_base", "resnet152"}, simulated,
                                                      measured, std::nullopt);
   EXPECT_EQ(without.rows.size(), report.rows.size() - 6);
+}
+
+// Note [Generate requests]: decoding requests' first token is a row where both sides have it.
+TEST(Validation, FirstTokenRowsWhereBothSidesDecoded) {
+  auto model = [](double latency_ms, std::optional<double> first_token_ms) {
+    nlohmann::json m = {{"latency", latency(3, latency_ms, latency_ms, latency_ms)}};
+    if (first_token_ms) m["first_token_latency"] = latency(3, *first_token_ms, *first_token_ms, *first_token_ms);
+    return m;
+  };
+  const nlohmann::json simulated = {{"latency", latency(3, 50.0, 50.0, 50.0)},
+                                    {"throughput_rps", 1.0},
+                                    {"models", {{"llama-tiny", model(50.0, 20.0)}}}};
+  nlohmann::json measured = {{"latency", latency(3, 51.0, 51.0, 51.0)},
+                             {"throughput_rps", 1.0},
+                             {"models", {{"llama-tiny", model(51.0, 25.0)}}}};
+  const ValidationReport report =
+      compare_summaries("x", Mechanism::PipeSwitch, {"llama-tiny"}, simulated, measured, std::nullopt);
+  ASSERT_EQ(report.rows.size(), 3u + 3u + 3u + 1u);
+  EXPECT_EQ(row(report, "llama-tiny", "mean_ms").status(), ValidationStatus::Within);
+  const ValidationRow& first = row(report, "llama-tiny", "first_token_p50_ms");
+  EXPECT_NEAR(*first.relative_error(), (20.0 - 25.0) / 25.0, 1e-12);
+  EXPECT_EQ(first.status(), ValidationStatus::Outside);
+  measured["models"]["llama-tiny"].erase("first_token_latency");
+  EXPECT_EQ(compare_summaries("x", Mechanism::PipeSwitch, {"llama-tiny"}, simulated, measured, std::nullopt).rows.size(),
+            report.rows.size() - 3);
 }
 
 TEST(Validation, ToleranceFollowsTheMechanism) {

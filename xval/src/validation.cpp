@@ -145,9 +145,12 @@ ValidationReport compare_summaries(const std::string& experiment, Mechanism mech
                                measure_of(measured_engine, measure), tolerance});
       }
     }
-    // Note [Latency parts]: the server's time and the protocol's, where both sides split them.
+    // Note [Latency parts]: the server's time and the protocol's, where both sides split them;
+    // decoding requests' first token, where both sides have some (Note [Generate requests]).
     const std::pair<const char*, std::optional<LatencySummary> ServedModelSummary::*> parts[] = {
-        {"server", &ServedModelSummary::server_latency}, {"protocol", &ServedModelSummary::protocol_latency}};
+        {"server", &ServedModelSummary::server_latency},
+        {"protocol", &ServedModelSummary::protocol_latency},
+        {"first_token", &ServedModelSummary::first_token_latency}};
     for (const auto& [part, member] : parts) {
       const auto sim_part = model_part(sim, scope, member);
       const auto measured_part = model_part(meas, scope, member);

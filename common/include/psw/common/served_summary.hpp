@@ -3,9 +3,10 @@
 // ~~~~~~~~~~~~~~~~~~~~~
 // What psw sim's summary.json (SimulationSummary) and psw load's share where both describe the
 // requests a server answered: every request's latency, throughput, per model the latency and
-// its parts (the engine's, the server's, the protocol's; Note [Latency parts]), and on the
-// simulator's side the training job's rate and hold. psw validate joins the two through this
-// one type, read by one checked reader from either file, instead of looking up keys of each.
+// its parts (the engine's, the server's, the protocol's; Note [Latency parts]) and, where requests
+// decode, their first token's, and on the simulator's side the training job's rate and hold. psw
+// validate joins the two through this one type, read by one checked reader from either file,
+// instead of looking up keys of each.
 // A model that answered nothing, or a part a side does not report, is absent (nullopt).
 
 #include <map>
@@ -23,6 +24,9 @@ struct ServedModelSummary {
   std::optional<LatencySummary> engine_latency;
   std::optional<LatencySummary> server_latency;
   std::optional<LatencySummary> protocol_latency;
+  // Decoding requests' time to their first token (Note [Decode in the simulator]; psw load's
+  // Note [Generate requests]).
+  std::optional<LatencySummary> first_token_latency;
 };
 
 struct ServedSummary {

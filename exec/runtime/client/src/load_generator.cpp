@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -166,6 +167,7 @@ LoadSummary summarize(const ExperimentConfig& config, const LoadOptions& options
   std::vector<LatencyHistogram> per_model_engine(config.models.size());
   std::vector<LatencyHistogram> per_model_server(config.models.size());
   std::vector<LatencyHistogram> per_model_protocol(config.models.size());
+  std::vector<LatencyHistogram> per_model_first_token(config.models.size());
   std::vector<std::int64_t> model_errors(config.models.size(), 0);
   std::vector<bool> model_used(config.models.size(), false);
   std::int64_t errors = 0;
@@ -195,6 +197,7 @@ LoadSummary summarize(const ExperimentConfig& config, const LoadOptions& options
     }
     all.add(r.latency());
     per_model[r.model].add(r.latency());
+    if (const auto first = r.first_token_latency()) per_model_first_token[r.model].add(*first);
     if (r.engine > Duration::zero()) {
       per_model_engine[r.model].add(r.engine);
       per_model_server[r.model].add(r.server);
@@ -207,6 +210,7 @@ LoadSummary summarize(const ExperimentConfig& config, const LoadOptions& options
     ModelLoadSummary& entry = summary.models[config.models[m].name];
     entry.latency = psw::summarize(per_model[m]);
     entry.errors = model_errors[m];
+    if (per_model_first_token[m].count() > 0) entry.first_token_latency = psw::summarize(per_model_first_token[m]);
     // Only where the server reported every answered request's times (Note [Request path]).
     if (per_model_engine[m].count() > 0 && per_model_engine[m].count() == per_model[m].count()) {
       entry.engine_latency = psw::summarize(per_model_engine[m]);
@@ -237,14 +241,50 @@ LoadSummary summarize(const ExperimentConfig& config, const LoadOptions& options
   return summary;
 }
 
+// Note [Generate requests]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A request that decodes (Request::decode_tokens > 0: an azure-llm-2023 workload with `decode:
+// true`, Note [Decode in the simulator]) goes as a generate call for decode_tokens + 1 tokens, so
+// that the server prefills and decodes what the simulator prices. Its prompt is prompt_tokens ids
+// (the trace's ContextTokens; the prepared input's length when the workload gives none): the
+// prepared request's first row of ids, repeated to that length. The first streamed token's
+// arrival is recorded, and per model the time from the scheduled send to it is the summary's
+// first_token_latency, psw sim's key of the same name, which psw validate compares. Only a
+// model whose input is one INT64 tensor of ids (a decoder) takes such requests: checked before
+// the first send.
+std::vector<std::int64_t> prompt_ids(const InferRequest& body, std::int64_t prompt_tokens) {
+  const TensorData& ids = body.inputs.front();
+  const std::int64_t row = ids.shape.size() == 2 ? ids.shape[1] : 0;
+  if (row <= 0 || static_cast<std::int64_t>(ids.bytes.size()) < row * 8) {
+    throw Error("the prepared prompt of '" + body.model + "' holds no row of ids");
+  }
+  const std::int64_t length = prompt_tokens > 0 ? prompt_tokens : row;
+  std::vector<std::int64_t> prompt(static_cast<std::size_t>(length));
+  for (std::int64_t i = 0; i < length; ++i) {
+    std::memcpy(&prompt[static_cast<std::size_t>(i)], ids.bytes.data() + (i % row) * 8, 8);
+  }
+  return prompt;
+}
+
 // Sends one request and records its send, its answer (or error) and the server's times.
 void send_and_record(Client& client, const InferRequest& body, const SharedMemoryPlacement& placement,
                      Clock::time_point start, LoadRequestRecord& r) {
   r.send_start = since(start, Clock::now());
   try {
-    const InferResponse response = client.infer(body, placement);
-    r.server = nanoseconds(response.server_ns);
-    r.engine = nanoseconds(response.engine_ns);
+    if (r.decode_tokens > 0) {  // Note [Generate requests]
+      GenerateRequest request;
+      request.model = body.model;
+      request.input_ids = prompt_ids(body, r.prompt_tokens);
+      request.max_tokens = r.decode_tokens + 1;
+      const GenerateResponse response = client.generate(request, [&](const GeneratedToken&) {
+        if (!r.first_token) r.first_token = since(start, Clock::now());
+      });
+      r.server = nanoseconds(response.server_ns);
+    } else {
+      const InferResponse response = client.infer(body, placement);
+      r.server = nanoseconds(response.server_ns);
+      r.engine = nanoseconds(response.engine_ns);
+    }
     r.ok = true;
   } catch (const std::exception& e) {
     r.error = e.what();
@@ -360,7 +400,16 @@ static LoadReport run_open_loop(const ExperimentConfig& config, const LoadOption
     r.model = planned[i].request.model;
     r.arrival = planned[i].request.arrival;
     r.scheduled = planned[i].scheduled;
+    r.prompt_tokens = planned[i].request.prompt_tokens;
+    r.decode_tokens = planned[i].request.decode_tokens;
     slos[i] = planned[i].request.slo;
+    // Note [Generate requests]: only a decoder generates.
+    const InferRequest& body = requests.at(r.model).body;
+    if (r.decode_tokens > 0 && (body.inputs.size() != 1 || body.inputs.front().datatype != "INT64")) {
+      throw InputError(where(config) + ": workload: request " + std::to_string(i) + " decodes " +
+                       std::to_string(r.decode_tokens) + " tokens, but the server's '" + body.model +
+                       "' does not take one INT64 tensor of token ids: only a decoder generates");
+    }
   }
 
   // The hand-off from the dispatcher to the senders: indices of requests now due.

@@ -13,6 +13,7 @@ nlohmann::json to_json(const LoadSummary& s) {
     if (m.engine_latency) entry["engine_latency"] = to_json(*m.engine_latency);
     if (m.server_latency) entry["server_latency"] = to_json(*m.server_latency);
     if (m.protocol_latency) entry["protocol_latency"] = to_json(*m.protocol_latency);
+    if (m.first_token_latency) entry["first_token_latency"] = to_json(*m.first_token_latency);
   }
   nlohmann::json j = {{"name", s.name},
                       {"target", s.target},
@@ -148,6 +149,7 @@ LoadSummary load_summary_from_json(const nlohmann::json& j, const std::string& o
     model.engine_latency = lj::optional_latency(m, "engine_latency", at);
     model.server_latency = lj::optional_latency(m, "server_latency", at);
     model.protocol_latency = lj::optional_latency(m, "protocol_latency", at);
+    model.first_token_latency = lj::optional_latency(m, "first_token_latency", at);
     s.models.emplace(name, std::move(model));
   }
   s.worker_starts = worker_starts_of(j, origin);

@@ -125,7 +125,15 @@ struct LoadRequestRecord {
   Duration engine;
   bool ok = false;
   std::string error;            // the server's or the transport's message when not ok
+  // Note [Generate requests]: a request that decodes goes as a generate call; when its first
+  // token came, from the start.
+  std::int64_t prompt_tokens = 0;
+  std::int64_t decode_tokens = 0;
+  std::optional<Duration> first_token;
   Duration latency() const { return finish - scheduled; }
+  std::optional<Duration> first_token_latency() const {
+    return first_token ? std::optional<Duration>(*first_token - scheduled) : std::nullopt;
+  }
   Duration send_late() const { return send_start - scheduled; }
   // Note [Request path]: what the client paid beyond the server's time, its send's lateness
   // included as in profile-serving --from-load's fit and the simulator's draw (Note [Latency

@@ -37,6 +37,9 @@ struct ModelLoadSummary {
   std::optional<psw::LatencySummary> engine_latency;
   std::optional<psw::LatencySummary> server_latency;
   std::optional<psw::LatencySummary> protocol_latency;
+  // Note [Generate requests]: from each decoding request's scheduled time to its first token
+  // (psw sim's key of the same name); absent when none of the model's requests decoded.
+  std::optional<psw::LatencySummary> first_token_latency;
 
   bool operator==(const ModelLoadSummary&) const = default;
 };
