@@ -27,6 +27,7 @@ struct GraphOptions {
   std::string device;
   std::string profile_out;
   std::string plan_path;
+  std::int64_t bridge = 0;  // bytes (Note [Kernel graph analysis], 3)
   std::string format = "table";
 };
 
@@ -58,7 +59,7 @@ void run_graph(const GraphOptions& o) {
     plan = load_switch_plan(o.plan_path);
     const auto signature = analysis.signature();
     check_plan_matches(*plan, model, layer_fingerprint(signature), signature.size(), o.plan_path);
-    rewritten = rewrite_with_copies(graph, analysis, plan->groups);
+    rewritten = rewrite_with_copies(graph, analysis, plan->groups, o.bridge);
   }
 
   Bytes used_bytes = 0;
@@ -139,6 +140,11 @@ Action add_graph_command(CLI::App& app) {
   cmd->add_option("--device", options->device, "The GPU the graph was timed on (default: the graph file's)");
   cmd->add_option("--profile-out", options->profile_out,
                   "Write the measured profile (layer times from the nodes' time_ns) as YAML, for psw plan");
+  cmd->add_option("--bridge", options->bridge,
+                  "With --plan: join a group's ranges across gaps of at most this many bytes that hold only later "
+                  "groups' parameters (psw run --graph bridges the link's copy_fixed x bandwidth)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_option("--plan", options->plan_path, "A plan for this profile (psw plan --out): show the rewritten graph")
       ->check(CLI::ExistingFile);
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();

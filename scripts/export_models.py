@@ -23,16 +23,28 @@ def torchvision_model(name):
     return getattr(torchvision.models, name)(weights=None), [((BATCH, 3, 224, 224), torch.float32)]
 
 
+class LastHiddenState(torch.nn.Module):
+    """A Hugging Face model's forward as a user traces it: token ids in, the last hidden state out
+    (its outputs are a dict otherwise, which torch.jit.trace refuses)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False, return_dict=False)[0]
+
+
 def bert_large():
     from transformers import BertConfig, BertModel
     config = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
-                        torchscript=True, attn_implementation="eager")
-    return BertModel(config), [((BATCH, TOKENS), torch.int64)]
+                        attn_implementation="eager")
+    return LastHiddenState(BertModel(config)), [((BATCH, TOKENS), torch.int64)]
 
 
 def gpt2():
     from transformers import GPT2Config, GPT2Model
-    return GPT2Model(GPT2Config(torchscript=True, use_cache=False, attn_implementation="eager")), \
+    return LastHiddenState(GPT2Model(GPT2Config(use_cache=False, attn_implementation="eager"))), \
         [((BATCH, TOKENS), torch.int64)]
 
 
@@ -40,9 +52,9 @@ def llama_1b():
     # TinyLlama-1.1B's shape, in bf16.
     from transformers import LlamaConfig, LlamaModel
     config = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
-                         num_key_value_heads=4, vocab_size=32000, torchscript=True, use_cache=False,
+                         num_key_value_heads=4, vocab_size=32000, use_cache=False,
                          attn_implementation="eager")
-    return LlamaModel(config), [((1, TOKENS), torch.int64)]
+    return LastHiddenState(LlamaModel(config)), [((1, TOKENS), torch.int64)]
 
 
 MODELS = {

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # On a GPU host: build, run the `gpu` ctest label, export models that are not in the zoo with
 # their usual libraries (scripts/export_models.py), switch each one cold through its captured
-# graph with `psw run --graph` (planned for the link measured first with `psw profile --link`) (Note [Graph-pipelined switch] in exec/captured_forward.hpp), and
-# write OUT_DIR/<date>-any-model.md and OUT_DIR/any-model.json, with the environment; the runs'
-# raw JSON, measured profiles, captured-graph files and errors go to OUT_DIR/any-model-raw.tar.gz.
+# graph with `psw run --graph` (Note [Graph-pipelined switch] in exec/captured_forward.hpp),
+# planned for the link measured first with `psw profile --link`, and write
+# OUT_DIR/<date>-<gpu>-any-model.md and OUT_DIR/any-model.json with the environment; the runs' raw
+# JSON, measured profiles, captured-graph files and errors go to OUT_DIR/any-model-raw.tar.gz.
 #
 #   scripts/gpu-any-model.sh [OUT_DIR [MODEL ...]]   # OUT_DIR defaults to results/gpu; MODEL: all
+#   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 shift || true
 source "$root/scripts/gpu-build.sh" "$out" psw-exec psw_gpu_tests
-echo "== gpu tests ($(date -u +%T))"
-if ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | sed "s|$root/||g" > "$out/gpu-tests.log"; then
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
+      | tr 'A-Z' 'a-z' || true)
+report="$out/$(date -u +%F)-${gpu:-gpu}-any-model.md"
+if [[ -n ${PSW_GPU_SKIP_TESTS:-} ]]; then
+  echo "== gpu tests skipped (PSW_GPU_SKIP_TESTS)"
+elif echo "== gpu tests ($(date -u +%T))"; ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | sed "s|$root/||g" > "$out/gpu-tests.log"; then
   tail -4 "$out/gpu-tests.log"
 else
   echo "!! gpu tests failed:"; grep -E "Failed|\*\*\*" "$out/gpu-tests.log" | head -20
@@ -41,8 +47,7 @@ while read -r name file dtype specs; do
   fi
   rm -f "$file"
 done < "$work/models.txt"
-python3 "$root/scripts/any_model_report.py" "$raw" "$root/scripts/environment.sh" "$out/any-model.json" \
-  > "$out/$(date -u +%F)-any-model.md"
+python3 "$root/scripts/any_model_report.py" "$raw" "$root/scripts/environment.sh" "$out/any-model.json" > "$report"
 tar -C "$raw" -czf "$out/any-model-raw.tar.gz" .
 rm -rf "$work"
-echo "== written $out/$(date -u +%F)-any-model.md ($(date -u +%T))"
+echo "== written $report ($(date -u +%T))"

@@ -48,6 +48,7 @@ class ParameterIndex {
   }
 
   static std::uint64_t end_of(const GraphParameter& p) { return p.address + static_cast<std::uint64_t>(p.bytes); }
+  std::size_t at_rank(std::size_t rank) const { return by_address_[rank]; }
 
   // The parameter `pointer` points into, or one past the end of; nullopt for none.
   std::optional<std::size_t> find(std::uint64_t pointer) const {
@@ -290,9 +291,10 @@ KernelGraphAnalysis analyze_kernel_graph(const KernelGraph& graph) {
 }
 
 RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAnalysis& analysis,
-                                   const Grouping& groups) {
+                                   const Grouping& groups, Bytes bridge) {
   using namespace kernel_graph_impl;
   validate_grouping(groups, analysis.layers.size(), "the kernel graph's grouping");
+  if (bridge < 0) throw InputError("the kernel graph's copies: a negative bridge");
   const ParameterIndex index(graph.parameters);
   std::vector<std::size_t> group_of_layer(analysis.layers.size());
   for (std::size_t g = 0; g < groups.size(); ++g)
@@ -308,10 +310,21 @@ RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAn
     std::sort(members.begin(), members.end(),
               [&](std::size_t a, std::size_t b) { return index.rank(a) < index.rank(b); });
     auto& copy = out.copies[g];
+    // Note [Kernel graph analysis], 3: a gap is bridged when it is short and holds only
+    // parameters of later groups.
+    auto bridges = [&](std::size_t previous, std::size_t next) {
+      const auto& before = graph.parameters[previous];
+      if (static_cast<Bytes>(graph.parameters[next].address - ParameterIndex::end_of(before)) > bridge) return false;
+      for (std::size_t r = index.rank(previous) + 1; r < index.rank(next); ++r) {
+        if (group_of_layer[analysis.parameter_layer[index.at_rank(r)]] <= g) return false;
+      }
+      return true;
+    };
     for (std::size_t k = 0; k < members.size(); ++k) {
       const auto& p = graph.parameters[members[k]];
       copy.param_bytes += p.bytes;
-      const bool continues = k > 0 && index.rank(members[k]) == index.rank(members[k - 1]) + 1;
+      const bool continues = k > 0 && (index.rank(members[k]) == index.rank(members[k - 1]) + 1 ||
+                                       bridges(members[k - 1], members[k]));
       if (continues) {
         copy.ranges.back().bytes = static_cast<Bytes>(ParameterIndex::end_of(p) - copy.ranges.back().address);
       } else {
@@ -351,6 +364,11 @@ RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAn
     }
   }
   return out;
+}
+
+Bytes bridge_bytes(const LinkCost& link) {
+  return static_cast<Bytes>(static_cast<double>(link.copy_fixed.ns()) * 1e-9 *
+                            static_cast<double>(link.bandwidth.bytes_per_second()));
 }
 
 ModelProfile kernel_graph_profile(const KernelGraphAnalysis& analysis, const std::string& model, int batch, const std::string& dtype,

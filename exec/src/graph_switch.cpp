@@ -98,7 +98,8 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
   report.predicted = evaluate_timeline(costs, report.groups).total;
   report.bound = pipeline_bound(costs);
   report.param_bytes = costs.total_bytes();
-  const RewrittenGraph rewrite = rewrite_with_copies(report.graph, analysis, report.groups);
+  const RewrittenGraph rewrite =
+      rewrite_with_copies(report.graph, analysis, report.groups, bridge_bytes(spec.hardware.pinned));
   for (const GroupCopy& copy : rewrite.copies) report.copy_ranges += copy.ranges.size();
   report.added_edges = rewrite.added_edges;
   const torch::Tensor& host = pipeline->store.bytes();

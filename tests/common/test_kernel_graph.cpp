@@ -348,6 +348,27 @@ TEST(KernelGraph, TheRewriteMakesEveryUseWaitForItsCopyWithNoEdgeTooMany) {
     }
     EXPECT_EQ(edges, r.added_edges);
     EXPECT_LE(r.added_edges, graph.nodes.size());
+    // Bridged copies: each group's ranges cover all of its parameters, and every other
+    // parameter they touch belongs to a later group (never one a node may be reading).
+    const auto bridged = rewrite_with_copies(graph, a, groups, static_cast<Bytes>(rng() % 12000));
+    ASSERT_EQ(bridged.waits_for_copy, r.waits_for_copy);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      EXPECT_LE(bridged.copies[g].ranges.size(), r.copies[g].ranges.size());
+      for (std::size_t p = 0; p < graph.parameters.size(); ++p) {
+        const auto& param = graph.parameters[p];
+        const std::size_t owner = group_of_layer[a.parameter_layer[p]];
+        bool covered = false;
+        bool touched = false;
+        for (const auto& range : bridged.copies[g].ranges) {
+          covered |= range.address <= param.address &&
+                     param.address + static_cast<std::uint64_t>(param.bytes) <= range.address + static_cast<std::uint64_t>(range.bytes);
+          touched |= param.address < range.address + static_cast<std::uint64_t>(range.bytes) &&
+                     range.address < param.address + static_cast<std::uint64_t>(param.bytes);
+        }
+        if (owner == g) EXPECT_TRUE(covered) << "trial " << trial << " group " << g << " parameter " << p;
+        if (touched && owner != g) EXPECT_GT(owner, g) << "trial " << trial << " group " << g << " parameter " << p;
+      }
+    }
   }
 }
 
@@ -395,6 +416,17 @@ TEST(KernelGraph, AGroupsCopyIsOneRangeWhenTheRegionIsPackedInFirstUseOrder) {
     EXPECT_EQ(r.copies[0].ranges[1].address, kRegionBase + 2 * 512);
     EXPECT_EQ(r.copies[0].param_bytes, 300);
     EXPECT_EQ(r.copies[1].ranges.size(), 2u);
+    // Bridged: group 0's gap holds only l2, of a later group, so one range spans it; group 1's
+    // gap holds l1, of an earlier group, which is never bridged.
+    const auto bridged = rewrite_with_copies(b.graph(), a, groups, 4096);
+    ASSERT_EQ(bridged.copies[0].ranges.size(), 1u);
+    EXPECT_EQ(bridged.copies[0].ranges[0].bytes, 2 * 512 + 200);
+    EXPECT_EQ(bridged.copies[0].param_bytes, 300);
+    EXPECT_EQ(bridged.copies[1].ranges.size(), 2u);
+    // A gap (924 bytes) longer than the bridge stays.
+    EXPECT_EQ(rewrite_with_copies(b.graph(), a, groups, 512).copies[0].ranges.size(), 2u);
+    EXPECT_NE(input_error_of([&] { rewrite_with_copies(b.graph(), a, groups, -1); }).find("negative bridge"),
+              std::string::npos);
   }
   {
     auto b = build({0, 1, 2, 3, 4, 5});

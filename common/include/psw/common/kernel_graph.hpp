@@ -30,6 +30,12 @@
 //     A group's copy is one range per run of its parameters that lie next to each other in the
 //     region (with only padding between them): one range when the region was packed in the
 //     order of first use (KernelGraphAnalysis::packing_order), as the engine packs a plan.
+//     Two runs are one range when the gap between them is at most `bridge` bytes and holds only
+//     parameters of later groups (a BatchNorm's unused num_batches_tracked between one layer's
+//     tensors and the next's): copying those early is harmless, since no node reads them before
+//     their own group's copy, which copies the same bytes again; and a copy fewer saves its fixed
+//     cost, worth copy_fixed x bandwidth bytes. A gap holding a parameter of this or an earlier
+//     group is never bridged: a node may be reading it while the copy writes.
 
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +46,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "psw/common/hardware_profile.hpp"
 #include "psw/common/model_profile.hpp"
 #include "psw/common/plan.hpp"
 #include "psw/common/units.hpp"
@@ -148,9 +155,12 @@ struct RewrittenGraph {
   std::vector<std::size_t> nodes_using_group;
 };
 
-// Note [Kernel graph analysis], 3. InputError unless `groups` cover the analysis's layers.
+// Note [Kernel graph analysis], 3. InputError unless `groups` cover the analysis's layers, and
+// for a negative `bridge`.
 RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAnalysis& analysis,
-                                   const Grouping& groups);
+                                   const Grouping& groups, Bytes bridge = 0);
+// The gap worth bridging on `link`: the bytes it moves in one copy's fixed cost.
+Bytes bridge_bytes(const LinkCost& link);
 
 // The layers as a measured ModelProfile (the planner, the simulator and `psw run` take it as any
 // other): `layer_forward` per layer, from the captured graph's timing; the unused layer is
