@@ -62,8 +62,12 @@ print("outcomes", dict(outcomes), "all answered %.1f s after SIGTERM" % waited)
 assert sum(outcomes.values()) == 40, outcomes
 # Before the fix every queued request ran first (about a second each here); now the queue is
 # answered at once and only the requests already on a worker may still complete.
-assert outcomes["UNAVAILABLE"] >= 30, (outcomes, messages[:3])
-assert all("shutting down" in m for m in messages if m), messages[:3]
+assert set(outcomes) <= {"OK", "UNAVAILABLE"}, outcomes
+# The queue's answer names the shutdown. A request whose call reached the socket only after the
+# front end had closed gets the transport's UNAVAILABLE instead (its own message): a race of the
+# client's threads with SIGTERM, not a queued request run or dropped.
+shutting = [m for m in messages if "shutting down" in m]
+assert len(shutting) >= 30, (outcomes, [m for m in messages if "shutting down" not in m][:3])
 PY
 cat "$work/clients.log"
 set +e
