@@ -303,26 +303,31 @@ RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAn
   RewrittenGraph out;
   out.copies.resize(groups.size());
   out.nodes_using_group.assign(groups.size(), 0);
+  std::vector<bool> copied(graph.parameters.size(), false);  // inside an earlier group's range
+  std::vector<std::size_t> inside;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::size_t> members;
     for (std::size_t l = groups[g].first; l <= groups[g].last; ++l)
       members.insert(members.end(), analysis.layers[l].parameters.begin(), analysis.layers[l].parameters.end());
+    auto& copy = out.copies[g];
+    for (std::size_t m : members) copy.param_bytes += graph.parameters[m].bytes;
+    // Note [Kernel graph analysis], 3: a parameter an earlier group's range already copied is
+    // not copied again.
+    members.erase(std::remove_if(members.begin(), members.end(), [&](std::size_t m) { return copied[m]; }),
+                  members.end());
     std::sort(members.begin(), members.end(),
               [&](std::size_t a, std::size_t b) { return index.rank(a) < index.rank(b); });
-    auto& copy = out.copies[g];
-    // Note [Kernel graph analysis], 3: a gap is bridged when it is short and holds only
-    // parameters of later groups.
+    // A gap is bridged when it is short and holds no parameter of an earlier group.
     auto bridges = [&](std::size_t previous, std::size_t next) {
       const auto& before = graph.parameters[previous];
       if (static_cast<Bytes>(graph.parameters[next].address - ParameterIndex::end_of(before)) > bridge) return false;
       for (std::size_t r = index.rank(previous) + 1; r < index.rank(next); ++r) {
-        if (group_of_layer[analysis.parameter_layer[index.at_rank(r)]] <= g) return false;
+        if (group_of_layer[analysis.parameter_layer[index.at_rank(r)]] < g) return false;
       }
       return true;
     };
     for (std::size_t k = 0; k < members.size(); ++k) {
       const auto& p = graph.parameters[members[k]];
-      copy.param_bytes += p.bytes;
       const bool continues = k > 0 && (index.rank(members[k]) == index.rank(members[k - 1]) + 1 ||
                                        bridges(members[k - 1], members[k]));
       if (continues) {
@@ -330,6 +335,11 @@ RewrittenGraph rewrite_with_copies(const KernelGraph& graph, const KernelGraphAn
       } else {
         copy.ranges.push_back({p.address, p.bytes});
       }
+    }
+    for (const AddressRange& range : copy.ranges) {
+      inside.clear();
+      index.overlapping(range.address, range.bytes, inside);
+      for (std::size_t q : inside) copied[q] = true;
     }
   }
 

@@ -30,12 +30,15 @@
 //     A group's copy is one range per run of its parameters that lie next to each other in the
 //     region (with only padding between them): one range when the region was packed in the
 //     order of first use (KernelGraphAnalysis::packing_order), as the engine packs a plan.
-//     Two runs are one range when the gap between them is at most `bridge` bytes and holds only
-//     parameters of later groups (a BatchNorm's unused num_batches_tracked between one layer's
-//     tensors and the next's): copying those early is harmless, since no node reads them before
-//     their own group's copy, which copies the same bytes again; and a copy fewer saves its fixed
-//     cost, worth copy_fixed x bandwidth bytes. A gap holding a parameter of this or an earlier
-//     group is never bridged: a node may be reading it while the copy writes.
+//     Two runs are one range when the gap between them is at most `bridge` bytes and holds no
+//     parameter of an earlier group (a BatchNorm's unused num_batches_tracked between one layer's
+//     tensors and the next's): no node reads those before this copy is done, since their users
+//     wait for this group's copy or a later one; and a copy fewer saves its fixed cost, worth
+//     copy_fixed x bandwidth bytes. A gap holding a parameter of an earlier group is never
+//     bridged: a node may be reading it while the copy writes. A parameter that an earlier
+//     group's range already holds is not copied again (the chain has it there before its users
+//     wait), so the unused counters bridged into the groups before are not copied one by one at
+//     the end. A group's param_bytes still counts all of its parameters.
 
 #include <cstddef>
 #include <cstdint>
