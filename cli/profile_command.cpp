@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "measured_source.hpp"
 #include "model_input_options.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -47,13 +48,6 @@ struct ProfileOptions {
   std::string format = "table";              // table | json (what was measured and written, for scripts)
   ModelInputOptions input;                   // a TorchScript model's
 };
-
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
-  return buf;
-}
 
 // " 4.1 kB 0.84GB/s 16.4 kB 3.39GB/s ...": the measured rate of every size, for the note.
 std::string rates(const std::vector<CopySample>& samples) {
@@ -120,7 +114,7 @@ void run_profile(const ProfileOptions& o) {
   std::optional<exec::TrainingTimes> training;
   if (o.train) training = exec::profile_training(*backend, *model, device_input, o.repeat, !o.train_eager);
   const std::string device = backend->device_description();
-  const std::string versions = std::string("LibTorch ") + TORCH_VERSION;
+  const std::string versions = libtorch_version();
   auto phase_note = [](const char* what, const exec::PhaseTimes& p) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s %.3f ms (%.3f ms with per-layer marks, Note [Mark overhead])", what,
@@ -152,7 +146,7 @@ void run_profile(const ProfileOptions& o) {
     }
   }
   profile.batch = batch;
-  profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today(), versions};
+  profile.source = SourceInfo{ProfileSource::Measured, model_note, device, today_utc(), versions};
   for (std::size_t i = 0; i < profile.layers.size(); ++i) {
     auto& layer = profile.layers[i];
     // Layers that do not run in inference (training_only) keep their training forward time.
@@ -241,7 +235,7 @@ void run_profile(const ProfileOptions& o) {
     note += "; mapped reads (a kernel summing pinned host memory in place):" + rates(samples);
   }
   if (!o.hardware_name.empty()) hw.name = o.hardware_name;
-  hw.source = SourceInfo{ProfileSource::Measured, note + "; other costs as in " + o.hardware_base, device, today(), versions};
+  hw.source = SourceInfo{ProfileSource::Measured, note + "; other costs as in " + o.hardware_base, device, today_utc(), versions};
   const std::string hw_path = o.out_dir + "/" + hw.name + ".yaml";
   save_text(hw_path, "# Written by `psw profile --link` on " + device + "; do not edit by hand.\n" + to_yaml(hw));
   if (json) {

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -12,9 +11,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/version.h>
 
 #include "commands.hpp"
+#include "measured_source.hpp"
 #include "model_input_options.hpp"
 #include "psw/common/chrome_trace.hpp"
 #include "psw/common/config.hpp"
@@ -77,13 +76,6 @@ std::string default_profile_path(const std::string& model, const std::string& dt
   return profile_path_in(dtype == "fp32" ? "configs/models/h200" : "configs/models", model, dtype).string();
 }
 
-std::string today_utc() {
-  const std::time_t now = std::time(nullptr);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
-  return text;
-}
-
 // Note [Graph-pipelined switch]: a TorchScript model with --graph.
 void run_graph_switch(const RunOptions& o) {
   exec::GraphSwitchSpec spec;
@@ -97,7 +89,7 @@ void run_graph_switch(const RunOptions& o) {
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;
   spec.source.date = today_utc();
-  spec.source.versions = std::string("LibTorch ") + TORCH_VERSION;
+  spec.source.versions = libtorch_version();
   const exec::GraphSwitchReport r = exec::run_graph_switch_benchmark(spec);
   if (!o.graph_out.empty()) write_kernel_graph(r.graph, o.graph_out);
   if (!o.profile_out.empty()) {
