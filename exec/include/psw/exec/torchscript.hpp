@@ -9,12 +9,11 @@
 // copies them as any model's.
 //
 // The forward is the module's own, which the engine cannot gate layer by layer (TorchScript has
-// no hooks in C++): every layer's gate is called before it begins, so a switch is copy-then-run
-// with the plan's groups. Pipelining a TorchScript model needs its captured CUDA graph, whose
-// kernels show which parameters each one reads (DESIGN.md §5, Any model): the analysis and the
-// rewrite are built (Note [Kernel graph analysis]), the capture's reader and replay are not. So on
-// `host` (and eagerly on `cuda`) a TorchScript model is switched, served and profiled correctly,
-// without the overlap.
+// no hooks in C++): every layer's gate is called before it begins, so a switch through the engine
+// is copy-then-run with the plan's groups. That is what `host`, the server and `psw run` without
+// --graph do: correct, without the overlap. Pipelining a TorchScript model goes through its
+// captured CUDA graph, whose kernels show which parameters each one reads: Note [Graph-pipelined
+// switch] (captured_forward.hpp), `psw run --model FILE.pt --graph` on `cuda`.
 //
 // The input is one tensor of the shape and dtype the user states (`--input-shape 8,3,224,224
 // --input-dtype fp32`: its first dimension is the batch, the rest must match every input); the
