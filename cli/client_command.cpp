@@ -47,6 +47,7 @@ struct ClientOptions {
   std::string format = "table";
   bool live = false;
   bool metadata = false;
+  bool index = false;  // the model repository's index
   bool metrics = false;
   std::string train_start;
   std::int64_t steps = 0;
@@ -284,12 +285,12 @@ void run_client(const ClientOptions& o) {
   }
   if (o.repeat < 1) throw InputError("--repeat must be at least 1");
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive");
-  const int actions = int{o.live} + int{o.metadata} + int{o.metrics} + int{!o.train_start.empty()} +
+  const int actions = int{o.live} + int{o.metadata} + int{o.index} + int{o.metrics} + int{!o.train_start.empty()} +
                       int{!o.train_stop.empty()} + int{!o.train_status.empty()} + int{!o.train_checkpoint.empty()} +
                       int{!o.generate.empty()};
   const bool inference = actions == 0;
   if (actions > 1) {
-    throw InputError("give one of --live, --metadata, --metrics, --train-start, --train-stop, --train-status, "
+    throw InputError("give one of --live, --metadata, --index, --metrics, --train-start, --train-stop, --train-status, "
                      "--train-checkpoint, --generate");
   }
   if (!o.prompt_ids.empty() && o.generate.empty()) throw InputError("--prompt-ids is for --generate");
@@ -297,7 +298,7 @@ void run_client(const ClientOptions& o) {
   if (inference) {
     if (o.model.empty()) {
       throw InputError("nothing to do: give --model NAME with --input FILE or --random to run inference, or one of "
-                       "--live, --metadata, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint, --generate");
+                       "--live, --metadata, --index, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint, --generate");
     }
     if (o.input_path.empty() == !o.random) throw InputError("give exactly one of --input FILE and --random");
   }
@@ -320,6 +321,20 @@ void run_client(const ClientOptions& o) {
       }
     } else if (o.metadata) {
       print_metadata(o, client);
+    } else if (o.index) {
+      const std::vector<runtime::ModelIndexEntry> index = client.repository_index();
+      if (o.format == "json") {
+        nlohmann::json models = nlohmann::json::array();
+        for (const auto& e : index) {
+          models.push_back({{"name", e.name}, {"version", e.version}, {"state", e.state}, {"reason", e.reason}});
+        }
+        std::cout << nlohmann::json{{"target", target}, {"models", models}}.dump(2) << "\n";
+      } else {
+        std::printf("%-24s %-8s %-12s %s\n", "model", "version", "state", "reason");
+        for (const auto& e : index) {
+          std::printf("%-24s %-8s %-12s %s\n", e.name.c_str(), e.version.c_str(), e.state.c_str(), e.reason.c_str());
+        }
+      }
     } else if (o.metrics) {
       const std::string text = client.metrics();
       if (o.format == "json") {
@@ -397,6 +412,8 @@ Action add_client_command(CLI::App& app) {
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
   cmd->add_flag("--live", options->live, "Show whether the server is live and ready");
   cmd->add_flag("--metadata", options->metadata, "Show the server's metadata, or --model's tensors");
+  cmd->add_flag("--index", options->index,
+                "Show the model repository's index: every served model, READY or UNAVAILABLE with the reason");
   cmd->add_flag("--metrics", options->metrics, "Print the server's metrics (Prometheus text)");
   cmd->add_option("--train-start", options->train_start, "Start (or resume) MODEL's training job");
   cmd->add_option("--steps", options->steps, "With --train-start: steps to run beyond those completed (0: until stopped)")

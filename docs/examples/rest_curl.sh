@@ -9,6 +9,7 @@ curl -sf "$url/v2/health/ready" && echo "ready"
 curl -sf "$url/v2" && echo                                   # server metadata
 curl -sf "$url/v2/models/bert_base" && echo                  # model metadata: inputs, outputs
 curl -sf "$url/v2/models/bert_base/ready" && echo "bert_base ready"
+curl -sf "$url/v2/repository/index" -H 'Content-Type: application/json' -d '{}' && echo  # every model's state
 # Inference with a JSON tensor: 128 token ids (BERT-base takes INT64 [batch, 128]).
 ids=$(seq -s, 101 228)
 curl -sf "$url/v2/models/bert_base/infer" -H 'Content-Type: application/json' \

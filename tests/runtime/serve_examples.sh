@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The examples of docs/examples/ against a host-backend server, as a user would run them: curl
-# for every REST call, a REST client using only `requests`, a gRPC client using only `grpcio`.
+# for every REST call, a REST client using only `requests`, a gRPC client using only `grpcio`;
+# the repository index through psw client.
 #
 #   serve_examples.sh PSW PROTO_DIR
 set -euo pipefail
@@ -17,8 +18,12 @@ fail() { tail -20 "$work/serve.log"; echo "FAIL: $1"; exit 1; }
 bash docs/examples/rest_curl.sh "$url" > "$work/curl.log" 2>&1 || { cat "$work/curl.log"; fail "rest_curl.sh"; }
 cat "$work/curl.log"
 grep -q '"id":"curl-1"' "$work/curl.log" || fail "rest_curl.sh: no answer to its JSON request"
+grep -q '"name":"bert_base","state":"READY"' "$work/curl.log" || fail "rest_curl.sh: no repository index"
 grep -qi '^inference-header-content-length' "$work/curl.log" || fail "rest_curl.sh: no binary answer"
 grep -q "unknown model 'gpt2'.*(HTTP 404)" "$work/curl.log" || fail "rest_curl.sh: no 404"
+# The same index over gRPC, through psw client (Note [Repository index]).
+"$psw" client --socket "$sock" --index --format json > "$work/index.json" || fail "psw client --index"
+/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m={e["name"]: e for e in d["models"]}; assert m["bert_base"]["state"] == "READY" and m["bert_base"]["version"] == "1" and "inception_v3" in m, d' "$work/index.json" || fail "psw client --index: $(cat "$work/index.json")"
 /usr/bin/python3 docs/examples/rest_requests.py "$url" inception_v3 > "$work/requests.log" 2>&1 ||
   { cat "$work/requests.log"; fail "rest_requests.py"; }
 cat "$work/requests.log"

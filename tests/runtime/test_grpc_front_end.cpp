@@ -137,6 +137,32 @@ TEST_F(GrpcFrontEndTest, HealthMetadataAndInferRoundTrip) {
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], 2 * in[i]) << "element " << i;
 }
 
+// Note [Repository index]: every listed model with its state; `ready` only the ready ones; a
+// named repository is not this server's.
+TEST_F(GrpcFrontEndTest, TheRepositoryIndexListsEveryModelWithItsState) {
+  start();
+  Client c = client();
+  const std::vector<ModelIndexEntry> index = c.repository_index();
+  ASSERT_EQ(index.size(), 5u);
+  EXPECT_EQ(index[0], (ModelIndexEntry{"double", "1", "READY", ""}));
+  EXPECT_EQ(index[2].name, "unready");
+  EXPECT_EQ(index[2].state, "UNAVAILABLE");
+  EXPECT_NE(index[2].reason.find("not ready"), std::string::npos) << index[2].reason;
+  const std::vector<ModelIndexEntry> ready = c.repository_index(/*ready_only=*/true);
+  ASSERT_EQ(ready.size(), 4u);
+  for (const auto& e : ready) EXPECT_EQ(e.state, "READY") << e.name;
+  // A raw call naming a repository: NOT_FOUND.
+  auto channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  grpc::ClientContext context;
+  inference::RepositoryIndexRequest request;
+  request.set_repository_name("models");
+  inference::RepositoryIndexResponse response;
+  const grpc::Status status = stub->RepositoryIndex(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("unknown repository 'models'"), std::string::npos) << status.error_message();
+}
+
 // Note [Protocol split]: the front end stamps its handler's entry and its response's end on the
 // host's steady clock, and the client its call's start; on one host they are in order.
 TEST_F(GrpcFrontEndTest, TheResponseCarriesTheFrontEndsStampsInOrderWithTheClients) {

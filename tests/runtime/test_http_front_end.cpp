@@ -75,6 +75,23 @@ TEST_F(HttpFrontEndTest, HealthAndMetadata) {
   EXPECT_NE(body_of(nowhere).value("error", std::string()).find("no such endpoint"), std::string::npos);
 }
 
+// Note [Repository index] over REST: POST /v2/repository/index, optionally {"ready": true}.
+TEST_F(HttpFrontEndTest, TheRepositoryIndex) {
+  const httplib::Result all = client_->Post("/v2/repository/index", "", "application/json");
+  ASSERT_EQ(all->status, 200);
+  const nlohmann::json index = body_of(all);
+  ASSERT_TRUE(index.is_array());
+  ASSERT_EQ(index.size(), 5u);
+  EXPECT_EQ(index[0], (nlohmann::json{{"name", "double"}, {"version", "1"}, {"state", "READY"}}));
+  EXPECT_EQ(index[2]["state"], "UNAVAILABLE");
+  EXPECT_TRUE(index[2].contains("reason"));
+  EXPECT_EQ(body_of(client_->Post("/v2/repository/index", R"({"ready": true})", "application/json")).size(), 4u);
+  const httplib::Result bad = client_->Post("/v2/repository/index", R"({"ready": "yes"})", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(body_of(bad).value("error", std::string()).find("{\"ready\": true|false}"), std::string::npos);
+  EXPECT_EQ(client_->Post("/v2/repository/index", "not json", "application/json")->status, 400);
+}
+
 TEST_F(HttpFrontEndTest, InferWithJsonTensors) {
   const nlohmann::json request = {
       {"id", "r-7"},

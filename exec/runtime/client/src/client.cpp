@@ -168,6 +168,18 @@ bool Client::model_ready(const std::string& model, const std::string& version) {
   return response.ready();
 }
 
+std::vector<ModelIndexEntry> Client::repository_index(bool ready_only) {
+  inference::RepositoryIndexRequest request;
+  request.set_ready(ready_only);
+  inference::RepositoryIndexResponse response;
+  impl_->call("RepositoryIndex", [&](grpc::ClientContext* context) {
+    return impl_->inference->RepositoryIndex(context, request, &response);
+  });
+  std::vector<ModelIndexEntry> index;
+  for (const auto& model : response.models()) index.push_back({model.name(), model.version(), model.state(), model.reason()});
+  return index;
+}
+
 ServerInfo Client::server_metadata() {
   inference::ServerMetadataResponse response;
   impl_->call("ServerMetadata", [&](grpc::ClientContext* context) {

@@ -648,6 +648,21 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
+  // Note [Repository index] (model_lookup.hpp).
+  grpc::Status RepositoryIndex(grpc::ServerContext* context, const inference::RepositoryIndexRequest* request,
+                               inference::RepositoryIndexResponse* response) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
+    return answer([&] {
+      for (const ModelIndexEntry& entry : repository_index(service_, request->repository_name(), request->ready())) {
+        auto* model = response->add_models();
+        model->set_name(entry.name);
+        model->set_version(entry.version);
+        model->set_state(entry.state);
+        model->set_reason(entry.reason);
+      }
+    });
+  }
+
   grpc::Status SystemSharedMemoryStatus(grpc::ServerContext* context, const inference::SystemSharedMemoryStatusRequest* request,
                                         inference::SystemSharedMemoryStatusResponse* response) override {
     if (grpc::Status refused = admit_(context); !refused.ok()) return refused;

@@ -552,6 +552,27 @@ struct HttpFrontEnd::Impl {
     server.Get("/v2", [this](const httplib::Request&, httplib::Response& r) {
       answer(r, [&] { return ok({{"name", "psw"}, {"version", "0.1"}, {"extensions", nlohmann::json::array({"binary_tensor_data"})}}); });
     });
+    // Note [Repository index] (model_lookup.hpp): the body, optional, is {"ready": true|false}.
+    server.Post("/v2/repository/index", [this](const httplib::Request& q, httplib::Response& r) {
+      answer(r, [&] {
+        bool ready_only = false;
+        if (!q.body.empty()) {
+          const nlohmann::json body = nlohmann::json::parse(q.body, nullptr, /*allow_exceptions=*/false);
+          if (!body.is_object() || (body.contains("ready") && !body["ready"].is_boolean())) {
+            throw ServiceError(ServiceError::Code::InvalidArgument,
+                               "the repository index takes no body, or a JSON object {\"ready\": true|false}");
+          }
+          ready_only = body.value("ready", false);
+        }
+        nlohmann::json index = nlohmann::json::array();
+        for (const ModelIndexEntry& e : repository_index(service, "", ready_only)) {
+          nlohmann::json entry = {{"name", e.name}, {"version", e.version}, {"state", e.state}};
+          if (!e.reason.empty()) entry["reason"] = e.reason;
+          index.push_back(std::move(entry));
+        }
+        return ok(index);
+      });
+    });
     // NAME, then optionally /versions/V.
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     server.Get(model, [this](const httplib::Request& q, httplib::Response& r) {

@@ -3,6 +3,7 @@
 // front ends, so that both answer a wrong name or version alike. Internal to psw_server.
 
 #include <string>
+#include <vector>
 
 #include "psw/runtime/ipc/service.hpp"
 
@@ -11,5 +12,15 @@ namespace psw::runtime {
 // The model `name` (and `version`, when given); INVALID_ARGUMENT for an empty name, NOT_FOUND
 // for a model or version the service does not list.
 ModelInfo find_served_model(InferenceService& service, const std::string& name, const std::string& version);
+
+// Note [Repository index]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The model repository extension's index (Triton's RepositoryIndex; POST /v2/repository/index):
+// every model the serve config lists, one entry per version, READY or UNAVAILABLE (its workers
+// are still starting it, or none can serve it now) with the reason. The repository is the serve
+// config and has no name: a request that names one is NOT_FOUND. `ready_only`: the READY entries.
+// Loading and unloading models while the server runs is not offered: the front ends do not
+// answer those calls. The entries are ModelIndexEntry (service.hpp).
+std::vector<ModelIndexEntry> repository_index(InferenceService& service, const std::string& repository, bool ready_only);
 
 }  // namespace psw::runtime

@@ -82,6 +82,9 @@ class Client {
   ServerInfo server_metadata();
   // The model's tensors (ModelMetadata) and its readiness (ModelReady): two calls.
   ModelInfo model_metadata(const std::string& model, const std::string& version = "");
+  // The model repository's index (RepositoryIndex): every model, READY or UNAVAILABLE with the
+  // reason; `ready_only`: the ready ones.
+  std::vector<ModelIndexEntry> repository_index(bool ready_only = false);
   // Sends every input as raw contents and returns every output the server answers.
   InferResponse infer(const InferRequest& request);
   // Sends the inputs `placement` names as references to their shared memory ranges (their

@@ -86,6 +86,16 @@ struct ModelInfo {
   bool ready = false;
 };
 
+// One entry of the model repository's index (Note [Repository index] in the server).
+struct ModelIndexEntry {
+  std::string name;
+  std::string version;
+  std::string state;   // "READY" | "UNAVAILABLE"
+  std::string reason;  // empty when READY
+
+  bool operator==(const ModelIndexEntry&) const = default;
+};
+
 struct InferRequest {
   std::string model;
   std::string version;  // empty: the only version
