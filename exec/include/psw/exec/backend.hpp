@@ -68,8 +68,8 @@ class Backend {
 
   // Note [Graph-pipelined switch] (captured_forward.hpp): captures what `forward` enqueues on the
   // compute stream, every tensor of `parameters` already at its address on the device, and reads
-  // the graph back. InputError on a backend without graphs, for a forward that cannot be
-  // captured (a host synchronisation inside it), and from the analysis's checks of `parameters`.
+  // the graph back. InputError on a backend without graphs and for a forward that cannot be
+  // captured (a host synchronisation inside it); `parameters` are checked by the analysis.
   virtual std::unique_ptr<CapturedForward> capture_forward(const std::function<torch::Tensor()>& forward,
                                                            std::vector<GraphParameter> parameters);
 
