@@ -120,7 +120,8 @@ generated = json.load(open(f"{work}/validation-generate/measured/summary.json"))
 tiny = generated["models"]["llama-tiny"]
 assert generated["requests"] == 4 and generated["errors"] == 0, generated
 assert tiny["first_token_latency"]["count"] == 3, tiny  # the row of one token answers its first
-assert tiny["first_token_latency"]["mean_ms"] < tiny["latency"]["mean_ms"], tiny
+# Each first token comes no later than its own request's answer (the means are over other sets).
+assert tiny["first_token_latency"]["max_ms"] <= tiny["latency"]["max_ms"], tiny
 # generate_curl.sh: the answer, the stream (4 tokens, then the end event with the same ids), the error.
 lines = open(f"{work}/generate.log").read().splitlines()
 answer = json.loads(lines[0])
