@@ -102,10 +102,11 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
       rewrite_with_copies(report.graph, analysis, report.groups, bridge_bytes(spec.hardware.pinned));
   for (const GroupCopy& copy : rewrite.copies) report.copy_ranges += copy.ranges.size();
   report.added_edges = rewrite.added_edges;
-  const torch::Tensor& host = pipeline->store.bytes();
-  const torch::Tensor& device = pipeline->region->bytes();
-  const std::int64_t packed = std::min(host.numel(), device.numel());
-  captured->build_switch(rewrite, host.narrow(0, 0, packed), device.narrow(0, 0, packed));
+  // The store and the region as the same number of bytes (the region may be rounded up).
+  const std::int64_t packed = std::min(pipeline->store.bytes().numel(), pipeline->region->bytes().numel());
+  const torch::Tensor host = pipeline->store.bytes().narrow(0, 0, packed);
+  const torch::Tensor device = pipeline->region->bytes().narrow(0, 0, packed);
+  captured->build_switch(rewrite, host, device);
 
   auto wall = [&](const std::function<void()>& fn) { return wall_time(*backend, fn); };
   captured->replay_resident();
@@ -132,14 +133,14 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
     backend->fill(device, 0xFF);
     const Duration c = wall([&] {
       backend->begin_switch(1);
-      backend->copy_group(0, device.narrow(0, 0, packed), host.narrow(0, 0, packed));
+      backend->copy_group(0, device, host);
       backend->wait_group(0);
       captured->replay_resident();
     });
     if (measured) copy_then_wall.push_back(c);
     const Duration k = wall([&] {
       backend->begin_switch(1);
-      backend->copy_group(0, device.narrow(0, 0, packed), host.narrow(0, 0, packed));
+      backend->copy_group(0, device, host);
     });
     if (measured) copy_wall.push_back(k);
   }
