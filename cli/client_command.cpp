@@ -48,6 +48,9 @@ struct ClientOptions {
   bool live = false;
   bool metadata = false;
   bool index = false;  // the model repository's index
+  std::string load;          // Note [Repository load]: a model to load, from --model-config or the serve config
+  std::string model_config;  // its entry, a file of YAML or JSON
+  std::string unload;
   bool metrics = false;
   std::string train_start;
   std::int64_t steps = 0;
@@ -287,18 +290,20 @@ void run_client(const ClientOptions& o) {
   if (o.timeout_s <= 0) throw InputError("--timeout must be positive");
   const int actions = int{o.live} + int{o.metadata} + int{o.index} + int{o.metrics} + int{!o.train_start.empty()} +
                       int{!o.train_stop.empty()} + int{!o.train_status.empty()} + int{!o.train_checkpoint.empty()} +
-                      int{!o.generate.empty()};
+                      int{!o.generate.empty()} + int{!o.load.empty()} + int{!o.unload.empty()};
   const bool inference = actions == 0;
   if (actions > 1) {
-    throw InputError("give one of --live, --metadata, --index, --metrics, --train-start, --train-stop, --train-status, "
-                     "--train-checkpoint, --generate");
+    throw InputError("give one of --live, --metadata, --index, --load, --unload, --metrics, --train-start, --train-stop, "
+                     "--train-status, --train-checkpoint, --generate");
   }
+  if (!o.model_config.empty() && o.load.empty()) throw InputError("--model-config is for --load");
   if (!o.prompt_ids.empty() && o.generate.empty()) throw InputError("--prompt-ids is for --generate");
   if (!o.checkpoint_path.empty() && o.train_checkpoint.empty()) throw InputError("--to is for --train-checkpoint");
   if (inference) {
     if (o.model.empty()) {
       throw InputError("nothing to do: give --model NAME with --input FILE or --random to run inference, or one of "
-                       "--live, --metadata, --index, --metrics, --train-start, --train-stop, --train-status, --train-checkpoint, --generate");
+                       "--live, --metadata, --index, --load, --unload, --metrics, --train-start, --train-stop, --train-status, "
+                       "--train-checkpoint, --generate");
     }
     if (o.input_path.empty() == !o.random) throw InputError("give exactly one of --input FILE and --random");
   }
@@ -334,6 +339,23 @@ void run_client(const ClientOptions& o) {
         for (const auto& e : index) {
           std::printf("%-24s %-8s %-12s %s\n", e.name.c_str(), e.version.c_str(), e.state.c_str(), e.reason.c_str());
         }
+      }
+    } else if (!o.load.empty() || !o.unload.empty()) {
+      const bool load = !o.load.empty();
+      const std::string& name = load ? o.load : o.unload;
+      const auto started = std::chrono::steady_clock::now();
+      if (load) {
+        client.load_model(name, o.model_config.empty() ? std::string() : read_file(o.model_config));
+      } else {
+        client.unload_model(name);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (o.format == "json") {
+        std::cout << nlohmann::json{{"target", target}, {"model", name}, {load ? "loaded" : "unloaded", true}, {"seconds", seconds}}
+                         .dump(2)
+                  << "\n";
+      } else {
+        std::printf("%s %s in %.3f s\n", load ? "loaded" : "unloaded", name.c_str(), seconds);
       }
     } else if (o.metrics) {
       const std::string text = client.metrics();
@@ -371,6 +393,7 @@ void run_client(const ClientOptions& o) {
       case ServiceError::Code::NotFound:
       case ServiceError::Code::ResourceExhausted:
       case ServiceError::Code::AlreadyExists:
+      case ServiceError::Code::FailedPrecondition:
         throw InputError(e.what());
       default:
         throw Error(e.what());
@@ -414,6 +437,13 @@ Action add_client_command(CLI::App& app) {
   cmd->add_flag("--metadata", options->metadata, "Show the server's metadata, or --model's tensors");
   cmd->add_flag("--index", options->index,
                 "Show the model repository's index: every served model, READY or UNAVAILABLE with the reason");
+  cmd->add_option("--load", options->load,
+                  "Load MODEL while the server runs (its serve config entry, or --model-config's) and wait until it is ready");
+  cmd->add_option("--model-config", options->model_config,
+                  "With --load: a file holding the model's entry, the keys of a serve config's models: entry (YAML or "
+                  "JSON; its paths are on the server's host, relative to the serve config's folder)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--unload", options->unload, "Unload MODEL (refused while a request of it waits or runs)");
   cmd->add_flag("--metrics", options->metrics, "Print the server's metrics (Prometheus text)");
   cmd->add_option("--train-start", options->train_start, "Start (or resume) MODEL's training job");
   cmd->add_option("--steps", options->steps, "With --train-start: steps to run beyond those completed (0: until stopped)")

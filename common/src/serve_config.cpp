@@ -64,6 +64,136 @@ std::vector<std::int64_t> read_prompt_buckets(MapReader& m, std::int64_t longest
   return buckets;
 }
 
+// One entry of `models:` (or a repository load's model config, Note [Repository load] in the
+// server): `where` names it in messages ("models[2]"), paths resolve against `config_path`'s folder.
+ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesystem::path& config_path,
+                                     const std::string& origin, const std::string& where) {
+  MapReader m(node, origin, where);
+  ServedModelConfig model;
+  model.name = m.string("name");
+  model.batch = static_cast<int>(m.optional_integer("batch", 1, 4096).value_or(8));
+  if (m.has("plan")) {
+    const std::string plan = m.string("plan");
+    try {
+      model.strategy = parse_strategy(plan);
+      if (model.strategy == Strategy::Fixed) {
+        m.fail_key("plan", m.get("plan"), "give the plan file (psw plan --out) instead of 'fixed'");
+      }
+    } catch (const InputError&) {
+      if (plan.size() < 5 || (plan.substr(plan.size() - 5) != ".yaml" && plan.substr(plan.size() - 4) != ".yml")) {
+        m.fail_key("plan", m.get("plan"),
+                   "expected single, per-layer, pipeswitch, optimal or a plan file (.yaml), got '" + plan + "'");
+      }
+      model.plan_file = resolve_against(config_path, plan);
+      model.strategy = Strategy::Fixed;
+    }
+  }
+  m.mark_seen("plan");
+  model.dtype = optional_choice<std::string>(m, "dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}}, "fp32");
+  if (m.has("decoder")) {
+    model.decoder_file = resolve_against(config_path, m.string("decoder"));
+    try {
+      model.decoder = load_decoder_config(model.decoder_file);
+    } catch (const InputError& e) {
+      m.fail_key("decoder", m.get("decoder"), e.what());
+    }
+    if (model.decoder->name != model.name) {
+      m.fail_key("decoder", m.get("decoder"),
+                 "the decoder in " + model.decoder_file.string() + " is named '" + model.decoder->name +
+                     "', not '" + model.name + "' (the name its profile and plans go by)");
+    }
+    // A prompt and its first generated token fit the decoder's positions; by default the
+    // zoo's example prompt (128 tokens, as BERT's inputs).
+    const std::int64_t longest = model.decoder->max_positions - 1;
+    model.prompt_tokens =
+        m.optional_integer("prompt_tokens", 1, longest).value_or(std::min<std::int64_t>(128, longest));
+    model.prompt_buckets = read_prompt_buckets(m, longest);
+  } else {
+    for (const char* key : {"prompt_tokens", "prompt_buckets"}) {
+      if (m.has(key)) {
+        m.fail_key(key, m.get(key),
+                   std::string(key) + " is for decoders (give decoder: its config file); '" + model.name +
+                       "' takes inputs of a fixed size");
+      }
+    }
+  }
+  if (m.has("torchscript")) {
+    if (model.decoder) m.fail_key("torchscript", m.get("torchscript"), "give decoder or torchscript, not both");
+    model.torchscript_file = resolve_against(config_path, m.string("torchscript"));
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(model.torchscript_file, ec)) {
+      m.fail_key("torchscript", m.get("torchscript"), "no such file: " + model.torchscript_file.string());
+    }
+    if (model.torchscript_file.stem().string() != model.name) {
+      m.fail_key("torchscript", m.get("torchscript"),
+                 "the file's stem '" + model.torchscript_file.stem().string() + "' is not the model's name '" +
+                     model.name + "' (its profile, NAME.yaml, goes by the stem)");
+    }
+    const std::vector<std::pair<std::string, std::string>> dtypes = {
+        {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}};
+    const auto read_id_bound = [](MapReader& reader, const std::string& key, const std::string& dtype) {
+      if (!reader.has(key)) return std::int64_t{0};
+      if (dtype != "int64") reader.fail_key(key, reader.get(key), "an id bound is for int64 inputs, not " + dtype);
+      return reader.integer(key, 1, std::int64_t{1} << 40);
+    };
+    const auto read_shape = [](MapReader& reader, const std::string& key) {
+      const YAML::Node shape = reader.sequence(key);
+      std::vector<std::int64_t> out;
+      for (std::size_t d = 0; d < shape.size(); ++d)
+        out.push_back(reader.to_integer(detail::concat(key, "[", d, "]"), shape[d], 1, std::int64_t{1} << 30));
+      return out;
+    };
+    if (m.has("inputs")) {
+      for (const char* key : {"input_shape", "input_dtype", "input_id_bound"}) {
+        if (m.has(key)) m.fail_key(key, m.get(key), std::string("give inputs or ") + key + ", not both");
+      }
+      const YAML::Node listed = m.sequence("inputs");  // never empty
+      for (std::size_t k = 0; k < listed.size(); ++k) {
+        MapReader in(listed[k], origin, detail::concat(where, ".inputs[", k, "]"));
+        TorchScriptInput input{in.string("name"), read_shape(in, "shape"),
+                               optional_choice<std::string>(in, "dtype", dtypes, "fp32")};
+        input.id_bound = read_id_bound(in, "id_bound", input.dtype);
+        in.finish();
+        for (const auto& other : model.inputs) {
+          if (other.name == input.name) in.fail_key("name", in.get("name"), "input '" + input.name + "' is listed twice");
+        }
+        model.inputs.push_back(std::move(input));
+      }
+    } else {
+      model.inputs.push_back({"input", read_shape(m, "input_shape"), optional_choice<std::string>(m, "input_dtype", dtypes, "fp32")});
+      model.inputs.back().id_bound = read_id_bound(m, "input_id_bound", model.inputs.back().dtype);
+    }
+  } else {
+    for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound"}) {
+      if (m.has(key)) {
+        m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
+      }
+    }
+  }
+  if (m.has("weights")) {
+    if (!model.torchscript_file.empty())
+      m.fail_key("weights", m.get("weights"), "a TorchScript file holds its own weights");
+    model.weights = resolve_against(config_path, m.string("weights"));
+    std::error_code ec;
+    if (!std::filesystem::exists(model.weights, ec)) {
+      m.fail_key("weights", m.get("weights"),
+                 "no such file or folder: " + model.weights.string() +
+                     " (a safetensors file, or a Hugging Face folder with model.safetensors or its sharded index)");
+    }
+  }
+  m.mark_seen("weights");
+  m.mark_seen("torchscript");
+  m.mark_seen("input_shape");
+  m.mark_seen("input_dtype");
+  m.mark_seen("inputs");
+  m.mark_seen("input_id_bound");
+  m.mark_seen("decoder");
+  m.mark_seen("prompt_tokens");
+  m.mark_seen("prompt_buckets");
+  m.finish();
+  return model;
+}
+
 }  // namespace
 
 std::int64_t prompt_bucket(const std::vector<std::int64_t>& buckets, std::int64_t length) {
@@ -139,132 +269,11 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   }
   YAML::Node models = r.sequence("models");
   for (std::size_t i = 0; i < models.size(); ++i) {
-    MapReader m(models[i], origin, detail::concat("models[", i, "]"));
-    ServedModelConfig model;
-    model.name = m.string("name");
+    ServedModelConfig model = parse_served_model(models[i], config.path, origin, detail::concat("models[", i, "]"));
     if (config.model_index(model.name) >= 0) {
+      MapReader m(models[i], origin, detail::concat("models[", i, "]"));
       m.fail_key("name", m.get("name"), "model '" + model.name + "' is listed twice");
     }
-    model.batch = static_cast<int>(m.optional_integer("batch", 1, 4096).value_or(8));
-    if (m.has("plan")) {
-      const std::string plan = m.string("plan");
-      try {
-        model.strategy = parse_strategy(plan);
-        if (model.strategy == Strategy::Fixed) {
-          m.fail_key("plan", m.get("plan"), "give the plan file (psw plan --out) instead of 'fixed'");
-        }
-      } catch (const InputError&) {
-        if (plan.size() < 5 || (plan.substr(plan.size() - 5) != ".yaml" && plan.substr(plan.size() - 4) != ".yml")) {
-          m.fail_key("plan", m.get("plan"),
-                     "expected single, per-layer, pipeswitch, optimal or a plan file (.yaml), got '" + plan + "'");
-        }
-        model.plan_file = resolve_against(config.path, plan);
-        model.strategy = Strategy::Fixed;
-      }
-    }
-    m.mark_seen("plan");
-    model.dtype = optional_choice<std::string>(m, "dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}}, "fp32");
-    if (m.has("decoder")) {
-      model.decoder_file = resolve_against(config.path, m.string("decoder"));
-      try {
-        model.decoder = load_decoder_config(model.decoder_file);
-      } catch (const InputError& e) {
-        m.fail_key("decoder", m.get("decoder"), e.what());
-      }
-      if (model.decoder->name != model.name) {
-        m.fail_key("decoder", m.get("decoder"),
-                   "the decoder in " + model.decoder_file.string() + " is named '" + model.decoder->name +
-                       "', not '" + model.name + "' (the name its profile and plans go by)");
-      }
-      // A prompt and its first generated token fit the decoder's positions; by default the
-      // zoo's example prompt (128 tokens, as BERT's inputs).
-      const std::int64_t longest = model.decoder->max_positions - 1;
-      model.prompt_tokens =
-          m.optional_integer("prompt_tokens", 1, longest).value_or(std::min<std::int64_t>(128, longest));
-      model.prompt_buckets = read_prompt_buckets(m, longest);
-    } else {
-      for (const char* key : {"prompt_tokens", "prompt_buckets"}) {
-        if (m.has(key)) {
-          m.fail_key(key, m.get(key),
-                     std::string(key) + " is for decoders (give decoder: its config file); '" + model.name +
-                         "' takes inputs of a fixed size");
-        }
-      }
-    }
-    if (m.has("torchscript")) {
-      if (model.decoder) m.fail_key("torchscript", m.get("torchscript"), "give decoder or torchscript, not both");
-      model.torchscript_file = resolve_against(config.path, m.string("torchscript"));
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(model.torchscript_file, ec)) {
-        m.fail_key("torchscript", m.get("torchscript"), "no such file: " + model.torchscript_file.string());
-      }
-      if (model.torchscript_file.stem().string() != model.name) {
-        m.fail_key("torchscript", m.get("torchscript"),
-                   "the file's stem '" + model.torchscript_file.stem().string() + "' is not the model's name '" +
-                       model.name + "' (its profile, NAME.yaml, goes by the stem)");
-      }
-      const std::vector<std::pair<std::string, std::string>> dtypes = {
-          {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}};
-      const auto read_id_bound = [](MapReader& reader, const std::string& key, const std::string& dtype) {
-        if (!reader.has(key)) return std::int64_t{0};
-        if (dtype != "int64") reader.fail_key(key, reader.get(key), "an id bound is for int64 inputs, not " + dtype);
-        return reader.integer(key, 1, std::int64_t{1} << 40);
-      };
-      const auto read_shape = [](MapReader& reader, const std::string& key) {
-        const YAML::Node shape = reader.sequence(key);
-        std::vector<std::int64_t> out;
-        for (std::size_t d = 0; d < shape.size(); ++d)
-          out.push_back(reader.to_integer(detail::concat(key, "[", d, "]"), shape[d], 1, std::int64_t{1} << 30));
-        return out;
-      };
-      if (m.has("inputs")) {
-        for (const char* key : {"input_shape", "input_dtype", "input_id_bound"}) {
-          if (m.has(key)) m.fail_key(key, m.get(key), std::string("give inputs or ") + key + ", not both");
-        }
-        const YAML::Node listed = m.sequence("inputs");  // never empty
-        for (std::size_t k = 0; k < listed.size(); ++k) {
-          MapReader in(listed[k], origin, detail::concat("models[", i, "].inputs[", k, "]"));
-          TorchScriptInput input{in.string("name"), read_shape(in, "shape"),
-                                 optional_choice<std::string>(in, "dtype", dtypes, "fp32")};
-          input.id_bound = read_id_bound(in, "id_bound", input.dtype);
-          in.finish();
-          for (const auto& other : model.inputs) {
-            if (other.name == input.name) in.fail_key("name", in.get("name"), "input '" + input.name + "' is listed twice");
-          }
-          model.inputs.push_back(std::move(input));
-        }
-      } else {
-        model.inputs.push_back({"input", read_shape(m, "input_shape"), optional_choice<std::string>(m, "input_dtype", dtypes, "fp32")});
-        model.inputs.back().id_bound = read_id_bound(m, "input_id_bound", model.inputs.back().dtype);
-      }
-    } else {
-      for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound"}) {
-        if (m.has(key)) {
-          m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
-        }
-      }
-    }
-    if (m.has("weights")) {
-      if (!model.torchscript_file.empty())
-        m.fail_key("weights", m.get("weights"), "a TorchScript file holds its own weights");
-      model.weights = resolve_against(config.path, m.string("weights"));
-      std::error_code ec;
-      if (!std::filesystem::exists(model.weights, ec)) {
-        m.fail_key("weights", m.get("weights"),
-                   "no such file or folder: " + model.weights.string() +
-                       " (a safetensors file, or a Hugging Face folder with model.safetensors or its sharded index)");
-      }
-    }
-    m.mark_seen("weights");
-    m.mark_seen("torchscript");
-    m.mark_seen("input_shape");
-    m.mark_seen("input_dtype");
-    m.mark_seen("inputs");
-    m.mark_seen("input_id_bound");
-    m.mark_seen("decoder");
-    m.mark_seen("prompt_tokens");
-    m.mark_seen("prompt_buckets");
-    m.finish();
     config.models.push_back(std::move(model));
   }
   if (r.has("training")) {
@@ -333,6 +342,20 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
   r.mark_seen("training");
   r.finish();
   return config;
+}
+
+ServedModelConfig parse_served_model_entry(const ServeConfig& config, const std::string& text, const std::string& origin) {
+  return parse_served_model(parse_document(text, origin), config.path, origin, "model");
+}
+
+std::string repository_load_refusal(Mechanism mechanism) {
+  const MechanismTraits& t = traits(mechanism);
+  if (t.ipc_handle_per_group || t.allocation == Allocation::Managed) {
+    return "mechanism '" + to_string(mechanism) +
+           "' gives a model no region of its own (per-group handles or managed memory), which a model loaded while "
+           "the server runs is placed in: list the model in the serve config, or serve another mechanism";
+  }
+  return {};
 }
 
 ServeConfig load_serve_config(const std::filesystem::path& path,

@@ -55,6 +55,11 @@ bool ServerPolicy::all_workers_ready() const {
                      [](const Worker& w) { return w.state != WorkerState::Starting && w.state != WorkerState::Dead; });
 }
 
+bool ServerPolicy::model_in_use(int model) const {
+  if (inflight_ && inflight_->model == model) return true;
+  return std::any_of(queue_.begin(), queue_.end(), [model](const Queued& q) { return q.model == model; });
+}
+
 std::optional<std::uint64_t> ServerPolicy::inflight() const {
   if (!inflight_) return std::nullopt;
   return inflight_->request;
@@ -292,6 +297,30 @@ std::vector<PolicyAction> ServerPolicy::handle(const PolicyEvent& e) {
       training_wanted_ = false;
       return out;
     }
+    case K::ModelLoaded: {
+      if (e.model < 0 || e.bytes < 0) {
+        throw InputError(detail::concat("model_loaded of model ", e.model, " with ", e.bytes, " bytes"));
+      }
+      const auto slot = static_cast<std::size_t>(e.model);
+      if (config_.model_bytes.size() <= slot) config_.model_bytes.resize(slot + 1, 0);
+      config_.model_bytes[slot] = e.bytes;
+      break;
+    }
+    case K::ModelUnloaded: {
+      resident_.remove(e.model);
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->model != e.model) {
+          ++it;
+          continue;
+        }
+        out.push_back({.kind = PolicyAction::Kind::FailRequest,
+                       .request = it->request,
+                       .code = StatusCode::NotFound,
+                       .text = "the model was unloaded while the request waited"});
+        it = queue_.erase(it);
+      }
+      break;
+    }
   }
   if (!stopped_) decide(out);
   return out;
@@ -466,7 +495,8 @@ Enum enum_from(const std::string& text, const char* const (&names)[N], const std
 constexpr const char* kEventNames[] = {
     "request_arrived",          "request_withdrawn",       "worker_ready", "worker_finished",
     "worker_cleaned_up",        "training_stopped",        "worker_lost",  "dispatch_aborted",
-    "training_start_requested", "training_stop_requested", "shutdown"};
+    "training_start_requested", "training_stop_requested", "shutdown",     "model_loaded",
+    "model_unloaded"};
 constexpr const char* kActionNames[] = {
     "dispatch",       "complete", "fail_request",   "stop_training", "resume_training",
     "start_training", "cleanup",  "restart_worker", "kill_worker",   "log"};
@@ -558,7 +588,8 @@ nlohmann::json to_json(const PolicyEvent& e) {
       e.kind == K::DispatchAborted) {
     j["request"] = e.request;
   }
-  if (e.kind == K::RequestArrived) j["model"] = e.model;
+  if (e.kind == K::RequestArrived || e.kind == K::ModelLoaded || e.kind == K::ModelUnloaded) j["model"] = e.model;
+  if (e.kind == K::ModelLoaded) j["bytes"] = e.bytes;
   if (e.kind == K::WorkerFinished) j["ok"] = e.ok;
   if ((e.kind == K::WorkerFinished && !e.ok) || e.kind == K::WorkerLost || e.kind == K::DispatchAborted) {
     j["code"] = decision_json::kStatusNames[static_cast<std::size_t>(e.code)];
@@ -633,6 +664,8 @@ PolicyEvent policy_event_from_json(const nlohmann::json& j, const std::string& w
     e.stop = decision_json::enum_from<TrainingStop>(decision_json::string_field(j, "stop", where),
                                                     decision_json::kStopNames, where, "stop");
   e.text = decision_json::string_field(j, "text", where);
+  e.bytes = decision_json::int_field(j, "bytes", where, 0);
+  if (e.bytes < 0) throw InputError(where + ": 'bytes' must not be negative");
   return e;
 }
 

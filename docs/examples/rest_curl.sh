@@ -24,5 +24,9 @@ trap 'rm -f "$body"' EXIT
 curl -sf "$url/v2/models/bert_base/infer" -H 'Content-Type: application/octet-stream' \
   -H "Inference-Header-Content-Length: ${#header}" --data-binary "@$body" -D - -o /dev/null \
   | grep -i '^inference-header-content-length'
+# The model repository: a model unloaded while the server runs, then loaded again from the serve
+# config (a model it does not list: {"parameters": {"config": "{\"name\": ..., \"batch\": 1}"}}).
+curl -sf "$url/v2/repository/models/inception_v3/unload" -d '{}' && echo " inception_v3 unloaded"
+curl -sf "$url/v2/repository/models/inception_v3/load" -d '{}' && echo " inception_v3 loaded"
 # An error: its HTTP status and the protocol's {"error": ...} body.
 curl -s -w ' (HTTP %{http_code})\n' "$url/v2/models/gpt2"

@@ -364,7 +364,9 @@ TEST(KernelGraph, TheRewriteMakesEveryUseWaitForItsCopyWithNoEdgeTooMany) {
         for (const auto& range : bridged.copies[g].ranges) {
           const std::uint64_t range_end = range.address + static_cast<std::uint64_t>(range.bytes);
           const bool touched = param.address < range_end && range.address < end;
-          if (touched) EXPECT_GE(owner, g) << "trial " << trial << " group " << g << " parameter " << p;
+          if (touched) {
+            EXPECT_GE(owner, g) << "trial " << trial << " group " << g << " parameter " << p;
+          }
           held |= g <= owner && range.address <= param.address && end <= range_end;
         }
       }

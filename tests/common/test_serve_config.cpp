@@ -35,6 +35,30 @@ TEST(ServeConfig, EveryShippedConfigParsesAndNamesProfilesThatExist) {
   EXPECT_GE(files, 3);
 }
 
+// Note [Repository load]: a model entry given to a running server is read as the config's own
+// entries are, its paths against the config's folder, its errors naming the load and the key.
+TEST(ServeConfig, AModelEntryParsesAsTheConfigsOwn) {
+  const ServeConfig config = load_serve_config(kRoot / "configs/serve/host-small.yaml");
+  const ServedModelConfig json = parse_served_model_entry(config, R"({"name": "resnet152", "batch": 2, "dtype": "bf16"})", "load");
+  EXPECT_EQ(json.name, "resnet152");
+  EXPECT_EQ(json.batch, 2);
+  EXPECT_EQ(json.dtype, "bf16");
+  const ServedModelConfig yaml = parse_served_model_entry(config, "name: llama-tiny\ndecoder: ../zoo/llama-tiny.yaml\n", "load");
+  ASSERT_TRUE(yaml.decoder.has_value());
+  EXPECT_EQ(yaml.decoder_file, (kRoot / "configs/zoo/llama-tiny.yaml").lexically_normal());
+  const auto expect_error = [&](const std::string& text, const std::string& origin, const std::string& part) {
+    const std::string message = input_error_of([&] { parse_served_model_entry(config, text, origin); });
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  };
+  expect_error("name: x\nwidth: 3\n", "the load of 'x'", "the load of 'x'");
+  expect_error("name: x\nwidth: 3\n", "load", "width");
+  expect_error("[1, 2]", "load", "load:1: expected a mapping of keys at the top level");
+  expect_error("name: x\nbatch: 0\n", "load", "batch");
+  EXPECT_TRUE(repository_load_refusal(Mechanism::PipeSwitch).empty());
+  EXPECT_NE(repository_load_refusal(Mechanism::UnifiedMemory).find("managed memory"), std::string::npos);
+  EXPECT_NE(repository_load_refusal(Mechanism::NoIpcOptimization).find("per-group handles"), std::string::npos);
+}
+
 TEST(ServeConfig, DecodersInBf16ServeAPromptOfTheirLength) {
   const ServeConfig config = load_serve_config(kRoot / "configs/serve/h200-llm.yaml");
   ASSERT_EQ(config.models.size(), 3u);

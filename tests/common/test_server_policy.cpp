@@ -176,6 +176,56 @@ TEST(ServerPolicy, ReadyKeepsEveryModelAndLruKeepsWhatFits) {
   EXPECT_EQ(p.resident(), (std::list<int>{0}));
 }
 
+// Note [Repository load]: a model loaded while the server runs is known by its bytes and not
+// resident until a request transfers it; one unloaded is forgotten by residency, and a request
+// of it still waiting fails NOT_FOUND. Both events go through the decision log unchanged.
+TEST(ServerPolicy, ModelsLoadedAndUnloadedWhileServing) {
+  PolicyConfig lru = config_of(Mechanism::PipeSwitch, 2, false);
+  lru.cache = CachePolicy::Lru;
+  lru.cache_bytes = 500;
+  ServerPolicy p = started(lru);
+  PolicyEvent loaded{.kind = E::ModelLoaded, .model = 4};
+  loaded.bytes = 400;
+  EXPECT_TRUE(p.handle(loaded).empty());
+  EXPECT_EQ(p.config().model_bytes, (std::vector<Bytes>{100, 200, 300, 0, 400}));
+  std::uint64_t r = 0;
+  auto serve = [&](int model) {
+    auto actions = p.handle(arrived(++r, model));
+    EXPECT_EQ(actions.size(), 1u);
+    p.handle(finished(actions.front().worker, r));
+    return actions.front().transfer;
+  };
+  EXPECT_TRUE(serve(4));
+  EXPECT_TRUE(serve(0));   // 100 + 400 bytes fit in 500
+  EXPECT_FALSE(serve(4));
+  EXPECT_TRUE(serve(1));   // 200 + 400 + 100 do not fit: the least recent go until they do
+  EXPECT_EQ(p.resident(), (std::list<int>{1}));
+  EXPECT_FALSE(serve(1));
+  EXPECT_TRUE(serve(4));
+  EXPECT_EQ(p.resident(), (std::list<int>{4}));
+  const PolicyEvent unloaded{.kind = E::ModelUnloaded, .model = 4};
+  EXPECT_TRUE(p.handle(unloaded).empty());
+  EXPECT_TRUE(p.resident().empty());
+  // A request runs, one of model 2 waits behind it: model 2 is in use until it is answered or
+  // its model unloaded, which fails it.
+  EXPECT_EQ(brief(p.handle(arrived(++r, 0))).size(), 1u);
+  const std::uint64_t waiting = ++r;
+  EXPECT_TRUE(p.handle(arrived(waiting, 2)).empty());
+  EXPECT_TRUE(p.model_in_use(0));
+  EXPECT_TRUE(p.model_in_use(2));
+  EXPECT_FALSE(p.model_in_use(1));
+  const std::vector<PolicyAction> failed = p.handle(PolicyEvent{.kind = E::ModelUnloaded, .model = 2});
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].kind, A::FailRequest);
+  EXPECT_EQ(failed[0].request, waiting);
+  EXPECT_EQ(failed[0].code, StatusCode::NotFound);
+  EXPECT_FALSE(p.model_in_use(2));
+  for (const PolicyEvent& e : {loaded, unloaded}) EXPECT_EQ(policy_event_from_json(to_json(e), "x"), e);
+  PolicyEvent negative = loaded;
+  negative.bytes = -1;
+  expect_input_error([&] { policy_event_from_json(to_json(negative), "d.jsonl:3"); }, "d.jsonl:3: 'bytes' must not be negative");
+}
+
 // Note [Server policy as the simulator runs it]: the paper's active worker keeps the model of
 // the last task until another task runs.
 TEST(ServerPolicy, ActiveKeepsTheLastTasksModelUntilTrainingRuns) {

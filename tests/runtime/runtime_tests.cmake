@@ -45,6 +45,8 @@ if(PSW_HAVE_EXEC)
   psw_serve_script_test(sigterm_queue serve_sigterm_queue.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # The REST front end on a live server, from Python's urllib: JSON and binary tensors agree.
   psw_serve_script_test(rest serve_rest.sh 300 10)
+  # The model repository's load and unload while training runs (Note [Repository load]).
+  psw_serve_script_test(repository serve_repository.sh 300 30)
   # docs/examples/: curl, a requests client and a grpcio client against a live server.
   psw_serve_script_test(examples serve_examples.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.

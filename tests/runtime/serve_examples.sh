@@ -21,6 +21,8 @@ grep -q '"id":"curl-1"' "$work/curl.log" || fail "rest_curl.sh: no answer to its
 grep -q '"name":"bert_base","state":"READY"' "$work/curl.log" || fail "rest_curl.sh: no repository index"
 grep -qi '^inference-header-content-length' "$work/curl.log" || fail "rest_curl.sh: no binary answer"
 grep -q "unknown model 'gpt2'.*(HTTP 404)" "$work/curl.log" || fail "rest_curl.sh: no 404"
+grep -q '^{} inception_v3 unloaded$' "$work/curl.log" && grep -q '^{} inception_v3 loaded$' "$work/curl.log" ||
+  fail "rest_curl.sh: no unload and load"
 # The same index over gRPC, through psw client (Note [Repository index]).
 "$psw" client --socket "$sock" --index --format json > "$work/index.json" || fail "psw client --index"
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m={e["name"]: e for e in d["models"]}; assert m["bert_base"]["state"] == "READY" and m["bert_base"]["version"] == "1" and "inception_v3" in m, d' "$work/index.json" || fail "psw client --index: $(cat "$work/index.json")"

@@ -193,4 +193,15 @@ ServeConfig load_serve_config(const std::filesystem::path& path,
 ServeConfig parse_serve_config(const std::string& text, const std::filesystem::path& origin,
                                const std::vector<std::pair<std::string, std::string>>& overrides = {});
 
+// One model entry as `models:` lists them (its keys and checks), given as YAML or JSON text: a
+// model the server loads while it runs (Note [Repository load] in the server). Its paths resolve
+// against the serve config's folder, as the config's own entries do; InputError naming `origin`
+// and the key for anything wrong.
+ServedModelConfig parse_served_model_entry(const ServeConfig& config, const std::string& text, const std::string& origin);
+
+// Note [Repository load]: why models cannot be loaded and unloaded while a server of `mechanism`
+// runs, or empty when they can. Loading places a model in a region of its own, which per-group
+// handles and managed memory do not give it.
+std::string repository_load_refusal(Mechanism mechanism);
+
 }  // namespace psw

@@ -102,6 +102,11 @@ struct PolicyEvent {
     TrainingStartRequested,  // steps: a client (or autostart) wants the job to run up to this step (0: until stopped)
     TrainingStopRequested,   // a client stops the job
     Shutdown,                // text: the server stops; everything waiting is answered
+    // Note [Repository load] (the server's controller): model slot `model` was loaded while the
+    // server runs, with `bytes` of packed parameters (not resident until a request transfers
+    // them), or unloaded (forgotten by residency; a request of it still waiting fails NOT_FOUND).
+    ModelLoaded,    // model, bytes
+    ModelUnloaded,  // model
   };
   Kind kind = Kind::RequestArrived;
   int worker = -1;
@@ -112,6 +117,7 @@ struct PolicyEvent {
   TrainingStop stop = TrainingStop::Abandoned;
   std::int64_t steps = 0;
   std::string text = {};
+  Bytes bytes = 0;
 
   bool operator==(const PolicyEvent&) const = default;
 };
@@ -163,6 +169,8 @@ class ServerPolicy {
   bool stopped() const { return stopped_; }
   std::size_t queued() const { return queue_.size(); }
   std::optional<std::uint64_t> inflight() const;
+  // A request of `model` waits or runs (Note [Repository load]: such a model is not unloaded).
+  bool model_in_use(int model) const;
   const std::list<int>& resident() const { return resident_; }
   // Whether the worker owes the driver an answer (a task, a cleanup, a stop): the watchdog's.
   bool awaiting_answer(int worker) const;

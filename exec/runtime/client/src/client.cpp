@@ -27,6 +27,7 @@ ServiceError::Code to_service_code(grpc::StatusCode code) {
     case grpc::StatusCode::DEADLINE_EXCEEDED: return ServiceError::Code::DeadlineExceeded;
     case grpc::StatusCode::ALREADY_EXISTS: return ServiceError::Code::AlreadyExists;
     case grpc::StatusCode::CANCELLED: return ServiceError::Code::Cancelled;
+    case grpc::StatusCode::FAILED_PRECONDITION: return ServiceError::Code::FailedPrecondition;
     default: return ServiceError::Code::Internal;
   }
 }
@@ -178,6 +179,25 @@ std::vector<ModelIndexEntry> Client::repository_index(bool ready_only) {
   std::vector<ModelIndexEntry> index;
   for (const auto& model : response.models()) index.push_back({model.name(), model.version(), model.state(), model.reason()});
   return index;
+}
+
+void Client::load_model(const std::string& name, const std::string& config) {
+  inference::RepositoryModelLoadRequest request;
+  request.set_model_name(name);
+  if (!config.empty()) (*request.mutable_parameters())["config"].set_string_param(config);
+  inference::RepositoryModelLoadResponse response;
+  impl_->call("RepositoryModelLoad", [&](grpc::ClientContext* context) {
+    return impl_->inference->RepositoryModelLoad(context, request, &response);
+  });
+}
+
+void Client::unload_model(const std::string& name) {
+  inference::RepositoryModelUnloadRequest request;
+  request.set_model_name(name);
+  inference::RepositoryModelUnloadResponse response;
+  impl_->call("RepositoryModelUnload", [&](grpc::ClientContext* context) {
+    return impl_->inference->RepositoryModelUnload(context, request, &response);
+  });
 }
 
 ServerInfo Client::server_metadata() {

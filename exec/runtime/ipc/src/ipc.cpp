@@ -102,6 +102,13 @@ const char* to_string(MessageType type) {
     case MessageType::Token: return "token";
     case MessageType::Checkpoint: return "checkpoint";
     case MessageType::CheckpointDone: return "checkpoint-done";
+    case MessageType::LoadModel: return "load-model";
+    case MessageType::ModelStored: return "model-stored";
+    case MessageType::UnloadModel: return "unload-model";
+    case MessageType::BindModel: return "bind-model";
+    case MessageType::ModelBound: return "model-bound";
+    case MessageType::DropModel: return "drop-model";
+    case MessageType::ModelDropped: return "model-dropped";
   }
   return "?";
 }

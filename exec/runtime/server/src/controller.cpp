@@ -122,6 +122,18 @@ struct Worker {
   std::set<std::uint64_t> mapped_regions;
   // Its last answer to an Infer, read when the policy completes the request from it.
   Message reply;
+  // Note [Repository load]: per model slot, whether this process has it bound (1), was told to
+  // and has not answered (kBindUnanswered), or neither (0).
+  std::vector<char> holds;
+};
+
+constexpr char kBindUnanswered = 2;
+
+// A served model as a request reads it, outside the controller's lock: its entry and protocol
+// description (Note [Repository load]: a slot's never change, so a request keeps them).
+struct ServedSlot {
+  ServedModelConfig entry;
+  ModelInfo info;
 };
 
 // Note [Generate call] (service.hpp): the tokens of a generate call on their way from the
@@ -176,6 +188,7 @@ struct Pending {
   const TensorData* input = nullptr;
   std::vector<OutputDestination> output_destinations;  // outputs the client wants in its shared memory
   int model = -1;
+  std::shared_ptr<const ServedSlot> served;
   ElementType type = ElementType::Float32;
   std::int64_t arrival_ns = 0;
   std::promise<InferResponse> reply;
@@ -221,18 +234,35 @@ struct Controller::State {
   std::deque<PolicyEvent> events;  // fed, not yet handled (an action may cause another event)
   bool handling = false;
   std::ofstream decisions;         // Note [Decision log]: `psw serve --decisions FILE`
-  std::vector<ModelInfo> infos;
-  std::vector<std::int64_t> model_bytes;  // packed parameters per model (from the daemon's segments)
+  std::vector<std::int64_t> model_bytes;  // packed parameters per model at start (the daemon's)
 
   // Processes and segments.
   pid_t daemon_pid = -1;
   UniqueFd daemon_socket;
-  std::vector<SharedSegment> daemon_segments;  // Note [Segment order]: stores, training header
   struct RegionGrant {
     Message message;
     std::optional<SharedSegment> segment;  // host backend: the region's shared segment
   };
-  std::vector<RegionGrant> regions;            // per model, then the training state
+  // Note [Repository load]: a model slot, the serve config's models first, then every model
+  // loaded while the server runs (an unloaded one stays, its index never reused).
+  struct ModelSlot {
+    enum class Phase { Ready, Loading, Unloaded };
+    Phase phase = Phase::Ready;
+    std::shared_ptr<const ServedSlot> served;
+    int config_index = -1;                   // the serve config's entry it is, or -1: entry_text's
+    std::optional<SharedSegment> entry_text;  // a loaded model's entry (YAML), for the workers
+    std::optional<SharedSegment> store;       // the daemon's packed parameters
+    RegionGrant region;
+    int holders = 0;        // worker processes that have it bound, or were told to bind it
+    int binds_pending = 0;  // BindModel messages of its load not answered yet
+    std::string bind_error;  // a worker's failure to bind it during its load
+    std::string unloaded_why = "unloaded";  // the repository index's reason once unloaded
+  };
+  std::deque<ModelSlot> slots;  // under `mutex` once the scheduler runs
+  std::condition_variable slots_changed;
+  std::mutex repository_mutex;  // one load or unload at a time
+  std::optional<SharedSegment> training_header_segment;  // Note [Segment order]
+  std::optional<RegionGrant> training_region;
   SharedSegment control;                        // WorkerControl per worker
   TrainingHeader* training_header = nullptr;    // in the daemon's training segment
   std::vector<Worker> workers;
@@ -250,8 +280,13 @@ struct Controller::State {
   bool training_stopped_by_client = false;
   std::int64_t training_target = 0;
   std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
-  // Note [Training checkpoint]: the daemon's answer to the checkpoint in flight, if any.
-  std::optional<std::promise<Message>> daemon_answer;
+  // Note [Training checkpoint], Note [Repository load]: the daemon's answer to the call in
+  // flight (a checkpoint, a load), if any, with the descriptors it carries.
+  struct DaemonAnswer {
+    Message message;
+    std::vector<UniqueFd> fds;
+  };
+  std::optional<std::promise<DaemonAnswer>> daemon_answer;
   // Note [Inputs read in place]: the client regions the workers map, by registration id.
   struct InputRegion {
     std::weak_ptr<void> owner;  // the registry's region: expired once it is gone
@@ -288,13 +323,27 @@ struct Controller::State {
     held_since_ns = 0;
   }
 
-  // A request for `model` arrived now: its Pending, with the model's index; NotFound for a model
-  // not served here.
-  std::shared_ptr<Pending> arrived(const std::string& model) const {
+  // The slot of the loaded (or loading) model `name`, or -1. With the mutex held.
+  int slot_index(const std::string& name) const {
+    for (std::size_t i = slots.size(); i-- > 0;) {
+      if (slots[i].phase != ModelSlot::Phase::Unloaded && slots[i].served->entry.name == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  // A request for `model` arrived now: its Pending, with the model's slot and description;
+  // NotFound for a model not served here, Unavailable for one still loading.
+  std::shared_ptr<Pending> arrived(const std::string& model) {
     auto p = std::make_shared<Pending>();
     p->arrival_ns = monotonic_ns();
-    p->model = options.config.model_index(model);
+    std::lock_guard<std::mutex> lock(mutex);
+    p->model = slot_index(model);
     if (p->model < 0) throw ServiceError(ServiceError::Code::NotFound, "model '" + model + "' is not served here");
+    const ModelSlot& slot = slots[static_cast<std::size_t>(p->model)];
+    if (slot.phase == ModelSlot::Phase::Loading) {
+      throw ServiceError(ServiceError::Code::Unavailable, "model '" + model + "' is loading; ask again once it is ready");
+    }
+    p->served = slot.served;
     return p;
   }
 
@@ -374,15 +423,116 @@ struct Controller::State {
     if (fds.size() != n + training) {
       throw Error(detail::concat("the memory daemon sent ", fds.size(), " segments, expected ", n + training));
     }
-    for (auto& fd : fds) daemon_segments.push_back(SharedSegment::attach(std::move(fd)));
+    for (std::size_t i = 0; i < n; ++i) {
+      ModelSlot slot;
+      slot.served = std::make_shared<const ServedSlot>(
+          ServedSlot{options.config.models[i], served_model_info(options.config.models[i])});
+      slot.config_index = static_cast<int>(i);
+      slot.store = SharedSegment::attach(std::move(fds[i]));
+      slots.push_back(std::move(slot));
+    }
+    if (training != 0) {
+      training_header_segment = SharedSegment::attach(std::move(fds[n]));
+      training_header = reinterpret_cast<TrainingHeader*>(training_header_segment->data());
+    }
     for (std::size_t i = 0; i < n + training; ++i) {
       std::vector<UniqueFd> region_fds;
       RegionGrant grant{expect(daemon_socket.get(), MessageType::Region, "the memory daemon", 600'000, &region_fds), {}};
       if (!region_fds.empty()) grant.segment = SharedSegment::attach(std::move(region_fds.front()));
-      regions.push_back(std::move(grant));
+      if (i < n) {
+        model_bytes.push_back(grant.message.value);
+        slots[i].region = std::move(grant);
+      } else {
+        training_region = std::move(grant);
+      }
     }
-    for (std::size_t i = 0; i < n; ++i) model_bytes.push_back(regions[i].message.value);
-    if (training != 0) training_header = reinterpret_cast<TrainingHeader*>(daemon_segments[n].data());
+  }
+
+  // Whether a worker should have the slot: loaded, or loading and stored by the daemon.
+  static bool bindable(const ModelSlot& slot) { return slot.phase != ModelSlot::Phase::Unloaded && slot.store; }
+
+  // Note [Segment order]: slot `index`'s Region (at a worker's start) or BindModel message, with
+  // the descriptors it carries: the store, the region's segment (host), the entry (a loaded model).
+  Message slot_message(std::size_t index, MessageType type, std::vector<int>& fds) const {
+    const ModelSlot& slot = slots[index];
+    Message m;
+    if (!bindable(slot)) {
+      m.type = type;
+      m.flags = kFlagUnloaded;
+    } else {
+      m = slot.region.message;
+      m.type = type;
+      fds.push_back(slot.store->fd());
+      if (slot.region.segment) fds.push_back(slot.region.segment->fd());
+      if (slot.entry_text) {
+        m.flags |= kFlagEntryText;
+        fds.push_back(slot.entry_text->fd());
+      }
+    }
+    m.model = static_cast<std::int32_t>(index);
+    m.value2 = slot.config_index;
+    return m;
+  }
+
+  // Note [Repository load]: a worker process's models are gone with it; a slot unloaded that no
+  // process holds any more is freed in the daemon.
+  void release_holds(Worker& w) {
+    for (std::size_t i = 0; i < w.holds.size(); ++i) {
+      if (w.holds[i] == 0) continue;
+      ModelSlot& slot = slots[i];
+      if (w.holds[i] == kBindUnanswered && slot.phase == ModelSlot::Phase::Loading && slot.binds_pending > 0) {
+        --slot.binds_pending;
+        if (slot.bind_error.empty()) slot.bind_error = detail::concat("worker ", w.id, " exited while it bound the model");
+        slots_changed.notify_all();
+      }
+      release_hold(i);
+    }
+    w.holds.clear();
+  }
+  void release_hold(std::size_t index) {
+    ModelSlot& slot = slots[index];
+    --slot.holders;
+    if (slot.phase != ModelSlot::Phase::Unloaded || slot.holders > 0 || !slot.store) return;
+    Message unload;
+    unload.type = MessageType::UnloadModel;
+    unload.model = static_cast<std::int32_t>(index);
+    try {
+      send_message(daemon_socket.get(), unload);
+    } catch (const Error&) {
+      // The daemon is gone: the loop says so and stops the server.
+    }
+    slot.store.reset();
+    slot.region.segment.reset();
+    slot.entry_text.reset();
+    log("model '" + slot.served->entry.name + "' unloaded: its memory is freed");
+  }
+
+  // Note [Repository load]: brings what worker `w` has bound up to date with the slots, Drop
+  // and Bind messages, which it handles before any task sent after them. Binds only for a worker
+  // that reads its socket (as update_mapped_regions); a training one (running or paused) takes
+  // drops only (`drops_only`), between steps. Throws Error when it cannot be reached.
+  void update_models(Worker& w, bool drops_only = false) {
+    w.holds.resize(slots.size(), 0);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      ModelSlot& slot = slots[i];
+      // A slot loading is bound once the daemon has stored it.
+      if (slot.phase == ModelSlot::Phase::Loading && !slot.store) continue;
+      const bool wanted = bindable(slot);
+      if (wanted == (w.holds[i] != 0) || (wanted && drops_only)) continue;
+      std::vector<int> fds;
+      Message m = wanted ? slot_message(i, MessageType::BindModel, fds) : Message{};
+      if (!wanted) {
+        m.type = MessageType::DropModel;
+        m.model = static_cast<std::int32_t>(i);
+      }
+      m.worker = static_cast<std::uint32_t>(w.id);
+      send_message(w.socket.get(), m, fds);
+      w.holds[i] = wanted ? kBindUnanswered : 0;
+      if (wanted) {
+        ++slot.holders;
+        if (slot.phase == ModelSlot::Phase::Loading) ++slot.binds_pending;
+      }
+    }
   }
 
   // Starts worker `id` (again) and sends it the segments; it says Ready later, on its socket.
@@ -399,17 +549,29 @@ struct Controller::State {
     w.mapped_regions.clear();  // a new process has mapped nothing
     reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
     std::vector<int> fds;
-    for (const auto& s : daemon_segments) fds.push_back(s.fd());
+    if (training_header_segment) fds.push_back(training_header_segment->fd());
     fds.push_back(control.fd());
     fds.push_back(w.io.fd());
     Message segments;
     segments.type = MessageType::Segments;
     segments.worker = static_cast<std::uint32_t>(id);
+    segments.value = static_cast<std::int64_t>(slots.size());
     send_message(w.socket.get(), segments, fds);
-    for (const auto& r : regions) {
+    // Note [Segment order]: every slot as it stands, so a fresh process has the models loaded
+    // since the start and none of those unloaded.
+    w.holds.assign(slots.size(), 0);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      std::vector<int> slot_fds;
+      send_message(w.socket.get(), slot_message(i, MessageType::Region, slot_fds), slot_fds);
+      if (bindable(slots[i])) {
+        w.holds[i] = 1;
+        ++slots[i].holders;
+      }
+    }
+    if (training_region) {
       std::vector<int> region_fds;
-      if (r.segment) region_fds.push_back(r.segment->fd());
-      send_message(w.socket.get(), r.message, region_fds);
+      if (training_region->segment) region_fds.push_back(training_region->segment->fd());
+      send_message(w.socket.get(), training_region->message, region_fds);
     }
   }
 
@@ -434,6 +596,7 @@ struct Controller::State {
       stats.worker_kill_ns += monotonic_ns() - killed_ns;
     }
     w.socket = UniqueFd();
+    release_holds(w);
   }
 
   void fail(const std::shared_ptr<Pending>& p, ServiceError::Code code, const std::string& message) {
@@ -589,7 +752,8 @@ struct Controller::State {
     p->dispatch_ns = monotonic_ns();
     p->transfer = transfer;
     try {
-      update_mapped_regions(w);  // the worker handles these before the Infer, in order
+      update_models(w);  // the worker handles these before the Infer, in order
+      update_mapped_regions(w);
       send_message(w.socket.get(), m);
     } catch (const Error&) {
       lost(id, ServiceError::Code::Unavailable, "could not be reached");
@@ -643,12 +807,22 @@ struct Controller::State {
   }
 
   // Off the critical path: a worker on standby maps new regions (page-locking them takes time)
-  // before a request needs them, and unmaps the gone ones.
+  // before a request needs them, and unmaps the gone ones; it binds models loaded and drops
+  // those unloaded (a training worker only drops: Note [Repository load]).
   void update_standby_workers() {
     forget_gone_regions();
     for (auto& w : workers) {
-      if (policy->worker_state(w.id) != WorkerState::Standby) continue;
+      const WorkerState state = policy->worker_state(w.id);
+      if (state == WorkerState::Training || state == WorkerState::Paused) {
+        try {
+          update_models(w, /*drops_only=*/true);
+        } catch (const Error&) {
+          lost(w.id, ServiceError::Code::Unavailable, "could not be reached");
+        }
+      }
+      if (state != WorkerState::Standby) continue;
       try {
+        update_models(w);
         update_mapped_regions(w);
       } catch (const Error&) {
         lost(w.id, ServiceError::Code::Unavailable, "could not be reached");
@@ -685,6 +859,7 @@ struct Controller::State {
     w.busy_since_ns = monotonic_ns();
     end_hold(w.busy_since_ns);
     try {
+      update_models(w);  // before the job, which reads nothing on its socket until it stops
       send_message(w.socket.get(), m);
     } catch (const Error&) {
       lost(id, ServiceError::Code::Unavailable, "could not be reached");
@@ -719,7 +894,7 @@ struct Controller::State {
     response.version = p->version.empty() ? "1" : p->version;
     response.id = p->request_id;
     TensorData out;
-    out.name = p->stream ? "output_ids" : infos[static_cast<std::size_t>(p->model)].outputs.front().name;
+    out.name = p->stream ? "output_ids" : p->served->info.outputs.front().name;
     out.datatype = datatype_name(static_cast<ElementType>(m.dtype));
     out.shape.assign(m.shape, m.shape + m.rank);
     const IoLayout io{options.config.max_tensor_bytes};
@@ -852,6 +1027,25 @@ struct Controller::State {
       case MessageType::CleanupDone:
         feed(PolicyEvent{.kind = PolicyEvent::Kind::WorkerCleanedUp, .worker = id});
         return;
+      case MessageType::ModelBound: {  // Note [Repository load]
+        if (m.model < 0 || static_cast<std::size_t>(m.model) >= slots.size()) return;
+        ModelSlot& slot = slots[static_cast<std::size_t>(m.model)];
+        if (static_cast<std::size_t>(m.model) < w.holds.size() && w.holds[static_cast<std::size_t>(m.model)] != 0) {
+          w.holds[static_cast<std::size_t>(m.model)] = 1;
+        }
+        if (m.value != 0) {
+          log(detail::concat("worker ", id, " could not bind model '", slot.served->entry.name, "': ", m.get_text()));
+          if (slot.phase == ModelSlot::Phase::Loading && slot.bind_error.empty()) {
+            slot.bind_error = detail::concat("worker ", id, ": ", m.get_text());
+          }
+        }
+        if (slot.phase == ModelSlot::Phase::Loading && slot.binds_pending > 0) --slot.binds_pending;
+        slots_changed.notify_all();
+        return;
+      }
+      case MessageType::ModelDropped:
+        if (m.model >= 0 && static_cast<std::size_t>(m.model) < slots.size()) release_hold(static_cast<std::size_t>(m.model));
+        return;
       default:
         log(std::string("worker sent an unexpected ") + to_string(m.type) + " message");
     }
@@ -879,6 +1073,7 @@ struct Controller::State {
     feed(std::move(bye));
     for (auto& [id, p] : pending) fail(p, ServiceError::Code::Unavailable, why);  // none should be left
     pending.clear();
+    slots_changed.notify_all();  // a load waiting for its binds answers (Note [Repository load])
   }
 
   // With the mutex held, the daemon's socket readable: true when it carried the answer to the
@@ -887,13 +1082,17 @@ struct Controller::State {
   bool daemon_answered() {
     if (!daemon_answer) return false;
     std::optional<Message> m;
+    std::vector<UniqueFd> fds;
     try {
-      m = receive_message(daemon_socket.get(), nullptr, 0);
+      m = receive_message(daemon_socket.get(), &fds, 0);
     } catch (const Error&) {
       return false;
     }
-    if (!m || (m->type != MessageType::CheckpointDone && m->type != MessageType::Failed)) return false;
-    daemon_answer->set_value(*m);
+    if (!m || (m->type != MessageType::CheckpointDone && m->type != MessageType::ModelStored &&
+               m->type != MessageType::Failed)) {
+      return false;
+    }
+    daemon_answer->set_value(DaemonAnswer{*m, std::move(fds)});
     daemon_answer.reset();
     return true;
   }
@@ -927,7 +1126,7 @@ struct Controller::State {
         } else if ((fds[1].revents & (POLLIN | POLLHUP)) != 0) {
           if (daemon_answer) {
             daemon_answer->set_exception(std::make_exception_ptr(
-                ServiceError(ServiceError::Code::Unavailable, "the memory daemon exited while writing the checkpoint")));
+                ServiceError(ServiceError::Code::Unavailable, "the memory daemon exited before it answered (a checkpoint or a load)")));
             daemon_answer.reset();
           }
           log("the memory daemon exited; the server cannot go on");
@@ -976,7 +1175,6 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
     throw InputError(config.path.string() + ": mechanism '" + to_string(config.mechanism) +
                      "' runs inference beside the training job, in another worker: it needs workers: 2 or more");
   }
-  for (const auto& m : config.models) s.infos.push_back(served_model_info(m));
   s.wakeup = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!s.wakeup) throw Error("eventfd failed");
   // Before any process starts: a log that cannot be written is the user's error, said at once.
@@ -1113,9 +1311,15 @@ bool Controller::ready() {
 }
 
 std::vector<ModelInfo> Controller::models() {
-  std::vector<ModelInfo> infos = state_->infos;
-  const bool ok = ready();
-  for (auto& i : infos) i.ready = ok;
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const bool ok = s.all_ready && !s.stopping;
+  std::vector<ModelInfo> infos;
+  for (const auto& slot : s.slots) {
+    if (slot.phase == State::ModelSlot::Phase::Unloaded) continue;
+    infos.push_back(slot.served->info);
+    infos.back().ready = ok && slot.phase == State::ModelSlot::Phase::Ready;
+  }
   return infos;
 }
 
@@ -1146,7 +1350,7 @@ InferResponse Controller::infer(const InferRequest& request) {
     throw ServiceError(ServiceError::Code::NotFound,
                        "model '" + request.model + "' has only version 1, not '" + request.version + "'");
   }
-  const ModelInfo& info = s.infos[static_cast<std::size_t>(p->model)];
+  const ModelInfo& info = p->served->info;
   // Inputs by name (the protocol's): an input the model does not have, and one it has that the
   // request lacks, are refused naming it.
   const auto described = [](const TensorSpec& t) {
@@ -1178,7 +1382,7 @@ InferResponse Controller::infer(const InferRequest& request) {
                                       ", got ", request.inputs.size()));
   }
   // Each input against its spec, in the model's order.
-  const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
+  const ServedModelConfig& served = p->served->entry;
   std::vector<const TensorData*> ordered;
   for (const TensorSpec& spec : info.inputs) {
     const TensorData& input =
@@ -1270,7 +1474,7 @@ InferResponse Controller::infer(const InferRequest& request) {
 GenerateResponse Controller::generate(const GenerateRequest& request, const TokenSink& on_token) {
   State& s = *state_;
   const std::shared_ptr<Pending> p = s.arrived(request.model);
-  const ServedModelConfig& served = s.options.config.models[static_cast<std::size_t>(p->model)];
+  const ServedModelConfig& served = p->served->entry;
   if (!served.decoder) {
     throw ServiceError(ServiceError::Code::InvalidArgument,
                        "model '" + request.model + "' is not a decoder: it does not generate (POST /v2/models/" +
@@ -1462,12 +1666,13 @@ TrainingCheckpointStatus Controller::checkpoint_training(const std::string& mode
                        detail::concat("the checkpoint's path is ", target.string().size(), " bytes; at most ",
                                       kMessageText - 1, " are taken"));
   }
-  std::future<Message> answer;
+  std::future<State::DaemonAnswer> answer;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
     if (s.daemon_answer) {
-      throw ServiceError(ServiceError::Code::Unavailable, "a checkpoint is being written; ask again once it is done");
+      throw ServiceError(ServiceError::Code::Unavailable,
+                         "the memory daemon is writing a checkpoint or loading a model; ask again once it is done");
     }
     Message m;
     m.type = MessageType::Checkpoint;
@@ -1480,7 +1685,7 @@ TrainingCheckpointStatus Controller::checkpoint_training(const std::string& mode
     s.daemon_answer.emplace();
     answer = s.daemon_answer->get_future();
   }
-  const Message m = answer.get();  // the scheduler's loop hands it over, or says the daemon died
+  const Message m = answer.get().message;  // the scheduler's loop hands it over, or says the daemon died
   if (m.type == MessageType::Failed) throw ServiceError(code_of(m.value), "the checkpoint failed: " + m.get_text());
   TrainingCheckpointStatus done;
   done.model = job->model;
@@ -1489,6 +1694,168 @@ TrainingCheckpointStatus Controller::checkpoint_training(const std::string& mode
   done.bytes = m.value2;
   std::memcpy(&done.loss, &m.times[0], sizeof done.loss);
   return done;
+}
+
+void Controller::load_model(const std::string& name, const std::string& config) {
+  State& s = *state_;
+  using Phase = State::ModelSlot::Phase;
+  const std::lock_guard<std::mutex> one_at_a_time(s.repository_mutex);
+  if (const std::string why = repository_load_refusal(s.options.config.mechanism); !why.empty()) {
+    throw ServiceError(ServiceError::Code::FailedPrecondition, "cannot load '" + name + "': " + why);
+  }
+  if (name.empty()) throw ServiceError(ServiceError::Code::InvalidArgument, "the model name to load is empty");
+  std::string text = config;
+  int config_index = -1;
+  if (text.empty()) {
+    config_index = s.options.config.model_index(name);
+    if (config_index < 0) {
+      throw ServiceError(ServiceError::Code::NotFound,
+                         "no model '" + name + "' in the repository (the serve config " + s.options.config.path.string() +
+                             "): give its entry (the keys of a models: entry) as the load's 'config' parameter");
+    }
+  }
+  const std::string origin = "the load of '" + name + "'";
+  ServedModelConfig entry;
+  try {
+    entry = config_index >= 0 ? s.options.config.models[static_cast<std::size_t>(config_index)]
+                              : parse_served_model_entry(s.options.config, text, origin + "'s config");
+  } catch (const InputError& e) {
+    throw ServiceError(ServiceError::Code::InvalidArgument, e.what());
+  }
+  if (entry.name != name) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       origin + ": its config names model '" + entry.name + "', not '" + name + "'");
+  }
+  std::shared_ptr<const ServedSlot> served;
+  try {
+    served = std::make_shared<const ServedSlot>(ServedSlot{entry, served_model_info(entry)});
+  } catch (const std::exception& e) {  // a model the zoo does not have
+    throw ServiceError(ServiceError::Code::InvalidArgument, origin + ": " + e.what());
+  }
+  std::future<State::DaemonAnswer> answer;
+  std::size_t index = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+    if (s.slot_index(name) >= 0) {
+      throw ServiceError(ServiceError::Code::AlreadyExists, "model '" + name + "' is loaded already: unload it first");
+    }
+    if (s.daemon_answer) {
+      throw ServiceError(ServiceError::Code::Unavailable,
+                         "the memory daemon is writing a checkpoint; ask again once it is done");
+    }
+    State::ModelSlot slot;
+    slot.phase = Phase::Loading;
+    slot.served = served;
+    slot.config_index = config_index;
+    if (config_index < 0) {
+      slot.entry_text = SharedSegment::create("entry-" + name, text.size() + 1);
+      std::memcpy(slot.entry_text->data(), text.data(), text.size());
+    }
+    index = s.slots.size();
+    Message m;
+    m.type = MessageType::LoadModel;
+    m.model = static_cast<std::int32_t>(index);
+    m.value2 = config_index;
+    m.set_text(origin.substr(0, kMessageText - 1));
+    // The daemon reads the entry from the segment, or the serve config's from its own file.
+    std::vector<int> fds;
+    if (slot.entry_text) {
+      m.flags |= kFlagEntryText;
+      fds.push_back(slot.entry_text->fd());
+    }
+    try {
+      send_message(s.daemon_socket.get(), m, fds);
+    } catch (const Error&) {
+      throw ServiceError(ServiceError::Code::Unavailable, "the memory daemon cannot be reached");
+    }
+    s.slots.push_back(std::move(slot));
+    s.daemon_answer.emplace();
+    answer = s.daemon_answer->get_future();
+  }
+  s.log("loading model '" + name + "'");
+  // The scheduler's loop hands the answer over, or says the daemon died; a server that stops
+  // meanwhile answers the load.
+  while (answer.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+  }
+  State::DaemonAnswer stored = answer.get();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  State::ModelSlot& slot = s.slots[index];
+  if (stored.message.type == MessageType::Failed) {
+    slot.phase = Phase::Unloaded;
+    slot.entry_text.reset();
+    slot.unloaded_why = "its load failed: " + stored.message.get_text();
+    throw ServiceError(code_of(stored.message.value), origin + " failed: " + stored.message.get_text());
+  }
+  if (stored.fds.empty()) {
+    slot.phase = Phase::Unloaded;
+    throw ServiceError(ServiceError::Code::Internal, origin + ": the memory daemon sent no parameter store");
+  }
+  slot.store = SharedSegment::attach(std::move(stored.fds.front()));
+  slot.region.message = stored.message;
+  slot.region.message.type = MessageType::Region;
+  if (stored.fds.size() > 1) slot.region.segment = SharedSegment::attach(std::move(stored.fds[1]));
+  PolicyEvent loaded{.kind = PolicyEvent::Kind::ModelLoaded, .model = static_cast<int>(index)};
+  loaded.bytes = stored.message.value;
+  s.feed(std::move(loaded));
+  s.update_standby_workers();
+  s.slots_changed.wait_for(lock, std::chrono::seconds(600), [&] { return s.stopping || slot.binds_pending == 0; });
+  if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+  if (slot.binds_pending > 0 || !slot.bind_error.empty()) {
+    const std::string why = slot.binds_pending > 0 ? "its workers did not bind it within 600 s" : slot.bind_error;
+    slot.phase = Phase::Unloaded;
+    slot.unloaded_why = "its load failed: " + why;
+    s.feed(PolicyEvent{.kind = PolicyEvent::Kind::ModelUnloaded, .model = static_cast<int>(index)});
+    s.update_standby_workers();
+    throw ServiceError(ServiceError::Code::Internal, origin + " failed, and is undone: " + why);
+  }
+  slot.phase = Phase::Ready;
+  s.log(detail::concat("model '", name, "' loaded (", stored.message.value, " bytes of parameters, slot ", index, ")"));
+}
+
+void Controller::unload_model(const std::string& name) {
+  State& s = *state_;
+  using Phase = State::ModelSlot::Phase;
+  const std::lock_guard<std::mutex> one_at_a_time(s.repository_mutex);
+  if (const std::string why = repository_load_refusal(s.options.config.mechanism); !why.empty()) {
+    throw ServiceError(ServiceError::Code::FailedPrecondition, "cannot unload '" + name + "': " + why);
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.stopping) throw ServiceError(ServiceError::Code::Unavailable, "the server is shutting down");
+  const int index = s.slot_index(name);
+  if (index < 0) throw ServiceError(ServiceError::Code::NotFound, "model '" + name + "' is not loaded");
+  State::ModelSlot& slot = s.slots[static_cast<std::size_t>(index)];
+  if (s.policy->model_in_use(index)) {
+    throw ServiceError(ServiceError::Code::FailedPrecondition,
+                       "model '" + name + "' is in use: a request of it waits or runs; unload it once they are answered");
+  }
+  slot.phase = Phase::Unloaded;
+  s.feed(PolicyEvent{.kind = PolicyEvent::Kind::ModelUnloaded, .model = index});
+  s.log("model '" + name + "' unloaded; its workers drop it");
+  s.update_standby_workers();
+  // No worker process may hold it (all starting, or none alive): freed now.
+  if (slot.holders == 0 && slot.store) {
+    ++slot.holders;
+    s.release_hold(static_cast<std::size_t>(index));
+  }
+}
+
+std::vector<ModelIndexEntry> Controller::unloaded_models() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::vector<ModelIndexEntry> entries;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    const State::ModelSlot& slot = s.slots[i];
+    const std::string& name = slot.served->entry.name;
+    if (slot.phase != State::ModelSlot::Phase::Unloaded || s.slot_index(name) >= 0) continue;
+    // The last slot of that name says how it ended.
+    bool later = false;
+    for (std::size_t j = i + 1; j < s.slots.size(); ++j) later = later || s.slots[j].served->entry.name == name;
+    if (!later) entries.push_back({name, "1", "UNAVAILABLE", slot.unloaded_why});
+  }
+  return entries;
 }
 
 TrainingStatus Controller::stop_training(const std::string& model) {
@@ -1527,7 +1894,7 @@ ControllerStats Controller::stats() {
 std::pair<const std::uint8_t*, std::size_t> Controller::training_segment() {
   State& s = *state_;
   if (!s.options.config.training) return {nullptr, 0};
-  const auto& grant = s.regions.back();
+  const auto& grant = *s.training_region;
   if (!grant.segment) return {nullptr, 0};  // device memory: not readable here
   return {grant.segment->data(), grant.segment->size()};
 }
@@ -1700,8 +2067,13 @@ std::string Controller::metrics_text() {
         }));
   std::int64_t device = 0;
   std::int64_t host = 0;
-  for (const auto& segment : s.daemon_segments) host += static_cast<std::int64_t>(segment.size());
-  for (const auto& region : s.regions) device += region.message.value;
+  for (const auto& slot : s.slots) {
+    if (!slot.store) continue;  // freed
+    host += static_cast<std::int64_t>(slot.store->size());
+    device += slot.region.message.value;
+  }
+  if (s.training_header_segment) host += static_cast<std::int64_t>(s.training_header_segment->size());
+  if (s.training_region) device += s.training_region->message.value;
   gauge("psw_device_memory_bytes", "Device memory the memory daemon holds (regions and training state).", device);
   gauge("psw_host_memory_bytes", "Shared host memory with the packed parameters.", host);
   return out.str();

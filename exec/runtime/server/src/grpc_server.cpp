@@ -173,6 +173,7 @@ grpc::StatusCode to_grpc_code(ServiceError::Code code) {
     case ServiceError::Code::Internal: return grpc::StatusCode::INTERNAL;
     case ServiceError::Code::AlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
     case ServiceError::Code::Cancelled: return grpc::StatusCode::CANCELLED;
+    case ServiceError::Code::FailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
   }
   return grpc::StatusCode::INTERNAL;
 }
@@ -660,6 +661,38 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
         model->set_state(entry.state);
         model->set_reason(entry.reason);
       }
+    });
+  }
+
+  // Note [Repository load] (controller.hpp).
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* context, const inference::RepositoryModelLoadRequest* request,
+                                   inference::RepositoryModelLoadResponse* /*response*/) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
+    return answer([&] {
+      check_repository_name(request->repository_name());
+      std::string config;
+      for (const auto& [key, value] : request->parameters()) {
+        if (key != "config") {
+          invalid("the load takes one parameter, 'config' (the model's entry, YAML or JSON), not '" + key + "'");
+        }
+        if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+          invalid("the load's 'config' must be a string parameter (the model's entry, YAML or JSON)");
+        }
+        config = value.string_param();
+      }
+      service_.load_model(request->model_name(), config);
+    });
+  }
+
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* context, const inference::RepositoryModelUnloadRequest* request,
+                                     inference::RepositoryModelUnloadResponse* /*response*/) override {
+    if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
+    return answer([&] {
+      check_repository_name(request->repository_name());
+      if (!request->parameters().empty()) {
+        invalid("the unload takes no parameters, got '" + request->parameters().begin()->first + "'");
+      }
+      service_.unload_model(request->model_name());
     });
   }
 

@@ -36,6 +36,7 @@ int http_status_of(ServiceError::Code code) {
     case ServiceError::Code::Internal: return 500;
     case ServiceError::Code::AlreadyExists: return 409;
     case ServiceError::Code::Cancelled: return 499;
+    case ServiceError::Code::FailedPrecondition: return 409;
   }
   return 500;
 }
@@ -571,6 +572,39 @@ struct HttpFrontEnd::Impl {
           index.push_back(std::move(entry));
         }
         return ok(index);
+      });
+    });
+    // Note [Repository load] (controller.hpp): Triton's bodies, both optional: the load's
+    // {"parameters": {"config": "<the model's entry, YAML or JSON>"}}, the unload's {"parameters": {}}.
+    server.Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const httplib::Request& q, httplib::Response& r) {
+      answer(r, [&] {
+        const bool load = q.matches[2] == "load";
+        std::string config;
+        if (!q.body.empty()) {
+          const nlohmann::json body = nlohmann::json::parse(q.body, nullptr, /*allow_exceptions=*/false);
+          const char* takes = load ? "a JSON object {\"parameters\": {\"config\": \"<the model's entry, YAML or JSON>\"}}"
+                                   : "a JSON object {\"parameters\": {}}";
+          const auto refuse = [&](const std::string& why) {
+            throw ServiceError(ServiceError::Code::InvalidArgument,
+                               std::string("the ") + (load ? "load" : "unload") + " takes no body, or " + takes + ": " + why);
+          };
+          if (!body.is_object()) refuse("the body is not a JSON object");
+          for (const auto& [key, value] : body.items()) {
+            if (key != "parameters") refuse("unknown key '" + key + "'");
+            if (!value.is_object()) refuse("'parameters' is not an object");
+            for (const auto& [name, parameter] : value.items()) {
+              if (!load || name != "config") refuse("unknown parameter '" + name + "'");
+              if (!parameter.is_string()) refuse("'config' is not a string");
+              config = parameter.get<std::string>();
+            }
+          }
+        }
+        if (load) {
+          service.load_model(q.matches[1], config);
+        } else {
+          service.unload_model(q.matches[1]);
+        }
+        return ok(nlohmann::json::object());
       });
     });
     // NAME, then optionally /versions/V.

@@ -17,19 +17,26 @@ ModelInfo find_served_model(InferenceService& service, const std::string& name, 
   throw ServiceError(ServiceError::Code::NotFound, "unknown model '" + name + "'");
 }
 
-std::vector<ModelIndexEntry> repository_index(InferenceService& service, const std::string& repository, bool ready_only) {
+void check_repository_name(const std::string& repository) {
   if (!repository.empty()) {
     throw ServiceError(ServiceError::Code::NotFound,
                        "unknown repository '" + repository + "': this server's one repository, its serve config, has no name");
   }
+}
+
+std::vector<ModelIndexEntry> repository_index(InferenceService& service, const std::string& repository, bool ready_only) {
+  check_repository_name(repository);
   std::vector<ModelIndexEntry> index;
   for (const ModelInfo& model : service.models()) {
     if (ready_only && !model.ready) continue;
     const std::vector<std::string> versions = model.versions.empty() ? std::vector<std::string>{""} : model.versions;
     for (const std::string& version : versions) {
       index.push_back({model.name, version, model.ready ? "READY" : "UNAVAILABLE",
-                       model.ready ? "" : "not ready: its workers are starting it, or none can serve it now"});
+                       model.ready ? "" : "not ready: its workers are starting or loading it, or none can serve it now"});
     }
+  }
+  if (!ready_only) {
+    for (ModelIndexEntry& entry : service.unloaded_models()) index.push_back(std::move(entry));
   }
   return index;
 }

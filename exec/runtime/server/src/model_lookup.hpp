@@ -16,11 +16,13 @@ ModelInfo find_served_model(InferenceService& service, const std::string& name, 
 // Note [Repository index]
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // The model repository extension's index (Triton's RepositoryIndex; POST /v2/repository/index):
-// every model the serve config lists, one entry per version, READY or UNAVAILABLE (its workers
-// are still starting it, or none can serve it now) with the reason. The repository is the serve
-// config and has no name: a request that names one is NOT_FOUND. `ready_only`: the READY entries.
-// Loading and unloading models while the server runs is not offered: the front ends do not
-// answer those calls. The entries are ModelIndexEntry (service.hpp).
+// every model the server knows, one entry per version, READY or UNAVAILABLE with the reason (its
+// workers are still starting or loading it, or none can serve it now; or it was unloaded, or its
+// load failed: Note [Repository load] in controller.hpp). The repository is the serve config
+// and has no name: a request that names one is NOT_FOUND. `ready_only`: the READY entries. The
+// entries are ModelIndexEntry (service.hpp).
 std::vector<ModelIndexEntry> repository_index(InferenceService& service, const std::string& repository, bool ready_only);
+// NOT_FOUND for a repository name: the one repository has none.
+void check_repository_name(const std::string& repository);
 
 }  // namespace psw::runtime

@@ -82,6 +82,17 @@ TrainingCheckpointStatus StartingService::checkpoint_training(const std::string&
   return forward_to().checkpoint_training(model, path);
 }
 
+void StartingService::load_model(const std::string& name, const std::string& config) {
+  forward_to().load_model(name, config);
+}
+
+void StartingService::unload_model(const std::string& name) { forward_to().unload_model(name); }
+
+std::vector<ModelIndexEntry> StartingService::unloaded_models() {
+  InferenceService* s = get();
+  return s == nullptr ? std::vector<ModelIndexEntry>{} : s->unloaded_models();
+}
+
 std::string StartingService::metrics_text() {
   InferenceService* s = get();
   return s == nullptr ? std::string("# psw: starting\n") : s->metrics_text();

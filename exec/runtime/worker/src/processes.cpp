@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -209,174 +210,307 @@ void send_hello(int socket, int worker) {
 
 }  // namespace
 
-int run_memory_daemon(const ProcessOptions& options) {
-  const int socket = options.socket_fd;
-  return guarded(socket, [&] {
-    send_hello(socket, 0);
-    const ServeConfig config = load_serve_config(options.config_path, options.config_overrides);
-    check_served_mechanism(config.mechanism);
-    auto backend = exec::make_backend(options.backend);
-    const bool on_host = backend->name() == "host";
-    if (!on_host) check_mps_daemon(config.mechanism);
-    std::vector<ServedModel> served = build_served_models(config);
-    // The user's weights, before anything is packed (exec/weights.hpp); the workers bind their
-    // models to the regions the packed bytes are copied into, so only this process reads them.
-    for (std::size_t i = 0; i < served.size(); ++i)
-      if (!config.models[i].weights.empty()) exec::load_weights(*served[i].model, config.models[i].weights);
-    std::unique_ptr<exec::ZooModel> training_model;
-    if (config.training) {
-      training_model = exec::make_model(config.training->model, config.training->seed);
-      TrainingJob::check_config(*training_model, *config.training);
-      if (!config.training->weights.empty()) exec::load_weights(*training_model, config.training->weights);
+namespace {
+
+// One model slot's memory in the daemon (Note [Repository load] in controller.hpp): its packed
+// parameters in shared host memory and its device region (a shared segment on host, exportable
+// device memory on cuda), or under no-ipc-optimization its group memory and the segment that
+// its Region message carries (Note [Per-group handles]). Dropped when the slot is unloaded.
+struct StoredModel {
+  SharedSegment store;
+  std::optional<SharedSegment> host_region;
+  torch::Tensor device_region;
+  std::vector<torch::Tensor> group_memory;
+  std::optional<SharedSegment> group_segment;
+};
+
+// The memory daemon: the start's models, the training state, then what the controller asks.
+class MemoryDaemon {
+ public:
+  explicit MemoryDaemon(const ProcessOptions& options) : options_(options), socket_(options.socket_fd) {}
+
+  int run();
+
+ private:
+  Bytes device_bytes(const ServedModel& s) const {
+    if (per_group_ && !on_host_) {
+      Bytes needed = 0;
+      for (const Bytes span : s.layout.layout.group_span) needed += span > 0 ? shared_allocation_bytes(span) : 0;
+      return needed;
     }
-    const MechanismTraits& mechanism = traits(config.mechanism);
-    const bool per_group = mechanism.ipc_handle_per_group;        // Note [Per-group handles]
-    const bool managed = mechanism.allocation == Allocation::Managed;  // Note [Managed memory]
-    // The device memory the config needs, checked before any of it is allocated.
-    Bytes needed = 0;
-    for (const auto& s : served) {
-      if (per_group && !on_host) {
-        for (const Bytes span : s.layout.layout.group_span) needed += span > 0 ? shared_allocation_bytes(span) : 0;
-      } else {
-        needed += s.layout.layout.total_bytes;
-      }
+    return on_host_ ? s.layout.layout.total_bytes : shared_allocation_bytes(s.layout.layout.total_bytes);
+  }
+  // Packs `s` into a new store and gives it its device memory.
+  StoredModel store(const ServedModel& s);
+  // The Region message of a stored model (Note [Segment order]) and the descriptors it carries.
+  Message region_message(int slot, const StoredModel& stored, Bytes bytes, std::vector<int>& fds) const;
+  // Note [Repository load]: LoadModel, answered ModelStored or Failed.
+  void load(const Message& m, std::vector<UniqueFd>& fds);
+  void checkpoint(const Message& m);
+
+  const ProcessOptions& options_;
+  const int socket_;
+  ServeConfig config_;
+  std::unique_ptr<exec::Backend> backend_;
+  bool on_host_ = false;
+  bool per_group_ = false;
+  bool managed_ = false;
+  bool pinned_ = true;
+  std::map<int, StoredModel> stored_;
+  std::unique_ptr<exec::ZooModel> training_model_;
+  std::optional<SharedSegment> training_header_segment_;
+  TrainingHeader* header_ = nullptr;
+  std::optional<SharedSegment> training_host_region_;
+  torch::Tensor training_state_;  // the job's two slots (Note [Committed slot])
+};
+
+StoredModel MemoryDaemon::store(const ServedModel& s) {
+  StoredModel stored;
+  const MemoryLayout& layout = s.layout.layout;
+  const auto bytes = static_cast<std::size_t>(layout.total_bytes);
+  stored.store = SharedSegment::create("store-" + s.plan.model, bytes);
+  exec::ParameterStore::over(bytes_of(stored.store, bytes), pinned_).pack(*s.model, s.layout);
+  if (per_group_) {
+    if (on_host_) {
+      const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
+      stored.group_segment = SharedSegment::create("groups-" + s.plan.model,
+                                                   static_cast<std::size_t>(group_segment_offsets(layout, page).back()));
+      return stored;
     }
-    // Unified memory: no regions here; each worker makes managed memory for every model, all
-    // of which may be on the device at once (with cache: lru, or in the middle of a task).
-    // Asking for more than the device has would measure the driver's eviction instead.
-    if (managed) needed *= config.workers;
-    if (training_model) needed += TrainingJob::state_bytes(*training_model, *config.training);
-    const Bytes free = backend->device_free_memory();
+    SharedSegment table = SharedSegment::create("handles-" + s.plan.model, layout.group_span.size() * kGroupHandleBytes);
+    for (std::size_t g = 0; g < layout.group_span.size(); ++g) {
+      if (layout.group_span[g] == 0) continue;  // no parameters: no memory, a zero handle
+      stored.group_memory.push_back(backend_->allocate_shared_device(layout.group_span[g]));
+      const std::string handle = backend_->export_device(stored.group_memory.back());
+      PSW_CHECK(handle.size() == kGroupHandleBytes, "a device handle of ", handle.size(), " bytes");
+      std::memcpy(table.data() + g * kGroupHandleBytes, handle.data(), handle.size());
+    }
+    stored.group_segment = std::move(table);
+    return stored;
+  }
+  if (managed_) return stored;  // each worker makes its own managed memory
+  if (on_host_) {
+    stored.host_region = SharedSegment::create("region-" + s.plan.model, static_cast<std::size_t>(layout.total_bytes));
+  } else {
+    stored.device_region = backend_->allocate_shared_device(layout.total_bytes);
+  }
+  return stored;
+}
+
+Message MemoryDaemon::region_message(int slot, const StoredModel& stored, Bytes bytes, std::vector<int>& fds) const {
+  Message region;
+  region.type = MessageType::Region;
+  region.model = slot;
+  region.value = bytes;  // the model's packed bytes (the controller's residency)
+  if (stored.group_segment) {
+    fds.push_back(stored.group_segment->fd());
+  } else if (stored.host_region) {
+    fds.push_back(stored.host_region->fd());
+  } else if (stored.device_region.defined()) {
+    const std::string handle = backend_->export_device(stored.device_region);
+    PSW_CHECK(handle.size() == sizeof region.handle, "a device handle of ", handle.size(), " bytes");
+    std::memcpy(region.handle, handle.data(), handle.size());
+  }
+  return region;
+}
+
+void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
+  Message answer;
+  answer.model = m.model;
+  try {
+    PSW_CHECK(m.model >= 0 && stored_.count(m.model) == 0, "a LoadModel message for slot ", m.model, ", taken");
+    ServedModelConfig entry;
+    if ((m.flags & kFlagEntryText) != 0) {
+      PSW_CHECK(fds.size() == 1, "a LoadModel message without its entry");
+      const SharedSegment entry_segment = SharedSegment::attach(std::move(fds.front()));
+      entry = parse_served_model_entry(
+          config_, std::string(reinterpret_cast<const char*>(entry_segment.data()), entry_segment.size()).c_str(),
+          m.get_text());
+    } else {
+      PSW_CHECK(m.value2 >= 0 && static_cast<std::size_t>(m.value2) < config_.models.size(), "a LoadModel message for the serve config's model ", m.value2);
+      entry = config_.models[static_cast<std::size_t>(m.value2)];
+    }
+    ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware));
+    if (!entry.weights.empty()) exec::load_weights(*s.model, entry.weights);
+    const Bytes needed = device_bytes(s);
+    const Bytes free = backend_->device_free_memory();
     if (needed > free) {
-      throw InputError(detail::concat(
-          options.config_path, ": ",
-          managed ? detail::concat("the models' managed memory (one copy of every model for each of the ",
-                                   config.workers, " workers) and the training state need ")
-                  : std::string("the models' parameter regions and the training state need "),
-          needed, " bytes of device memory, but the device has ", free, " free: serve fewer models",
-          managed ? ", use fewer workers" : "", " or train a smaller one"));
+      throw ServiceError(ServiceError::Code::ResourceExhausted,
+                         detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
+                                        s.layout.layout.total_bytes, " bytes of parameters, but the device has ", free,
+                                        " free: unload another model first"));
     }
-    // Shared host memory: every model packed once (Note [Segment order]).
-    std::vector<SharedSegment> host_segments;
-    const bool pinned = traits(config.mechanism).host_memory == HostMemory::Pinned;
-    for (auto& s : served) {
-      const auto bytes = static_cast<std::size_t>(s.layout.layout.total_bytes);
-      host_segments.push_back(SharedSegment::create("store-" + s.plan.model, bytes));
-      exec::ParameterStore::over(bytes_of(host_segments.back(), bytes), pinned).pack(*s.model, s.layout);
+    StoredModel stored = store(s);
+    std::vector<int> out_fds = {stored.store.fd()};
+    answer = region_message(m.model, stored, s.layout.layout.total_bytes, out_fds);
+    answer.type = MessageType::ModelStored;
+    stored_.emplace(m.model, std::move(stored));
+    send_message(socket_, answer, out_fds);
+    return;
+  } catch (const ServiceError& e) {
+    answer.value = static_cast<std::int64_t>(e.code());
+    answer.set_text(e.what());
+  } catch (const InputError& e) {
+    answer.value = static_cast<std::int64_t>(ServiceError::Code::InvalidArgument);
+    answer.set_text(e.what());
+  } catch (const c10::Error& e) {  // LibTorch refusing the model (a file that is not TorchScript)
+    answer.value = static_cast<std::int64_t>(ServiceError::Code::InvalidArgument);
+    answer.set_text(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    answer.value = static_cast<std::int64_t>(ServiceError::Code::Internal);
+    answer.set_text(e.what());
+  }
+  answer.type = MessageType::Failed;
+  send_message(socket_, answer);
+}
+
+void MemoryDaemon::checkpoint(const Message& m) {
+  Message answer;
+  try {
+    PSW_CHECK(training_model_ != nullptr, "a checkpoint asked of a server without a training job");
+    const TrainingCheckpoint done =
+        TrainingJob::save_checkpoint(*training_model_, *config_.training, training_state_, *header_, m.get_text());
+    answer.type = MessageType::CheckpointDone;
+    answer.value = done.completed_steps;
+    answer.value2 = static_cast<std::int64_t>(done.bytes);
+    std::memcpy(&answer.times[0], &done.loss, sizeof done.loss);
+  } catch (const std::exception& e) {
+    answer.type = MessageType::Failed;
+    const bool theirs = dynamic_cast<const InputError*>(&e) != nullptr;  // e.g. a file that cannot be written
+    answer.value = static_cast<std::int64_t>(theirs ? ServiceError::Code::InvalidArgument : ServiceError::Code::Internal);
+    answer.set_text(e.what());
+  }
+  send_message(socket_, answer);
+}
+
+int MemoryDaemon::run() {
+  send_hello(socket_, 0);
+  config_ = load_serve_config(options_.config_path, options_.config_overrides);
+  check_served_mechanism(config_.mechanism);
+  backend_ = exec::make_backend(options_.backend);
+  on_host_ = backend_->name() == "host";
+  if (!on_host_) check_mps_daemon(config_.mechanism);
+  std::vector<ServedModel> served = build_served_models(config_);
+  // The user's weights, before anything is packed (exec/weights.hpp); the workers bind their
+  // models to the regions the packed bytes are copied into, so only this process reads them.
+  for (std::size_t i = 0; i < served.size(); ++i)
+    if (!config_.models[i].weights.empty()) exec::load_weights(*served[i].model, config_.models[i].weights);
+  if (config_.training) {
+    training_model_ = exec::make_model(config_.training->model, config_.training->seed);
+    TrainingJob::check_config(*training_model_, *config_.training);
+    if (!config_.training->weights.empty()) exec::load_weights(*training_model_, config_.training->weights);
+  }
+  const MechanismTraits& mechanism = traits(config_.mechanism);
+  per_group_ = mechanism.ipc_handle_per_group;                 // Note [Per-group handles]
+  managed_ = mechanism.allocation == Allocation::Managed;      // Note [Managed memory]
+  pinned_ = mechanism.host_memory == HostMemory::Pinned;
+  // The device memory the config needs, checked before any of it is allocated.
+  Bytes needed = 0;
+  for (const auto& s : served) needed += per_group_ && !on_host_ ? device_bytes(s) : s.layout.layout.total_bytes;
+  // Unified memory: no regions here; each worker makes managed memory for every model, all
+  // of which may be on the device at once (with cache: lru, or in the middle of a task).
+  // Asking for more than the device has would measure the driver's eviction instead.
+  if (managed_) needed *= config_.workers;
+  if (training_model_) needed += TrainingJob::state_bytes(*training_model_, *config_.training);
+  const Bytes free = backend_->device_free_memory();
+  if (needed > free) {
+    throw InputError(detail::concat(
+        options_.config_path, ": ",
+        managed_ ? detail::concat("the models' managed memory (one copy of every model for each of the ",
+                                  config_.workers, " workers) and the training state need ")
+                 : std::string("the models' parameter regions and the training state need "),
+        needed, " bytes of device memory, but the device has ", free, " free: serve fewer models",
+        managed_ ? ", use fewer workers" : "", " or train a smaller one"));
+  }
+  // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
+  for (std::size_t r = 0; r < served.size(); ++r) stored_.emplace(static_cast<int>(r), store(served[r]));
+  if (training_model_) {
+    training_header_segment_ = SharedSegment::create("training-header", sizeof(TrainingHeader));
+    header_ = reinterpret_cast<TrainingHeader*>(training_header_segment_->data());
+    const Bytes state_bytes = TrainingJob::state_bytes(*training_model_, *config_.training);
+    if (on_host_) {
+      training_host_region_ = SharedSegment::create("training-state", static_cast<std::size_t>(state_bytes));
+      training_state_ = bytes_of(*training_host_region_, static_cast<std::size_t>(state_bytes));
+    } else {
+      training_state_ = backend_->allocate_shared_device(state_bytes);
     }
-    TrainingHeader* header = nullptr;
-    if (training_model) {
-      host_segments.push_back(SharedSegment::create("training-header", sizeof(TrainingHeader)));
-      header = reinterpret_cast<TrainingHeader*>(host_segments.back().data());
+    TrainingJob::initialize(*training_model_, *config_.training, training_state_, header_);
+  }
+  // The daemon keeps the packed copies and the regions, not the served models; the training
+  // model stays, for its layout, to write checkpoints (Note [Training checkpoint]): its host
+  // copy of the weights is the price.
+  std::vector<Bytes> model_bytes;
+  for (const auto& s : served) model_bytes.push_back(s.layout.layout.total_bytes);
+  served.clear();
+  Message message;
+  message.type = MessageType::Segments;
+  message.value = static_cast<std::int64_t>(stored_.size() + (training_model_ ? 1 : 0));
+  std::vector<int> fds;
+  for (const auto& [slot, s] : stored_) fds.push_back(s.store.fd());
+  if (training_header_segment_) fds.push_back(training_header_segment_->fd());
+  send_message(socket_, message, fds);
+  for (const auto& [slot, s] : stored_) {
+    std::vector<int> region_fds;
+    const Message region = region_message(slot, s, model_bytes[static_cast<std::size_t>(slot)], region_fds);
+    send_message(socket_, region, region_fds);
+  }
+  if (training_model_) {
+    Message region;
+    region.type = MessageType::Region;
+    region.model = -1;
+    region.value = TrainingJob::state_bytes(*training_model_, *config_.training);
+    if (on_host_) {
+      send_message(socket_, region, {training_host_region_->fd()});
+    } else {
+      const std::string handle = backend_->export_device(training_state_);
+      PSW_CHECK(handle.size() == sizeof region.handle, "a device handle of ", handle.size(), " bytes");
+      std::memcpy(region.handle, handle.data(), handle.size());
+      send_message(socket_, region);
     }
-    // Device regions: shared segments on the host backend, exportable device memory on cuda.
-    std::vector<Bytes> region_bytes;
-    for (const auto& s : served) region_bytes.push_back(s.layout.layout.total_bytes);
-    if (training_model) region_bytes.push_back(TrainingJob::state_bytes(*training_model, *config.training));
-    std::vector<SharedSegment> host_regions;
-    std::vector<torch::Tensor> device_regions;
-    torch::Tensor training_state;  // the job's two slots (Note [Committed slot])
-    // Note [Per-group handles]: per model, its group memory (held here until the end) and the
-    // segment its Region message carries (the group segment on host, the handle table on cuda).
-    std::vector<std::vector<torch::Tensor>> group_memory(served.size());
-    std::vector<SharedSegment> group_segments;
-    if (per_group) {
-      for (std::size_t r = 0; r < served.size(); ++r) {
-        const MemoryLayout& layout = served[r].layout.layout;
-        if (on_host) {
-          const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
-          group_segments.push_back(SharedSegment::create(
-              "groups-" + served[r].plan.model, static_cast<std::size_t>(group_segment_offsets(layout, page).back())));
-          continue;
-        }
-        SharedSegment table = SharedSegment::create("handles-" + served[r].plan.model,
-                                                    layout.group_span.size() * kGroupHandleBytes);
-        for (std::size_t g = 0; g < layout.group_span.size(); ++g) {
-          if (layout.group_span[g] == 0) continue;  // no parameters: no memory, a zero handle
-          group_memory[r].push_back(backend->allocate_shared_device(layout.group_span[g]));
-          const std::string handle = backend->export_device(group_memory[r].back());
-          PSW_CHECK(handle.size() == kGroupHandleBytes, "a device handle of ", handle.size(), " bytes");
-          std::memcpy(table.data() + g * kGroupHandleBytes, handle.data(), handle.size());
-        }
-        group_segments.push_back(std::move(table));
-      }
+  }
+  // Hold the memory until the controller says so, or goes away; meanwhile write checkpoints,
+  // and load and unload models (Note [Repository load]).
+  while (true) {
+    std::vector<UniqueFd> received;
+    const std::optional<Message> next = receive_message(socket_, &received);
+    if (!next || next->type == MessageType::Shutdown) return 0;
+    switch (next->type) {
+      case MessageType::Checkpoint: checkpoint(*next); break;
+      case MessageType::LoadModel: load(*next, received); break;
+      case MessageType::UnloadModel: stored_.erase(next->model); break;
+      default: break;
     }
-    for (std::size_t r = 0; r < region_bytes.size(); ++r) {
-      const bool is_training = r == served.size();
-      // Per-group memory and managed memory replace the models' regions.
-      if (!is_training && (per_group || managed)) continue;
-      const std::string name = is_training ? "training-state" : "region-" + served[r].plan.model;
-      torch::Tensor region;
-      if (on_host) {
-        host_regions.push_back(SharedSegment::create(name, static_cast<std::size_t>(region_bytes[r])));
-        region = bytes_of(host_regions.back(), static_cast<std::size_t>(region_bytes[r]));
-      } else {
-        region = backend->allocate_shared_device(region_bytes[r]);
-        device_regions.push_back(region);
-      }
-      if (is_training) {
-        TrainingJob::initialize(*training_model, *config.training, region, header);
-        training_state = region;
-      }
-    }
-    // The daemon keeps the packed copies and the regions, not the served models; the training
-    // model stays, for its layout, to write checkpoints (Note [Training checkpoint]): its host
-    // copy of the weights is the price.
-    served.clear();
-    Message message;
-    message.type = MessageType::Segments;
-    message.value = static_cast<std::int64_t>(host_segments.size());
-    std::vector<int> fds;
-    for (const auto& s : host_segments) fds.push_back(s.fd());
-    send_message(socket, message, fds);
-    // The k-th region allocated above is region r's (models without a region of their own
-    // are skipped, the training state is last).
-    std::size_t allocated = 0;
-    for (std::size_t r = 0; r < region_bytes.size(); ++r) {
-      Message region;
-      region.type = MessageType::Region;
-      region.model = r < config.models.size() ? static_cast<std::int32_t>(r) : -1;
-      region.value = region_bytes[r];  // the model's packed bytes (the controller's residency)
-      const bool is_training = r == config.models.size();
-      if (!is_training && per_group) {
-        send_message(socket, region, {group_segments[r].fd()});
-      } else if (!is_training && managed) {
-        send_message(socket, region);  // nothing: each worker makes its own managed memory
-      } else if (on_host) {
-        send_message(socket, region, {host_regions[allocated++].fd()});
-      } else {
-        const std::string handle = backend->export_device(device_regions[allocated++]);
-        PSW_CHECK(handle.size() == sizeof region.handle, "a device handle of ", handle.size(), " bytes");
-        std::memcpy(region.handle, handle.data(), handle.size());
-        send_message(socket, region);
-      }
-    }
-    // Hold the memory until the controller says so, or goes away; write checkpoints meanwhile.
-    while (true) {
-      const std::optional<Message> next = receive_message(socket);
-      if (!next || next->type == MessageType::Shutdown) return 0;
-      if (next->type != MessageType::Checkpoint) continue;
-      Message answer;
-      try {
-        PSW_CHECK(training_model != nullptr, "a checkpoint asked of a server without a training job");
-        const TrainingCheckpoint done = TrainingJob::save_checkpoint(*training_model, *config.training, training_state,
-                                                                     *header, next->get_text());
-        answer.type = MessageType::CheckpointDone;
-        answer.value = done.completed_steps;
-        answer.value2 = static_cast<std::int64_t>(done.bytes);
-        std::memcpy(&answer.times[0], &done.loss, sizeof done.loss);
-      } catch (const std::exception& e) {
-        answer.type = MessageType::Failed;
-        const bool theirs = dynamic_cast<const InputError*>(&e) != nullptr;  // e.g. a file that cannot be written
-        answer.value = static_cast<std::int64_t>(theirs ? ServiceError::Code::InvalidArgument : ServiceError::Code::Internal);
-        answer.set_text(e.what());
-      }
-      send_message(socket, answer);
-    }
+  }
+}
+
+}  // namespace
+
+int run_memory_daemon(const ProcessOptions& options) {
+  return guarded(options.socket_fd, [&] {
+    MemoryDaemon daemon(options);
+    return daemon.run();
   });
 }
 
 namespace {
+
+// One model slot of a worker (Note [Segment order], Note [Repository load] in controller.hpp):
+// the entry it was built from, the model, its parameter store and device memory, its engine
+// and the input its graphs were captured for. Declared so that the engine goes first and the
+// memory it reads last; never moved (the engine holds references into it).
+struct WorkerSlot {
+  ServedModelConfig entry;
+  ServedModel served;
+  SharedSegment store_segment;
+  std::optional<SharedSegment> host_region;   // host: the region's shared segment
+  torch::Tensor region;                        // the device region (imported, mapped or managed)
+  UniqueFd group_fd;                           // host, per-group handles: the model's group segment
+  std::optional<SharedSegment> handle_table;   // cuda, per-group handles: the model's group handles
+  std::optional<exec::ParameterStore> store;
+  std::optional<exec::DeviceRegion> device_region;
+  std::unique_ptr<exec::PipelineEngine> engine;
+  torch::Tensor graph_input;  // the input its graphs were captured for (undefined: none)
+};
 
 // A worker process (run_worker): init part 1 builds what every message's handler then shares,
 // and one handler per message the controller sends. The members are declared in the order the
@@ -398,11 +532,19 @@ class Worker {
   int serve();
 
  private:
-  void receive_regions();
-  void build_engines();
+  // A model slot's memory from its Region (or BindModel) message: null for an unloaded slot.
+  std::unique_ptr<WorkerSlot> receive_slot(const Message& m, std::vector<UniqueFd>& fds);
+  // Its engine, and its switch and resident graphs.
+  void build_engine(WorkerSlot& slot);
+  void receive_training_region();
   void make_training_job();
   void map_io();
 
+  // Note [Repository load]: BindModel and DropModel, answered.
+  void bind_model(const Message& m, std::vector<UniqueFd>& fds);
+  void drop_model(const Message& m);
+  // The slot a task names; ServiceError (NotFound) when this worker has no such model.
+  WorkerSlot& slot_of(const Message& m);
   // Region messages have no answer (Note [Inputs read in place]).
   void map_input(const Message& m, std::vector<UniqueFd>& region_fds);
   void unmap_input(const Message& m);
@@ -415,6 +557,9 @@ class Worker {
   // an eager switch's host times (times[5..6]).
   void record_device_times(exec::PipelineEngine& engine, bool eager_switch, Message& reply);
   void train(const Message& m, Message& reply);
+  // Between training steps and while paused: whether the controller went away (a hang-up, or
+  // any message but DropModel, which is handled here: Note [Repository load]).
+  bool socket_calls_off_training();
   void cleanup(Message& reply);
   void after_task(exec::PipelineEngine* task_engine);
 
@@ -423,28 +568,21 @@ class Worker {
   Message ready_;
   std::vector<UniqueFd> fds_;
   ServeConfig config_;
-  std::size_t num_models_ = 0;
-  std::size_t num_regions_ = 0;
+  std::optional<HardwareProfile> hardware_;
   std::size_t expected_ = 0;
-  std::vector<SharedSegment> segments_;
+  std::vector<SharedSegment> segments_;  // the training header (if any), control, io
   std::unique_ptr<exec::Backend> backend_;
   bool on_host_ = false;
   bool per_group_ = false;  // Note [Per-group handles]
   exec::TransferMode mode_ = exec::TransferMode::Pipelined;
-  // The device regions (Note [Segment order]). A model under no-ipc-optimization has its
-  // group segment (host) or handle table (cuda) instead, and one under unified memory
-  // nothing: the worker makes its managed memory in build_engines.
-  std::vector<SharedSegment> host_regions_;
-  std::vector<torch::Tensor> regions_;
-  std::vector<UniqueFd> group_fds_;          // host: the model's group segment
-  std::vector<SharedSegment> handle_tables_;  // cuda: the model's group handles
+  std::optional<SharedSegment> training_host_region_;
+  torch::Tensor training_region_;
   WorkerControl* control_ = nullptr;
   std::atomic<std::uint64_t>* group_opens_ = nullptr;
-  std::vector<ServedModel> served_;
-  std::deque<exec::ParameterStore> stores_;
-  std::deque<exec::DeviceRegion> device_regions_;
-  std::vector<std::unique_ptr<exec::PipelineEngine>> engines_;
-  std::vector<torch::Tensor> graph_inputs_;  // per model: the input its graphs were captured for
+  // Per model slot (null: unloaded). A model under no-ipc-optimization has its group segment
+  // (host) or handle table (cuda) instead of a region, and one under unified memory its managed
+  // memory, made here.
+  std::vector<std::unique_ptr<WorkerSlot>> slots_;
   std::unique_ptr<exec::ZooModel> training_model_;
   std::unique_ptr<TrainingJob> training_;
   const SharedSegment* io_ = nullptr;
@@ -463,12 +601,12 @@ bool Worker::start() {
     throw Error(std::string("expected the segments, got a ") + to_string(segments_message->type) + " message");
   }
   config_ = load_serve_config(options_.config_path, options_.config_overrides);
-  num_models_ = config_.models.size();
-  num_regions_ = num_models_ + (config_.training ? 1 : 0);
-  expected_ = num_models_ + (config_.training ? 1 : 0) + 2;
+  expected_ = (config_.training ? 1 : 0) + 2;
   if (fds_.size() != expected_) {
     throw Error(detail::concat("expected ", expected_, " segments (Note [Segment order]), got ", fds_.size()));
   }
+  PSW_CHECK(segments_message->value >= 0 && segments_message->value <= 1'000'000, "a Segments message for ",
+            segments_message->value, " model slots");
   for (auto& fd : fds_) segments_.push_back(SharedSegment::attach(std::move(fd)));
   backend_ = exec::make_backend(options_.backend);
   ready_.times[1] = monotonic_ns();
@@ -476,13 +614,22 @@ bool Worker::start() {
   const MechanismTraits& mechanism = traits(config_.mechanism);
   per_group_ = mechanism.ipc_handle_per_group;
   mode_ = transfer_mode_of(config_.mechanism);
-  receive_regions();
+  hardware_ = load_hardware_profile(config_.hardware);
+  for (std::int64_t k = 0; k < segments_message->value; ++k) {
+    std::vector<UniqueFd> region_fds;
+    const std::optional<Message> m = receive_message(socket_, &region_fds);
+    if (!m || m->type != MessageType::Region || m->model != k) throw Error("expected model slot " + std::to_string(k) + "'s region from the controller");
+    slots_.push_back(receive_slot(*m, region_fds));
+  }
+  receive_training_region();
   const SharedSegment& control_segment = segments_[expected_ - 2];
   PSW_CHECK(control_segment.size() >= sizeof(WorkerControl) * kMaxWorkers, "control segment too small");
   control_ = reinterpret_cast<WorkerControl*>(control_segment.data());
   group_opens_ = &control_[options_.worker_id].group_opens;
   ready_.times[2] = monotonic_ns();
-  build_engines();
+  for (auto& slot : slots_) {
+    if (slot) build_engine(*slot);
+  }
   ready_.times[3] = monotonic_ns();
   make_training_job();
   ready_.times[4] = monotonic_ns();
@@ -495,113 +642,130 @@ bool Worker::start() {
   return true;
 }
 
-void Worker::receive_regions() {
-  regions_.resize(num_regions_);
-  group_fds_.resize(num_models_);
-  handle_tables_.resize(num_models_);
-  for (std::size_t r = 0; r < num_regions_; ++r) {
-    std::vector<UniqueFd> region_fds;
-    const std::optional<Message> m = receive_message(socket_, &region_fds);
-    if (!m || m->type != MessageType::Region) throw Error("expected a device region from the controller");
-    const bool is_model = r < num_models_;
-    if (is_model && per_group_) {
-      PSW_CHECK(region_fds.size() == 1, "a model's group handles without their segment");
-      if (on_host_) {
-        group_fds_[r] = std::move(region_fds.front());
-      } else {
-        handle_tables_[r] = SharedSegment::attach(std::move(region_fds.front()));
-      }
-    } else if (is_model && mode_ == exec::TransferMode::OnDemand) {
-      PSW_CHECK(region_fds.empty(), "a device region for a model in managed memory");
-    } else if (on_host_) {
-      PSW_CHECK(region_fds.size() == 1, "a host region without its segment");
-      host_regions_.push_back(SharedSegment::attach(std::move(region_fds.front())));
-      regions_[r] = bytes_of(host_regions_.back(), static_cast<std::size_t>(m->value));
+std::unique_ptr<WorkerSlot> Worker::receive_slot(const Message& m, std::vector<UniqueFd>& fds) {
+  if ((m.flags & kFlagUnloaded) != 0) return nullptr;
+  auto slot = std::make_unique<WorkerSlot>();
+  PSW_CHECK(!fds.empty(), "model slot ", m.model, " without its parameter store");
+  std::size_t next = 0;
+  slot->store_segment = SharedSegment::attach(std::move(fds[next++]));
+  if ((m.flags & kFlagEntryText) != 0) {
+    PSW_CHECK(fds.size() >= 2, "model slot ", m.model, " without its entry");
+    const SharedSegment text = SharedSegment::attach(std::move(fds.back()));
+    fds.pop_back();
+    slot->entry = parse_served_model_entry(
+        config_, std::string(reinterpret_cast<const char*>(text.data()), text.size()).c_str(), "model slot " + std::to_string(m.model));
+  } else {
+    PSW_CHECK(m.value2 >= 0 && static_cast<std::size_t>(m.value2) < config_.models.size(), "model slot ", m.model,
+              " names the serve config's model ", m.value2, ", which it does not have, and came without its entry");
+    slot->entry = config_.models[static_cast<std::size_t>(m.value2)];
+  }
+  if (per_group_) {
+    PSW_CHECK(fds.size() == next + 1, "a model's group handles without their segment");
+    if (on_host_) {
+      slot->group_fd = std::move(fds[next]);
     } else {
-      regions_[r] = backend_->import_device(std::string(reinterpret_cast<const char*>(m->handle), sizeof m->handle),
-                                            m->value);
+      slot->handle_table = SharedSegment::attach(std::move(fds[next]));
     }
+  } else if (mode_ == exec::TransferMode::OnDemand) {
+    PSW_CHECK(fds.size() == next, "a device region for a model in managed memory");
+  } else if (on_host_) {
+    PSW_CHECK(fds.size() == next + 1, "a host region without its segment");
+    slot->host_region = SharedSegment::attach(std::move(fds[next]));
+    slot->region = bytes_of(*slot->host_region, static_cast<std::size_t>(m.value));
+  } else {
+    slot->region = backend_->import_device(std::string(reinterpret_cast<const char*>(m.handle), sizeof m.handle), m.value);
+  }
+  return slot;
+}
+
+void Worker::receive_training_region() {
+  if (!config_.training) return;
+  std::vector<UniqueFd> region_fds;
+  const std::optional<Message> m = receive_message(socket_, &region_fds);
+  if (!m || m->type != MessageType::Region || m->model != -1) throw Error("expected the training state's region from the controller");
+  if (on_host_) {
+    PSW_CHECK(region_fds.size() == 1, "a host region without its segment");
+    training_host_region_ = SharedSegment::attach(std::move(region_fds.front()));
+    training_region_ = bytes_of(*training_host_region_, static_cast<std::size_t>(m->value));
+  } else {
+    training_region_ =
+        backend_->import_device(std::string(reinterpret_cast<const char*>(m->handle), sizeof m->handle), m->value);
   }
 }
 
-void Worker::build_engines() {
-  served_ = build_served_models(config_);
+void Worker::build_engine(WorkerSlot& slot) {
+  slot.served = build_served_model(config_, slot.entry, *hardware_);
+  ServedModel& s = slot.served;
   const bool pinned = mode_ != exec::TransferMode::Pageable;
+  const Bytes bytes = s.layout.layout.total_bytes;
+  PSW_CHECK(slot.store_segment.size() >= static_cast<std::size_t>(bytes), "model '", slot.entry.name, "''s store of ",
+            slot.store_segment.size(), " bytes for ", bytes);
   if (mode_ == exec::TransferMode::OnDemand) {
-    // Note [Managed memory]: this worker's managed copies of the models, checked against the
+    // Note [Managed memory]: this worker's managed copy of the model, checked against the
     // device's free memory now, with the daemon's allocations and the other contexts made.
-    Bytes needed = 0;
-    for (const auto& s : served_) needed += s.layout.layout.total_bytes;
     const Bytes free = backend_->device_free_memory();
-    if (needed > free) {
-      throw InputError(detail::concat(options_.config_path, ": worker ", options_.worker_id,
-                                      " needs ", needed, " bytes of managed memory for the models (unified memory), "
-                                      "but the device has ", free, " free: serve fewer models or use fewer workers"));
+    if (bytes > free) {
+      throw InputError(detail::concat(options_.config_path, ": worker ", options_.worker_id, " needs ", bytes,
+                                      " bytes of managed memory for '", slot.entry.name, "' (unified memory), but the device has ",
+                                      free, " free: serve fewer models or use fewer workers"));
     }
   }
-  const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
-  for (std::size_t i = 0; i < num_models_; ++i) {
-    auto& s = served_[i];
-    const Bytes bytes = s.layout.layout.total_bytes;
-    stores_.push_back(exec::ParameterStore::over(backend_->register_host(segments_[i].data(), bytes, pinned), pinned));
-    s.model->to(backend_->device());
-    if (per_group_) {
-      // Note [Per-group handles]: opened on the switch path, counted for the controller.
-      exec::GroupOpener open;
-      std::atomic<std::uint64_t>* group_opens = group_opens_;
-      if (on_host_) {
-        const std::vector<Bytes> offsets = group_segment_offsets(s.layout.layout, page);
-        const int fd = group_fds_[i].get();
-        open = [fd, offsets, group_opens](std::size_t g, Bytes group_bytes) {
-          PSW_CHECK(offsets[g] + group_bytes <= offsets[g + 1], "group ", g, " outside its pages");
-          torch::Tensor memory = map_group(fd, offsets[g], group_bytes);
-          group_opens->fetch_add(1, std::memory_order_relaxed);
-          return memory;
-        };
-      } else {
-        const SharedSegment* table = &handle_tables_[i];
-        PSW_CHECK(table->size() >= s.layout.layout.group_span.size() * kGroupHandleBytes, "a short handle table");
-        open = [backend = backend_.get(), table, group_opens](std::size_t g, Bytes group_bytes) {
-          const auto* handle = reinterpret_cast<const char*>(table->data() + g * kGroupHandleBytes);
-          torch::Tensor memory = backend->import_device(std::string(handle, kGroupHandleBytes), group_bytes);
-          group_opens->fetch_add(1, std::memory_order_relaxed);
-          return memory;
-        };
-      }
-      engines_.push_back(
-          std::make_unique<exec::PipelineEngine>(*backend_, *s.model, s.plan, stores_.back(), std::move(open)));
+  slot.store.emplace(exec::ParameterStore::over(backend_->register_host(slot.store_segment.data(), bytes, pinned), pinned));
+  s.model->to(backend_->device());
+  if (per_group_) {
+    // Note [Per-group handles]: opened on the switch path, counted for the controller.
+    exec::GroupOpener open;
+    std::atomic<std::uint64_t>* group_opens = group_opens_;
+    if (on_host_) {
+      const auto page = static_cast<Bytes>(::sysconf(_SC_PAGESIZE));
+      const std::vector<Bytes> offsets = group_segment_offsets(s.layout.layout, page);
+      const int fd = slot.group_fd.get();
+      open = [fd, offsets, group_opens](std::size_t g, Bytes group_bytes) {
+        PSW_CHECK(offsets[g] + group_bytes <= offsets[g + 1], "group ", g, " outside its pages");
+        torch::Tensor memory = map_group(fd, offsets[g], group_bytes);
+        group_opens->fetch_add(1, std::memory_order_relaxed);
+        return memory;
+      };
     } else {
-      if (mode_ == exec::TransferMode::OnDemand) {
-        // Note [Managed memory]: filled from the packed host copy, every page on the host.
-        regions_[i] = backend_->allocate_managed(stores_.back().bytes());
-      }
-      device_regions_.push_back(exec::DeviceRegion::over(regions_[i]));
-      engines_.push_back(std::make_unique<exec::PipelineEngine>(*backend_, *s.model, s.plan, stores_.back(),
-                                                                &device_regions_.back(), mode_));
+      const SharedSegment* table = &*slot.handle_table;
+      PSW_CHECK(table->size() >= s.layout.layout.group_span.size() * kGroupHandleBytes, "a short handle table");
+      open = [backend = backend_.get(), table, group_opens](std::size_t g, Bytes group_bytes) {
+        const auto* handle = reinterpret_cast<const char*>(table->data() + g * kGroupHandleBytes);
+        torch::Tensor memory = backend->import_device(std::string(handle, kGroupHandleBytes), group_bytes);
+        group_opens->fetch_add(1, std::memory_order_relaxed);
+        return memory;
+      };
     }
-    // Init part 1: the switch and resident graphs, captured before any request, for the
-    // configured batch (other batches run eagerly). Not for per-group memory, whose
-    // addresses change with every switch, nor from pageable memory or per-tensor
-    // allocations: switches_eagerly_in_server, the definition the simulator's profile entries use.
-    if (backend_->supports_graphs() && !switches_eagerly_in_server(config_.mechanism)) {
-      const torch::Tensor example = served_example_input(*s.model, config_.models[i], 0).to(backend_->device());
-      engines_.back()->capture_graphs(example, /*traced=*/false);
-      graph_inputs_.push_back(example);
-    } else {
-      graph_inputs_.emplace_back();
+    slot.engine = std::make_unique<exec::PipelineEngine>(*backend_, *s.model, s.plan, *slot.store, std::move(open));
+  } else {
+    if (mode_ == exec::TransferMode::OnDemand) {
+      // Note [Managed memory]: filled from the packed host copy, every page on the host.
+      slot.region = backend_->allocate_managed(slot.store->bytes());
     }
-    // The capture's warm-up ran the model: its pages go back to the host, so the first
-    // request switches a cold model as every later one does.
-    if (mode_ == exec::TransferMode::OnDemand) engines_.back()->evict_to_host();
+    slot.device_region.emplace(exec::DeviceRegion::over(slot.region));
+    slot.engine =
+        std::make_unique<exec::PipelineEngine>(*backend_, *s.model, s.plan, *slot.store, &*slot.device_region, mode_);
   }
+  // Init part 1: the switch and resident graphs, captured before any request, for the
+  // configured batch (other batches run eagerly). Not for per-group memory, whose
+  // addresses change with every switch, nor from pageable memory or per-tensor
+  // allocations: switches_eagerly_in_server, the definition the simulator's profile entries use.
+  if (backend_->supports_graphs() && !switches_eagerly_in_server(config_.mechanism)) {
+    const torch::Tensor example = served_example_input(*s.model, slot.entry, 0).to(backend_->device());
+    slot.engine->capture_graphs(example, /*traced=*/false);
+    slot.graph_input = example;
+  }
+  // The capture's warm-up ran the model: its pages go back to the host, so the first
+  // request switches a cold model as every later one does.
+  if (mode_ == exec::TransferMode::OnDemand) slot.engine->evict_to_host();
 }
 
 void Worker::make_training_job() {
   if (!config_.training) return;
   training_model_ = exec::make_model(config_.training->model, 0);
   training_model_->to(backend_->device());
-  training_ = std::make_unique<TrainingJob>(*training_model_, *config_.training, regions_[num_models_],
-                                            reinterpret_cast<TrainingHeader*>(segments_[num_models_].data()));
+  training_ = std::make_unique<TrainingJob>(*training_model_, *config_.training, training_region_,
+                                            reinterpret_cast<TrainingHeader*>(segments_[0].data()));
   // Note [Bounded lookahead]: a stop takes effect within this many layers of device work.
   const auto lookahead = static_cast<std::size_t>(config_.training->lookahead);
   training_->set_boundary_hook([backend = backend_.get(), lookahead] { backend->throttle(lookahead); });
@@ -616,6 +780,51 @@ void Worker::map_io() {
   io_pinned_ = backend_->register_host(io_->data(), static_cast<Bytes>(io_->size()), true);
 }
 
+void Worker::bind_model(const Message& m, std::vector<UniqueFd>& fds) {
+  Message reply;
+  reply.type = MessageType::ModelBound;
+  reply.worker = static_cast<std::uint32_t>(options_.worker_id);
+  reply.model = m.model;
+  try {
+    PSW_CHECK(m.model >= 0 && m.model <= 1'000'000, "a BindModel message for slot ", m.model);
+    const auto index = static_cast<std::size_t>(m.model);
+    if (slots_.size() <= index) slots_.resize(index + 1);
+    PSW_CHECK(!slots_[index], "model slot ", m.model, " is bound already");
+    std::unique_ptr<WorkerSlot> slot = receive_slot(m, fds);
+    PSW_CHECK(slot != nullptr, "a BindModel message for an unloaded slot");
+    build_engine(*slot);
+    slots_[index] = std::move(slot);
+  } catch (const c10::Error& e) {
+    reply.value = 1;
+    reply.set_text(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    reply.value = 1;
+    reply.set_text(e.what());
+  }
+  send_message(socket_, reply);
+}
+
+void Worker::drop_model(const Message& m) {
+  if (m.model >= 0 && static_cast<std::size_t>(m.model) < slots_.size()) {
+    std::unique_ptr<WorkerSlot>& slot = slots_[static_cast<std::size_t>(m.model)];
+    if (slot && slot->engine) slot->engine->close_groups();
+    slot.reset();  // the engine, then the memory it read (WorkerSlot's order)
+  }
+  Message reply;
+  reply.type = MessageType::ModelDropped;
+  reply.worker = static_cast<std::uint32_t>(options_.worker_id);
+  reply.model = m.model;
+  send_message(socket_, reply);
+}
+
+WorkerSlot& Worker::slot_of(const Message& m) {
+  if (m.model < 0 || static_cast<std::size_t>(m.model) >= slots_.size() || !slots_[static_cast<std::size_t>(m.model)]) {
+    throw ServiceError(ServiceError::Code::NotFound, detail::concat("model slot ", m.model, " is not bound in worker ",
+                                                                    options_.worker_id));
+  }
+  return *slots_[static_cast<std::size_t>(m.model)];
+}
+
 int Worker::serve() {
   std::vector<UniqueFd> region_fds;
   while (true) {
@@ -627,16 +836,26 @@ int Worker::serve() {
       region_fds.clear();  // the mapping keeps the object
       continue;
     }
+    if (m.type == MessageType::BindModel) {  // Note [Repository load]
+      bind_model(m, region_fds);
+      region_fds.clear();
+      continue;
+    }
     region_fds.clear();
+    if (m.type == MessageType::DropModel) {
+      drop_model(m);
+      continue;
+    }
     if (m.type == MessageType::UnmapInput) {
       unmap_input(m);
       continue;
     }
     // The engine of the inference task this message starts, for what follows its reply.
-    exec::PipelineEngine* task_engine = m.type == MessageType::Infer && m.model >= 0 &&
-                                                static_cast<std::size_t>(m.model) < num_models_
-                                            ? engines_[static_cast<std::size_t>(m.model)].get()
-                                            : nullptr;
+    exec::PipelineEngine* task_engine = nullptr;
+    if (m.type == MessageType::Infer && m.model >= 0 && static_cast<std::size_t>(m.model) < slots_.size() &&
+        slots_[static_cast<std::size_t>(m.model)]) {
+      task_engine = slots_[static_cast<std::size_t>(m.model)]->engine.get();
+    }
     Message reply;
     reply.worker = static_cast<std::uint32_t>(options_.worker_id);
     reply.request = m.request;
@@ -685,7 +904,7 @@ void Worker::map_input(const Message& m, std::vector<UniqueFd>& region_fds) {
 void Worker::unmap_input(const Message& m) { input_regions_.erase(static_cast<std::uint64_t>(m.value)); }
 
 void Worker::infer(const Message& m, Message& reply) {
-  PSW_CHECK(m.model >= 0 && static_cast<std::size_t>(m.model) < num_models_, "no model ", m.model);
+  WorkerSlot& slot = slot_of(m);
   reply.times[0] = monotonic_ns();
   // Note [Request phases]: the device's side of the request is timed from this mark
   // on the idle compute stream, so that it includes the input's copy and the launch.
@@ -709,8 +928,8 @@ void Worker::infer(const Message& m, Message& reply) {
   }
   backend_->mark(kMarkInputOnDevice);
   if ((m.flags & kFlagGenerate) != 0) return generate(m, reply, input);
-  exec::PipelineEngine& engine = *engines_[static_cast<std::size_t>(m.model)];
-  const torch::Tensor& graph_input = graph_inputs_[static_cast<std::size_t>(m.model)];
+  exec::PipelineEngine& engine = *slot.engine;
+  const torch::Tensor& graph_input = slot.graph_input;
   const bool transfer = (m.flags & kFlagTransfer) != 0;
   const bool graph = graph_input.defined() && graph_input.sizes() == input.sizes();
   torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
@@ -745,8 +964,8 @@ void Worker::record_device_times(exec::PipelineEngine& engine, bool eager_switch
 }
 
 void Worker::generate(const Message& m, Message& reply, const torch::Tensor& prompt) {
-  const auto index = static_cast<std::size_t>(m.model);
-  exec::ZooModel& model = *served_[index].model;
+  WorkerSlot& slot = slot_of(m);
+  exec::ZooModel& model = *slot.served.model;
   exec::Decoder* decoder = exec::as_decoder(model);
   if (decoder == nullptr) throw InputError(model.name() + " is not a decoder: it does not generate");
   const std::int64_t length = prompt.size(1);
@@ -756,14 +975,14 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
     throw InputError(detail::concat("a generate call takes one prompt (1 x L ids) and max_tokens >= 1 with L + "
                                     "max_tokens <= ", context, ", not ", prompt.sizes(), " and ", max_tokens));
   }
-  const std::int64_t bucket = prompt_bucket(config_.models[index].prompt_buckets, length);
+  const std::int64_t bucket = prompt_bucket(slot.entry.prompt_buckets, length);
   // Note [Prompt buckets]: padded to its bucket; the cache holds the bucket's prefill and the
   // tokens to come.
   exec::KvCache cache = decoder->make_cache(1, std::max(bucket, length + max_tokens));
   const exec::PipelineEngine::Forward prefill = [&](const torch::Tensor& tokens, const exec::LayerGate& gate) {
     return decoder->prefill_padded(tokens, cache, gate, length);
   };
-  exec::PipelineEngine& engine = *engines_[index];
+  exec::PipelineEngine& engine = *slot.engine;
   const bool transfer = (m.flags & kFlagTransfer) != 0;
   const torch::Tensor padded = exec::pad_prompt(prompt, bucket);
   const torch::Tensor first_logits =
@@ -807,12 +1026,7 @@ void Worker::train(const Message& m, Message& reply) {
   PSW_CHECK(training_ != nullptr, "no training job configured");
   reply.times[0] = monotonic_ns();
   const int socket = socket_;
-  // A controller that goes away while training must not leave this worker training:
-  // between steps, a hang-up (or any message) on the socket stops it.
-  auto controller_gone = [socket] {
-    pollfd p{socket, POLLIN, 0};
-    return ::poll(&p, 1, 0) != 0;
-  };
+  auto controller_gone = [this] { return socket_calls_off_training(); };
   // Paused in place (Note [Preemption without loss]): once the device has done what
   // was queued, say so, and wait at this boundary for the controller's word.
   auto pause = [&]() -> bool {
@@ -835,6 +1049,22 @@ void Worker::train(const Message& m, Message& reply) {
   reply.times[1] = monotonic_ns();
   reply.value = result.completed_steps;
   reply.value2 = result.outcome == TrainingJob::Outcome::Preempted ? kTrainAbandoned : kTrainReachedTarget;
+}
+
+bool Worker::socket_calls_off_training() {
+  // A controller that goes away while training must not leave this worker training. It sends
+  // a training worker nothing but DropModel, which is handled without stopping the job: an
+  // unloaded model's memory is freed once every worker has let it go.
+  while (true) {
+    pollfd p{socket_, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) return false;
+    Message peeked;
+    const ssize_t n = ::recv(socket_, &peeked, sizeof peeked, MSG_PEEK | MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof peeked) || peeked.type != MessageType::DropModel) return true;
+    const std::optional<Message> drop = receive_message(socket_);
+    if (!drop) return true;
+    drop_model(*drop);
+  }
 }
 
 void Worker::cleanup(Message& reply) {

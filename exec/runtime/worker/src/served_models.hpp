@@ -110,31 +110,37 @@ inline std::vector<exec::InputSpec> served_input(const ServedModelConfig& m) {
   return specs;
 }
 
+// One served model: its zoo model (or decoder, or TorchScript file), its plan (planned from the
+// config's profile for `hardware`, or the entry's plan file checked against the live model) and
+// the packed layout the plan implies.
+inline ServedModel build_served_model(const ServeConfig& config, const ServedModelConfig& m,
+                                      const HardwareProfile& hardware) {
+  ServedModel s;
+  s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m));
+  const std::filesystem::path profile_path = config.profile_path(m);
+  const ModelProfile profile = load_model_profile(profile_path);
+  // A profile of another dtype has other bytes: its plan would not fit the model.
+  if (profile.dtype != m.dtype) {
+    throw InputError(profile_path.string() + ": the profile is for dtype '" + profile.dtype + "', but '" + m.name +
+                     "' is served in " + m.dtype + " (psw profile --dtype " + m.dtype + " writes one)");
+  }
+  if (!m.plan_file.empty()) {
+    s.plan = load_switch_plan(m.plan_file);
+  } else {
+    const Strategy strategy = grouping_strategy(config.mechanism, m.strategy);
+    s.plan = make_switch_plan(profile, hardware, Task::Inference, strategy, config.placement,
+                              traits(config.mechanism).host_memory);
+  }
+  check_plan_matches(s.plan, s.model->name(), exec::layer_fingerprint(*s.model), s.model->layers().size(),
+                     m.plan_file.empty() ? profile_path.string() : m.plan_file.string());
+  s.layout = exec::pack_layout(*s.model, s.plan.groups);
+  return s;
+}
+
 inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
   const HardwareProfile hardware = load_hardware_profile(config.hardware);
   std::vector<ServedModel> served;
-  for (const auto& m : config.models) {
-    ServedModel s;
-    s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m));
-    const std::filesystem::path profile_path = config.profile_path(m);
-    const ModelProfile profile = load_model_profile(profile_path);
-    // A profile of another dtype has other bytes: its plan would not fit the model.
-    if (profile.dtype != m.dtype) {
-      throw InputError(profile_path.string() + ": the profile is for dtype '" + profile.dtype + "', but '" + m.name +
-                       "' is served in " + m.dtype + " (psw profile --dtype " + m.dtype + " writes one)");
-    }
-    if (!m.plan_file.empty()) {
-      s.plan = load_switch_plan(m.plan_file);
-    } else {
-      const Strategy strategy = grouping_strategy(config.mechanism, m.strategy);
-      s.plan = make_switch_plan(profile, hardware, Task::Inference, strategy, config.placement,
-                                traits(config.mechanism).host_memory);
-    }
-    check_plan_matches(s.plan, s.model->name(), exec::layer_fingerprint(*s.model), s.model->layers().size(),
-                       m.plan_file.empty() ? profile_path.string() : m.plan_file.string());
-    s.layout = exec::pack_layout(*s.model, s.plan.groups);
-    served.push_back(std::move(s));
-  }
+  for (const auto& m : config.models) served.push_back(build_served_model(config, m, hardware));
   return served;
 }
 

@@ -85,6 +85,10 @@ class Client {
   // The model repository's index (RepositoryIndex): every model, READY or UNAVAILABLE with the
   // reason; `ready_only`: the ready ones.
   std::vector<ModelIndexEntry> repository_index(bool ready_only = false);
+  // Note [Repository load] (the server's controller.hpp): loads `name` (its serve config entry, or
+  // `config`, a models: entry as YAML or JSON) and returns once it is ready; unloads it.
+  void load_model(const std::string& name, const std::string& config = {});
+  void unload_model(const std::string& name);
   // Sends every input as raw contents and returns every output the server answers.
   InferResponse infer(const InferRequest& request);
   // Sends the inputs `placement` names as references to their shared memory ranges (their

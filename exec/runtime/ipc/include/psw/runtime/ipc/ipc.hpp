@@ -90,6 +90,20 @@ enum class MessageType : std::uint32_t {
   // `value`, file bytes in `value2`, the loss's bits in times[0]) or Failed.
   Checkpoint,
   CheckpointDone,
+  // Note [Repository load] (controller.hpp). controller -> daemon: pack and place model slot
+  // `model`, its entry (YAML) in the attached segment; the daemon answers ModelStored (the
+  // store's segment and, on host, the region's attached; on cuda the region's handle; the packed
+  // bytes in `value`) or Failed. UnloadModel (no answer): free slot `model`'s store and region.
+  LoadModel,
+  ModelStored,
+  UnloadModel,
+  // controller -> worker, a Standby one only: bind slot `model` as a start's Region message
+  // describes it (kFlagEntryText: its entry attached last); the worker answers ModelBound, with
+  // `value` 0, or 1 and why in `text`. DropModel: let slot `model` go; answered ModelDropped.
+  BindModel,
+  ModelBound,
+  DropModel,
+  ModelDropped,
 };
 
 const char* to_string(MessageType type);
@@ -160,6 +174,11 @@ constexpr std::uint32_t kFlagInputInRegion = 2;
 // (1 x n int64) in the io segment, the first token's time in `value` and the last's in `value2`
 // (the steady clock), the prompt's bucket in times[7].
 constexpr std::uint32_t kFlagGenerate = 4;
+// A model slot's Region or BindModel message (Note [Segment order] in processes.hpp): the slot
+// is unloaded (nothing attached), or its entry is the attached segment's YAML (a model loaded
+// while the server runs) rather than the serve config's models[model].
+constexpr std::uint32_t kFlagUnloaded = 8;
+constexpr std::uint32_t kFlagEntryText = 16;
 // TrainStopped::value2: why the job stopped.
 constexpr std::int64_t kTrainReachedTarget = 0;
 constexpr std::int64_t kTrainAbandoned = 1;  // the step in flight dropped; the worker is free

@@ -224,6 +224,7 @@ class ServiceError : public std::runtime_error {
     Internal,
     AlreadyExists,
     Cancelled,  // the caller cancelled the call (Note [Deadlines])
+    FailedPrecondition,  // the server's state does not allow it now (unloading a model in use)
   };
   ServiceError(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   Code code() const { return code_; }
@@ -266,6 +267,22 @@ class InferenceService {
     (void)path;
     throw ServiceError(ServiceError::Code::NotFound, "no training job for model '" + model + "' to checkpoint");
   }
+  // Note [Repository load] (the server's controller.hpp): loads model `name` while the server
+  // runs, from the serve config's entry of that name (`config` empty) or from the entry `config`
+  // gives (YAML or JSON, the keys of a serve config's models: entry), and returns once it can be
+  // served; unloads one no request waits for or runs. A service that cannot need not override them.
+  virtual void load_model(const std::string& name, const std::string& config) {
+    (void)config;
+    throw ServiceError(ServiceError::Code::FailedPrecondition,
+                       "this server does not load models while it runs ('" + name + "')");
+  }
+  virtual void unload_model(const std::string& name) {
+    throw ServiceError(ServiceError::Code::FailedPrecondition,
+                       "this server does not unload models while it runs ('" + name + "')");
+  }
+  // Models the repository knows that are not loaded (unloaded, or whose load failed), for its
+  // index; none by default.
+  virtual std::vector<ModelIndexEntry> unloaded_models() { return {}; }
   // Prometheus text exposition format (version 0.0.4).
   virtual std::string metrics_text() = 0;
   // The front end registered a shared memory region (`region`: all of it, with its handle), so

@@ -133,6 +133,30 @@ struct ControllerStats {
 // psw_requests_refused_total. The gRPC front end's threads are bounded from it
 // (max_queue plus a few for health, metadata and control calls), so a burst of callers cannot
 // grow the server's threads without limit.
+// Note [Repository load]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The model repository extension's load and unload (Triton's RepositoryModelLoad/Unload; POST
+// /v2/repository/models/NAME/load|unload; `psw client --load/--unload`): models come and go while
+// the server runs and training goes on. The models are slots: the serve config's first, then one
+// per load, never reused (a request holds its model's slot and description, which never change).
+//   load    the entry is the serve config's of that name, or the one the call gives (the keys of
+//           a models: entry, YAML or JSON, paths against the serve config's folder), parsed here
+//           first. The memory daemon builds the model, plans it, checks that its region fits the
+//           device's free memory (else RESOURCE_EXHAUSTED with the numbers), packs it into a new
+//           store and places its region (LoadModel, ModelStored). The policy hears ModelLoaded
+//           (its residency knows the bytes). Every Standby worker binds it (BindModel: builds the
+//           model over the store, captures its graphs) and answers; one that is training, paused
+//           or starting binds it before its next task (a fresh process gets every slot at its
+//           start). The call returns once the Standby workers have bound it: the model is READY.
+//           While it loads, a request of it is UNAVAILABLE; if a worker cannot bind it, the load
+//           is undone and fails with that worker's reason.
+//   unload  refused (FAILED_PRECONDITION) while a request of the model waits or runs; otherwise
+//           the model is gone at once (NOT_FOUND for later requests; the index lists it as
+//           unloaded), the policy hears ModelUnloaded, and each worker drops it (DropModel) when
+//           it next reads its socket. Once no worker process holds it, the daemon frees its
+//           store and region (UnloadModel): the memory is the next load's.
+// Only where each model has a region of its own: under no-ipc-optimization (per-group
+// handles) and unified memory both calls are FAILED_PRECONDITION, saying why.
 class Controller final : public InferenceService {
  public:
   // Starts the daemon and the workers and returns once every worker is ready; InputError for
@@ -159,6 +183,9 @@ class Controller final : public InferenceService {
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
   TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) override;
+  void load_model(const std::string& name, const std::string& config) override;
+  void unload_model(const std::string& name) override;
+  std::vector<ModelIndexEntry> unloaded_models() override;
   std::string metrics_text() override;
   void shared_memory_registered(const BorrowedBytes& region) override;
 

@@ -28,6 +28,9 @@ class StartingService final : public InferenceService {
   TrainingStatus stop_training(const std::string& model) override;
   TrainingStatus training_status(const std::string& model) override;
   TrainingCheckpointStatus checkpoint_training(const std::string& model, const std::string& path) override;
+  void load_model(const std::string& name, const std::string& config) override;
+  void unload_model(const std::string& name) override;
+  std::vector<ModelIndexEntry> unloaded_models() override;
   std::string metrics_text() override;
 
  private:
