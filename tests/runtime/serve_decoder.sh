@@ -122,6 +122,10 @@ assert generated["requests"] == 4 and generated["errors"] == 0, generated
 assert tiny["first_token_latency"]["count"] == 3, tiny  # the row of one token answers its first
 # Each first token comes no later than its own request's answer (the means are over other sets).
 assert tiny["first_token_latency"]["max_ms"] <= tiny["latency"]["max_ms"], tiny
+# requests.csv has each generate call's first token (empty for the inference requests).
+rows = list(csv.DictReader(open(f"{work}/validation-generate/measured/requests.csv")))
+firsts = [r for r in rows if r["first_token_ns"]]
+assert len(firsts) == 3 and all(0 < int(r["first_token_ns"]) <= int(r["latency_ns"]) for r in firsts), rows
 # generate_curl.sh: the answer, the stream (4 tokens, then the end event with the same ids), the error.
 lines = open(f"{work}/generate.log").read().splitlines()
 answer = json.loads(lines[0])

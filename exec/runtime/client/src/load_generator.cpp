@@ -1003,13 +1003,15 @@ void write_load_outputs(const ExperimentConfig& config, const LoadReport& report
   if (config.requests_csv) {
     std::string csv =
         "id,model,task,arrival_ns,scheduled_ns,send_start_ns,send_late_ns,finish_ns,latency_ns,server_ns,engine_ns,status,"
-        "error\n";
+        "error,first_token_ns\n";
     for (const LoadRequestRecord& r : report.requests) {
       csv += std::to_string(r.id) + "," + config.models[r.model].name + ",inference," + std::to_string(r.arrival.ns()) +
              "," + std::to_string(r.scheduled.ns()) + "," + std::to_string(r.send_start.ns()) + "," +
              std::to_string(r.send_late().ns()) + "," + std::to_string(r.finish.ns()) + "," +
              std::to_string(r.latency().ns()) + "," + std::to_string(r.server.ns()) + "," + std::to_string(r.engine.ns()) +
-             (r.ok ? ",ok," : ",error,") + (r.ok ? "" : csv_text(r.error)) + "\n";
+             (r.ok ? ",ok," : ",error,") + (r.ok ? "" : csv_text(r.error)) + "," +
+             // Note [Generate requests]: its first token's latency (empty for an inference request).
+             (r.first_token_latency() ? std::to_string(r.first_token_latency()->ns()) : "") + "\n";
     }
     save_text(folder.path() / "requests.csv", csv);
   }
