@@ -515,9 +515,7 @@ struct Controller::State {
     w.holds.resize(slots.size(), 0);
     for (std::size_t i = 0; i < slots.size(); ++i) {
       ModelSlot& slot = slots[i];
-      // A slot loading is bound once the daemon has stored it.
-      if (slot.phase == ModelSlot::Phase::Loading && !slot.store) continue;
-      const bool wanted = bindable(slot);
+      const bool wanted = bindable(slot);  // a slot loading, once the daemon has stored it
       if (wanted == (w.holds[i] != 0) || (wanted && drops_only)) continue;
       std::vector<int> fds;
       Message m = wanted ? slot_message(i, MessageType::BindModel, fds) : Message{};
