@@ -35,14 +35,14 @@ expect_error() {
 steps_before=$(steps)
 
 # A model of the serve config, unloaded: not served, listed as unloaded, its memory freed.
-client --unload inception_v3 | grep -q "^unloaded inception_v3 in" || fail "unload"
+client --unload inception_v3 | tee -a "$work/timings.log" | grep -q "^unloaded inception_v3 in" || fail "unload"
 test "$(state inception_v3)" == "UNAVAILABLE unloaded" || fail "index after the unload: $(state inception_v3)"
 expect_error 2 "unknown model 'inception_v3'" client --model inception_v3 --random --batch 1
 expect_error 2 "model 'inception_v3' is not loaded" client --unload inception_v3
 for _ in $(seq 1 100); do grep -q "model 'inception_v3' unloaded: its memory is freed" "$work/serve.log" && break; sleep 0.1; done
 grep -q "model 'inception_v3' unloaded: its memory is freed" "$work/serve.log" || fail "the daemon never freed inception_v3"
 # ... and loaded again from the serve config: served as before.
-client --load inception_v3 | grep -q "^loaded inception_v3 in" || fail "load from the serve config"
+client --load inception_v3 | tee -a "$work/timings.log" | grep -q "^loaded inception_v3 in" || fail "load from the serve config"
 test "$(state inception_v3)" == "READY " || fail "index after the load: $(state inception_v3)"
 client --model inception_v3 --random --batch 1 --format json > "$work/inception.json" || fail "inception_v3 after its reload"
 
@@ -103,4 +103,6 @@ server=
 "$psw" replay-decisions "$work/decisions.jsonl" > "$work/replay.txt" 2>&1 || { cat "$work/replay.txt"; fail "replay-decisions"; }
 grep -q '"kind":"model_unloaded"' "$work/decisions.jsonl" && grep -q '"kind":"model_loaded"' "$work/decisions.jsonl" ||
   fail "no model_loaded or model_unloaded in the decision log"
+cat "$work/timings.log"
+grep -E "loaded|unloaded|freed|ready \(pid" "$work/serve.log" | sed 's/^/  server: /'
 echo "serve repository: ok ($steps_before -> $steps_after training steps)"
