@@ -234,7 +234,6 @@ struct Controller::State {
   std::deque<PolicyEvent> events;  // fed, not yet handled (an action may cause another event)
   bool handling = false;
   std::ofstream decisions;         // Note [Decision log]: `psw serve --decisions FILE`
-  std::vector<std::int64_t> model_bytes;  // packed parameters per model at start (the daemon's)
 
   // Processes and segments.
   pid_t daemon_pid = -1;
@@ -440,7 +439,6 @@ struct Controller::State {
       RegionGrant grant{expect(daemon_socket.get(), MessageType::Region, "the memory daemon", 600'000, &region_fds), {}};
       if (!region_fds.empty()) grant.segment = SharedSegment::attach(std::move(region_fds.front()));
       if (i < n) {
-        model_bytes.push_back(grant.message.value);
         slots[i].region = std::move(grant);
       } else {
         training_region = std::move(grant);
@@ -490,8 +488,12 @@ struct Controller::State {
     w.holds.clear();
   }
   void release_hold(std::size_t index) {
+    --slots[index].holders;
+    free_if_unheld(index);
+  }
+  // An unloaded slot that no worker process holds: the daemon frees its store and region.
+  void free_if_unheld(std::size_t index) {
     ModelSlot& slot = slots[index];
-    --slot.holders;
     if (slot.phase != ModelSlot::Phase::Unloaded || slot.holders > 0 || !slot.store) return;
     Message unload;
     unload.type = MessageType::UnloadModel;
@@ -1184,7 +1186,9 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
   }
   s.log("starting the memory daemon");
   s.start_daemon();
-  s.policy.emplace(policy_config(config, s.model_bytes));
+  std::vector<Bytes> model_bytes;  // the packed parameters of the serve config's models (the daemon's)
+  for (const auto& slot : s.slots) model_bytes.push_back(slot.region.message.value);
+  s.policy.emplace(policy_config(config, std::move(model_bytes)));
   if (s.decisions.is_open()) {
     s.decisions << decision_header_line(s.policy->config());
     s.decisions.flush();
@@ -1833,11 +1837,7 @@ void Controller::unload_model(const std::string& name) {
   s.feed(PolicyEvent{.kind = PolicyEvent::Kind::ModelUnloaded, .model = index});
   s.log("model '" + name + "' unloaded; its workers drop it");
   s.update_standby_workers();
-  // No worker process may hold it (all starting, or none alive): freed now.
-  if (slot.holders == 0 && slot.store) {
-    ++slot.holders;
-    s.release_hold(static_cast<std::size_t>(index));
-  }
+  s.free_if_unheld(static_cast<std::size_t>(index));  // no worker process may hold it (all starting)
 }
 
 std::vector<ModelIndexEntry> Controller::unloaded_models() {

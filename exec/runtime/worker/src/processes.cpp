@@ -200,6 +200,13 @@ const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEnt
   return region.data() + m.value2;
 }
 
+// Note [Repository load]: a model's entry as the controller wrote it into a segment (YAML, then
+// the segment's zero padding).
+std::string entry_text(const SharedSegment& segment) {
+  const auto* text = reinterpret_cast<const char*>(segment.data());
+  return std::string(text, ::strnlen(text, segment.size()));
+}
+
 void send_hello(int socket, int worker) {
   Message hello;
   hello.type = MessageType::Hello;
@@ -323,9 +330,7 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
     if ((m.flags & kFlagEntryText) != 0) {
       PSW_CHECK(fds.size() == 1, "a LoadModel message without its entry");
       const SharedSegment entry_segment = SharedSegment::attach(std::move(fds.front()));
-      entry = parse_served_model_entry(
-          config_, std::string(reinterpret_cast<const char*>(entry_segment.data()), entry_segment.size()).c_str(),
-          m.get_text());
+      entry = parse_served_model_entry(config_, entry_text(entry_segment), m.get_text());
     } else {
       PSW_CHECK(m.value2 >= 0 && static_cast<std::size_t>(m.value2) < config_.models.size(), "a LoadModel message for the serve config's model ", m.value2);
       entry = config_.models[static_cast<std::size_t>(m.value2)];
@@ -652,8 +657,7 @@ std::unique_ptr<WorkerSlot> Worker::receive_slot(const Message& m, std::vector<U
     PSW_CHECK(fds.size() >= 2, "model slot ", m.model, " without its entry");
     const SharedSegment text = SharedSegment::attach(std::move(fds.back()));
     fds.pop_back();
-    slot->entry = parse_served_model_entry(
-        config_, std::string(reinterpret_cast<const char*>(text.data()), text.size()).c_str(), "model slot " + std::to_string(m.model));
+    slot->entry = parse_served_model_entry(config_, entry_text(text), "model slot " + std::to_string(m.model));
   } else {
     PSW_CHECK(m.value2 >= 0 && static_cast<std::size_t>(m.value2) < config_.models.size(), "model slot ", m.model,
               " names the serve config's model ", m.value2, ", which it does not have, and came without its entry");
