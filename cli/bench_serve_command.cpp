@@ -53,6 +53,9 @@ Action add_bench_serve_command(CLI::App& app) {
       ->check(finite_range(0.01, 1000.0))->capture_default_str();
   cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
       ->check(CLI::Range(0, 10000000))->capture_default_str();
+  cmd->add_flag("--requests-first", o->spec.requests_first,
+                "The window with requests before the one alone (a job started with the server learns its first "
+                "steps under requests)");
   cmd->add_flag("--shared-memory", o->spec.shared_memory,
                 "Requests name their tensors in POSIX shared memory regions, one per model, registered once "
                 "(the protocol's system shared memory extension) instead of carrying them");
@@ -77,7 +80,8 @@ Action add_bench_serve_command(CLI::App& app) {
         {"target", target},
         {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
                   {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
-                  {"shared_memory", o->spec.shared_memory}}},
+                  {"shared_memory", o->spec.shared_memory},
+                  {"requests_first", o->spec.requests_first}}},
         {"cold_latency_ms", cold},
         {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
                                   {"with_requests", r.training_steps_per_s_with_requests},

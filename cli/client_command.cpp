@@ -20,6 +20,7 @@
 #include "psw/common/error.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/client/client_tools.hpp"
+#include "psw/runtime/client/serving_benchmark.hpp"
 #include "psw/runtime/ipc/access_token.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 
@@ -62,6 +63,7 @@ struct ClientOptions {
   std::string generate;                  // a decoder: generate from --prompt-ids
   std::vector<std::int64_t> prompt_ids;
   std::int64_t max_tokens = 16;
+  std::string evict_with;                // Note [Generation measured]: requested before each call
 };
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
@@ -252,9 +254,53 @@ void run_inference(const ClientOptions& o, Client& client) {
               latency.count == 1 ? "" : "s", latency.median_ms, latency.p99_ms, latency.min_ms);
 }
 
+nlohmann::json summary_json(const runtime::ExactLatencySummary& s) {
+  return {{"count", s.count}, {"min", s.min_ms}, {"median", s.median_ms}, {"p99", s.p99_ms}, {"max", s.max_ms}};
+}
+
+// Note [Generation measured]: --repeat calls (each after a request of --evict-with, if given).
+void run_generate_measurement(const ClientOptions& o, Client& client) {
+  runtime::GenerationSpec spec;
+  spec.model = o.generate;
+  spec.prompt_ids = o.prompt_ids;
+  spec.max_tokens = o.max_tokens;
+  spec.repeat = o.repeat;
+  spec.evict_with = o.evict_with;
+  spec.seed = o.seed;
+  const runtime::GenerationReport r = runtime::measure_generation(client, spec);
+  if (o.format == "json") {
+    std::cout << nlohmann::json{{"model_name", r.model},
+                      {"prompt_tokens", r.prompt_tokens},
+                      {"prompt_bucket", r.prompt_bucket},
+                      {"max_tokens", o.max_tokens},
+                      {"calls", o.repeat},
+                      {"evict_with", o.evict_with},
+                      {"output_ids", r.output_ids},
+                      {"outputs_equal", r.outputs_equal},
+                      {"ttft_cold_ms", summary_json(r.ttft_cold_ms)},
+                      {"ttft_warm_ms", summary_json(r.ttft_warm_ms)},
+                      {"tpot_ms", summary_json(r.tpot_ms)}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::printf("%-12s %s, prompt of %zu tokens prefilled at %lld, %d call%s%s\n", "model", r.model.c_str(),
+              r.prompt_tokens, static_cast<long long>(r.prompt_bucket), o.repeat, o.repeat == 1 ? "" : "s",
+              o.evict_with.empty() ? "" : (", each after a request of " + o.evict_with).c_str());
+  std::printf("%-12s %s\n", "outputs", r.outputs_equal ? "the same ids from every call" : "ids DIFFER between calls");
+  for (const auto& [label, s] : {std::pair{"ttft cold", r.ttft_cold_ms}, {"ttft warm", r.ttft_warm_ms}, {"per token", r.tpot_ms}}) {
+    if (s.count == 0) continue;
+    std::printf("%-12s %zu: median %.3f ms, p99 %.3f ms, min %.3f ms\n", label, s.count, s.median_ms, s.p99_ms, s.min_ms);
+  }
+}
+
 // Note [Generate call]: the tokens as they come, then the answer.
 void run_generate(const ClientOptions& o, Client& client) {
   if (o.prompt_ids.empty()) throw InputError("--generate needs --prompt-ids (the prompt's token ids, comma-separated)");
+  if (o.repeat > 1 || !o.evict_with.empty()) {
+    run_generate_measurement(o, client);
+    return;
+  }
   runtime::GenerateRequest request;
   request.model = o.generate;
   request.id = "psw-client";
@@ -298,6 +344,7 @@ void run_client(const ClientOptions& o) {
   }
   if (!o.model_config.empty() && o.load.empty()) throw InputError("--model-config is for --load");
   if (!o.prompt_ids.empty() && o.generate.empty()) throw InputError("--prompt-ids is for --generate");
+  if (!o.evict_with.empty() && o.generate.empty()) throw InputError("--evict-with is for --generate");
   if (!o.checkpoint_path.empty() && o.train_checkpoint.empty()) throw InputError("--to is for --train-checkpoint");
   if (inference) {
     if (o.model.empty()) {
@@ -430,7 +477,7 @@ Action add_client_command(CLI::App& app) {
   cmd->add_option("--batch", options->batch, "Batch of --random inputs (the leading -1 dimension)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of --random inputs")->check(no_minus_sign())->capture_default_str();
-  cmd->add_option("--repeat", options->repeat, "Requests to send (latencies over all)")->check(CLI::Range(1, 10'000'000))->capture_default_str();
+  cmd->add_option("--repeat", options->repeat, "Requests to send (latencies over all); with --generate, calls to measure")->check(CLI::Range(1, 10'000'000))->capture_default_str();
   cmd->add_option("--timeout", options->timeout_s, "Deadline of each call, in seconds")->check(finite_range(0.001, 86'400.0))->capture_default_str();
   cmd->add_option("--format", options->format, "table | json")->capture_default_str();
   cmd->add_flag("--live", options->live, "Show whether the server is live and ready");
@@ -462,6 +509,10 @@ Action add_client_command(CLI::App& app) {
   cmd->add_option("--max-tokens", options->max_tokens, "With --generate: tokens to generate")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24))
       ->capture_default_str();
+  cmd->add_option("--evict-with", options->evict_with,
+                  "With --generate: request MODEL (random inputs, batch 1) before each call, so that each switches the "
+                  "decoder in; with --repeat the calls are measured: time to first token cold and warm, per token, "
+                  "and whether every call answered the same ids");
   return [options] { run_client(*options); };
 }
 

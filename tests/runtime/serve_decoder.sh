@@ -47,6 +47,9 @@ bash docs/examples/generate_curl.sh "$url" llama-tiny > "$work/generate.log" 2>&
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --format json \
   > "$work/generate.json"
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 3 > "$work/generate.txt"
+# Note [Generation measured]: three calls, each after a BERT-base request (cache off: all cold).
+"$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --repeat 3 \
+  --evict-with bert_base --format json > "$work/generate-measured.json"
 /usr/bin/python3 docs/examples/grpc_generate.py --proto-dir "$proto" --socket "$sock" --model llama-tiny \
   > "$work/generate.py.log" 2>&1 || { cat "$work/generate.py.log"; echo "FAIL: grpc_generate.py"; exit 1; }
 set +e
@@ -139,6 +142,11 @@ assert "exceed llama-tiny's context of 256 positions" in lines[-1] and lines[-1]
 # psw client --generate over gRPC: the same greedy ids as REST's; the table's tokens as they came.
 grpc = json.load(open(f"{work}/generate.json"))
 assert grpc["output_ids"] == answer["output_ids"] and grpc["prompt_bucket"] == 16 and grpc["ttft_ms"] > 0, (grpc, answer)
+measured = json.load(open(f"{work}/generate-measured.json"))
+assert measured["output_ids"] == answer["output_ids"] and measured["outputs_equal"], (measured, answer)
+assert measured["ttft_cold_ms"]["count"] == 3 and measured["ttft_warm_ms"]["count"] == 0, measured
+assert measured["tpot_ms"]["count"] == 3 and 0 < measured["tpot_ms"]["min"] <= measured["tpot_ms"]["max"], measured
+assert measured["prompt_bucket"] == 16 and measured["evict_with"] == "bert_base", measured
 table = open(f"{work}/generate.txt").read().splitlines()
 assert table[0].split()[1:] == [str(i) for i in answer["output_ids"][:3]], table
 # docs/examples/grpc_generate.py: eight tokens as they came, then the same answer.

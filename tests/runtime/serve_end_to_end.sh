@@ -63,6 +63,17 @@ for samples in d["training_loss"].values():
     assert all(x["loss"] > 0 for x in samples), samples
 assert d["training_loss"]["alone"], d
 PY
+# --requests-first: the window under requests comes first, so its steps precede the alone window's.
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 2 --rate 2 --batch 1 --switches 0 --requests-first \
+  --out "$work/bench-first.json" 2>/dev/null
+/usr/bin/python3 - "$work/bench-first.json" <<'PY' || { echo "FAIL: bench-serve --requests-first"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+loss = d["training_loss"]
+assert d["spec"]["requests_first"] and d["training_steps_per_s"]["requests"] >= 1, d
+assert loss["with_requests"] and loss["alone"], d
+assert loss["with_requests"][-1]["step"] <= loss["alone"][0]["step"], loss
+PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
 # Note [Training held]: preempted, so held for a while.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -239,6 +240,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   if (!training.model.empty() && spec.throughput_window_s > 0) {
     wait_for_training(client, training.model);
     auto steps = [&] { return client.training_status(training.model).completed_steps; };
+    std::int64_t running_steps = 0;  // of the window with requests, and its time not held
+    double running_s = 0;
     // The job's loss, sampled until `until` (a new step's only), every 100 ms.
     auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {
       while (true) {
@@ -251,36 +254,48 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
         std::this_thread::sleep_until(next);
       }
     };
-    std::int64_t s0 = steps();
-    auto t0 = Clock::now();
-    sample_loss(report.loss_alone, t0, t0 + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(spec.throughput_window_s)));
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(spec.throughput_window_s)));
-    report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
-    const TrainingStatus before = client.training_status(training.model);
-    s0 = before.completed_steps;
-    t0 = Clock::now();
-    const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
-    auto next = Clock::now();
-    std::size_t k = 0;
-    while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
-      sample_loss(report.loss_with_requests, t0, next);
-      std::this_thread::sleep_until(next);
-      const ModelInfo& info = models[k++ % models.size()];
-      const InferRequest request = random_request(info, spec.batch, seed++);
-      client.infer(request, placed(info, request));
-      ++report.requests_in_throughput_window;
-      next += std::chrono::duration_cast<Clock::duration>(period);
+    // The job alone for a window: its rate, and its loss at each new step.
+    auto window_alone = [&] {
+      const std::int64_t s0 = steps();
+      const auto t0 = Clock::now();
+      const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.throughput_window_s));
+      sample_loss(report.loss_alone, t0, until);
+      std::this_thread::sleep_until(until);
+      report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
+    };
+    // The job under requests at the given rate for a window.
+    auto window_with_requests = [&] {
+      const TrainingStatus before = client.training_status(training.model);
+      const auto t0 = Clock::now();
+      const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
+      auto next = Clock::now();
+      std::size_t k = 0;
+      while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
+        sample_loss(report.loss_with_requests, t0, next);
+        std::this_thread::sleep_until(next);
+        const ModelInfo& info = models[k++ % models.size()];
+        const InferRequest request = random_request(info, spec.batch, seed++);
+        client.infer(request, placed(info, request));
+        ++report.requests_in_throughput_window;
+        next += std::chrono::duration_cast<Clock::duration>(period);
+      }
+      const TrainingStatus after = client.training_status(training.model);
+      const double window_s = ms_since(t0) / 1000.0;
+      report.training_steps_per_s_with_requests =
+          static_cast<double>(after.completed_steps - before.completed_steps) / window_s;
+      report.training_held_s_with_requests = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
+      running_steps = after.completed_steps - before.completed_steps;
+      running_s = window_s - report.training_held_s_with_requests;
+    };
+    if (spec.requests_first) {
+      window_with_requests();
+      window_alone();
+    } else {
+      window_alone();
+      window_with_requests();
     }
-    const TrainingStatus after = client.training_status(training.model);
-    const double window_s = ms_since(t0) / 1000.0;
-    report.training_steps_per_s_with_requests = static_cast<double>(after.completed_steps - s0) / window_s;
-    report.training_held_s_with_requests = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
-    const double running_s = window_s - report.training_held_s_with_requests;
     if (running_s > 0 && report.training_steps_per_s_alone > 0) {
-      report.training_running_share = static_cast<double>(after.completed_steps - s0) / running_s /
-                                      report.training_steps_per_s_alone;
+      report.training_running_share = static_cast<double>(running_steps) / running_s / report.training_steps_per_s_alone;
     }
     say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
         std::to_string(report.training_steps_per_s_with_requests) + " with requests");
@@ -329,6 +344,45 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
       report.server[std::string("phase_") + phase + (q[2] == '5' ? "_p50_s" : "_p99_s")] = metric_value(report.metrics, metric);
     }
   }
+  return report;
+}
+
+// Note [Generation measured] (serving_benchmark.hpp).
+GenerationReport measure_generation(Client& client, const GenerationSpec& spec) {
+  if (spec.repeat < 1) throw InputError("the generate calls to measure must be at least 1");
+  if (spec.prompt_ids.empty()) throw InputError("a generate call needs a prompt (token ids)");
+  std::optional<ModelInfo> evicting;
+  if (!spec.evict_with.empty()) {
+    if (spec.evict_with == spec.model) {
+      throw InputError("the model requested between the generate calls must be another than '" + spec.model + "'");
+    }
+    evicting = served_models(client, {spec.evict_with}).front();
+  }
+  GenerationReport report;
+  report.model = spec.model;
+  report.prompt_tokens = spec.prompt_ids.size();
+  std::vector<double> cold, warm, per_token;
+  std::uint64_t seed = spec.seed;
+  for (int i = 0; i < spec.repeat; ++i) {
+    if (evicting) client.infer(random_request(*evicting, 1, seed++), SharedMemoryPlacement{});
+    GenerateRequest request;
+    request.model = spec.model;
+    request.id = detail::concat("measure-", i);
+    request.input_ids = spec.prompt_ids;
+    request.max_tokens = spec.max_tokens;
+    const GenerateResponse r = client.generate(request);
+    if (i == 0) {
+      report.output_ids = r.output_ids;
+      report.prompt_bucket = r.prompt_bucket;
+    } else if (r.output_ids != report.output_ids) {
+      report.outputs_equal = false;
+    }
+    (r.switched ? cold : warm).push_back(static_cast<double>(r.ttft_ns) / 1e6);
+    if (r.output_ids.size() > 1) per_token.push_back(static_cast<double>(r.tpot_ns) / 1e6);
+  }
+  report.ttft_cold_ms = summarize_latencies(std::move(cold));
+  report.ttft_warm_ms = summarize_latencies(std::move(warm));
+  report.tpot_ms = summarize_latencies(std::move(per_token));
   return report;
 }
 

@@ -32,6 +32,10 @@ struct ServingBenchmarkSpec {
   // The models to request, by name (empty: the zoo's built-in models the server serves; a
   // decoder, or a model in another dtype, is named here).
   std::vector<std::string> models;
+  // The window with requests before the one alone: a job started with the server then learns
+  // its first steps under requests, so that two servers' runs (one each way) give the loss
+  // curve of the same steps alone and under requests.
+  bool requests_first = false;
 };
 
 // The training job's loss at a completed step, as its status said it (Note [Training objective]
@@ -64,6 +68,38 @@ struct ServingBenchmarkReport {
 
 ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
                                              const std::function<void(const std::string&)>& progress = {});
+
+// Note [Generation measured]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A decoder's generate calls measured from the outside (psw client --generate --repeat): the
+// same prompt `repeat` times, greedy, `max_tokens` each. With `evict_with`, a request of that
+// model (random inputs, batch 1) goes before every call, so that under `cache: active` or `off`
+// each call switches the decoder in cold; without it the calls go back to back and, under a
+// cache that keeps the decoder, all but the first find it resident. The server's `switched`
+// flag of each answer sorts its time to first token into cold or warm, so a run cannot report
+// a warm time that was cold. Greedy decoding is deterministic: every call must answer the same
+// ids, and the report says whether they did.
+struct GenerationSpec {
+  std::string model;
+  std::vector<std::int64_t> prompt_ids;
+  std::int64_t max_tokens = 16;
+  int repeat = 1;
+  std::string evict_with;  // a model requested before each call (empty: none)
+  std::uint64_t seed = 1;  // of the evicting requests' inputs
+};
+
+struct GenerationReport {
+  std::string model;
+  std::size_t prompt_tokens = 0;
+  std::int64_t prompt_bucket = 0;
+  std::vector<std::int64_t> output_ids;  // the first call's
+  bool outputs_equal = true;             // every call answered output_ids
+  ExactLatencySummary ttft_cold_ms;      // calls that switched the decoder in
+  ExactLatencySummary ttft_warm_ms;      // calls that found it resident
+  ExactLatencySummary tpot_ms;           // per token after the first, every call
+};
+
+GenerationReport measure_generation(Client& client, const GenerationSpec& spec);
 
 // Note [Request path] (psw/common/serving_profile.hpp): a live server's request path per model
 // and its training job's step, measured from the outside, for the simulator (`psw
