@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU host: the served workloads' numbers (what runs on the server is real).
 #
-#   decoder   llama-1b with seeded random weights made by Hugging Face transformers
+#   decoder   llama-1b (its context cut to PSW_WORKLOADS_CONTEXT positions) with seeded random weights made by Hugging Face transformers
 #             (scripts/hf_generate.py), served by `psw serve --backend cuda` from those weights in
-#             bf16 and in fp32 beside ResNet-152 (cache: active, prompt buckets 128, 512, 2048,
-#             8191). Per prompt length (PSW_WORKLOADS_PROMPTS, one inside each bucket): generate
+#             bf16 and in fp32 beside ResNet-152 (cache: active, prompt buckets 128, 512, 2048
+#             and the context). Per prompt length (PSW_WORKLOADS_PROMPTS, one inside each bucket): generate
 #             calls of PSW_WORKLOADS_DECODE tokens measured by `psw client --generate --repeat`
 #             (Note [Generation measured]): time to first token cold (a ResNet-152 request before
 #             each call) and warm (back to back), per token after it, and the output ids; beside
@@ -18,8 +18,8 @@
 #             memory), and on the other the window under requests first, so that both loss curves
 #             start at the job's first steps; each run's throughput share side by side.
 #
-# Writes OUT_DIR/<date>-<gpu>-workloads.md (scripts/workloads_report.py) and its raw JSON in
-# OUT_DIR/raw-workloads-<date>-<gpu>/. The weights (7.4 GB) go to a temporary folder, not OUT_DIR.
+# Writes OUT_DIR/<date>-<gpu>-workloads.md (scripts/workloads_report.py), the loss curves beside it
+# (-workloads-loss.png) and its raw JSON, logs and profiles in OUT_DIR/raw-workloads-<date>-<gpu>.tar.gz. The weights (7.4 GB) go to a temporary folder, not OUT_DIR.
 #
 #   scripts/gpu-workloads.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
 #   PSW_WORKLOADS_PARTS="decoder training" PSW_WORKLOADS_PROMPTS="100 500 2000 6000"
@@ -28,11 +28,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 parts=" ${PSW_WORKLOADS_PARTS:-decoder training} "
-prompts=(${PSW_WORKLOADS_PROMPTS:-100 500 2000 6000})
+prompts=(${PSW_WORKLOADS_PROMPTS:-100 500 2000 4000})
 decode=${PSW_WORKLOADS_DECODE:-32}
 repeat=${PSW_WORKLOADS_REPEAT:-10}
 window=${PSW_WORKLOADS_WINDOW:-90}
-buckets="128, 512, 2048, 8191"
+# llama-1b's context cut to 4,096 positions (the same weights and rotary frequencies): the zoo's
+# attention materialises a prompt's scores, and a prefill graph at 8,191 tokens (8.6 GB of scores a
+# layer in fp32) does not fit beside the prefill curve's graphs on an 80 GB card.
+context=${PSW_WORKLOADS_CONTEXT:-4096}
+buckets="128, 512, 2048, $((context - 1))"
 source "$root/scripts/gpu-build.sh" "$out" psw
 psw="$build/cli/psw"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
@@ -69,21 +73,22 @@ if [[ $parts == *" decoder "* ]]; then
      --out "$profiles/link") | grep link
   hardware="$profiles/link/$gpu-link.yaml"
   echo "== transformers: weights, prompts, greedy generate ($(date -u +%T))"
-  python3 "$root/scripts/hf_generate.py" --zoo "$root/configs/zoo/llama-1b.yaml" --out "$weights" \
+  sed "s/^max_positions: .*/max_positions: $context/" "$root/configs/zoo/llama-1b.yaml" > "$weights/llama-1b.yaml"
+  python3 "$root/scripts/hf_generate.py" --zoo "$weights/llama-1b.yaml" --out "$weights" \
     --prompts "$(IFS=,; echo "${prompts[*]}")" --max-new-tokens "$decode" --repeat "$repeat"
   cp "$weights/hf.json" "$weights/prompts.json" "$raw/"
   # The fp32 decoder is served beside the bf16 one under its own name (a profile goes by it).
-  sed 's/^name: llama-1b$/name: llama-1b-fp32/' "$root/configs/zoo/llama-1b.yaml" > "$weights/llama-1b-fp32.yaml"
+  sed 's/^name: llama-1b$/name: llama-1b-fp32/' "$weights/llama-1b.yaml" > "$weights/llama-1b-fp32.yaml"
   echo "== profiles ($(date -u +%T))"
-  (cd "$root" && "$psw" profile --model configs/zoo/llama-1b.yaml --dtype bf16 --batch 1 --prompt-tokens 512 \
-     --decode-tokens 16 --repeat 5 --out "$profiles") | tail -1
+  (cd "$root" && "$psw" profile --model "$weights/llama-1b.yaml" --dtype bf16 --batch 1 --prompt-tokens 512 \
+     --prefill-tokens "$(echo "$buckets" | tr -d ' ')" --decode-tokens 16 --repeat 5 --out "$profiles") | tail -1
   (cd "$root" && "$psw" profile --model "$weights/llama-1b-fp32.yaml" --dtype fp32 --batch 1 --prompt-tokens 512 \
      --decode-tokens 16 --repeat 5 --out "$profiles") | tail -1
   cp "$root/configs/models/h200/resnet152.yaml" "$profiles/"
   buckets_of=$(echo "$buckets" | tr -d ' ' | tr ',' ' ')
   for bucket in $buckets_of; do
     echo "== psw run llama-1b bf16 at $bucket tokens ($(date -u +%T))"
-    (cd "$root" && "$psw" run --model configs/zoo/llama-1b.yaml --dtype bf16 --batch 1 --prompt-tokens "$bucket" \
+    (cd "$root" && "$psw" run --model "$weights/llama-1b.yaml" --dtype bf16 --batch 1 --prompt-tokens "$bucket" \
        --decode 0 --graph --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/llama-1b.yaml" \
        --hardware "$hardware" --format json) > "$raw/run-$bucket.json"
   done
@@ -98,7 +103,7 @@ max_tensor_bytes: 67108864
 request_timeout_ms: 60000
 models:
   - name: llama-1b
-    decoder: $root/configs/zoo/llama-1b.yaml
+    decoder: $weights/llama-1b.yaml
     dtype: bf16
     weights: $weights/llama-1b-bf16.safetensors
     prompt_tokens: 512
@@ -143,4 +148,5 @@ fi
 
 report="$out/$(date -u +%F)-$gpu-workloads.md"
 python3 "$root/scripts/workloads_report.py" "$raw" > "$report"
-echo "== written $report ($(date -u +%T))"
+tar -C "$out" -czf "$raw.tar.gz" "$(basename "$raw")" && rm -rf "$raw"
+echo "== written $report and $(basename "$raw").tar.gz ($(date -u +%T))"

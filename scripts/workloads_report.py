@@ -151,8 +151,8 @@ def main():
     raw = sys.argv[1].rstrip("/")
     stem = os.path.basename(raw).replace("raw-workloads-", "")
     print(f"# The served workloads ({stem})\n")
-    print("Produced by `scripts/gpu-workloads.sh` (raw JSON beside this file, in "
-          f"`{os.path.basename(raw)}/`); do not edit by hand.\n")
+    print("Produced by `scripts/gpu-workloads.sh` (raw JSON, logs and profiles beside this file, in "
+          f"`{os.path.basename(raw)}.tar.gz`); do not edit by hand.\n")
     environment = os.path.join(raw, "environment.md")
     if os.path.exists(environment):
         print(open(environment).read())
