@@ -18,8 +18,9 @@
 #             memory), and on the other the window under requests first, so that both loss curves
 #             start at the job's first steps; each run's throughput share side by side.
 #
-# Writes OUT_DIR/<date>-<gpu>-workloads.md (scripts/workloads_report.py), the loss curves beside it
-# (-workloads-loss.png) and its raw JSON, logs and profiles in OUT_DIR/raw-workloads-<date>-<gpu>.tar.gz. The weights (7.4 GB) go to a temporary folder, not OUT_DIR.
+# Writes OUT_DIR/<date>-<gpu>-workloads-<parts>.md (scripts/workloads_report.py), the loss curves
+# beside it (-loss.png) and its raw JSON, logs and profiles in
+# OUT_DIR/raw-workloads-<date>-<gpu>-<parts>.tar.gz. The weights (7.4 GB) go to a temporary folder, not OUT_DIR.
 #
 #   scripts/gpu-workloads.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
 #   PSW_WORKLOADS_PARTS="decoder training" PSW_WORKLOADS_PROMPTS="100 500 2000 6000"
@@ -42,7 +43,8 @@ psw="$build/cli/psw"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
       | tr 'A-Z' 'a-z' || true)
 gpu=${gpu:-gpu}
-raw="$out/raw-workloads-$(date -u +%F)-$gpu"
+tag=$(echo $parts | tr ' ' '-')  # the parts run, in the files' names: a call per part keeps both
+raw="$out/raw-workloads-$(date -u +%F)-$gpu-$tag"
 mkdir -p "$raw"
 bash "$root/scripts/environment.sh" > "$raw/environment.md"
 weights=$(mktemp -d)
@@ -146,7 +148,7 @@ if [[ $parts == *" training "* ]]; then
   done
 fi
 
-report="$out/$(date -u +%F)-$gpu-workloads.md"
+report="$out/$(date -u +%F)-$gpu-workloads-$tag.md"
 python3 "$root/scripts/workloads_report.py" "$raw" > "$report"
 tar -C "$out" -czf "$raw.tar.gz" "$(basename "$raw")" && rm -rf "$raw"
 echo "== written $report and $(basename "$raw").tar.gz ($(date -u +%T))"

@@ -3,7 +3,7 @@
 RAW_DIR: `psw client --generate --repeat` (generate-*.json), `psw run --graph` (run-*.json),
 `psw bench-serve` (training-*.json) and transformers' side (hf.json, prompts.json). Every number
 is psw's or transformers'; this script lays them out, and draws the loss curves beside the report
-(RAW_DIR/../<report stem>-loss.png) when matplotlib is there."""
+(RAW_DIR/../<date>-<gpu>-workloads-<parts>-loss.png for RAW_DIR raw-workloads-<date>-<gpu>-<parts>) when matplotlib is there."""
 import json
 import os
 import sys
@@ -149,15 +149,16 @@ def main():
     if len(sys.argv) not in (2, 3):
         sys.exit("usage: workloads_report.py RAW_DIR [REPORT.md: names the figure beside it]")
     raw = sys.argv[1].rstrip("/")
-    stem = os.path.basename(raw).replace("raw-workloads-", "")
-    print(f"# The served workloads ({stem})\n")
+    stem = os.path.basename(raw).replace("raw-workloads-", "")  # <date>-<gpu>-<parts>
+    date_gpu, parts = stem[:len("YYYY-MM-DD") + 1 + stem[len("YYYY-MM-DD") + 1:].index("-")], stem.split("-", 4)[-1]
+    print(f"# The served workloads: {parts.replace('-', ' and ')} ({date_gpu})\n")
     print("Produced by `scripts/gpu-workloads.sh` (raw JSON, logs and profiles beside this file, in "
           f"`{os.path.basename(raw)}.tar.gz`); do not edit by hand.\n")
     environment = os.path.join(raw, "environment.md")
     if os.path.exists(environment):
         print(open(environment).read())
     decoder(raw)
-    training(raw, os.path.join(os.path.dirname(raw), f"{stem}-workloads-loss.png"))
+    training(raw, os.path.join(os.path.dirname(raw), f"{date_gpu}-workloads-{parts}-loss.png"))
 
 
 if __name__ == "__main__":
