@@ -2,10 +2,11 @@
 // DecoderConfig: token embedding; per layer RMSNorm, grouped-query attention with rotary
 // position embeddings, RMSNorm, SwiGLU MLP, each with a residual; final RMSNorm; the head
 // (tied to the embedding or its own). The arithmetic follows Hugging Face's LlamaForCausalLM
-// (eager attention; llama3 rope scaling, Note [Rope scaling]): RMSNorm in fp32 and cast back before the weight;
-// cos/sin computed in fp32 and cast to the model's dtype; softmax in fp32.
+// (llama3 rope scaling, Note [Rope scaling]; attention: Note [Fused attention]): RMSNorm in fp32 and
+// cast back before the weight; cos/sin computed in fp32 and cast to the model's dtype.
 
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -41,6 +42,23 @@ torch::Tensor KvCache::keys(std::int64_t layer, std::int64_t upto) const { retur
 torch::Tensor KvCache::values(std::int64_t layer, std::int64_t upto) const { return storage_[layer][1].narrow(2, 0, upto); }
 
 Decoder* as_decoder(ZooModel& model) { return dynamic_cast<Decoder*>(&model); }
+
+// Note [Fused attention]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Where LibTorch has scaled_dot_product_attention (2.0 on: the GPU host's), attention is that
+// call, as transformers' default `sdpa` attention runs it: on CUDA one flash or memory-efficient
+// kernel in which a prompt's T x T scores never exist in memory. With the scores materialised
+// (transformers' eager attention: matmul, mask, softmax in fp32, matmul), llama-1b's prefill of
+// 4,095 tokens took 181 ms on an H100 against transformers' 26 ms, and a prefill graph at its
+// context of 8,191 tokens (8.6 GB of scores a layer) did not fit an 80 GB card
+// (results/gpu/2026-12-05-h100-workloads-decoder.md). Keys and values are repeated over their
+// query heads' group (transformers' repeat_kv), so any 2.x runs it. A prompt from position 0 is
+// causal; one decoded token sees every key; a chunk after a filled cache gets the explicit mask
+// (is_causal would align it from the first key). LibTorch 1.13 (CI's) computes the eager form,
+// which is the same arithmetic but for rounding.
+#if TORCH_VERSION_MAJOR >= 2
+#define PSW_FUSED_ATTENTION 1
+#endif
 
 // Note [Rope scaling] in decoder_config.hpp, with Hugging Face's operations
 // (_compute_default_rope_parameters, then _compute_llama3_parameters), in fp32.
@@ -322,7 +340,9 @@ class Llama final : public ZooBase, public Decoder {
     // Causal: the query at position past + i sees the keys at positions <= past + i.
     const torch::Tensor masked =
         torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
+#ifndef PSW_FUSED_ATTENTION
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+#endif
 
     torch::Tensor h = step(c, embed_, tokens);
     for (std::size_t l = 0; l < blocks_.size(); ++l) {
@@ -338,6 +358,17 @@ class Llama final : public ZooBase, public Decoder {
         k = cache->keys(static_cast<std::int64_t>(l), seen);
         v = cache->values(static_cast<std::int64_t>(l), seen);
       }
+#ifdef PSW_FUSED_ATTENTION
+      // Note [Fused attention]: query heads [j * group, (j + 1) * group) share key/value head j.
+      const auto repeat_kv = [&](const torch::Tensor& x) {
+        return group == 1 ? x : x.unsqueeze(2).expand({n, kv_heads, group, seen, d}).reshape({n, heads, seen, d});
+      };
+      const torch::Tensor attended =
+          t == seen ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), {}, 0.0, /*is_causal=*/true)
+          : t == 1  ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
+                    : at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), masked.logical_not());
+      const torch::Tensor context = attended.transpose(1, 2).reshape({n, t, cfg.hidden});
+#else
       // Grouped-query attention: query heads [j * group, (j + 1) * group) share key/value head
       // j (Hugging Face's repeat_kv), without materialising the repeated keys.
       const torch::Tensor qg = q.reshape({n, kv_heads, group, t, d});
@@ -346,6 +377,7 @@ class Llama final : public ZooBase, public Decoder {
       const torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(dtype());
       const torch::Tensor context =
           torch::matmul(probs, v.unsqueeze(2)).reshape({n, heads, t, d}).transpose(1, 2).reshape({n, t, cfg.hidden});
+#endif
       h = h + step(c, b.o, context);
       const torch::Tensor y = step(c, b.post_norm, h);
       // Two statements: the gate runs before up (the layer order), which an expression's
