@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On a GPU host: the served workloads' numbers (what runs on the server is real).
 #
-#   decoder   llama-1b (its context cut to PSW_WORKLOADS_CONTEXT positions) with seeded random weights made by Hugging Face transformers
-#             (scripts/hf_generate.py), served by `psw serve --backend cuda` from those weights in
-#             bf16 and in fp32 beside ResNet-152 (cache: active, prompt buckets 128, 512, 2048
-#             and the context). Per prompt length (PSW_WORKLOADS_PROMPTS, one inside each bucket): generate
-#             calls of PSW_WORKLOADS_DECODE tokens measured by `psw client --generate --repeat`
+#   decoder   llama-1b (a context of PSW_WORKLOADS_CONTEXT positions, default 8,192) with seeded
+#             random weights made by Hugging Face transformers (scripts/hf_generate.py), served
+#             by `psw serve --backend cuda` from those weights in bf16 and in fp32 beside
+#             ResNet-152 (cache: active, prompt buckets 128, 512, 2048 and the context). Per
+#             prompt length (PSW_WORKLOADS_PROMPTS, one inside each bucket): generate calls of
+#             PSW_WORKLOADS_DECODE tokens measured by `psw client --generate --repeat`
 #             (Note [Generation measured]): time to first token cold (a ResNet-152 request before
 #             each call) and warm (back to back), per token after it, and the output ids; beside
 #             them psw run --graph of the same decoder at the bucket's length (the cold switch and
@@ -20,23 +21,23 @@
 #
 # Writes OUT_DIR/<date>-<gpu>-workloads-<parts>.md (scripts/workloads_report.py), the loss curves
 # beside it (-loss.png) and its raw JSON, logs and profiles in
-# OUT_DIR/raw-workloads-<date>-<gpu>-<parts>.tar.gz. The weights (7.4 GB) go to a temporary folder, not OUT_DIR.
+# OUT_DIR/raw-workloads-<date>-<gpu>-<parts>.tar.gz. The weights (7.4 GB) go to a temporary
+# folder, not OUT_DIR.
 #
 #   scripts/gpu-workloads.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
-#   PSW_WORKLOADS_PARTS="decoder training" PSW_WORKLOADS_PROMPTS="100 500 2000 6000"
+#   PSW_WORKLOADS_PARTS="decoder training" PSW_WORKLOADS_PROMPTS="100 500 2000 8000" PSW_WORKLOADS_CONTEXT=8192
 #   PSW_WORKLOADS_DECODE=32 PSW_WORKLOADS_REPEAT=10 PSW_WORKLOADS_WINDOW=90
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 parts=" ${PSW_WORKLOADS_PARTS:-decoder training} "
-prompts=(${PSW_WORKLOADS_PROMPTS:-100 500 2000 4000})
+prompts=(${PSW_WORKLOADS_PROMPTS:-100 500 2000 8000})
 decode=${PSW_WORKLOADS_DECODE:-32}
 repeat=${PSW_WORKLOADS_REPEAT:-10}
 window=${PSW_WORKLOADS_WINDOW:-90}
-# llama-1b's context cut to 4,096 positions (the same weights and rotary frequencies): the zoo's
-# attention materialises a prompt's scores, and a prefill graph at 8,191 tokens (8.6 GB of scores a
-# layer in fp32) does not fit beside the prefill curve's graphs on an 80 GB card.
-context=${PSW_WORKLOADS_CONTEXT:-4096}
+# The served context (PSW_WORKLOADS_CONTEXT positions, llama-1b's 8,192 by default: a shorter one
+# keeps the same weights and rotary frequencies); the last bucket is its longest prompt.
+context=${PSW_WORKLOADS_CONTEXT:-8192}
 buckets="128, 512, 2048, $((context - 1))"
 source "$root/scripts/gpu-build.sh" "$out" psw
 psw="$build/cli/psw"
