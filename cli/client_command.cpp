@@ -270,16 +270,16 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
   const runtime::GenerationReport r = runtime::measure_generation(client, spec);
   if (o.format == "json") {
     std::cout << nlohmann::json{{"model_name", r.model},
-                      {"prompt_tokens", r.prompt_tokens},
-                      {"prompt_bucket", r.prompt_bucket},
-                      {"max_tokens", o.max_tokens},
-                      {"calls", o.repeat},
-                      {"evict_with", o.evict_with},
-                      {"output_ids", r.output_ids},
-                      {"outputs_equal", r.outputs_equal},
-                      {"ttft_cold_ms", summary_json(r.ttft_cold_ms)},
-                      {"ttft_warm_ms", summary_json(r.ttft_warm_ms)},
-                      {"tpot_ms", summary_json(r.tpot_ms)}}
+                                {"prompt_tokens", r.prompt_tokens},
+                                {"prompt_bucket", r.prompt_bucket},
+                                {"max_tokens", o.max_tokens},
+                                {"calls", o.repeat},
+                                {"evict_with", o.evict_with},
+                                {"output_ids", r.output_ids},
+                                {"outputs_equal", r.outputs_equal},
+                                {"ttft_cold_ms", summary_json(r.ttft_cold_ms)},
+                                {"ttft_warm_ms", summary_json(r.ttft_warm_ms)},
+                                {"tpot_ms", summary_json(r.tpot_ms)}}
                      .dump(2)
               << "\n";
     return;

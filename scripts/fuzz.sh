@@ -89,12 +89,16 @@ for f in tests/data/traces/*.csv; do
   esac
   { printf "$b"; head -c 4096 "$f"; } >"$corpus/fuzz_traces/$(basename "$f")"
 done
-# REST bodies: the first byte picks the header length (fuzz_rest_request.cpp): 0 none, 1 half
-# the body, 2 the end of its JSON (the binary tail after it).
+# REST bodies: the first byte picks the kind (fuzz_rest_request.cpp): an inference request whose
+# Inference-Header-Content-Length is 0 none, 1 half the body, 2 the end of its JSON (the binary
+# tail after it); 3 a repository load, 4 an unload, 5 a generate call.
 mkdir -p "$corpus/fuzz_rest_request"
 printf '\x00{"id":"a","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[[1,2],[3,4.5]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}' >"$corpus/fuzz_rest_request/json"
 printf '\x00{"inputs":[{"name":"t","shape":[3],"datatype":"INT8","data":[1,-2,3]},{"name":"b","shape":[2],"datatype":"BOOL","data":[true,false]}],"parameters":{"binary_data_output":true}}' >"$corpus/fuzz_rest_request/types"
 printf '\x02{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]}\x00\x00\x80\x3f\x00\x00\x00\x40' >"$corpus/fuzz_rest_request/binary"
+printf '\x03{"parameters":{"config":"{name: resnet50, torchscript: r.pt, inputs: [{shape: [1, 3, 224, 224]}]}"}}' >"$corpus/fuzz_rest_request/load"
+printf '\x04{"parameters":{}}' >"$corpus/fuzz_rest_request/unload"
+printf '\x05{"id":"g","input_ids":[1,15,43],"parameters":{"max_tokens":8}}' >"$corpus/fuzz_rest_request/generate"
 # Kernel graphs: a CNN-shaped capture (tests/cli/make_kernel_graph.py), and every kind of node.
 mkdir -p "$corpus/fuzz_kernel_graph"
 python3 tests/cli/make_kernel_graph.py "$corpus/fuzz_kernel_graph/cnn.json" --blocks 2

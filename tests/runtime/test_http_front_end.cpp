@@ -237,6 +237,33 @@ TEST_F(HttpFrontEndTest, GenerateAndItsStream) {
                           "the prompt is empty");
 }
 
+// Note [Repository load]: Triton's load and unload bodies, both optional.
+TEST(HttpFrontEnd, RepositoryBodiesParseAsTritonsOrAreRefusedSayingWhy) {
+  EXPECT_EQ(parse_rest_repository_body("", true), "");
+  EXPECT_EQ(parse_rest_repository_body("", false), "");
+  EXPECT_EQ(parse_rest_repository_body(R"({"parameters": {"config": "{name: m, batch: 1}"}})", true), "{name: m, batch: 1}");
+  EXPECT_EQ(parse_rest_repository_body(R"({"parameters": {}})", true), "");
+  EXPECT_EQ(parse_rest_repository_body(R"({"parameters": {}})", false), "");
+  const auto refusal = [](std::string_view body, bool load) {
+    try {
+      parse_rest_repository_body(body, load);
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ServiceError::Code::InvalidArgument) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted: " << body;
+    return std::string();
+  };
+  EXPECT_NE(refusal("not json", true).find("the body is not a JSON object"), std::string::npos);
+  EXPECT_NE(refusal("[1]", false).find("the unload takes no body, or a JSON object {\"parameters\": {}}"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"config": "x"})", true).find("unknown key 'config'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"parameters": "x"})", true).find("'parameters' is not an object"), std::string::npos);
+  EXPECT_NE(refusal(R"({"parameters": {"config": 3}})", true).find("'config' is not a string"), std::string::npos);
+  EXPECT_NE(refusal(R"({"parameters": {"config": "x"}})", false).find("unknown parameter 'config'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"parameters": {"force": true}})", true).find("unknown parameter 'force'"), std::string::npos);
+}
+
 TEST(HttpFrontEnd, RefusesEveryInterfaceAndABusyPort) {
   testing::FakeInferenceService service;
   EXPECT_NE(test_support::input_error_of([&] { HttpFrontEnd(service, "0.0.0.0:0", 1024); }).find("every interface"),

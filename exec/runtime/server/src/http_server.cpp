@@ -510,6 +510,29 @@ GenerateRequest parse_rest_generate(std::string_view body, const std::string& mo
   return rest::parse_generate(body, model);
 }
 
+std::string parse_rest_repository_body(std::string_view body, bool load) {
+  if (body.empty()) return "";
+  const char* takes = load ? "a JSON object {\"parameters\": {\"config\": \"<the model's entry, YAML or JSON>\"}}"
+                           : "a JSON object {\"parameters\": {}}";
+  const auto refuse = [&](const std::string& why) {
+    throw ServiceError(ServiceError::Code::InvalidArgument,
+                       std::string("the ") + (load ? "load" : "unload") + " takes no body, or " + takes + ": " + why);
+  };
+  const nlohmann::json parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) refuse("the body is not a JSON object");
+  std::string config;
+  for (const auto& [key, value] : parsed.items()) {
+    if (key != "parameters") refuse("unknown key '" + key + "'");
+    if (!value.is_object()) refuse("'parameters' is not an object");
+    for (const auto& [name, parameter] : value.items()) {
+      if (!load || name != "config") refuse("unknown parameter '" + name + "'");
+      if (!parameter.is_string()) refuse("'config' is not a string");
+      config = parameter.get<std::string>();
+    }
+  }
+  return config;
+}
+
 struct HttpFrontEnd::Impl {
   InferenceService& service;
   httplib::Server server;
@@ -574,31 +597,11 @@ struct HttpFrontEnd::Impl {
         return ok(index);
       });
     });
-    // Note [Repository load] (controller.hpp): Triton's bodies, both optional: the load's
-    // {"parameters": {"config": "<the model's entry, YAML or JSON>"}}, the unload's {"parameters": {}}.
+    // Note [Repository load] (controller.hpp): parse_rest_repository_body.
     server.Post(R"(/v2/repository/models/([^/]+)/(load|unload))", [this](const httplib::Request& q, httplib::Response& r) {
       answer(r, [&] {
         const bool load = q.matches[2] == "load";
-        std::string config;
-        if (!q.body.empty()) {
-          const nlohmann::json body = nlohmann::json::parse(q.body, nullptr, /*allow_exceptions=*/false);
-          const char* takes = load ? "a JSON object {\"parameters\": {\"config\": \"<the model's entry, YAML or JSON>\"}}"
-                                   : "a JSON object {\"parameters\": {}}";
-          const auto refuse = [&](const std::string& why) {
-            throw ServiceError(ServiceError::Code::InvalidArgument,
-                               std::string("the ") + (load ? "load" : "unload") + " takes no body, or " + takes + ": " + why);
-          };
-          if (!body.is_object()) refuse("the body is not a JSON object");
-          for (const auto& [key, value] : body.items()) {
-            if (key != "parameters") refuse("unknown key '" + key + "'");
-            if (!value.is_object()) refuse("'parameters' is not an object");
-            for (const auto& [name, parameter] : value.items()) {
-              if (!load || name != "config") refuse("unknown parameter '" + name + "'");
-              if (!parameter.is_string()) refuse("'config' is not a string");
-              config = parameter.get<std::string>();
-            }
-          }
-        }
+        const std::string config = parse_rest_repository_body(q.body, load);
         if (load) {
           service.load_model(q.matches[1], config);
         } else {

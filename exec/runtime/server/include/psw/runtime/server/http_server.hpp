@@ -94,4 +94,10 @@ RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std
 // not a positive integer, an unknown key.
 GenerateRequest parse_rest_generate(std::string_view body, const std::string& model);
 
+// A repository load's or unload's body (Note [Repository load] in controller.hpp), both
+// optional, as Triton takes them: the load's {"parameters": {"config": "<the model's entry, YAML
+// or JSON>"}}, the unload's {"parameters": {}}. Returns the load's config (empty: none given);
+// ServiceError(InvalidArgument) naming what is wrong otherwise.
+std::string parse_rest_repository_body(std::string_view body, bool load);
+
 }  // namespace psw::runtime
