@@ -14,8 +14,8 @@ Writes into --out:
                  (generate of one token) and per token after it ((generate of N less generate of
                  one) / (N - 1)), each run between CUDA synchronisations
 
-Norm weights are drawn around 1 and biases around 0, as tests/exec/hf_reference.py does. The
-GPU host has transformers; CI does not run this.
+Norm weights are drawn around 1 and biases around 0 by tests/exec/hf_reference.py's
+randomise_norms. The GPU host has transformers; CI does not run this.
 """
 import argparse
 import json
@@ -31,6 +31,10 @@ try:
     from safetensors.torch import save_file
 except ImportError as e:  # pragma: no cover - the message is the point
     sys.exit(f"hf_generate.py: {e}: needs torch, transformers, safetensors and PyYAML (the GPU host's Python)")
+
+# The GPU tests' reference builder: norms drawn around 1 and biases around 0, as its models are.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "exec"))
+from hf_reference import randomise_norms  # noqa: E402
 
 
 def llama_config(zoo):
@@ -57,15 +61,6 @@ def llama_config(zoo):
                                         **common)
     except TypeError:
         return transformers.LlamaConfig(rope_theta=theta, rope_scaling=scaling or None, **common)
-
-
-def randomise_norms(model):
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name.lower() and name.endswith("weight"):
-                p.uniform_(0.8, 1.2)
-            elif name.endswith("bias"):
-                p.uniform_(-0.05, 0.05)
 
 
 def save_weights(model, tied, path):
