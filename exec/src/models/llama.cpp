@@ -50,8 +50,8 @@ Decoder* as_decoder(ZooModel& model) { return dynamic_cast<Decoder*>(&model); }
 // kernel in which a prompt's T x T scores never exist in memory. With the scores materialised
 // (transformers' eager attention: matmul, mask, softmax in fp32, matmul), llama-1b's prefill of
 // 4,095 tokens took 181 ms on an H100 against transformers' 26 ms, and a prefill graph at its
-// context of 8,191 tokens (8.6 GB of scores a layer) did not fit an 80 GB card
-// (results/gpu/2026-12-05-h100-workloads-decoder.md). Keys and values are repeated over their
+// context of 8,191 tokens (8.6 GB of scores a layer) did not fit an 80 GB card (results/gpu/README.md,
+// "Served workloads"). Keys and values are repeated over their
 // query heads' group (transformers' repeat_kv), so any 2.x runs it. A prompt from position 0 is
 // causal; one decoded token sees every key; a chunk after a filled cache gets the explicit mask
 // (is_causal would align it from the first key). LibTorch 1.13 (CI's) computes the eager form,
