@@ -49,13 +49,18 @@ Action add_bench_serve_command(CLI::App& app) {
                   "A model to request, repeatable (default: the zoo's built-in models the server serves; name decoders here)");
   cmd->add_option("--window", o->spec.throughput_window_s, "Seconds of training alone, then with requests (0: skip)")
       ->check(finite_range(0.0, 3600.0))->capture_default_str();
-  cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the second window")
+  cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the windows with requests")
       ->check(finite_range(0.01, 1000.0))->capture_default_str();
+  cmd->add_option("--rounds", o->spec.rounds,
+                  "Pairs of windows, each pair in the other order than the one before (alone then requests, "
+                  "requests then alone, ...), so that a drift of the job's rate weighs on both alike; the rates are "
+                  "over all windows of each kind (Note [Training windows])")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
       ->check(CLI::Range(0, 10000000))->capture_default_str();
   cmd->add_flag("--requests-first", o->spec.requests_first,
-                "The window with requests before the one alone (a job started with the server learns its first "
-                "steps under requests)");
+                "The first pair's window with requests before its window alone (a job started with the server "
+                "learns its first steps under requests)");
   cmd->add_flag("--shared-memory", o->spec.shared_memory,
                 "Requests name their tensors in POSIX shared memory regions, one per model, registered once "
                 "(the protocol's system shared memory extension) instead of carrying them");
@@ -74,6 +79,11 @@ Action add_bench_serve_command(CLI::App& app) {
       for (const auto& x : samples) rows.push_back({{"elapsed_s", x.elapsed_s}, {"step", x.step}, {"loss", x.loss}});
       return rows;
     };
+    nlohmann::json windows = nlohmann::json::array();
+    for (const auto& w : r.training_windows) {
+      windows.push_back({{"with_requests", w.with_requests}, {"start_s", w.start_s}, {"seconds", w.seconds},
+                         {"steps", w.steps}, {"held_s", w.held_s}, {"requests", w.requests}});
+    }
     nlohmann::json server = nlohmann::json::object();
     for (const auto& [key, value] : r.server) server[key] = std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
     const nlohmann::json out = {
@@ -81,7 +91,7 @@ Action add_bench_serve_command(CLI::App& app) {
         {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
                   {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
                   {"shared_memory", o->spec.shared_memory},
-                  {"requests_first", o->spec.requests_first}}},
+                  {"requests_first", o->spec.requests_first}, {"rounds", o->spec.rounds}}},
         {"cold_latency_ms", cold},
         {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
                                   {"with_requests", r.training_steps_per_s_with_requests},
@@ -89,6 +99,7 @@ Action add_bench_serve_command(CLI::App& app) {
         {"training_with_requests", {{"held_s", r.training_held_s_with_requests},
                                     {"running_share", r.training_running_share}}},
         {"training_loss", {{"alone", loss_json(r.loss_alone)}, {"with_requests", loss_json(r.loss_with_requests)}}},
+        {"training_windows", windows},
         {"switch_latency_ms", to_json(r.switch_latency_ms)},
         {"server", server}};
     if (o->out_path.empty()) {

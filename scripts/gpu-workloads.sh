@@ -26,7 +26,7 @@
 #
 #   scripts/gpu-workloads.sh [OUT_DIR]        # OUT_DIR defaults to results/gpu
 #   PSW_WORKLOADS_PARTS="decoder training" PSW_WORKLOADS_PROMPTS="100 500 2000 8000" PSW_WORKLOADS_CONTEXT=8192
-#   PSW_WORKLOADS_DECODE=32 PSW_WORKLOADS_REPEAT=10 PSW_WORKLOADS_WINDOW=90
+#   PSW_WORKLOADS_DECODE=32 PSW_WORKLOADS_REPEAT=10 PSW_WORKLOADS_WINDOW=90 PSW_WORKLOADS_ROUNDS=1
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
@@ -35,6 +35,7 @@ prompts=(${PSW_WORKLOADS_PROMPTS:-100 500 2000 8000})
 decode=${PSW_WORKLOADS_DECODE:-32}
 repeat=${PSW_WORKLOADS_REPEAT:-10}
 window=${PSW_WORKLOADS_WINDOW:-90}
+rounds=${PSW_WORKLOADS_ROUNDS:-1}  # pairs of windows per server (Note [Training windows])
 # The served context (PSW_WORKLOADS_CONTEXT positions, llama-1b's 8,192 by default: a shorter one
 # keeps the same weights and rotary frequencies); the last bucket is its longest prompt.
 context=${PSW_WORKLOADS_CONTEXT:-8192}
@@ -144,7 +145,7 @@ if [[ $parts == *" training "* ]]; then
     flags=()
     [[ $order == requests-first ]] && flags=(--requests-first)
     "$psw" bench-serve --socket "$sock" --cold-requests 0 --window "$window" --rate 1 --shared-memory \
-      "${flags[@]}" --out "$raw/training-$order.json"
+      --rounds "$rounds" "${flags[@]}" --out "$raw/training-$order.json"
     stop_server
   done
 fi

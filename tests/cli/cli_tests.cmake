@@ -140,6 +140,7 @@ psw_cli_fast_test(bad_args.load_token_file_missing 2 "token file /nonexistent/to
                   load --config configs/experiments/cycles-base.yaml --out /tmp/psw-never-written --token-file /nonexistent/token)
 psw_cli_fast_test(numeric.bench_serve_rate_nan 2 "--rate: Value nan not in range" bench-serve --rate nan)
 psw_cli_fast_test(numeric.bench_serve_window_inf 2 "--window: Value inf not in range" bench-serve --window inf)
+psw_cli_fast_test(numeric.bench_serve_rounds_zero 2 "--rounds: Value 0 not in range" bench-serve --rounds 0)
 # Invalid UTF-8 in a name: refused by the reader, also where JSON would be written.
 psw_cli_fast_test(utf8.model_name_json 2 "model_invalid_utf8_name\\.yaml:2: key 'name': not valid UTF-8"
                   plan --model ${PSW_BAD}/model_invalid_utf8_name.yaml --hardware ${PSW_HW}/h200-pcie5.yaml --format json)

@@ -63,16 +63,27 @@ for samples in d["training_loss"].values():
     assert all(x["loss"] > 0 for x in samples), samples
 assert d["training_loss"]["alone"], d
 PY
-# --requests-first: the window under requests comes first, so its steps precede the alone window's.
-"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 2 --rate 2 --batch 1 --switches 0 --requests-first \
-  --out "$work/bench-first.json" 2>/dev/null
-/usr/bin/python3 - "$work/bench-first.json" <<'PY' || { echo "FAIL: bench-serve --requests-first"; exit 1; }
+# Note [Training windows]: two rounds, the first with requests first: windows with requests,
+# alone, alone, with requests; the rates are each kind's steps over its windows' time.
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1.5 --rate 2 --batch 1 --switches 0 --requests-first \
+  --rounds 2 --out "$work/bench-rounds.json" 2>/dev/null
+/usr/bin/python3 - "$work/bench-rounds.json" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
 import json, sys
 d = json.load(open(sys.argv[1]))
-loss = d["training_loss"]
-assert d["spec"]["requests_first"] and d["training_steps_per_s"]["requests"] >= 1, d
+windows, loss, rates = d["training_windows"], d["training_loss"], d["training_steps_per_s"]
+assert d["spec"]["requests_first"] and d["spec"]["rounds"] == 2, d["spec"]
+assert [w["with_requests"] for w in windows] == [True, False, False, True], windows
+assert all(w["seconds"] >= 1.5 for w in windows), windows
+assert all(b["start_s"] >= a["start_s"] + a["seconds"] - 1e-6 for a, b in zip(windows, windows[1:])), windows
+assert [w["requests"] > 0 for w in windows] == [True, False, False, True], windows
+for kind, key in ((True, "with_requests"), (False, "alone")):
+    mine = [w for w in windows if w["with_requests"] == kind]
+    assert abs(rates[key] - sum(w["steps"] for w in mine) / sum(w["seconds"] for w in mine)) < 1e-9, (rates, mine)
+assert rates["requests"] == sum(w["requests"] for w in windows), d
+# The first window's steps, under requests, precede every window's alone.
 assert loss["with_requests"] and loss["alone"], d
-assert loss["with_requests"][-1]["step"] <= loss["alone"][0]["step"], loss
+first_loaded = [x for x in loss["with_requests"] if x["elapsed_s"] <= windows[0]["seconds"]]
+assert first_loaded and first_loaded[-1]["step"] <= loss["alone"][0]["step"], loss
 PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"

@@ -200,6 +200,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   auto say = [&progress](const std::string& line) {
     if (progress) progress(line);
   };
+  if (spec.rounds < 1) throw InputError("bench-serve: the pairs of training windows (rounds) must be at least 1");
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
   // The models: every one the metadata of the server's models lists; the server's training job.
   const TrainingStatus training = client.training_status("");
@@ -236,12 +237,11 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     say(info.name + ": " + std::to_string(spec.cold_requests) + " cold requests, median " +
         std::to_string(report.cold_latency_ms[info.name].median_ms) + " ms");
   }
-  // 2. Training throughput alone, then under requests at the given rate.
+  // 2. Training throughput alone and under requests at the given rate (Note [Training windows]).
   if (!training.model.empty() && spec.throughput_window_s > 0) {
     wait_for_training(client, training.model);
-    auto steps = [&] { return client.training_status(training.model).completed_steps; };
-    std::int64_t running_steps = 0;  // of the window with requests, and its time not held
-    double running_s = 0;
+    const auto window = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.throughput_window_s));
+    const auto first = Clock::now();
     // The job's loss, sampled until `until` (a new step's only), every 100 ms.
     auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {
       while (true) {
@@ -254,48 +254,57 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
         std::this_thread::sleep_until(next);
       }
     };
-    // The job alone for a window: its rate, and its loss at each new step.
-    auto window_alone = [&] {
-      const std::int64_t s0 = steps();
-      const auto t0 = Clock::now();
-      const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.throughput_window_s));
-      sample_loss(report.loss_alone, t0, until);
-      std::this_thread::sleep_until(until);
-      report.training_steps_per_s_alone = static_cast<double>(steps() - s0) / (ms_since(t0) / 1000.0);
-    };
-    // The job under requests at the given rate for a window.
-    auto window_with_requests = [&] {
+    // One window: the job alone, or under requests at the given rate; its steps, time and hold.
+    auto run_window = [&](bool with_requests) {
+      TrainingWindow w;
+      w.with_requests = with_requests;
       const TrainingStatus before = client.training_status(training.model);
       const auto t0 = Clock::now();
-      const auto period = std::chrono::duration<double>(1.0 / spec.request_rate);
-      auto next = Clock::now();
-      std::size_t k = 0;
-      while (Clock::now() - t0 < std::chrono::duration<double>(spec.throughput_window_s)) {
-        sample_loss(report.loss_with_requests, t0, next);
-        std::this_thread::sleep_until(next);
-        const ModelInfo& info = models[k++ % models.size()];
-        const InferRequest request = random_request(info, spec.batch, seed++);
-        client.infer(request, placed(info, request));
-        ++report.requests_in_throughput_window;
-        next += std::chrono::duration_cast<Clock::duration>(period);
+      w.start_s = std::chrono::duration<double>(t0 - first).count();
+      if (!with_requests) {
+        sample_loss(report.loss_alone, first, t0 + window);
+        std::this_thread::sleep_until(t0 + window);
+      } else {
+        const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / spec.request_rate));
+        auto next = t0;
+        std::size_t k = 0;
+        while (Clock::now() - t0 < window) {
+          sample_loss(report.loss_with_requests, first, next);
+          std::this_thread::sleep_until(next);
+          const ModelInfo& info = models[k++ % models.size()];
+          const InferRequest request = random_request(info, spec.batch, seed++);
+          client.infer(request, placed(info, request));
+          ++w.requests;
+          next += period;
+        }
       }
       const TrainingStatus after = client.training_status(training.model);
-      const double window_s = ms_since(t0) / 1000.0;
-      report.training_steps_per_s_with_requests =
-          static_cast<double>(after.completed_steps - before.completed_steps) / window_s;
-      report.training_held_s_with_requests = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
-      running_steps = after.completed_steps - before.completed_steps;
-      running_s = window_s - report.training_held_s_with_requests;
+      w.seconds = ms_since(t0) / 1000.0;
+      w.steps = after.completed_steps - before.completed_steps;
+      w.held_s = static_cast<double>(after.held_ns - before.held_ns) / 1e9;
+      report.training_windows.push_back(w);
     };
-    if (spec.requests_first) {
-      window_with_requests();
-      window_alone();
-    } else {
-      window_alone();
-      window_with_requests();
+    for (int round = 0; round < spec.rounds; ++round) {
+      const bool requests_first = spec.requests_first != (round % 2 == 1);
+      run_window(requests_first);
+      run_window(!requests_first);
     }
+    // The rates over all windows of each kind; the hold and the share over the windows with requests.
+    double alone_s = 0, loaded_s = 0;
+    std::int64_t alone_steps = 0, loaded_steps = 0;
+    for (const TrainingWindow& w : report.training_windows) {
+      (w.with_requests ? loaded_s : alone_s) += w.seconds;
+      (w.with_requests ? loaded_steps : alone_steps) += w.steps;
+      if (w.with_requests) {
+        report.training_held_s_with_requests += w.held_s;
+        report.requests_in_throughput_window += w.requests;
+      }
+    }
+    report.training_steps_per_s_alone = static_cast<double>(alone_steps) / alone_s;
+    report.training_steps_per_s_with_requests = static_cast<double>(loaded_steps) / loaded_s;
+    const double running_s = loaded_s - report.training_held_s_with_requests;
     if (running_s > 0 && report.training_steps_per_s_alone > 0) {
-      report.training_running_share = static_cast<double>(running_steps) / running_s / report.training_steps_per_s_alone;
+      report.training_running_share = static_cast<double>(loaded_steps) / running_s / report.training_steps_per_s_alone;
     }
     say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
         std::to_string(report.training_steps_per_s_with_requests) + " with requests");

@@ -36,27 +36,48 @@ struct ServingBenchmarkSpec {
   // its first steps under requests, so that two servers' runs (one each way) give the loss
   // curve of the same steps alone and under requests.
   bool requests_first = false;
+  // Pairs of windows (Note [Training windows]); each pair in the other order than the one before.
+  int rounds = 1;
+};
+
+// Note [Training windows]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The job's rate alone and under requests is measured in windows of `throughput_window_s`, in
+// `rounds` pairs whose order alternates: alone then requests, requests then alone, and so on
+// (the first pair the other way with `requests_first`). A job's rate drifts by itself over
+// minutes (on an H100 a served ResNet-152 job ran 13% faster in its second 100 s than in its
+// first, whichever of the two had requests: results/gpu/README.md), and a single pair puts all
+// that drift into the share; with an even number of rounds a linear drift weighs on both kinds alike. The
+// rates are each kind's steps over its windows' time together.
+struct TrainingWindow {
+  bool with_requests = false;
+  double start_s = 0;   // since the first window began
+  double seconds = 0;   // its length, measured
+  std::int64_t steps = 0;
+  double held_s = 0;    // the time the job was held for requests in it
+  int requests = 0;
 };
 
 // The training job's loss at a completed step, as its status said it (Note [Training objective]
 // in training.hpp): sampled every 100 ms during the throughput windows, once per new step seen.
 struct TrainingLossSample {
-  double elapsed_s = 0;  // since the window began
+  double elapsed_s = 0;  // since the first window began
   std::int64_t step = 0;
   double loss = 0;
 };
 
 struct ServingBenchmarkReport {
   std::map<std::string, ExactLatencySummary> cold_latency_ms;  // per model, client-observed
-  std::vector<TrainingLossSample> loss_alone;          // the window of the job alone
-  std::vector<TrainingLossSample> loss_with_requests;  // the window with requests
+  std::vector<TrainingWindow> training_windows;        // in the order they ran
+  std::vector<TrainingLossSample> loss_alone;          // the windows of the job alone
+  std::vector<TrainingLossSample> loss_with_requests;  // the windows with requests
   double training_steps_per_s_alone = 0;
   double training_steps_per_s_with_requests = 0;
-  int requests_in_throughput_window = 0;
-  // Note [Training held] (controller.cpp): in the window with requests, the time the job was
-  // held for them, and its rate while not held over its rate alone (the window's steps over the
-  // window less the hold, over the alone window's rate): 1 where requests cost the job only the
-  // time they hold it. Both 0 without the windows.
+  int requests_in_throughput_window = 0;  // over the windows with requests
+  // Note [Training held] (controller.cpp): in the windows with requests, the time the job was
+  // held for them, and its rate while not held over its rate alone (those windows' steps over
+  // their time less the hold, over the rate alone): 1 where requests cost the job only the time
+  // they hold it. Both 0 without the windows.
   double training_held_s_with_requests = 0;
   double training_running_share = 0;
   ExactLatencySummary switch_latency_ms;                       // the consecutive switches
