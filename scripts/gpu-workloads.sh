@@ -40,6 +40,11 @@ rounds=${PSW_WORKLOADS_ROUNDS:-1}  # pairs of windows per server (Note [Training
 # keeps the same weights and rotary frequencies); the last bucket is its longest prompt.
 context=${PSW_WORKLOADS_CONTEXT:-8192}
 buckets="128, 512, 2048, $((context - 1))"
+for part in $parts; do
+  [[ $part == decoder || $part == training ]] \
+    || { echo "gpu-workloads: unknown part '$part' in PSW_WORKLOADS_PARTS (decoder, training)" >&2; exit 2; }
+done
+((context > 2049)) || { echo "gpu-workloads: PSW_WORKLOADS_CONTEXT=$context: the buckets need more than 2,049 positions" >&2; exit 2; }
 source "$root/scripts/gpu-build.sh" "$out" psw
 psw="$build/cli/psw"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
