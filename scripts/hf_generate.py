@@ -32,20 +32,13 @@ try:
 except ImportError as e:  # pragma: no cover - the message is the point
     sys.exit(f"hf_generate.py: {e}: needs torch, transformers, safetensors and PyYAML (the GPU host's Python)")
 
-# The GPU tests' reference builder: norms drawn around 1 and biases around 0, as its models are.
+# The GPU tests' reference builder: its Llama config, and norms drawn around 1 and biases around 0.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "exec"))
-from hf_reference import randomise_norms  # noqa: E402
+from hf_reference import llama_config, randomise_norms  # noqa: E402
 
 
-def llama_config(zoo):
-    head_dim = zoo["hidden"] // zoo["heads"]
-    common = dict(vocab_size=zoo["vocabulary"], hidden_size=zoo["hidden"], intermediate_size=zoo["intermediate"],
-                  num_hidden_layers=zoo["layers"], num_attention_heads=zoo["heads"],
-                  num_key_value_heads=zoo.get("kv_heads", zoo["heads"]), head_dim=head_dim,
-                  rms_norm_eps=float(zoo.get("rms_norm_eps", 1e-5)), max_position_embeddings=zoo["max_positions"],
-                  tie_word_embeddings=bool(zoo.get("tie_embeddings", False)), attention_bias=False, mlp_bias=False,
-                  hidden_act="silu", bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    theta = float(zoo.get("rope_theta", 10000.0))
+def zoo_llama_config(zoo):
+    """transformers' config of a zoo decoder's sizes, with no token that ends generation."""
     scaling = {}
     if "rope_scaling" in zoo:
         s = zoo["rope_scaling"]
@@ -54,13 +47,10 @@ def llama_config(zoo):
         scaling = {"rope_type": "llama3", "factor": float(s["factor"]), "low_freq_factor": float(s["low_freq_factor"]),
                    "high_freq_factor": float(s["high_freq_factor"]),
                    "original_max_position_embeddings": int(s["original_max_positions"])}
-    # transformers 5 takes the rotary base (and a scaling) in rope_parameters; 4.x as rope_theta
-    # and rope_scaling.
-    try:
-        return transformers.LlamaConfig(rope_parameters=dict(scaling or {"rope_type": "default"}, rope_theta=theta),
-                                        **common)
-    except TypeError:
-        return transformers.LlamaConfig(rope_theta=theta, rope_scaling=scaling or None, **common)
+    return llama_config(zoo["vocabulary"], zoo["hidden"], zoo["intermediate"], zoo["layers"], zoo["heads"],
+                        zoo.get("kv_heads", zoo["heads"]), float(zoo.get("rms_norm_eps", 1e-5)), zoo["max_positions"],
+                        zoo.get("tie_embeddings", False), float(zoo.get("rope_theta", 10000.0)), scaling,
+                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 
 def save_weights(model, tied, path):
@@ -118,7 +108,7 @@ def main():
     tied = bool(zoo.get("tie_embeddings", False))
 
     torch.manual_seed(args.seed)
-    config = llama_config(zoo)
+    config = zoo_llama_config(zoo)
     with torch.device("cuda"):
         model = transformers.LlamaForCausalLM(config).eval()
     randomise_norms(model)

@@ -13,10 +13,6 @@ def load(path):
     return json.load(open(path)) if os.path.exists(path) else None
 
 
-def bucket_of(n, buckets):
-    return next(b for b in buckets if b >= n)
-
-
 def equal_prefix(a, b):
     k = 0
     while k < min(len(a), len(b)) and a[k] == b[k]:

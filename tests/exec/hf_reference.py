@@ -35,25 +35,32 @@ def randomise_norms(model: torch.nn.Module) -> None:
                 p.uniform_(-0.05, 0.05)
 
 
-def llama(args):
-    head_dim = args.hidden // args.heads
-    common = dict(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
-                  num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                  num_key_value_heads=args.kv_heads, head_dim=head_dim, rms_norm_eps=args.eps,
-                  max_position_embeddings=args.max_positions, tie_word_embeddings=bool(args.tied),
-                  attention_bias=False, mlp_bias=False, hidden_act="silu")
+def llama_config(vocab, hidden, intermediate, layers, heads, kv_heads, eps, max_positions, tied, rope_theta,
+                 scaling, **extra):
+    """A transformers LlamaConfig of these sizes (also scripts/hf_generate.py's); `scaling` is
+    transformers' llama3 rope_scaling dict, or empty for none; `extra` more LlamaConfig keys."""
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+                  num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=hidden // heads, rms_norm_eps=eps,
+                  max_position_embeddings=max_positions, tie_word_embeddings=bool(tied), attention_bias=False,
+                  mlp_bias=False, hidden_act="silu", **extra)
     # transformers 5 takes the rotary base (and a scaling) in rope_parameters; 4.x as rope_theta
     # and rope_scaling.
+    try:
+        return transformers.LlamaConfig(
+            rope_parameters=dict(scaling or {"rope_type": "default"}, rope_theta=rope_theta), **common)
+    except TypeError:
+        return transformers.LlamaConfig(rope_theta=rope_theta, rope_scaling=scaling or None, **common)
+
+
+def llama(args):
+    head_dim = args.hidden // args.heads
     scaling = {}
     if args.rope_scaling:
         factor, low, high, original = (float(x) for x in args.rope_scaling.split(","))
         scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": low, "high_freq_factor": high,
                    "original_max_position_embeddings": int(original)}
-    try:
-        config = transformers.LlamaConfig(
-            rope_parameters=dict(scaling or {"rope_type": "default"}, rope_theta=args.rope_theta), **common)
-    except TypeError:
-        config = transformers.LlamaConfig(rope_theta=args.rope_theta, rope_scaling=scaling or None, **common)
+    config = llama_config(args.vocab, args.hidden, args.intermediate, args.layers, args.heads, args.kv_heads, args.eps,
+                          args.max_positions, args.tied, args.rope_theta, scaling)
     config._attn_implementation = "eager"
     model = transformers.LlamaForCausalLM(config).eval()
     randomise_norms(model)
