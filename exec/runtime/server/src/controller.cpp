@@ -118,6 +118,8 @@ struct Worker {
   SharedSegment io;
   std::int64_t busy_since_ns = 0;  // the task it runs started (watchdog)
   std::int64_t spawned_ns = 0;     // its process was spawned (Note [Worker start])
+  // Note [Replaced while polled]: which process of this worker the socket belongs to.
+  std::uint64_t process = 0;
   // Note [Inputs read in place]: the client regions this process has been told to map.
   std::set<std::uint64_t> mapped_regions;
   // Its last answer to an Infer, read when the policy completes the request from it.
@@ -545,6 +547,7 @@ struct Controller::State {
     w.spawned_ns = monotonic_ns();
     w.pid = spawn(args, std::move(theirs));
     w.socket = std::move(mine);
+    ++w.process;
     w.busy_since_ns = monotonic_ns();
     w.mapped_regions.clear();  // a new process has mapped nothing
     reinterpret_cast<WorkerControl*>(control.data())[id].stop.store(0);
@@ -1103,6 +1106,7 @@ struct Controller::State {
       fds.push_back({wakeup.get(), POLLIN, 0});
       fds.push_back({daemon_socket.get(), POLLIN, 0});
       std::vector<int> ids;
+      std::vector<std::uint64_t> processes;
       {
         std::lock_guard<std::mutex> lock(mutex);
         if (stopping) return;
@@ -1110,6 +1114,7 @@ struct Controller::State {
           if (w.socket) {
             fds.push_back({w.socket.get(), POLLIN, 0});
             ids.push_back(w.id);
+            processes.push_back(w.process);
           }
         }
       }
@@ -1141,7 +1146,13 @@ struct Controller::State {
         for (std::size_t k = 2; k < fds.size(); ++k) {
           if (fds[k].revents == 0) continue;
           const int id = ids[k - 2];
-          if (workers[static_cast<std::size_t>(id)].socket.get() != fds[k].fd) continue;  // replaced meanwhile
+          // Note [Replaced while polled]: a worker replaced while this thread polled without the
+          // lock (a request's thread restarted it) has a new socket, often under the number of
+          // the one closed; what poll said was about the old process, which is gone. Read as the
+          // new one's, its silence (no message yet) once looked like an exit, and the new worker
+          // was replaced as a fault (a CI run of stop-and-start, 2026-12-05).
+          const Worker& polled = workers[static_cast<std::size_t>(id)];
+          if (polled.socket.get() != fds[k].fd || polled.process != processes[k - 2]) continue;
           std::optional<Message> m;
           try {
             m = receive_message(workers[static_cast<std::size_t>(id)].socket.get(), nullptr, 0);
