@@ -18,6 +18,7 @@ Architectures (must match exactly, checked by assertions below):
                 layers are placed where they run in training (after Mixed_6e) and marked
                 training_only.
   bert_base     HuggingFace BertModel, bert-base-uncased config, with pooler, seq 128.
+  bert_tiny     the same with Google's BERT-Tiny config (google/bert_uncased_L-2_H-128_A-2).
 
 Cost conventions
 ----------------
@@ -412,15 +413,24 @@ def build_inception_v3() -> Net:
 
 
 # --------------------------------------------------------------------------------------
-# BERT-base (HuggingFace BertModel, bert-base-uncased, with pooler)
+# BERT (HuggingFace BertModel with pooler): bert-base-uncased and BERT-Tiny
 # --------------------------------------------------------------------------------------
 
-VOCAB, HIDDEN, N_LAYERS, HEADS, INTER, MAX_POS, TYPES = 30522, 768, 12, 12, 3072, 512, 2
+VOCAB, MAX_POS, TYPES = 30522, 512, 2
 SEQ = 128
 
 
 def build_bert_base() -> Net:
-    net = Net("bert_base")
+    return build_bert("bert_base", hidden=768, n_layers=12, heads=12, inter=3072)
+
+
+def build_bert_tiny() -> Net:
+    return build_bert("bert_tiny", hidden=128, n_layers=2, heads=2, inter=512)
+
+
+def build_bert(name: str, hidden: int, n_layers: int, heads: int, inter: int) -> Net:
+    HIDDEN, N_LAYERS, HEADS, INTER = hidden, n_layers, heads, inter
+    net = Net(name)
     T = BATCH * SEQ                 # tokens
     act = T * HIDDEN * ELT          # one hidden-state tensor, bytes
     e_h = T * HIDDEN                # hidden-state elements
@@ -508,6 +518,9 @@ MODELS = [
      "AuxLogits placed after Mixed_6e, training_only"),
     (build_bert_base, 109_482_240, {"fp32": "437.9", "bf16": "219.0", "fp16": "219.0"}, 101,
      "HuggingFace BertModel (bert-base-uncased config) with pooler, input 8x128 tokens, {dtype}"),
+    (build_bert_tiny, 4_385_920, {"fp32": "17.5", "bf16": "8.8", "fp16": "8.8"}, 21,
+     "HuggingFace BertModel (google/bert_uncased_L-2_H-128_A-2 config) with pooler, input 8x128 tokens, "
+     "{dtype}"),
 ]
 
 KINDS = {"conv", "bn", "linear", "embedding", "layernorm"}

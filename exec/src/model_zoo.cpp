@@ -32,6 +32,7 @@ constexpr Entry kModels[] = {
     {"resnet152", &detail::build_resnet152},
     {"inception_v3", &detail::build_inception_v3},
     {"bert_base", &detail::build_bert_base},
+    {"bert_tiny", &detail::build_bert_tiny},
 };
 
 }  // namespace

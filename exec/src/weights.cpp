@@ -32,7 +32,8 @@ namespace {
 //  - inception_v3: torchvision's inception_v3(aux_logits=True).state_dict():
 //                  "Conv2d_1a_3x3.conv.weight", "Mixed_7c.branch_pool.bn.running_mean",
 //                  "AuxLogits.fc.weight", "fc.bias", ...;
-//  - bert_base:    Hugging Face's BertModel (bert-base-uncased) state_dict, as save_pretrained
+//  - bert_base, bert_tiny: Hugging Face's BertModel (bert-base-uncased,
+//                  google/bert_uncased_L-2_H-128_A-2) state_dict, as save_pretrained
 //                  writes model.safetensors: "embeddings.word_embeddings.weight",
 //                  "encoder.layer.0.attention.self.query.weight", "pooler.dense.bias", ...
 // The table below (kNameMaps, the one place) therefore lists only how other files of the
@@ -78,6 +79,17 @@ struct NameMap {
   std::vector<MissingHint> hints;
 };
 
+// The zoo's BERTs (bert_base, bert_tiny) are BertModel in two sizes: the same names.
+NameMap bert_name_map(const std::string& model, const std::string& checkpoint) {
+  return {model,
+          "Hugging Face BertModel's state_dict (" + checkpoint + ")",
+          {"bert."},
+          {{".LayerNorm.gamma", ".LayerNorm.weight"}, {".LayerNorm.beta", ".LayerNorm.bias"}},
+          {{"cls.", true}, {"embeddings.position_ids", false}},
+          {},
+          {{"pooler.", "the zoo's " + model + " has BertModel's pooler (add_pooling_layer=True)"}}};
+}
+
 const std::vector<NameMap>& name_maps() {
   static const std::vector<NameMap> kNameMaps{
       {"resnet152",
@@ -96,13 +108,8 @@ const std::vector<NameMap>& name_maps() {
        {{"AuxLogits.",
          "the zoo's inception_v3 has torchvision's auxiliary head (training runs it), so the file "
          "must too: export inception_v3(aux_logits=True)"}}},
-      {"bert_base",
-       "Hugging Face BertModel's state_dict (bert-base-uncased)",
-       {"bert."},
-       {{".LayerNorm.gamma", ".LayerNorm.weight"}, {".LayerNorm.beta", ".LayerNorm.bias"}},
-       {{"cls.", true}, {"embeddings.position_ids", false}},
-       {},
-       {{"pooler.", "the zoo's bert_base has BertModel's pooler (add_pooling_layer=True)"}}},
+      bert_name_map("bert_base", "bert-base-uncased"),
+      bert_name_map("bert_tiny", "google/bert_uncased_L-2_H-128_A-2"),
   };
   return kNameMaps;
 }

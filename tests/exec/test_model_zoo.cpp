@@ -22,18 +22,22 @@ ModelProfile profile_of(const std::string& name) {
   return load_model_profile(std::string(PSW_SOURCE_DIR) + "/configs/models/" + name + ".yaml");
 }
 
+bool is_bert(const std::string& name) { return name == "bert_base" || name == "bert_tiny"; }
+
 std::int64_t expected_params(const std::string& name) {
   if (name == "resnet152") return 60'192'808;
   if (name == "inception_v3") return 27'161'264;
+  if (name == "bert_tiny") return 4'385'920;  // google/bert_uncased_L-2_H-128_A-2's BertModel
   return 109'482'240;  // bert_base
 }
 
 std::vector<std::int64_t> output_shape(const std::string& name, std::int64_t batch) {
+  if (name == "bert_tiny") return {batch, 128};
   return {batch, name == "bert_base" ? 768 : 1000};
 }
 
 std::vector<std::int64_t> example_shape(const std::string& name, std::int64_t batch) {
-  if (name == "bert_base") return {batch, 128};
+  if (is_bert(name)) return {batch, 128};
   const std::int64_t size = name == "resnet152" ? 224 : 299;
   return {batch, 3, size, size};
 }
@@ -44,13 +48,13 @@ std::vector<std::int64_t> example_shape(const std::string& name, std::int64_t ba
 torch::Tensor small_input(const ZooModel& model, const std::string& name, int batch,
                           std::uint64_t seed) {
   const torch::Tensor x = model.example_input(batch, seed);
-  if (name == "bert_base") return x.narrow(1, 0, 8);
+  if (is_bert(name)) return x.narrow(1, 0, 8);
   const std::int64_t size = name == "resnet152" ? 64 : 75;
   return x.narrow(2, 0, size).narrow(3, 0, size).contiguous();
 }
 
 TEST(ZooRegistry, NamesAndUnknownModel) {
-  EXPECT_EQ(zoo_model_names(), (std::vector<std::string>{"resnet152", "inception_v3", "bert_base"}));
+  EXPECT_EQ(zoo_model_names(), (std::vector<std::string>{"resnet152", "inception_v3", "bert_base", "bert_tiny"}));
   try {
     make_model("resnet18");
     FAIL() << "no InputError";
@@ -100,7 +104,7 @@ TEST_P(ZooModelTest, LayersMatchProfileAndInputsAreChecked) {
   EXPECT_EQ(bytes, profile.total_param_bytes());
 
   // Inputs of the wrong rank, dtype or a too small size (checked before any layer runs).
-  const torch::Tensor bad = name == "bert_base" ? torch::zeros({1, 128}, torch::kFloat32)
+  const torch::Tensor bad = is_bert(name) ? torch::zeros({1, 128}, torch::kFloat32)
                                                 : torch::zeros({1, 3, 16, 16}, torch::kFloat32);
   EXPECT_THROW(model->forward(bad), InputError);
   EXPECT_THROW(model->forward(torch::zeros({3})), InputError);
@@ -122,7 +126,7 @@ TEST_P(ZooModelTest, GatesSeeTheRunningLayersInOrder) {
   const torch::Tensor x = model->example_input(1, 11);
   EXPECT_EQ(x.sizes().vec(), example_shape(name, 1));
   // BERT at its full 128 tokens costs seconds with the reference BLAS: 16 tokens gate alike.
-  const torch::Tensor input = name == "bert_base" ? x.narrow(1, 0, 16) : x;
+  const torch::Tensor input = is_bert(name) ? x.narrow(1, 0, 16) : x;
   std::vector<std::size_t> seen;
   const torch::Tensor y = model->forward(input, [&](std::size_t i) { seen.push_back(i); });
   EXPECT_EQ(seen, expected);
@@ -225,9 +229,9 @@ TEST_P(ZooModelTest, TrainingLossGatesEveryLayerAndReachesEveryParameter) {
   auto model = make_model(name);
   // Inception's auxiliary head needs full-size images in training (and says so).
   // (and a batch of 2 for BatchNorm on its 1 x 1 maps).
-  const torch::Tensor x = model->example_input(name == "bert_base" ? 1 : 2, 5);
+  const torch::Tensor x = model->example_input(is_bert(name) ? 1 : 2, 5);
   const torch::Tensor input = name == "resnet152"   ? small_input(*model, name, 2, 5)
-                              : name == "bert_base" ? x.narrow(1, 0, 16)
+                              : is_bert(name)        ? x.narrow(1, 0, 16)
                                                     : x;
   if (name == "inception_v3") {
     EXPECT_THROW(model->training_loss(small_input(*model, name, 2, 5), [](std::size_t) {}), InputError);
@@ -258,14 +262,14 @@ TEST_P(ZooModelTest, TrainingLossGatesEveryLayerAndReachesEveryParameter) {
   // statistics moved during the training forward (so compare BERT, which has none, exactly).
   const torch::Tensor after = model->forward(input);
   EXPECT_FALSE(after.requires_grad());
-  if (name == "bert_base") EXPECT_TRUE(torch::equal(before, after));
+  if (is_bert(name)) EXPECT_TRUE(torch::equal(before, after));
   std::vector<std::size_t> inference;
   model->forward(input, [&](std::size_t i) { inference.push_back(i); });
   EXPECT_EQ(inference.size() + (name == "inception_v3" ? 5 : 0), profile.layers.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooModelTest,
-                         ::testing::Values("resnet152", "inception_v3", "bert_base"),
+                         ::testing::Values("resnet152", "inception_v3", "bert_base", "bert_tiny"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -127,6 +127,7 @@ class ZooBase : public ZooModel {
 std::unique_ptr<ZooModel> build_resnet152();
 std::unique_ptr<ZooModel> build_inception_v3();
 std::unique_ptr<ZooModel> build_bert_base();
+std::unique_ptr<ZooModel> build_bert_tiny();
 // The decoder family (llama.cpp) is built by make_decoder (decoder.hpp), from its config.
 
 }  // namespace psw::exec::detail

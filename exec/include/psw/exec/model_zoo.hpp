@@ -11,7 +11,9 @@
 //                  N x 3 x 299 x 299; the AuxLogits layers sit after Mixed_6e and run only in
 //                  training, so inference does not gate them;
 //  - bert_base:    HuggingFace BertModel (bert-base-uncased config) with pooler, token ids
-//                  N x 128 (int64), no padding (attention mask all ones), token types 0.
+//                  N x 128 (int64), no padding (attention mask all ones), token types 0;
+//  - bert_tiny:    the same with Google's BERT-Tiny config (google/bert_uncased_L-2_H-128_A-2:
+//                  hidden 128, 2 layers of 2 heads; 4.4 M parameters), for the CPU.
 // Data types: fp32, bf16 or fp16 (make_model's dtype). A model is always built in fp32, so the
 // seeded values are the same in every dtype, and then converted: a bf16 model holds the fp32
 // model's values rounded to bf16, and its forward runs in bf16 throughout.
@@ -91,7 +93,7 @@ class ZooModel {
   virtual torch::ScalarType dtype() const = 0;
 };
 
-// "resnet152", "inception_v3", "bert_base"; weights random, deterministic from `seed`
+// "resnet152", "inception_v3", "bert_base", "bert_tiny"; weights random, deterministic from `seed`
 // (torch::manual_seed before construction, and BatchNorm running stats set to non-trivial
 // seeded values so that outputs are not degenerate); InputError (psw/common/error.hpp) for an
 // unknown name, listing the known ones. Seeds the global LibTorch generator; calls from

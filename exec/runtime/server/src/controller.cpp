@@ -76,12 +76,13 @@ ModelInfo served_model_info(const ServedModelConfig& model) {
     const std::int64_t side = model.name == "resnet152" ? 224 : 299;
     info.inputs = {{"input", floating, {-1, 3, side, side}}};
     info.outputs = {{"logits", floating, {-1, 1000}}};
-  } else if (model.name == "bert_base") {
+  } else if (model.name == "bert_base" || model.name == "bert_tiny") {
     info.inputs = {{"input_ids", "INT64", {-1, 128}}};
-    info.outputs = {{"pooled_output", floating, {-1, 768}}};
+    info.outputs = {{"pooled_output", floating, {-1, model.name == "bert_base" ? 768 : 128}}};
   } else {
     throw InputError("model '" + model.name +
-                     "' is not in the zoo: expected resnet152, inception_v3, bert_base or a decoder (decoder: its config file)");
+                     "' is not in the zoo: expected resnet152, inception_v3, bert_base, bert_tiny or a decoder (decoder: its "
+                     "config file)");
   }
   return info;
 }
@@ -90,7 +91,7 @@ std::int64_t token_id_bound(const ServedModelConfig& model, std::size_t input) {
   if (!model.torchscript_file.empty()) return input < model.inputs.size() ? model.inputs[input].id_bound : 0;
   if (input != 0) return 0;
   if (model.decoder) return model.decoder->vocabulary;
-  return model.name == "bert_base" ? kBertVocabulary : 0;
+  return model.name == "bert_base" || model.name == "bert_tiny" ? kBertVocabulary : 0;
 }
 
 namespace {
