@@ -11,9 +11,14 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+# BERT-Tiny served (its requests take milliseconds on the CPU), ResNet-152 trained beside it at
+# 32 x 32 pixels as in host-small.yaml: the configs of tests/data/sim/ (load-*.yaml,
+# validate-periodic.yaml) describe this server.
+serve_config=configs/serve/host-tiny.yaml
+tiny_server=(--set training.model=resnet152 --set training.batch=2 --set training.input_size=32)
 config=tests/data/sim/load-periodic.yaml
 "$psw" sim --config "$config" --out "$work/sim" > /dev/null
-start_ready_server --decisions "$work/decisions.jsonl"
+start_ready_server "${tiny_server[@]}" --decisions "$work/decisions.jsonl"
 "$psw" load --config "$config" --socket "$sock" --out "$work/load" > "$work/load.txt" 2> "$work/load.err" \
   || { cat "$work/load.txt" "$work/load.err"; echo "FAIL: psw load"; exit 1; }
 test -f "$work/load/config.resolved.yaml" || { echo "FAIL: no config.resolved.yaml"; exit 1; }
@@ -32,15 +37,15 @@ assert all(int(r["scheduled_ns"]) == int(r["arrival_ns"]) for r in load), load  
 assert all(int(r["latency_ns"]) > 0 for r in load), load
 # Note [Request path]: each answer's server and engine times, the engine's a part of the server's.
 assert all(0 < int(r["engine_ns"]) < int(r["server_ns"]) < int(r["latency_ns"]) for r in load), load
-assert summary["models"]["bert_base"]["engine_latency"]["count"] == 4, summary
+assert summary["models"]["bert_tiny"]["engine_latency"]["count"] == 4, summary
 assert summary["generated"] == 4 and summary["requests"] == 4 and summary["errors"] == 0, summary
-assert summary["latency"]["count"] == 4 and summary["models"]["bert_base"]["latency"]["count"] == 4, summary
+assert summary["latency"]["count"] == 4 and summary["models"]["bert_tiny"]["latency"]["count"] == 4, summary
 assert set(summary["latency"]) == set(json.load(open(f"{sim_dir}/summary.json"))["latency"]), summary
 # Note [Eager switches measured]: `host` replays no graphs and the cache is off, so each of the
 # four requests switched eagerly, and the server's host time for them is in the summary.
 eager = summary["eager_switches"]
-assert list(eager) == ["bert_base"] and eager["bert_base"]["count"] == 4, eager
-assert eager["bert_base"]["prepare_mean_ms"] > 0 and eager["bert_base"]["forward_mean_ms"] > 0, eager
+assert list(eager) == ["bert_tiny"] and eager["bert_tiny"]["count"] == 4, eager
+assert eager["bert_tiny"]["prepare_mean_ms"] > 0 and eager["bert_tiny"]["forward_mean_ms"] > 0, eager
 assert "eager_switches" not in json.load(open(f"{sim_dir}/summary.json")), "the simulator has no host times"
 PY
 # Senders sharing one connection (Note [Client connections]), after a warm-up request: every
@@ -56,7 +61,7 @@ rows = list(csv.DictReader(open(f"{out}/requests.csv")))
 assert summary["senders"] == 3 and summary["connections"] == 1, summary
 assert summary["warmup_per_model"] == 1 and summary["generated"] == 4 and len(rows) == 4, summary  # not recorded
 assert summary["requests"] == 4 and summary["errors"] == 0, summary
-protocol = summary["models"]["bert_base"]["protocol_latency"]
+protocol = summary["models"]["bert_tiny"]["protocol_latency"]
 assert protocol["count"] == 4, protocol
 paid = sorted((int(r["latency_ns"]) - int(r["server_ns"])) / 1e6 for r in rows)  # the send's lateness in it
 assert 0 < protocol["min_ms"] and abs(protocol["max_ms"] - paid[-1]) < 1e-3, (protocol, paid)
@@ -116,7 +121,7 @@ load = list(csv.DictReader(open(f"{out}/measured/requests.csv")))
 summary = json.load(open(f"{out}/measured/summary.json"))
 cycle, rounds = 1_500_000_000, 2
 assert summary["senders"] == 1 and summary["connections"] == 1, summary
-assert all(r["model"] == "bert_base" and r["status"] == "ok" for r in load), load
+assert all(r["model"] == "bert_tiny" and r["status"] == "ok" for r in load), load
 in_phase = 0
 for k in range(rounds):
     start, end = cycle * (2 * k + 1), cycle * (2 * k + 2)
@@ -164,7 +169,7 @@ sim = json.load(open(f"{out}/simulated/summary.json"))
 measured = json.load(open(f"{out}/measured/summary.json"))
 scopes = [(r["scope"], r["measure"]) for r in rows]
 assert scopes[:3] == [("all", "mean_ms"), ("all", "p50_ms"), ("all", "p99_ms")], scopes
-assert ("bert_base", "mean_ms") in scopes and ("resnet152", "mean_ms") in scopes, scopes
+assert ("bert_tiny", "mean_ms") in scopes and ("resnet152", "mean_ms") in scopes, scopes
 assert scopes[-2:] == [("all", "throughput_rps"), ("all", "training_steps_per_s")], scopes
 mean = rows[0]
 close = lambda a, b: abs(a - b) <= 1e-8 * abs(b)  # the CSV has 9 significant digits
@@ -218,19 +223,19 @@ done
 import json, re, sys
 profile_text, without, with_serving = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
 path = {m: (int(p), int(s)) for m, p, s in re.findall(r"model: (\w+), protocol_ns: (\d+), server_ns: (\d+)", profile_text)}
-assert set(path) == {"bert_base", "inception_v3"}, path  # every model the server serves
+assert set(path) == {"bert_tiny"}, path  # every model the server serves
 step = int(re.search(r"step_ns: (\d+)", profile_text).group(1))
 # Requests 400 ms apart never queue: a request's latency is its engine time plus exactly the path
 # (where the training job is when it arrives depends on the training step, so not the latency
 # without the profile plus the path), the protocol drawn between its quantiles' ends (Note
 # [Protocol spread]: profile-serving writes them).
-bert = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_base"]
-quantiles = [int(q) for q in re.search(r"model: bert_base, .*protocol_quantiles_ns: \[([^\]]*)\]", profile_text).group(1).split(",")]
+bert = json.load(open(f"{with_serving}/simulated/summary.json"))["models"]["bert_tiny"]
+quantiles = [int(q) for q in re.search(r"model: bert_tiny, .*protocol_quantiles_ns: \[([^\]]*)\]", profile_text).group(1).split(",")]
 assert len(quantiles) == 21 and quantiles == sorted(quantiles), quantiles
 added = bert["latency"]["mean_ms"] - bert["engine_latency"]["mean_ms"]
-server_ms = path["bert_base"][1] / 1e6
+server_ms = path["bert_tiny"][1] / 1e6
 assert server_ms + quantiles[0] / 1e6 - 1e-6 <= added <= server_ms + quantiles[-1] / 1e6 + 1e-6, (bert, quantiles, server_ms)
-assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_base"]["latency"]["mean_ms"] < bert["latency"]["mean_ms"]
+assert json.load(open(f"{without}/simulated/summary.json"))["models"]["bert_tiny"]["latency"]["mean_ms"] < bert["latency"]["mean_ms"]
 sim = json.load(open(f"{with_serving}/simulated/summary.json"))
 makespan = sim["makespan_s"]
 assert sim["training_iterations"] <= makespan / (step / 1e9), (sim, step)
@@ -267,12 +272,12 @@ first, again, profile = sys.argv[1:]
 assert open(f"{first}/measured/requests.csv").read() == open(f"{again}/measured/requests.csv").read()  # the measurement kept
 rows = {(r["scope"], r["measure"]): r for r in csv.DictReader(open(f"{again}/validation.csv"))}
 measured = json.load(open(f"{first}/measured/summary.json"))
-expected = measured["models"]["bert_base"]["latency"]["mean_ms"]
-assert abs(float(rows[("bert_base", "mean_ms")]["measured"]) - expected) <= 1e-8 * expected, (rows, expected)  # 9 digits
+expected = measured["models"]["bert_tiny"]["latency"]["mean_ms"]
+assert abs(float(rows[("bert_tiny", "mean_ms")]["measured"]) - expected) <= 1e-8 * expected, (rows, expected)  # 9 digits
 # The fitted path is the medians of the run's own splits.
-load = [r for r in csv.DictReader(open(f"{first}/measured/requests.csv")) if r["model"] == "bert_base"]
+load = [r for r in csv.DictReader(open(f"{first}/measured/requests.csv")) if r["model"] == "bert_tiny"]
 protocol = statistics.median(int(r["latency_ns"]) - int(r["server_ns"]) for r in load)
-fitted = int(re.search(r"model: bert_base, protocol_ns: (\d+)", open(profile).read()).group(1))
+fitted = int(re.search(r"model: bert_tiny, protocol_ns: (\d+)", open(profile).read()).group(1))
 assert abs(fitted - protocol) <= 1, (fitted, protocol)
 assert "training:" in open(profile).read()  # kept from --training-from
 # The training rows from the recorded steps, alone window included (Note [Training share]); a
@@ -290,7 +295,7 @@ mkdir -p "$work/tampered" && cp -r "$work/validation-serving/." "$work/tampered/
 /usr/bin/python3 - "$work/tampered/measured/summary.json" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))
-summary["models"]["bert_base"]["protocol_latency"]["mean_ms"] = 999.0
+summary["models"]["bert_tiny"]["protocol_latency"]["mean_ms"] = 999.0
 json.dump(summary, open(sys.argv[1], "w"))
 PY
 "$psw" validate --config "$work/validate-from-load.yaml" --measured "$work/tampered" --out "$work/parts" \
@@ -298,15 +303,15 @@ PY
 /usr/bin/python3 - "$work/validation-serving" "$work/parts" <<'PY'
 import csv, json, sys
 live, parts = sys.argv[1:]
-load = [r for r in csv.DictReader(open(f"{live}/measured/requests.csv")) if r["model"] == "bert_base" and r["status"] == "ok"]
+load = [r for r in csv.DictReader(open(f"{live}/measured/requests.csv")) if r["model"] == "bert_tiny" and r["status"] == "ok"]
 paid = sum(int(r["latency_ns"]) - int(r["server_ns"]) for r in load) / len(load) / 1e6
 for folder in (live, parts):
     rows = {(r["scope"], r["measure"]): r for r in csv.DictReader(open(f"{folder}/validation.csv"))}
     for measure in ("server_mean_ms", "server_p50_ms", "server_p99_ms", "protocol_p50_ms", "protocol_p99_ms"):
-        assert rows[("bert_base", measure)]["simulated"] and rows[("bert_base", measure)]["measured"], (folder, measure)
-    measured = float(rows[("bert_base", "protocol_mean_ms")]["measured"])
+        assert rows[("bert_tiny", measure)]["simulated"] and rows[("bert_tiny", measure)]["measured"], (folder, measure)
+    measured = float(rows[("bert_tiny", "protocol_mean_ms")]["measured"])
     assert abs(measured - paid) <= 1e-6 * paid, (folder, measured, paid)
-assert json.load(open(f"{parts}/measured/summary.json"))["models"]["bert_base"]["protocol_latency"]["mean_ms"] == 999.0
+assert json.load(open(f"{parts}/measured/summary.json"))["models"]["bert_tiny"]["protocol_latency"]["mean_ms"] == 999.0
 PY
 # ... and a config of another case is refused, naming the folder.
 sed "s/^mechanism: .*/mechanism: ready/" "$work/validate-from-load.yaml" > "$work/validate-ready.yaml"

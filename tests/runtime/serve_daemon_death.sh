@@ -10,6 +10,7 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+serve_config=configs/serve/host-tiny.yaml  # any server: BERT-Tiny starts in seconds
 start_ready_server
 children=$(pgrep -P "$server" | tr '\n' ' ')
 daemon=$(pgrep -P "$server" -f runtime-daemon)

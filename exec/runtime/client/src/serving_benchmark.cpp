@@ -52,7 +52,7 @@ std::vector<ModelInfo> served_models(Client& client, const std::vector<std::stri
     }
   }
   if (!names.empty()) return models;
-  for (const char* name : {"resnet152", "inception_v3", "bert_base"}) {
+  for (const char* name : {"resnet152", "inception_v3", "bert_base", "bert_tiny"}) {
     try {
       models.push_back(client.model_metadata(name));
     } catch (const ServiceError& e) {
