@@ -1105,7 +1105,7 @@ TEST(Controller, ACheckpointedJobResumesInAnotherServerBitForBit) {
       << write_safetensors({{"inputs", TensorDtype::F32, {6, 3, 32, 32}, bytes_of(images)},
                             {"labels", TensorDtype::I64, {6}, bytes_of(classes)}});
   const std::string job = R"(models:
-  - name: bert_base
+  - name: bert_tiny
     batch: 1
 training:
   model: resnet152
@@ -1125,7 +1125,7 @@ training:
     const std::filesystem::path weights = dir / "resnet152-seed-8.safetensors";
     exec::save_weights(*exec::make_model("resnet152", 8), weights);
     const ServeConfig first_config =
-        write_config("checkpoint-first", "workers: 1\n" + job + "  checkpoint: " + (dir / "at-exit.safetensors").string() +
+        write_host_config("checkpoint-first", "workers: 1\n" + job + "  checkpoint: " + (dir / "at-exit.safetensors").string() +
                                              "\n  weights: " + weights.string() + "\n");
     auto first = start(first_config);
     TrainingJobConfig seed_8 = *first_config.training;
@@ -1152,8 +1152,8 @@ training:
     EXPECT_EQ(static_cast<std::uintmax_t>(at_2.bytes), std::filesystem::file_size(at_2.path));
     expect_code([&] { first->checkpoint_training("resnet152", (dir / "no/such/folder/x.safetensors").string()); },
                 ServiceError::Code::InvalidArgument, "does not exist on the server's host");
-    expect_code([&] { first->checkpoint_training("bert_base", ""); }, ServiceError::Code::NotFound,
-                "no training job of model 'bert_base'");
+    expect_code([&] { first->checkpoint_training("bert_tiny", ""); }, ServiceError::Code::NotFound,
+                "no training job of model 'bert_tiny'");
     train_to(*first, 1, 3);
     const auto [data, size] = served_committed_state(*first, 3);
     first_state.assign(data, data + size);
@@ -1161,7 +1161,7 @@ training:
   const SafetensorsHeader at_exit = read_safetensors_header(dir / "at-exit.safetensors");
   EXPECT_EQ(at_exit.metadata.at("psw_completed_steps"), "3");
 
-  auto second = start(write_config("checkpoint-second", "workers: 1\n" + job + "  resume_from: " +
+  auto second = start(write_host_config("checkpoint-second", "workers: 1\n" + job + "  resume_from: " +
                                                           (dir / "at-2.safetensors").string() + "\n"));
   EXPECT_EQ(second->training_status("resnet152").completed_steps, 2);
   expect_code([&] { second->checkpoint_training("resnet152", ""); }, ServiceError::Code::InvalidArgument,
@@ -1180,12 +1180,12 @@ training:
   second.reset();
   // A checkpoint of another model is refused at start, naming both.
   try {
-    start(write_config("checkpoint-wrong", "workers: 1\nmodels:\n  - name: bert_base\n    batch: 1\ntraining:\n"
-                                           "  model: bert_base\n  batch: 2\n  input_size: 16\n  resume_from: " +
+    start(write_host_config("checkpoint-wrong", "workers: 1\nmodels:\n  - name: bert_tiny\n    batch: 1\ntraining:\n"
+                                           "  model: bert_tiny\n  batch: 2\n  input_size: 16\n  resume_from: " +
                                                (dir / "at-2.safetensors").string() + "\n"));
-    ADD_FAILURE() << "a ResNet-152 checkpoint was taken for BERT-base";
+    ADD_FAILURE() << "a ResNet-152 checkpoint was taken for BERT-Tiny";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("a checkpoint of model 'resnet152', not of 'bert_base'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("a checkpoint of model 'resnet152', not of 'bert_tiny'"), std::string::npos)
         << e.what();
   }
   std::filesystem::remove_all(dir);
