@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "psw/common/config.hpp"
 #include "psw/common/mechanism.hpp"
@@ -48,15 +50,35 @@ inline ServeConfig write_config(const std::string& name, const std::string& body
 // done with it (the controller shut down) the log must replay through the scheduling policy
 // without a difference: whatever the test did (faults, kills, preemptions), the server decided
 // what the policy decides.
+// A test that failed prints what the server did: its log and the last of its decisions, so
+// that a failure seen once on CI's loaded cores can be read afterwards (a flaky count of
+// preemptions, 2026-12-05, left nothing to read).
 struct ReplayedShutdown {
   std::filesystem::path decisions;
+  std::shared_ptr<std::vector<std::string>> log;
   void operator()(Controller* controller) const {
     delete controller;
     if (decisions.empty()) return;
     const DecisionReplay replay = replay_decision_file(decisions);
     EXPECT_TRUE(replay.identical) << describe_difference(replay);
     EXPECT_GT(replay.events, 0) << decisions;
+    if (::testing::Test::HasFailure()) print_server_record();
     std::filesystem::remove(decisions);
+  }
+  void print_server_record() const {
+    std::fprintf(stderr, "--- the server's log:\n");
+    if (log) {
+      for (const std::string& line : *log) std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::ifstream in(decisions);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+    constexpr std::size_t kLast = 60;
+    std::fprintf(stderr, "--- its last %zu of %zu decisions (%s):\n", std::min(kLast, lines.size()), lines.size(),
+                 decisions.c_str());
+    for (std::size_t i = lines.size() > kLast ? lines.size() - kLast : 0; i < lines.size(); ++i) {
+      std::fprintf(stderr, "%s\n", lines[i].c_str());
+    }
   }
 };
 using ControllerUnderTest = std::unique_ptr<Controller, ReplayedShutdown>;
@@ -73,9 +95,19 @@ inline ControllerUnderTest start(const ServeConfig& config, const std::string& b
   options.backend = backend;
   options.exec_path = PSW_EXEC_PATH;
   options.decisions = fresh_decisions_path();
-  // PSW_TEST_LOG=1 prints the controller's log (workers started, replaced, ...) while debugging a test.
-  if (std::getenv("PSW_TEST_LOG")) options.log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); };
-  ReplayedShutdown deleter{options.decisions};
+  // PSW_TEST_LOG=1 prints the controller's log (workers started, replaced, ...) as it comes;
+  // otherwise it is kept, and printed if the test fails (ReplayedShutdown).
+  auto log = std::make_shared<std::vector<std::string>>();
+  auto log_mutex = std::make_shared<std::mutex>();
+  if (std::getenv("PSW_TEST_LOG")) {
+    options.log = [](const std::string& l) { std::fprintf(stderr, "%s\n", l.c_str()); };
+  } else {
+    options.log = [log, log_mutex](const std::string& l) {
+      std::lock_guard<std::mutex> lock(*log_mutex);
+      log->push_back(l);
+    };
+  }
+  ReplayedShutdown deleter{options.decisions, log};
   try {
     return ControllerUnderTest(new Controller(options), deleter);
   } catch (...) {

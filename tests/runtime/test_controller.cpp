@@ -117,7 +117,12 @@ training:
   EXPECT_TRUE(controller->ready());
   ASSERT_EQ(controller->models().size(), 2u);
   controller->start_training("resnet152", 0);
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 60s));
+  // Past its first step: a job is "running" from the moment it is sent to its worker, but the
+  // worker's first step first copies and faults in the 0.5 GB of its state slot, with no layer
+  // boundary to stop at. On a loaded machine that took 8 s, and then the four requests were
+  // answered (on the other worker, the job's pause pending) and the job stopped before the pause
+  // was ever seen: no preemption at all (2026-12-05, once in nine runs, three at a time).
+  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").completed_steps >= 1; }, 300s));
   // Requests while the job trains: each stops it, runs, and lets it resume.
   auto inception = exec::make_model("inception_v3", 0);
   auto bert = exec::make_model("bert_tiny", 0);
