@@ -248,6 +248,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     r.fail_key("cache", r.get("cache"), "cache: lru needs cache_bytes (the parameters kept resident at most)");
   }
   config.max_tensor_bytes = r.optional_integer("max_tensor_bytes", 1024, std::int64_t{1} << 32).value_or(64 << 20);
+  config.device_memory_bytes = r.optional_integer("device_memory_bytes", 0, kMaxBytes).value_or(0);
   config.request_timeout =
       milliseconds(r.optional_integer("request_timeout_ms", 10, 3'600'000).value_or(10'000));
   config.max_queue = static_cast<int>(r.optional_integer("max_queue", 1, 100'000).value_or(256));

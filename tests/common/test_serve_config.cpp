@@ -179,6 +179,21 @@ training:
             std::string::npos);
 }
 
+// Note [Device memory limit]: bytes, 0 (the default) for no limit; a negative one is refused,
+// naming the key.
+TEST(ServeConfig, TheDeviceMemoryLimitIsBytesOrNone) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = "hardware: ../hardware/h200-pcie5.yaml\nprofiles: ../models\nmodels:\n  - name: bert_tiny\n";
+  EXPECT_EQ(parse_serve_config(head, origin).device_memory_bytes, 0);
+  EXPECT_EQ(parse_serve_config(head + "device_memory_bytes: 300000000\n", origin).device_memory_bytes, 300'000'000);
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "device_memory_bytes: -1\n", origin); })
+                .find("device_memory_bytes"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] { parse_serve_config(head + "device_memory_bytes: 8GiB\n", origin); })
+                .find("device_memory_bytes"),
+            std::string::npos);
+}
+
 // Note [TorchScript models]: a user's file served under its stem, with its input's shape; the
 // keys are refused elsewhere and mistakes named.
 TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {

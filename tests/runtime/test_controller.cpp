@@ -1342,5 +1342,55 @@ TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Device memory limit]: within the config's device_memory_bytes a model loads; beyond it
+// the load is RESOURCE_EXHAUSTED with the numbers and the server goes on; an unload gives its
+// share to the next load (once no worker holds the model); a config beyond it does not start.
+// Sizes of the packed layouts (aligned per tensor): bert_tiny 17.5 MB, inception_v3 108.8 MB,
+// resnet152 241.5 MB.
+TEST(Controller, LoadsWithinTheDeviceMemoryLimitAndRefusesBeyondIt) {
+  auto controller = start(write_host_config("device-limit", R"(workers: 2
+request_timeout_ms: 120000
+device_memory_bytes: 300000000
+models:
+  - name: bert_tiny
+    batch: 1
+)"));
+  controller->load_model("inception_v3", "{name: inception_v3, batch: 1}");
+  expect_code([&] { controller->load_model("resnet152", "{name: resnet152, batch: 1}"); },
+              ServiceError::Code::ResourceExhausted,
+              "model 'resnet152' needs 241456640 bytes of device memory for its 241456640 bytes of parameters, but the "
+              "server's models and training state take 126382080 of its device_memory_bytes 300000000: unload another "
+              "model first");
+  auto bert = exec::make_model("bert_tiny", 0);
+  const torch::Tensor tokens = bert->example_input(1, 5);
+  torch::NoGradGuard no_grad;
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
+  controller->unload_model("inception_v3");
+  // The daemon frees a model's region once no worker holds it (the workers drop it when they next
+  // read their sockets): until then the limit still counts it.
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          controller->load_model("resnet152", "{name: resnet152, batch: 1}");
+          return true;
+        } catch (const ServiceError& e) {
+          EXPECT_EQ(e.code(), ServiceError::Code::ResourceExhausted) << e.what();
+          return false;
+        }
+      },
+      120s));
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+  try {
+    start(write_host_config("device-limit-start", "workers: 1\ndevice_memory_bytes: 10000000\nmodels:\n  - name: bert_tiny\n    batch: 1\n"));
+    ADD_FAILURE() << "a config beyond its device_memory_bytes started";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("need 17543680 bytes of device memory, more than the config's "
+                                         "device_memory_bytes 10000000"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace psw::runtime

@@ -10,8 +10,9 @@
 //   hardware: configs/hardware/h200-pcie5.yaml
 //   profiles: configs/models/h200  # NAME.yaml per model, for planning
 //   cache: off                     # off: every switch transfers (the paper); lru; active
-//   cache_bytes: 2GiB              # lru: parameters kept resident at most
-//   max_tensor_bytes: 64MiB        # largest input or output tensor
+//   cache_bytes: 2147483648        # lru: bytes of parameters kept resident at most
+//   max_tensor_bytes: 67108864     # largest input or output tensor, bytes
+//   device_memory_bytes: 0         # Note [Device memory limit]; 0: as much as the device has
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
 //   max_queue: 256                 # requests waiting or running; more are RESOURCE_EXHAUSTED
 //   dispatch: overlap              # overlap: a request starts while training stops; after-stop
@@ -166,6 +167,14 @@ struct ServeConfig {
   CachePolicy cache = CachePolicy::Off;
   Bytes cache_bytes = 0;
   Bytes max_tensor_bytes = Bytes{64} << 20;
+  // Note [Device memory limit]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The device memory the server's parameter regions and training state may take together: the
+  // memory daemon refuses a start, and a model's load, beyond it (or beyond the device's free
+  // memory), naming the numbers. 0: no limit but the device's. It leaves room on a GPU that other
+  // processes share, and it gives the host backend, whose "device" is the host's memory, a size,
+  // so that the refusals are tested without a GPU.
+  Bytes device_memory_bytes = 0;
   Duration request_timeout = milliseconds(10'000);
   // Note [Backpressure] (controller.hpp): requests waiting or running at once; one more is
   // answered RESOURCE_EXHAUSTED at once, and the front end's threads are bounded from it.

@@ -229,6 +229,7 @@ struct StoredModel {
   torch::Tensor device_region;
   std::vector<torch::Tensor> group_memory;
   std::optional<SharedSegment> group_segment;
+  Bytes device_bytes = 0;  // what it takes of the device (Note [Device memory limit])
 };
 
 // The memory daemon: the start's models, the training state, then what the controller asks.
@@ -269,6 +270,18 @@ class MemoryDaemon {
   TrainingHeader* header_ = nullptr;
   std::optional<SharedSegment> training_host_region_;
   torch::Tensor training_state_;  // the job's two slots (Note [Committed slot])
+  Bytes training_device_bytes_ = 0;
+
+  // Note [Device memory limit]: the config's limit, or none.
+  Bytes device_limit() const {
+    return config_.device_memory_bytes > 0 ? config_.device_memory_bytes : std::numeric_limits<Bytes>::max();
+  }
+  // The device memory the stored models and the training state take now.
+  Bytes device_bytes_used() const {
+    Bytes used = training_device_bytes_;
+    for (const auto& [slot, stored] : stored_) used += stored.device_bytes;
+    return used;
+  }
 };
 
 StoredModel MemoryDaemon::store(const ServedModel& s) {
@@ -345,7 +358,16 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
                                         s.layout.layout.total_bytes, " bytes of parameters, but the device has ", free,
                                         " free: unload another model first"));
     }
+    const Bytes used = device_bytes_used();
+    if (needed > device_limit() - std::min(used, device_limit())) {
+      throw ServiceError(ServiceError::Code::ResourceExhausted,
+                         detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
+                                        s.layout.layout.total_bytes, " bytes of parameters, but the server's models and ",
+                                        "training state take ", used, " of its device_memory_bytes ", device_limit(),
+                                        ": unload another model first"));
+    }
     StoredModel stored = store(s);
+    stored.device_bytes = needed;
     std::vector<int> out_fds = {stored.store.fd()};
     answer = region_message(m.model, stored, s.layout.layout.total_bytes, out_fds);
     answer.type = MessageType::ModelStored;
@@ -410,13 +432,22 @@ int MemoryDaemon::run() {
   managed_ = mechanism.allocation == Allocation::Managed;      // Note [Managed memory]
   pinned_ = mechanism.host_memory == HostMemory::Pinned;
   // The device memory the config needs, checked before any of it is allocated.
-  Bytes needed = 0;
-  for (const auto& s : served) needed += per_group_ && !on_host_ ? device_bytes(s) : s.layout.layout.total_bytes;
   // Unified memory: no regions here; each worker makes managed memory for every model, all
   // of which may be on the device at once (with cache: lru, or in the middle of a task).
   // Asking for more than the device has would measure the driver's eviction instead.
-  if (managed_) needed *= config_.workers;
-  if (training_model_) needed += TrainingJob::state_bytes(*training_model_, *config_.training);
+  const auto start_bytes = [&](const ServedModel& s) {
+    const Bytes one = per_group_ && !on_host_ ? device_bytes(s) : s.layout.layout.total_bytes;
+    return managed_ ? one * config_.workers : one;
+  };
+  Bytes needed = 0;
+  for (const auto& s : served) needed += start_bytes(s);
+  if (training_model_) training_device_bytes_ = TrainingJob::state_bytes(*training_model_, *config_.training);
+  needed += training_device_bytes_;
+  if (needed > device_limit()) {
+    throw InputError(detail::concat(options_.config_path, ": the models' parameter regions and the training state need ",
+                                    needed, " bytes of device memory, more than the config's device_memory_bytes ",
+                                    device_limit(), ": serve fewer models, train a smaller one or raise the limit"));
+  }
   const Bytes free = backend_->device_free_memory();
   if (needed > free) {
     throw InputError(detail::concat(
@@ -428,7 +459,11 @@ int MemoryDaemon::run() {
         managed_ ? ", use fewer workers" : "", " or train a smaller one"));
   }
   // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
-  for (std::size_t r = 0; r < served.size(); ++r) stored_.emplace(static_cast<int>(r), store(served[r]));
+  for (std::size_t r = 0; r < served.size(); ++r) {
+    StoredModel stored = store(served[r]);
+    stored.device_bytes = start_bytes(served[r]);
+    stored_.emplace(static_cast<int>(r), std::move(stored));
+  }
   if (training_model_) {
     training_header_segment_ = SharedSegment::create("training-header", sizeof(TrainingHeader));
     header_ = reinterpret_cast<TrainingHeader*>(training_header_segment_->data());

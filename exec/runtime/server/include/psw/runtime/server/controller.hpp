@@ -142,7 +142,8 @@ struct ControllerStats {
 //   load    the entry is the serve config's of that name, or the one the call gives (the keys of
 //           a models: entry, YAML or JSON, paths against the serve config's folder), parsed here
 //           first. The memory daemon builds the model, plans it, checks that its region fits the
-//           device's free memory (else RESOURCE_EXHAUSTED with the numbers), packs it into a new
+//           device's free memory and the config's device_memory_bytes (Note [Device memory limit]
+//           in serve_config.hpp; else RESOURCE_EXHAUSTED with the numbers), packs it into a new
 //           store and places its region (LoadModel, ModelStored). The policy hears ModelLoaded
 //           (its residency knows the bytes). Every Standby worker binds it (BindModel: builds the
 //           model over the store, captures its graphs) and answers; one that is training, paused
