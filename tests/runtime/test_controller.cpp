@@ -1343,8 +1343,9 @@ TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
 }
 
 // Note [Device memory limit]: within the config's device_memory_bytes a model loads; beyond it
-// the load is RESOURCE_EXHAUSTED with the numbers and the server goes on; an unload gives its
-// share to the next load (once no worker holds the model); a config beyond it does not start.
+// the load is RESOURCE_EXHAUSTED with the numbers and the server goes on; an unload (refused while
+// a request of the model runs) gives its share to the next load (once no worker holds the
+// model); a config beyond it does not start.
 // Sizes of the packed layouts (aligned per tensor): bert_tiny 17.5 MB, inception_v3 108.8 MB,
 // resnet152 241.5 MB.
 TEST(Controller, LoadsWithinTheDeviceMemoryLimitAndRefusesBeyondIt) {
@@ -1365,6 +1366,16 @@ models:
   const torch::Tensor tokens = bert->example_input(1, 5);
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
+  // Note [Repository load]: not unloaded while a request of it runs (four images: a second or
+  // more on the host), and the request is answered; then it is.
+  auto inception = exec::make_model("inception_v3", 0);
+  const torch::Tensor images = inception->example_input(4, 9);
+  const std::int64_t transfers = controller->stats().transfers;
+  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("inception_v3", images)); });
+  ASSERT_TRUE(eventually([&] { return controller->stats().transfers > transfers; }, 120s));
+  expect_code([&] { controller->unload_model("inception_v3"); }, ServiceError::Code::FailedPrecondition,
+              "model 'inception_v3' is in use: a request of it waits or runs");
+  EXPECT_LT(relative_error(output_of(running.get()), inception->forward(images)), 1e-5);
   controller->unload_model("inception_v3");
   // The daemon frees a model's region once no worker holds it (the workers drop it when they next
   // read their sockets): until then the limit still counts it.
