@@ -71,9 +71,34 @@ class TorchScriptModel final : public ZooModel {
     // Note [TorchScript models]: no gate inside the module's forward; every layer is waited for first.
     for (std::size_t i = 0; i < layers_.size(); ++i) gate(i);
     torch::NoGradGuard no_grad;
-    torch::jit::IValue out;
+    return first_tensor(run(arguments, input));
+  }
+
+  // Note [TorchScript training]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // The module's forward in training mode, with autograd: a scripted module's BatchNorm and
+  // dropout follow the mode; a traced module's were fixed when it was traced (torch.jit.trace
+  // records the mode it ran in), so a module traced in eval mode trains with its BatchNorm on
+  // its running statistics, as it was exported. There is no gate inside the forward, so every
+  // layer's gate is called first (a training job may stop there); in the backward the job's
+  // gradient hooks on the parameters are its boundaries. Back in eval mode afterwards, for the
+  // inference forward.
+  std::vector<torch::Tensor> training_outputs(const torch::Tensor& input, const LayerGate& gate) override {
+    const std::vector<torch::jit::IValue> arguments = module_arguments(input);
+    for (std::size_t i = 0; i < layers_.size(); ++i) gate(i);
+    struct BackToEval {
+      torch::jit::Module& module;
+      ~BackToEval() { module.train(false); }
+    } back_to_eval{module_};
+    module_.train(true);
+    return {first_tensor(run(arguments, input))};
+  }
+
+ private:
+  // The module's forward on `arguments`; its errors as InputErrors naming the input's shape.
+  torch::jit::IValue run(const std::vector<torch::jit::IValue>& arguments, const torch::Tensor& input) {
     try {
-      out = module_.forward(arguments);
+      return module_.forward(arguments);
     } catch (const c10::Error& e) {
       std::ostringstream what;
       what << name_ << ": the module refused the input " << input.sizes() << ": " << e.what_without_backtrace();
@@ -88,6 +113,10 @@ class TorchScriptModel final : public ZooModel {
       what << name_ << ": the module refused the input " << input.sizes() << ": " << message;
       throw InputError(what.str());
     }
+  }
+
+  // The output: the module's tensor, or the first tensor of the tuple it returns.
+  torch::Tensor first_tensor(const torch::jit::IValue& out) const {
     if (out.isTensor()) return out.toTensor();
     if (out.isTuple() && !out.toTuple()->elements().empty() && out.toTuple()->elements()[0].isTensor()) {
       return out.toTuple()->elements()[0].toTensor();
@@ -95,11 +124,6 @@ class TorchScriptModel final : public ZooModel {
     throw InputError(name_ + ": the module's output is neither a tensor nor a tuple beginning with one");
   }
 
-  std::vector<torch::Tensor> training_outputs(const torch::Tensor&, const LayerGate&) override {
-    throw InputError(name_ + ": a TorchScript model serves inference only; it cannot be trained here");
-  }
-
- private:
   // The module's arguments from the one input: itself, or unpacked (Note [Several inputs]).
   std::vector<torch::jit::IValue> module_arguments(const torch::Tensor& input) const {
     if (inputs_.size() == 1) {

@@ -7,6 +7,8 @@ python3-torch (/usr/bin/python3), as a user would export a model:
     OUT_DIR/tuple_out.pt  torch.jit.script of a module returning (logits, features)
     OUT_DIR/no_params.pt  a module without parameters
     OUT_DIR/two_inputs.pt torch.jit.trace of a module of two inputs: features 2x6 (fp32), ids 2x4 (int64)
+    OUT_DIR/classifier.pt torch.jit.script of a flatten-linear-BatchNorm-ReLU-linear net, input Nx3x16x16,
+                          5 classes (scripted: its BatchNorm follows the training mode)
 """
 import os
 import sys
@@ -53,6 +55,10 @@ def main(out):
     torch.jit.script(NoParams()).save(os.path.join(out, "no_params.pt"))
     torch.jit.trace(TwoInputs().eval(), (torch.randn(2, 6), torch.randint(0, 512, (2, 4)))).save(
         os.path.join(out, "two_inputs.pt"))
+    classifier = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+        torch.nn.Linear(32, 5))
+    torch.jit.script(classifier.eval()).save(os.path.join(out, "classifier.pt"))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@
 #include "psw/common/error.hpp"
 #include "psw/common/safetensors.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/torchscript.hpp"
 #include "psw/runtime/worker/training.hpp"
 
 namespace psw::runtime {
@@ -683,6 +684,76 @@ TEST(TrainingJob, AKillAtAnyPointOfAStepLosesNothingBitForBit) {
       EXPECT_TRUE(same_committed_state(killed[k], live)) << "killed at point " << k << " of " << killed.size();
     }
   }
+}
+
+
+// Note [TorchScript training] (exec/src/torchscript.cpp): a user's TorchScript module (the scripted
+// linear-BatchNorm-ReLU-linear classifier of tests/exec/make_torchscript.py, 5 classes) trains as
+// the zoo's models do: its loss falls, its BatchNorm's running statistics move (scripted, it
+// follows the training mode), the inference forward afterwards is in eval mode again, and a job
+// stopped at a random boundary of a step (the gates before its forward, a parameter's gradient,
+// the update's operations) and run again ends bit for bit where an uninterrupted one does.
+TEST(TrainingJob, AUsersTorchScriptModuleLearnsAndLosesNothingWhenStopped) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-training-torchscript-" + std::to_string(::getpid()));
+  const std::string command =
+      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  const auto make = [&] {
+    return exec::load_torchscript(dir / "classifier.pt", exec::InputSpec{{1, 3, 16, 16}, torch::kFloat32});
+  };
+  TrainingJobConfig config;
+  config.model = "classifier";
+  config.batch = 8;
+  config.input_size = 16;
+  config.seed = 4;
+  config.learning_rate = 0.05;
+  {
+    auto model = make();
+    Segment s = make_segment(*model, config);
+    TrainingJob job(*model, config, s.bytes, s.header());
+    const torch::Tensor input = model->example_input(4, 9);
+    const torch::Tensor before = model->forward(input);
+    const torch::Tensor running_mean = model->layers().at(1).tensors.at(2).clone();  // BatchNorm1d's
+    std::atomic<std::uint32_t> never{kStopNone};
+    std::vector<double> losses;
+    job.run(200, never, [&](std::int64_t, double loss) {
+      losses.push_back(loss);
+      return true;
+    });
+    ASSERT_EQ(losses.size(), 200u);
+    double first = 0;
+    double last = 0;
+    for (std::size_t i = 0; i < TrainingJob::kDataPool; ++i) {
+      first += losses[i] / TrainingJob::kDataPool;
+      last += losses[losses.size() - 1 - i] / TrainingJob::kDataPool;
+    }
+    EXPECT_GT(first, 1.4) << "5 classes start near ln 5 = 1.61";
+    EXPECT_LT(last, 0.5) << "the loss went from " << first << " to " << last;
+    ASSERT_EQ(model->layers().at(1).kind, "BatchNorm1d");
+    EXPECT_FALSE(torch::equal(running_mean, model->layers().at(1).tensors.at(2))) << "BatchNorm ran in eval mode";
+    // In eval mode again: the same input twice gives the same output, another than before training.
+    const torch::Tensor after = model->forward(input);
+    EXPECT_TRUE(torch::equal(after, model->forward(input)));
+    EXPECT_FALSE(torch::equal(before, after));
+  }
+  std::mt19937_64 random(3);
+  std::int64_t passed = 0;
+  std::int64_t trip_at = -1;
+  // Per step: 3 gates, 6 parameters' gradients, 2 update boundaries (an abort there is seen after
+  // the commit: that step completes).
+  const PreemptionCounts counts = preempt_and_compare(
+      make, config, 40,
+      [&](exec::ZooModel&, TrainingJob& job, std::atomic<std::uint32_t>& stop, std::int64_t target) {
+        job.set_boundary_hook([&] {
+          if (passed++ == trip_at) stop.store(kStopAbort);
+        });
+        passed = 0;
+        trip_at = std::uniform_int_distribution<std::int64_t>(0, 11)(random);
+        job.run(target, stop);
+      });
+  EXPECT_EQ(counts.stopped, 40);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
