@@ -283,6 +283,20 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     job.model = t.string("model");
     job.batch = static_cast<int>(t.optional_integer("batch", 1, 4096).value_or(8));
     job.input_size = static_cast<int>(t.optional_integer("input_size", 1, 4096).value_or(224));
+    // Note [TorchScript training]: a TorchScript entry of models: by its name.
+    if (const int served = config.model_index(job.model);
+        served >= 0 && !config.models[static_cast<std::size_t>(served)].torchscript_file.empty()) {
+      const ServedModelConfig& entry = config.models[static_cast<std::size_t>(served)];
+      job.torchscript_file = entry.torchscript_file;
+      job.inputs = entry.inputs;
+      for (const char* key : {"input_size", "weights"}) {
+        if (t.has(key)) {
+          t.fail_key(key, t.get(key),
+                     detail::concat("'", job.model, "' is a TorchScript model: its samples are its models: entry's shape, ",
+                                    "and its file holds its weights; ", key, " is for the zoo's models"));
+        }
+      }
+    }
     const std::string optimizer = t.has("optimizer") ? t.string("optimizer") : "sgd";
     t.mark_seen("optimizer");
     if (optimizer == "sgd") {

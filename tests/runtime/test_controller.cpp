@@ -29,6 +29,7 @@
 #include "psw/common/placement.hpp"
 #include "psw/common/safetensors.hpp"
 #include "psw/common/serve_config.hpp"
+#include "../common/input_error.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
@@ -60,11 +61,11 @@ ServeConfig write_host_config(const std::string& name, const std::string& body) 
 // unified-memory case below did, and the test then trained for ever, until ctest killed it at
 // 900 s; so did a stop-and-start case in an earlier CI run.)
 torch::Tensor uninterrupted_state(const TrainingJobConfig& config, std::int64_t steps) {
-  auto model = exec::make_model(config.model, config.seed);
+  auto model = make_training_model(config, config.seed);
   torch::Tensor state = torch::empty({TrainingJob::state_bytes(*model, config)}, torch::kUInt8);
   TrainingHeader header{};
   TrainingJob::initialize(*model, config, state, &header);
-  auto fresh = exec::make_model(config.model, 0);
+  auto fresh = make_training_model(config, 0);
   TrainingJob job(*fresh, config, state, &header);
   std::atomic<std::uint32_t> never{0};
   torch::AutoGradMode grad(true);
@@ -1278,6 +1279,56 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
 // Note [Several inputs]: a module of two inputs served by their forward's names; the server packs
 // them, the worker's model unpacks them, the answer is the module's bit for bit; the inputs are
 // checked one by one, and a config that lists them out of the forward's order stops the start.
+// Note [TorchScript training] served: the job trains the user's TorchScript module of a models:
+// entry (tests/exec/make_torchscript.py's scripted classifier) while requests of the same entry
+// preempt it; the requests are answered with the file's weights (the job trains its own copy),
+// the job learns, and its state equals as many uninterrupted steps in this process, bit for bit.
+// input_size and weights are refused for it, naming why.
+TEST(Controller, TrainsAUsersTorchScriptModelBesideItsRequests) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-controller-torchscript-training-" + std::to_string(::getpid()));
+  const std::string command =
+      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  auto reference = exec::load_torchscript(dir / "classifier.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
+  const torch::Tensor input = reference->example_input(2, 9);
+  ModelProfile profile = exec::profile_skeleton(*reference, input);
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::filesystem::create_directories(dir / "profiles");
+  std::ofstream(dir / "profiles" / "classifier.yaml") << to_yaml(profile);
+  const std::string models = "workers: 2\nrequest_timeout_ms: 120000\nmodels:\n  - name: classifier\n    torchscript: " +
+                             (dir / "classifier.pt").string() + "\n    input_shape: [3, 16, 16]\n    batch: 2\n";
+  const std::string training = "training:\n  model: classifier\n  batch: 8\n  learning_rate: 0.05\n  seed: 4\n"
+                               "  autostart: false\n";
+  const ServeConfig config = write_config("torchscript-training", models + training, dir / "profiles");
+  ASSERT_TRUE(config.training.has_value());
+  EXPECT_EQ(config.training->torchscript_file, dir / "classifier.pt");
+  auto controller = start(config);
+  controller->start_training("classifier", 0);
+  ASSERT_TRUE(eventually([&] { return controller->training_status("classifier").completed_steps >= 100; }, 300s));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = reference->forward(input);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(torch::equal(output_of(controller->infer(request_for(config.models.at(0), input))), expected)) << i;
+    std::this_thread::sleep_for(100ms);
+  }
+  const std::int64_t steps = stop_and_count_steps(*controller, "classifier");
+  EXPECT_GE(controller->stats().preemptions, 1);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+  EXPECT_LT(controller->training_status("classifier").last_loss, 1.0) << "5 classes start near ln 5 = 1.61; " << steps << " steps";
+  const torch::Tensor state = uninterrupted_state(*config.training, steps);
+  const auto [data, size] = served_committed_state(*controller, steps);
+  ASSERT_EQ(size, static_cast<std::size_t>(state.numel()));
+  EXPECT_EQ(std::memcmp(data, state.data_ptr(), size), 0) << "the served job's state differs from an uninterrupted run";
+  controller.reset();
+  for (const char* key : {"  input_size: 16\n", "  weights: classifier.pt\n"}) {
+    const std::string message = ::psw::test_support::input_error_of(
+        [&] { write_config("torchscript-training-bad", models + training + key, dir / "profiles"); });
+    EXPECT_NE(message.find("'classifier' is a TorchScript model"), std::string::npos) << message;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-two-inputs-" + std::to_string(::getpid()));

@@ -34,7 +34,7 @@
 //       inputs: [{name: input_ids, shape: [128], dtype: int64, id_bound: 30522}, {name: attention_mask, shape: [128], dtype: int64}]
 //       dtype: bf16
 //   training:                      # optional
-//     model: resnet152
+//     model: resnet152             # a zoo model, or a TorchScript entry of models: (mynet)
 //     batch: 8
 //     input_size: 224              # image side (CNNs) or tokens (BERT)
 //     learning_rate: 0.01
@@ -145,6 +145,12 @@ struct TrainingJobConfig {
   // file with `inputs` (N samples of the model's input at input_size) and `labels` (N class
   // indices, I64); empty: the seeded set.
   std::filesystem::path dataset;
+  // Note [TorchScript training] (exec/src/torchscript.cpp): when `model` names a TorchScript
+  // entry of `models:`, the job trains its own copy of that module: the entry's file and inputs
+  // (its samples are the entry's shape, so input_size is not given; the file holds its weights).
+  // Empty for a zoo model.
+  std::filesystem::path torchscript_file;
+  std::vector<TorchScriptInput> inputs;
 };
 
 // Note [Residency]: off: every request transfers its model (the paper's measurements); active:

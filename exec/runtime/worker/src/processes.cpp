@@ -423,7 +423,7 @@ int MemoryDaemon::run() {
   for (std::size_t i = 0; i < served.size(); ++i)
     if (!config_.models[i].weights.empty()) exec::load_weights(*served[i].model, config_.models[i].weights);
   if (config_.training) {
-    training_model_ = exec::make_model(config_.training->model, config_.training->seed);
+    training_model_ = make_training_model(*config_.training, config_.training->seed);
     TrainingJob::check_config(*training_model_, *config_.training);
     if (!config_.training->weights.empty()) exec::load_weights(*training_model_, config_.training->weights);
   }
@@ -801,7 +801,7 @@ void Worker::build_engine(WorkerSlot& slot) {
 
 void Worker::make_training_job() {
   if (!config_.training) return;
-  training_model_ = exec::make_model(config_.training->model, 0);
+  training_model_ = make_training_model(*config_.training, 0);
   training_model_->to(backend_->device());
   training_ = std::make_unique<TrainingJob>(*training_model_, *config_.training, training_region_,
                                             reinterpret_cast<TrainingHeader*>(segments_[0].data()));

@@ -13,6 +13,7 @@
 #include "psw/common/mechanism.hpp"
 #include "psw/common/placement.hpp"
 #include "psw/common/serve_config.hpp"
+#include "psw/runtime/worker/training.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
@@ -101,13 +102,7 @@ inline torch::Tensor served_example_input(exec::ZooModel& model, const ServedMod
 // zoo's models, which know theirs. Note [Several inputs]: several are named as the forward names
 // them (load_torchscript checks), so that their order is the forward's.
 inline std::vector<exec::InputSpec> served_input(const ServedModelConfig& m) {
-  std::vector<exec::InputSpec> specs;
-  for (const TorchScriptInput& input : m.inputs) {
-    std::vector<std::int64_t> shape = {m.batch};
-    shape.insert(shape.end(), input.shape.begin(), input.shape.end());
-    specs.push_back({shape, exec::parse_input_dtype(input.dtype), m.inputs.size() > 1 ? input.name : ""});
-  }
-  return specs;
+  return torchscript_input_specs(m.inputs, m.batch);
 }
 
 // One served model: its zoo model (or decoder, or TorchScript file), its plan (planned from the

@@ -31,6 +31,8 @@ torch::Tensor view_bytes(const torch::Tensor& region, Bytes offset, const torch:
 torch::Tensor make_training_input(exec::ZooModel& model, const TrainingJobConfig& config, std::int64_t k,
                                   torch::Device device) {
   torch::Tensor x = model.example_input(config.batch, config.seed * 1'000'003ULL + static_cast<std::uint64_t>(k));
+  // Note [TorchScript training]: the module's own input shape, as its entry states it.
+  if (!config.torchscript_file.empty()) return x.contiguous().to(device);
   const std::int64_t size = config.input_size;
   if (x.dim() == 2) {  // token ids: N x sequence
     if (size > x.size(1)) throw InputError("training.input_size: at most " + std::to_string(x.size(1)) + " tokens");
@@ -345,10 +347,25 @@ void TrainingJob::bind(int slot) {
   bound_slot_ = slot;
 }
 
+std::vector<exec::InputSpec> torchscript_input_specs(const std::vector<TorchScriptInput>& inputs, int batch) {
+  std::vector<exec::InputSpec> specs;
+  for (const TorchScriptInput& input : inputs) {
+    std::vector<std::int64_t> shape = {batch};
+    shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+    specs.push_back({shape, exec::parse_input_dtype(input.dtype), inputs.size() > 1 ? input.name : ""});
+  }
+  return specs;
+}
+
+std::unique_ptr<exec::ZooModel> make_training_model(const TrainingJobConfig& config, std::uint64_t seed) {
+  if (config.torchscript_file.empty()) return exec::make_model(config.model, seed);
+  return exec::load_torchscript(config.torchscript_file, torchscript_input_specs(config.inputs, config.batch));
+}
+
 void TrainingJob::check_config(exec::ZooModel& model, const TrainingJobConfig& config) {
   const torch::Tensor x = model.example_input(1, 0);
   const std::int64_t limit = x.dim() == 2 ? x.size(1) : x.size(2);
-  if (config.input_size > limit) {
+  if (config.torchscript_file.empty() && config.input_size > limit) {
     throw InputError(detail::concat("training.input_size: at most ", limit, x.dim() == 2 ? " tokens" : " pixels", " for ",
                                     model.name(), ", got ", config.input_size));
   }

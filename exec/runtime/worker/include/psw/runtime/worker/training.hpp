@@ -61,6 +61,7 @@
 #include "psw/common/serve_config.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/parameter_store.hpp"
+#include "psw/exec/torchscript.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 
 namespace psw::runtime {
@@ -88,6 +89,14 @@ struct TrainingCheckpoint {
   Bytes bytes = 0;  // of the file
 };
 constexpr const char* kTrainingCheckpointFormat = "psw-training-checkpoint-1";
+
+// A TorchScript model's inputs (Note [Several inputs]) at `batch`: the config's samples with the
+// batch first; named when there are several (their order is the forward's).
+std::vector<exec::InputSpec> torchscript_input_specs(const std::vector<TorchScriptInput>& inputs, int batch);
+
+// The job's model: the zoo's, seeded with `seed`, or the user's TorchScript module (Note
+// [TorchScript training]: config.torchscript_file, its own weights).
+std::unique_ptr<exec::ZooModel> make_training_model(const TrainingJobConfig& config, std::uint64_t seed);
 
 class TrainingJob {
  public:
