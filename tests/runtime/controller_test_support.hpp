@@ -46,6 +46,17 @@ inline ServeConfig write_config(const std::string& name, const std::string& body
   return load_serve_config(dir / "serve.yaml");
 }
 
+// tests/exec/make_torchscript.py's TorchScript files (made with python3-torch, as a user exports
+// a model) in a fresh folder named for `name`; a test failure if they cannot be made.
+inline std::filesystem::path make_torchscript_files(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-" + name + "-" + std::to_string(::getpid()));
+  const std::string command =
+      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  EXPECT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  return dir;
+}
+
 // Note [Decision log]: every controller a test starts logs its decisions, and when the test is
 // done with it (the controller shut down) the log must replay through the scheduling policy
 // without a difference: whatever the test did (faults, kills, preemptions), the server decided

@@ -1245,11 +1245,8 @@ TEST(Controller, ServesTheUsersWeights) {
 }
 
 TEST(Controller, ServesAUsersTorchScriptModel) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-controller-torchscript-" + std::to_string(::getpid()));
-  const std::string command =
-      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  const std::filesystem::path dir = make_torchscript_files("controller-torchscript");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   auto reference = exec::load_torchscript(dir / "cnn.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
   const torch::Tensor input = reference->example_input(2, 9);
   ModelProfile profile = exec::profile_skeleton(*reference, input);
@@ -1285,11 +1282,8 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
 // the job learns, and its state equals as many uninterrupted steps in this process, bit for bit.
 // input_size and weights are refused for it, naming why.
 TEST(Controller, TrainsAUsersTorchScriptModelBesideItsRequests) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-controller-torchscript-training-" + std::to_string(::getpid()));
-  const std::string command =
-      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  const std::filesystem::path dir = make_torchscript_files("controller-torchscript-training");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   auto reference = exec::load_torchscript(dir / "classifier.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
   const torch::Tensor input = reference->example_input(2, 9);
   ModelProfile profile = exec::profile_skeleton(*reference, input);
@@ -1330,11 +1324,8 @@ TEST(Controller, TrainsAUsersTorchScriptModelBesideItsRequests) {
 }
 
 TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-controller-two-inputs-" + std::to_string(::getpid()));
-  const std::string command =
-      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::filesystem::path dir = make_torchscript_files("controller-two-inputs");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const std::vector<exec::InputSpec> specs{{{2, 6}, torch::kFloat32}, {{2, 4}, torch::kInt64}};
   auto reference = exec::load_torchscript(dir / "two_inputs.pt", specs);
   ModelProfile profile = exec::profile_skeleton(*reference, reference->example_input(2, 1));

@@ -15,6 +15,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/torchscript.hpp"
 #include "psw/runtime/worker/training.hpp"
+#include "controller_test_support.hpp"
 
 namespace psw::runtime {
 namespace {
@@ -694,11 +695,8 @@ TEST(TrainingJob, AKillAtAnyPointOfAStepLosesNothingBitForBit) {
 // stopped at a random boundary of a step (the gates before its forward, a parameter's gradient,
 // the update's operations) and run again ends bit for bit where an uninterrupted one does.
 TEST(TrainingJob, AUsersTorchScriptModuleLearnsAndLosesNothingWhenStopped) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("psw-training-torchscript-" + std::to_string(::getpid()));
-  const std::string command =
-      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
+  const std::filesystem::path dir = test_support::make_torchscript_files("training-torchscript");
+  ASSERT_FALSE(::testing::Test::HasFailure());
   const auto make = [&] {
     return exec::load_torchscript(dir / "classifier.pt", exec::InputSpec{{1, 3, 16, 16}, torch::kFloat32});
   };
