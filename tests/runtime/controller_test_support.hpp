@@ -127,16 +127,23 @@ inline ControllerUnderTest start(const ServeConfig& config, const std::string& b
   }
 }
 
-// A decoder's served profile: its layers from the live model, times made up (only the
-// grouping depends on them), in PROFILES/DTYPE/NAME.yaml as psw profile writes it.
+// A served model's profile for the host's tests: its layers from the live model on `input`,
+// times made up (only the grouping depends on them), in DIR/NAME.yaml (fp32) or
+// DIR/DTYPE/NAME.yaml as psw profile writes it.
+inline void write_made_up_profile(const std::filesystem::path& dir, exec::ZooModel& model, const torch::Tensor& input) {
+  const std::filesystem::path path = profile_path_in(dir, model.name(), exec::zoo_dtype_name(model.dtype()));
+  std::filesystem::create_directories(path.parent_path());
+  ModelProfile profile = exec::profile_skeleton(model, input);
+  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
+  std::ofstream(path) << to_yaml(profile);
+}
+
+// A decoder's served profile (write_made_up_profile) in a fresh folder, beside BERT-base's
+// H200 one.
 inline std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
-  const std::filesystem::path path = profile_path_in(dir, decoder.name(), exec::zoo_dtype_name(decoder.dtype()));
-  std::filesystem::create_directories(path.parent_path());
-  ModelProfile profile = exec::profile_skeleton(decoder, prompt);
-  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::ofstream(path) << to_yaml(profile);
+  write_made_up_profile(dir, decoder, prompt);
   std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
                              std::filesystem::copy_options::overwrite_existing);
   return dir;

@@ -1249,10 +1249,7 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   auto reference = exec::load_torchscript(dir / "cnn.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
   const torch::Tensor input = reference->example_input(2, 9);
-  ModelProfile profile = exec::profile_skeleton(*reference, input);
-  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::filesystem::create_directories(dir / "profiles");
-  std::ofstream(dir / "profiles" / "cnn.yaml") << to_yaml(profile);
+  write_made_up_profile(dir / "profiles", *reference, input);
   const ServeConfig config = write_config("torchscript", "workers: 2\nmodels:\n  - name: cnn\n    torchscript: " +
                                                              (dir / "cnn.pt").string() +
                                                              "\n    input_shape: [3, 16, 16]\n    batch: 2\n",
@@ -1273,9 +1270,6 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
   std::filesystem::remove_all(dir);
 }
 
-// Note [Several inputs]: a module of two inputs served by their forward's names; the server packs
-// them, the worker's model unpacks them, the answer is the module's bit for bit; the inputs are
-// checked one by one, and a config that lists them out of the forward's order stops the start.
 // Note [TorchScript training] served: the job trains the user's TorchScript module of a models:
 // entry (tests/exec/make_torchscript.py's scripted classifier) while requests of the same entry
 // preempt it; the requests are answered with the file's weights (the job trains its own copy),
@@ -1286,10 +1280,7 @@ TEST(Controller, TrainsAUsersTorchScriptModelBesideItsRequests) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   auto reference = exec::load_torchscript(dir / "classifier.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
   const torch::Tensor input = reference->example_input(2, 9);
-  ModelProfile profile = exec::profile_skeleton(*reference, input);
-  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::filesystem::create_directories(dir / "profiles");
-  std::ofstream(dir / "profiles" / "classifier.yaml") << to_yaml(profile);
+  write_made_up_profile(dir / "profiles", *reference, input);
   const std::string models = "workers: 2\nrequest_timeout_ms: 120000\nmodels:\n  - name: classifier\n    torchscript: " +
                              (dir / "classifier.pt").string() + "\n    input_shape: [3, 16, 16]\n    batch: 2\n";
   const std::string training = "training:\n  model: classifier\n  batch: 8\n  learning_rate: 0.05\n  seed: 4\n"
@@ -1323,15 +1314,15 @@ TEST(Controller, TrainsAUsersTorchScriptModelBesideItsRequests) {
   std::filesystem::remove_all(dir);
 }
 
+// Note [Several inputs]: a module of two inputs served by their forward's names; the server packs
+// them, the worker's model unpacks them, the answer is the module's bit for bit; the inputs are
+// checked one by one, and a config that lists them out of the forward's order stops the start.
 TEST(Controller, ServesATorchScriptModelOfSeveralInputs) {
   const std::filesystem::path dir = make_torchscript_files("controller-two-inputs");
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::vector<exec::InputSpec> specs{{{2, 6}, torch::kFloat32}, {{2, 4}, torch::kInt64}};
   auto reference = exec::load_torchscript(dir / "two_inputs.pt", specs);
-  ModelProfile profile = exec::profile_skeleton(*reference, reference->example_input(2, 1));
-  for (auto& layer : profile.layers) layer.forward_time = microseconds(20);
-  std::filesystem::create_directories(dir / "profiles");
-  std::ofstream(dir / "profiles" / "two_inputs.yaml") << to_yaml(profile);
+  write_made_up_profile(dir / "profiles", *reference, reference->example_input(2, 1));
   const auto config_listing = [&](const std::string& first, const std::string& second) {
     return write_config("two-inputs", "workers: 2\nmodels:\n  - name: two_inputs\n    torchscript: " +
                                           (dir / "two_inputs.pt").string() + "\n    batch: 2\n    inputs:\n      - {name: " +

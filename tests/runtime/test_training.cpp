@@ -128,6 +128,13 @@ Segment make_segment(exec::ZooModel& model, const TrainingJobConfig& config) {
 // Runs `make()`'s job with `preemptions` stops at random layer boundaries, then an
 // uninterrupted job to the same step count, and compares the two segments byte for byte.
 // `arm(wire, random)` chooses where the next attempt is stopped.
+// The mean of `count` losses of a run from step `from`.
+double mean_loss(const std::vector<double>& losses, std::size_t from, std::size_t count) {
+  double sum = 0;
+  for (std::size_t i = from; i < from + count; ++i) sum += losses.at(i);
+  return sum / static_cast<double>(count);
+}
+
 struct PreemptionCounts {
   int stopped = 0;
   std::int64_t steps = 0;
@@ -409,11 +416,6 @@ TEST_P(TrainingObjective, TheLossFallsWithAndWithoutPreemptions) {
   config.learning_rate = GetParam() == TrainingOptimizer::Adam ? 0.01 : 0.05;
   constexpr std::int64_t kSteps = 300;
   constexpr double kThreshold = 0.35;
-  auto mean_loss = [](const std::vector<double>& losses, std::size_t from, std::size_t count) {
-    double sum = 0;
-    for (std::size_t i = from; i < from + count; ++i) sum += losses.at(i);
-    return sum / static_cast<double>(count);
-  };
   // Uninterrupted.
   TinyModel model(7);
   Segment s = make_segment(model, config);
@@ -687,7 +689,6 @@ TEST(TrainingJob, AKillAtAnyPointOfAStepLosesNothingBitForBit) {
   }
 }
 
-
 // Note [TorchScript training] (exec/src/torchscript.cpp): a user's TorchScript module (the scripted
 // linear-BatchNorm-ReLU-linear classifier of tests/exec/make_torchscript.py, 5 classes) trains as
 // the zoo's models do: its loss falls, its BatchNorm's running statistics move (scripted, it
@@ -720,12 +721,8 @@ TEST(TrainingJob, AUsersTorchScriptModuleLearnsAndLosesNothingWhenStopped) {
       return true;
     });
     ASSERT_EQ(losses.size(), 200u);
-    double first = 0;
-    double last = 0;
-    for (std::size_t i = 0; i < TrainingJob::kDataPool; ++i) {
-      first += losses[i] / TrainingJob::kDataPool;
-      last += losses[losses.size() - 1 - i] / TrainingJob::kDataPool;
-    }
+    const double first = mean_loss(losses, 0, TrainingJob::kDataPool);
+    const double last = mean_loss(losses, losses.size() - TrainingJob::kDataPool, TrainingJob::kDataPool);
     EXPECT_GT(first, 1.4) << "5 classes start near ln 5 = 1.61";
     EXPECT_LT(last, 0.5) << "the loss went from " << first << " to " << last;
     ASSERT_EQ(model->layers().at(1).kind, "BatchNorm1d");
