@@ -1,5 +1,7 @@
 """The table of scripts/gpu-any-model.sh: one row per model from `psw run --graph --format json`
-(Note [Graph-pipelined switch]), with the environment, as Markdown on stdout; the rows as JSON.
+(Note [Graph-pipelined switch]), and where the model was also served alone, the client's latency
+(`psw client --shared-memory --format json`, NAME-served.json), with the environment, as Markdown
+on stdout; the rows as JSON.
 
     any_model_report.py RAW_DIR ENVIRONMENT_SCRIPT JSON_OUT
 """
@@ -13,7 +15,7 @@ import sys
 def main(raw, environment, json_out):
     rows, failures = [], []
     for path in sorted(glob.glob(os.path.join(raw, "*.json"))):
-        if path.endswith("-graph.json"):
+        if path.endswith("-graph.json") or path.endswith("-served.json"):
             continue
         name = os.path.basename(path)[:-5]
         try:
@@ -49,6 +51,30 @@ def main(raw, environment, json_out):
               f"{d['resident_ms']['median']:.3f} | {d['copy_only_ms']['median']:.3f} | "
               f"{d['copy_then_replay_ms']['median']:.3f} | {d['speedup_over_copy_then_replay']:.2f} | "
               f"{d['outputs_equal']}/{d['outputs_checked']} |")
+    served = []
+    for name, d in rows:
+        path = os.path.join(raw, name + "-served.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                served.append((name, d, json.load(f)))
+        else:
+            err = os.path.join(raw, name + "-served.err")
+            if os.path.exists(err) and os.path.getsize(err) > 0:
+                with open(err) as f:
+                    failures.append((name + " served", f.read().strip().splitlines()[-1]))
+    if served:
+        print("\n## Served\n")
+        print("Each model alone behind `psw serve --backend cuda` (one worker, `cache: off`: every request a cold "
+              "switch through the captured graph the worker captured, timed and planned at its start); the client's "
+              "latency per request with its input in shared memory registered once (`psw client --shared-memory`), "
+              "against `psw run --graph`'s cold switch above. Medians (p99).\n")
+        print("| model | requests | client ms | p99 ms | psw run cold ms | client / psw run |")
+        print("|---|---|---|---|---|---|")
+        for name, d, v in served:
+            lat = v["latency_ms"]
+            print(f"| {name} | {lat['count']} | {lat['median']:.3f} | {lat['p99']:.3f} | "
+                  f"{d['latency_ms']['median']:.3f} | {lat['median'] / d['latency_ms']['median']:.2f} |")
+            d["served_latency_ms"] = lat
     if failures:
         print("\nNot measured:\n")
         for name, line in failures:

@@ -2,17 +2,21 @@
 # On a GPU host: build, run the `gpu` ctest label, export models that are not in the zoo with
 # their usual libraries (scripts/export_models.py), switch each one cold through its captured
 # graph with `psw run --graph` (Note [Graph-pipelined switch] in exec/captured_forward.hpp),
-# planned for the link measured first with `psw profile --link`, and write
+# planned for the link measured first with `psw profile --link`, then serve it alone with
+# `psw serve --backend cuda` (cache off: every request a cold switch through its captured graph,
+# Note [TorchScript served through its graph]) and measure the client's latency with inputs in
+# shared memory (`psw client --shared-memory`), and write
 # OUT_DIR/<date>-<gpu>-any-model.md and OUT_DIR/any-model.json with the environment; the runs' raw
 # JSON, measured profiles, captured-graph files and errors go to OUT_DIR/any-model-raw.tar.gz.
 #
 #   scripts/gpu-any-model.sh [OUT_DIR [MODEL ...]]   # OUT_DIR defaults to results/gpu; MODEL: all
-#   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50)
+#   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50) and requests
+#   PSW_GPU_SKIP_SERVE=1: without serving the models
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 shift || true
-source "$root/scripts/gpu-build.sh" "$out" psw-exec psw_gpu_tests
+source "$root/scripts/gpu-build.sh" "$out" psw psw-exec psw_gpu_tests
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
       | tr 'A-Z' 'a-z' || true)
 report="$out/$(date -u +%F)-${gpu:-gpu}-any-model.md"
@@ -31,6 +35,47 @@ echo "== link ($(date -u +%T))"
 (cd "$root" && "$build/cli/psw-exec" profile --model resnet152 --batch 8 --repeat 5 --link --hardware-name measured-link \
    --out "$raw/link" > /dev/null)
 hardware="$raw/link/measured-link.yaml"
+# The model served alone, cold every request: its module-level profile (psw serve's plan packs
+# the store by it), a config, the server, the client's latencies with inputs in shared memory.
+serve_model() {  # NAME FILE DTYPE SPEC (one input: SHAPE:DTYPE)
+  local name=$1 file=$2 dtype=$3 spec=$4 dir="$work/serve-$1"
+  local shape=${spec%%:*}
+  local batch=${shape%%,*} rest=${shape#*,}
+  mkdir -p "$dir"
+  if ! (cd "$root" && "$build/cli/psw-exec" profile --model "$file" --dtype "$dtype" --input-shape "$shape" \
+          --input-dtype "${spec##*:}" --repeat 5 --out "$dir/profiles") > /dev/null 2> "$raw/$name-served.err"; then
+    echo "!! $name served: $(tail -1 "$raw/$name-served.err")"; return 0
+  fi
+  cat > "$dir/serve.yaml" <<YAML
+workers: 1
+cache: off
+hardware: $hardware
+profiles: $dir/profiles
+request_timeout_ms: 120000
+models:
+  - name: $name
+    torchscript: $file
+    dtype: $dtype
+    batch: $batch
+    input_shape: [${rest}]
+    input_dtype: ${spec##*:}
+YAML
+  local sock="$dir/serve.sock"
+  (cd "$root" && "$build/cli/psw" serve --backend cuda --config "$dir/serve.yaml" --socket "$sock") 2> "$raw/$name-serve.log" &
+  local server=$! ready=
+  for _ in $(seq 1 600); do
+    if "$build/cli/psw" client --socket "$sock" --live 2>/dev/null | grep -q "ready  yes"; then ready=1; break; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [[ -n $ready ]] && "$build/cli/psw" client --socket "$sock" --model "$name" --random --batch "$batch" --shared-memory \
+        --repeat "${PSW_GPU_REPEAT:-50}" --format json > "$raw/$name-served.json" 2>> "$raw/$name-served.err"; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("served (shared memory): median %.3f ms" % d["latency_ms"]["median"])' "$raw/$name-served.json"
+  else
+    echo "!! $name served: $(tail -2 "$raw/$name-serve.log" "$raw/$name-served.err" | tr '\n' ' ')"
+  fi
+  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true
+}
 echo "== export ($(date -u +%T))"
 python3 "$root/scripts/export_models.py" "$work" "$@" > "$work/models.txt" 2> "$raw/export.err" || true
 cat "$work/models.txt"
@@ -45,6 +90,7 @@ while read -r name file dtype specs; do
   else
     echo "!! $name: $(tail -1 "$raw/$name.err")"
   fi
+  [[ -z ${PSW_GPU_SKIP_SERVE:-} ]] && serve_model "$name" "$file" "$dtype" $specs
   rm -f "$file"
 done < "$work/models.txt"
 python3 "$root/scripts/any_model_report.py" "$raw" "$root/scripts/environment.sh" "$out/any-model.json" > "$report"

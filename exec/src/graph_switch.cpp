@@ -1,6 +1,7 @@
 #include "psw/exec/graph_switch.hpp"
 
 #include <functional>
+#include <sstream>
 #include <unordered_set>
 
 #include "psw/common/error.hpp"
@@ -40,6 +41,68 @@ torch::Tensor raw_bytes(const torch::Tensor& t) { return t.contiguous().view({-1
 
 }  // namespace graph_switch_impl
 
+CapturedSwitch::CapturedSwitch(Backend& backend, ZooModel& model, const torch::Tensor& example,
+                               const torch::Tensor& host, const torch::Tensor& device, const CapturedSwitchSpec& spec) {
+  using namespace graph_switch_impl;
+  if (!backend.supports_graphs()) {
+    throw InputError("the " + backend.name() + " backend cannot capture graphs: " + model.name() +
+                     " is pipelined through its captured graph on cuda only");
+  }
+  PSW_CHECK(host.numel() == device.numel(), "a store of ", host.numel(), " bytes for a region of ", device.numel());
+  input_ = example.clone();
+  backend.synchronize();
+  captured_ = backend.capture_forward([&] { return model.forward(input_, [](std::size_t) {}); },
+                                      bound_parameters(model));
+  analysis_ = analyze_kernel_graph(captured_->description());
+
+  // Item 2 of the note: the layers' times, the timestamps' cost removed (Note [Mark overhead]).
+  const CapturedForward::LayerTiming timing = captured_->time_layers(analysis_, spec.profile_repeat);
+  const Duration plain = captured_->time_resident(spec.profile_repeat);
+  std::vector<int> records(analysis_.layers.size(), 0);
+  for (std::size_t l = 0; l < analysis_.layers.size(); ++l) records[l] = analysis_.layers[l].nodes.empty() ? 0 : 1;
+  const std::vector<Duration> layer_times = remove_mark_overhead(timing.per_layer, records, plain);
+  SourceInfo source = spec.source;
+  source.kind = ProfileSource::Measured;
+  source.device = backend.device_description();
+  source.note = detail::concat("per layer of the captured graph (", graph().nodes.size(), " nodes, ",
+                               spec.profile_repeat, " replays; timestamps' cost removed: ", timing.instrumented.ms(),
+                               " ms instrumented, ", plain.ms(), " ms plain)");
+  const auto batch = static_cast<int>(example.size(0));
+  profile_ = kernel_graph_profile(analysis_, model.name(), batch, zoo_dtype_name(model.dtype()), layer_times, source);
+
+  const SwitchCosts costs = make_switch_costs(profile_, spec.hardware, Task::Inference);
+  groups_ = make_plan(spec.strategy, costs).groups;
+  predicted_ = evaluate_timeline(costs, groups_).total;
+  bound_ = pipeline_bound(costs);
+  param_bytes_ = costs.total_bytes();
+  const RewrittenGraph rewrite = rewrite_with_copies(graph(), analysis_, groups_, bridge_bytes(spec.hardware.pinned));
+  for (const GroupCopy& copy : rewrite.copies) copy_ranges_ += copy.ranges.size();
+  added_edges_ = rewrite.added_edges;
+  captured_->build_switch(rewrite, host, device);
+}
+
+void CapturedSwitch::take_input(const torch::Tensor& input) {
+  if (input.sizes() != input_.sizes() || input.scalar_type() != input_.scalar_type()) {
+    std::ostringstream why;
+    why << "the input is " << input.scalar_type() << " " << input.sizes() << "; the captured graph takes "
+        << input_.scalar_type() << " " << input_.sizes();
+    throw InputError(why.str());
+  }
+  input_.copy_(input, /*non_blocking=*/true);
+}
+
+torch::Tensor CapturedSwitch::switch_in_and_run(const torch::Tensor& input) {
+  take_input(input);
+  captured_->replay_switch();
+  return captured_->output();
+}
+
+torch::Tensor CapturedSwitch::run_resident(const torch::Tensor& input) {
+  take_input(input);
+  captured_->replay_resident();
+  return captured_->output();
+}
+
 GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
   using namespace graph_switch_impl;
   if (!names_torchscript(spec.model)) {
@@ -70,48 +133,29 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
   for (int i = 0; i < 3; ++i) engine.switch_in_and_run(input);
   backend->synchronize();
 
-  std::unique_ptr<CapturedForward> captured = backend->capture_forward(
-      [&] { return model->forward(input, [](std::size_t) {}); }, bound_parameters(*model));
-  report.graph = captured->description();
-  report.read = captured->read_stats();
-  const KernelGraphAnalysis analysis = analyze_kernel_graph(report.graph);
-  report.layers = analysis.layers.size();
-  report.nodes_using_everything = analysis.nodes_using_everything;
-  report.parameters_used = report.graph.parameters.size() - analysis.unused_parameters;
-
-  // Item 2 of the note: the layers' times, the timestamps' cost removed (Note [Mark overhead]).
-  const CapturedForward::LayerTiming timing = captured->time_layers(analysis, spec.profile_repeat);
-  const Duration plain = captured->time_resident(spec.profile_repeat);
-  std::vector<int> records(analysis.layers.size(), 0);
-  for (std::size_t l = 0; l < analysis.layers.size(); ++l) records[l] = analysis.layers[l].nodes.empty() ? 0 : 1;
-  const std::vector<Duration> layer_times = remove_mark_overhead(timing.per_layer, records, plain);
-  SourceInfo source = spec.source;
-  source.kind = ProfileSource::Measured;
-  source.device = report.device;
-  source.note = detail::concat("per layer of the captured graph (", report.graph.nodes.size(), " nodes, ",
-                               spec.profile_repeat, " replays; timestamps' cost removed: ", timing.instrumented.ms(),
-                               " ms instrumented, ", plain.ms(), " ms plain)");
-  report.profile = kernel_graph_profile(analysis, model->name(), batch, spec.dtype, layer_times, source);
-
-  const SwitchCosts costs = make_switch_costs(report.profile, spec.hardware, Task::Inference);
-  report.groups = make_plan(spec.strategy, costs).groups;
-  report.predicted = evaluate_timeline(costs, report.groups).total;
-  report.bound = pipeline_bound(costs);
-  report.param_bytes = costs.total_bytes();
-  const RewrittenGraph rewrite =
-      rewrite_with_copies(report.graph, analysis, report.groups, bridge_bytes(spec.hardware.pinned));
-  for (const GroupCopy& copy : rewrite.copies) report.copy_ranges += copy.ranges.size();
-  report.added_edges = rewrite.added_edges;
   // The store and the region as the same number of bytes (the region may be rounded up).
   const std::int64_t packed = std::min(pipeline->store.bytes().numel(), pipeline->region->bytes().numel());
   const torch::Tensor host = pipeline->store.bytes().narrow(0, 0, packed);
   const torch::Tensor device = pipeline->region->bytes().narrow(0, 0, packed);
-  captured->build_switch(rewrite, host, device);
+  CapturedSwitch captured(*backend, *model, input, host, device,
+                          CapturedSwitchSpec{spec.hardware, spec.strategy, spec.profile_repeat, spec.source});
+  report.graph = captured.graph();
+  report.read = captured.read_stats();
+  report.layers = captured.analysis().layers.size();
+  report.nodes_using_everything = captured.analysis().nodes_using_everything;
+  report.parameters_used = report.graph.parameters.size() - captured.analysis().unused_parameters;
+  report.profile = captured.profile();
+  report.groups = captured.groups();
+  report.predicted = captured.predicted();
+  report.bound = captured.bound();
+  report.param_bytes = captured.param_bytes();
+  report.copy_ranges = captured.copy_ranges();
+  report.added_edges = captured.added_edges();
 
   auto wall = [&](const std::function<void()>& fn) { return wall_time(*backend, fn); };
-  captured->replay_resident();
+  captured.replay_resident();
   backend->synchronize();
-  const torch::Tensor reference = raw_bytes(captured->output()).clone();
+  const torch::Tensor reference = raw_bytes(captured.output()).clone();
   std::vector<Duration> switch_wall, switch_device, resident_wall, copy_then_wall, copy_wall;
   for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
     const bool measured = i >= spec.warmup;
@@ -119,23 +163,23 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
     backend->fill(device, 0xFF);
     const Duration w = wall([&] {
       backend->mark(0);
-      captured->replay_switch();
+      captured.replay_switch();
       backend->mark(1);
     });
     if (measured) {
       switch_wall.push_back(w);
       switch_device.push_back(backend->elapsed(0, 1));
       ++report.outputs_checked;
-      if (torch::equal(raw_bytes(captured->output()), reference)) ++report.outputs_equal;
+      if (torch::equal(raw_bytes(captured.output()), reference)) ++report.outputs_equal;
     }
-    const Duration r = wall([&] { captured->replay_resident(); });
+    const Duration r = wall([&] { captured.replay_resident(); });
     if (measured) resident_wall.push_back(r);
     backend->fill(device, 0xFF);
     const Duration c = wall([&] {
       backend->begin_switch(1);
       backend->copy_group(0, device, host);
       backend->wait_group(0);
-      captured->replay_resident();
+      captured.replay_resident();
     });
     if (measured) copy_then_wall.push_back(c);
     const Duration k = wall([&] {

@@ -8,6 +8,7 @@
 #include "controller_test_support.hpp"
 #include "psw/exec/decoder.hpp"
 #include "psw/exec/model_zoo.hpp"
+#include "psw/exec/torchscript.hpp"
 
 namespace psw::runtime {
 namespace {
@@ -90,6 +91,40 @@ models:
   }
   EXPECT_EQ(controller->stats().transfers, 4);
   EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
+// Note [TorchScript served through its graph]: a user's TorchScript model on the GPU is switched
+// through its captured forward (the worker says so on its stderr at start), its answers are the module's on
+// the device at the captured batch and, eagerly, at another, and depend on the input.
+TEST(ServeCuda, AUsersTorchScriptModelSwitchesThroughItsCapturedGraph) {
+  const std::filesystem::path dir = make_torchscript_files("cuda-torchscript");
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  auto reference = exec::load_torchscript(dir / "cnn.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
+  write_made_up_profile(dir / "profiles", *reference, reference->example_input(2, 0));
+  const ServeConfig config = write_config("cuda-torchscript", "workers: 2\ncache: off\nrequest_timeout_ms: 120000\n"
+                                          "models:\n  - name: cnn\n    torchscript: " + (dir / "cnn.pt").string() +
+                                          "\n    input_shape: [3, 16, 16]\n    batch: 2\n", dir / "profiles");
+  auto controller = start(config, "cuda");
+  ASSERT_TRUE(controller->ready());
+  torch::NoGradGuard no_grad;
+  reference->to(torch::kCUDA);
+  const torch::Tensor base = reference->forward(reference->example_input(2, 0).to(torch::kCUDA)).cpu();
+  for (std::uint64_t seed = 11; seed < 14; ++seed) {
+    const torch::Tensor input = reference->example_input(2, seed);
+    const torch::Tensor expected = reference->forward(input.to(torch::kCUDA)).cpu();
+    const torch::Tensor served = output_of(controller->infer(request_for(config.models.at(0), input)));
+    EXPECT_LT(relative_error(served, expected), 1e-3) << "seed " << seed;
+    EXPECT_LT(relative_error(served - base, expected - base), 1e-2) << "seed " << seed;
+  }
+  // Another batch than the captured one: the engine's eager copy-then-run.
+  const torch::Tensor three = reference->example_input(3, 21);
+  EXPECT_LT(relative_error(output_of(controller->infer(request_for(config.models.at(0), three))),
+                           reference->forward(three.to(torch::kCUDA)).cpu()),
+            1e-3);
+  EXPECT_EQ(controller->stats().transfers, 4);
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+  controller.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

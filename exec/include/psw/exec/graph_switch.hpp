@@ -13,11 +13,73 @@
 #include "psw/common/kernel_graph.hpp"
 #include "psw/common/model_profile.hpp"
 #include "psw/common/plan.hpp"
+#include "psw/exec/backend.hpp"
 #include "psw/exec/captured_forward.hpp"
+#include "psw/exec/model_zoo.hpp"
 #include "psw/exec/switch_benchmark.hpp"
 #include "psw/exec/torchscript.hpp"
 
 namespace psw::exec {
+
+// Note [Captured switch]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Items 1-3 of Note [Graph-pipelined switch] for a model whose tensors an engine has already
+// bound to its parameter region: the forward captured with `example` as its input, read back
+// and analysed, its layers timed from the capture, planned for the link, and the switch graph
+// built. `psw run --graph` measures it (run_graph_switch_benchmark) and the server's workers
+// answer a user's TorchScript model's requests with it (Note [TorchScript served through its
+// graph] in exec/runtime/worker). Planning measures: `profile_repeat` timed replays of the
+// capture, about that many forwards of device time.
+struct CapturedSwitchSpec {
+  HardwareProfile hardware;       // the link, for the plan, the prediction and the bound
+  Strategy strategy = Strategy::Optimal;
+  int profile_repeat = 20;        // replays timed per layer for the measured profile
+  SourceInfo source;              // date and versions for the measured profile (the device is filled here)
+};
+
+class CapturedSwitch {
+ public:
+  // `host` holds the parameters at the offsets `device` has them, and `model`'s tensors are
+  // bound to `device` (both uint8, 1-D, the same size; `host` pinned); all three must outlive
+  // this. `example` (on the device) is copied: requests' inputs are copied into the copy.
+  // InputError for a backend that cannot capture graphs and a forward that cannot be captured.
+  CapturedSwitch(Backend& backend, ZooModel& model, const torch::Tensor& example, const torch::Tensor& host,
+                 const torch::Tensor& device, const CapturedSwitchSpec& spec);
+
+  // A cold switch (the region assumed stale) and a resident run, on `input` (the example's
+  // shape and dtype: InputError otherwise) or on the input already in place. The output's
+  // memory is the capture's: overwritten by the next replay.
+  torch::Tensor switch_in_and_run(const torch::Tensor& input);
+  torch::Tensor run_resident(const torch::Tensor& input);
+  void replay_switch() { captured_->replay_switch(); }
+  void replay_resident() { captured_->replay_resident(); }
+  torch::Tensor output() const { return captured_->output(); }
+
+  const KernelGraph& graph() const { return captured_->description(); }
+  CapturedForward::ReadStats read_stats() const { return captured_->read_stats(); }
+  const KernelGraphAnalysis& analysis() const { return analysis_; }
+  const ModelProfile& profile() const { return profile_; }  // per layer, measured from the capture
+  const Grouping& groups() const { return groups_; }        // the plan's, over the analysis's layers
+  std::size_t copy_ranges() const { return copy_ranges_; }   // copy nodes in the switch graph
+  std::size_t added_edges() const { return added_edges_; }
+  Bytes param_bytes() const { return param_bytes_; }
+  Duration predicted() const { return predicted_; }  // the plan's timeline from the profile and the link
+  Duration bound() const { return bound_; }          // the pipeline bound of the same costs
+
+ private:
+  void take_input(const torch::Tensor& input);
+
+  torch::Tensor input_;  // the capture's input
+  std::unique_ptr<CapturedForward> captured_;
+  KernelGraphAnalysis analysis_;
+  ModelProfile profile_;
+  Grouping groups_;
+  std::size_t copy_ranges_ = 0;
+  std::size_t added_edges_ = 0;
+  Bytes param_bytes_ = 0;
+  Duration predicted_;
+  Duration bound_;
+};
 
 struct GraphSwitchSpec {
   std::string model;             // a TorchScript file

@@ -20,6 +20,7 @@
 
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/graph_switch.hpp"
 #include "psw/exec/weights.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
 #include "psw/runtime/ipc/service.hpp"
@@ -549,6 +550,8 @@ struct WorkerSlot {
   std::optional<exec::ParameterStore> store;
   std::optional<exec::DeviceRegion> device_region;
   std::unique_ptr<exec::PipelineEngine> engine;
+  // Note [TorchScript served through its graph]: a user's model's switch (null: the engine's).
+  std::unique_ptr<exec::CapturedSwitch> captured;
   torch::Tensor graph_input;  // the input its graphs were captured for (undefined: none)
 };
 
@@ -576,6 +579,7 @@ class Worker {
   std::unique_ptr<WorkerSlot> receive_slot(const Message& m, std::vector<UniqueFd>& fds);
   // Its engine, and its switch and resident graphs.
   void build_engine(WorkerSlot& slot);
+  void build_captured_switch(WorkerSlot& slot, const torch::Tensor& example);
   void receive_training_region();
   void make_training_job();
   void map_io();
@@ -791,12 +795,48 @@ void Worker::build_engine(WorkerSlot& slot) {
   // allocations: switches_eagerly_in_server, the definition the simulator's profile entries use.
   if (backend_->supports_graphs() && !switches_eagerly_in_server(config_.mechanism)) {
     const torch::Tensor example = served_example_input(*s.model, slot.entry, 0).to(backend_->device());
-    slot.engine->capture_graphs(example, /*traced=*/false);
+    if (!slot.entry.torchscript_file.empty() && mode_ == exec::TransferMode::Pipelined) {
+      build_captured_switch(slot, example);
+    } else {
+      slot.engine->capture_graphs(example, /*traced=*/false);
+    }
     slot.graph_input = example;
   }
   // The capture's warm-up ran the model: its pages go back to the host, so the first
   // request switches a cold model as every later one does.
   if (mode_ == exec::TransferMode::OnDemand) slot.engine->evict_to_host();
+}
+
+// Note [TorchScript served through its graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A user's TorchScript model has no gates inside its forward, so its engine can only copy every
+// group before the forward starts. Where the engine's graphs would be captured (a backend with
+// graphs, a mechanism that pipelines from one region), the worker instead captures the module's
+// forward over the model's region and switches it as `psw run --graph` does (Note
+// [Graph-pipelined switch], exec/captured_forward.hpp): the layers are the capture's, timed here
+// at start and planned for the config's link with the entry's strategy (a plan file is over the
+// module's layers, not the capture's: the strategy it was made with is not known, so Optimal).
+// The engine still binds the tensors to the region and runs requests of other batches eagerly.
+// Each worker measures and plans for itself; the plans may differ by the noise of the timing.
+void Worker::build_captured_switch(WorkerSlot& slot, const torch::Tensor& example) {
+  // The tensors bound and the TorchScript executor's first runs done (it may compile fused
+  // kernels then, which a capture cannot hold), as run_graph_switch_benchmark does.
+  for (int i = 0; i < 3; ++i) slot.engine->switch_in_and_run(example);
+  backend_->synchronize();
+  const std::int64_t packed = std::min(slot.store->bytes().numel(), slot.region.numel());
+  exec::CapturedSwitchSpec spec;
+  spec.hardware = *hardware_;
+  spec.strategy = slot.entry.plan_file.empty() ? grouping_strategy(config_.mechanism, slot.entry.strategy)
+                                               : Strategy::Optimal;
+  slot.captured = std::make_unique<exec::CapturedSwitch>(*backend_, *slot.served.model, example,
+                                                         slot.store->bytes().narrow(0, 0, packed),
+                                                         slot.region.narrow(0, 0, packed), spec);
+  const exec::CapturedSwitch& c = *slot.captured;
+  std::cerr << detail::concat("psw-exec: worker ", options_.worker_id, ": '", slot.entry.name,
+                              "' switches through its captured graph: ", c.graph().nodes.size(), " nodes, ",
+                              c.analysis().layers.size(), " layers in ", c.groups().size(), " groups, ",
+                              c.copy_ranges(), " copies; planned ", c.predicted().ms(), " ms, bound ", c.bound().ms(),
+                              " ms\n");
 }
 
 void Worker::make_training_job() {
@@ -971,8 +1011,20 @@ void Worker::infer(const Message& m, Message& reply) {
   const torch::Tensor& graph_input = slot.graph_input;
   const bool transfer = (m.flags & kFlagTransfer) != 0;
   const bool graph = graph_input.defined() && graph_input.sizes() == input.sizes();
-  torch::Tensor output = graph ? (transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input))
-                               : (transfer ? engine.switch_in_and_run(input) : engine.run_resident(input));
+  torch::Tensor output;
+  if (graph && slot.captured) {
+    // Note [TorchScript served through its graph]: the engine's marks around the replay, so
+    // the phases read as for any request; the first kernel's wait for its group is inside the
+    // graph, where no mark is: device_startup ends at the replay's start.
+    backend_->mark(exec::PipelineEngine::kMarkBegin);
+    backend_->mark(exec::PipelineEngine::kMarkFirstLayer);
+    output = transfer ? slot.captured->switch_in_and_run(input) : slot.captured->run_resident(input);
+    backend_->mark(exec::PipelineEngine::kMarkEnd);
+  } else if (graph) {
+    output = transfer ? engine.switch_in_and_run_graph(input) : engine.run_resident_graph(input);
+  } else {
+    output = transfer ? engine.switch_in_and_run(input) : engine.run_resident(input);
+  }
   record_device_times(engine, transfer && !graph, reply);
   output = output.contiguous().to(torch::kCPU);
   backend_->synchronize();
