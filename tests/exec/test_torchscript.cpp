@@ -14,6 +14,7 @@
 #include "exec_test_support.hpp"
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
+#include "psw/exec/graph_switch.hpp"
 #include "psw/exec/pipeline.hpp"
 #include "psw/exec/torchscript.hpp"
 #include "../common/input_error.hpp"
@@ -154,6 +155,18 @@ TEST(TorchScript, FilesAndInputsThatDoNotFitAreInputErrors) {
             std::string::npos);
   EXPECT_NE(input_error_of([&] { open_model((dir / "cnn.pt").string(), 0, torch::kBFloat16, {kImage}); })
                 .find("runs in the dtype it was saved in"),
+            std::string::npos);
+}
+
+// Note [Captured switch]: the host backend captures no graphs, so a server on it (CI's) runs a
+// user's model copy-then-forward; asked for the captured switch itself, it says why not.
+TEST(TorchScript, TheCapturedSwitchNeedsABackendWithGraphs) {
+  auto backend = make_backend("host");
+  auto model = load_torchscript(torchscript_dir() / "cnn.pt", kImage);
+  const torch::Tensor bytes = torch::zeros({64}, torch::kUInt8);
+  EXPECT_NE(input_error_of([&] {
+              CapturedSwitch(*backend, *model, model->example_input(1, 0), bytes, bytes, CapturedSwitchSpec{});
+            }).find("the host backend cannot capture graphs: cnn is pipelined through its captured graph on cuda only"),
             std::string::npos);
 }
 
