@@ -21,6 +21,7 @@
 #include "psw/common/link_fit.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
+#include "psw/exec/graph_switch.hpp"
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/profiler.hpp"
 
@@ -47,6 +48,7 @@ struct ProfileOptions {
   int decode_tokens = 0;                      // decoders: decode steps timed (0: none)
   std::string format = "table";              // table | json (what was measured and written, for scripts)
   ModelInputOptions input;                   // a TorchScript model's
+  bool graph = false;                        // a TorchScript model's layers from its captured graph
 };
 
 // " 4.1 kB 0.84GB/s 16.4 kB 3.39GB/s ...": the measured rate of every size, for the note.
@@ -69,7 +71,49 @@ Bytes parse_size(const std::string& text) {
   throw InputError("--link-max '" + text + "': expected 16MiB, 64MiB, 256MiB or 1GiB");
 }
 
+// Note [Captured switch]: one layer per layer of the captured graph's analysis, timed from the
+// capture, in the profile `psw run --graph --profile` and the planner take.
+void run_graph_profile(const ProfileOptions& o) {
+  if (!exec::names_torchscript(o.model)) {
+    throw InputError("--graph profiles a TorchScript model (.pt) from its captured graph; " + o.model + " is not one");
+  }
+  if (o.train || o.link || o.prompt_tokens != 0 || !o.prefill_tokens.empty() || o.decode_tokens != 0 ||
+      !o.base_profile.empty()) {
+    throw InputError("--graph: --train, --link, --base-profile and the decoder options do not apply (the layers are "
+                     "the capture's, inference only)");
+  }
+  exec::GraphSwitchSpec spec;
+  spec.model = o.model;
+  int batch = o.batch;
+  spec.inputs = model_input(o.input, batch);
+  if (spec.inputs.empty()) throw InputError(o.model + ": a TorchScript model needs its input's shape (--input-shape)");
+  spec.dtype = o.dtype;
+  spec.backend = o.backend;
+  spec.profile_repeat = o.repeat;
+  spec.source.date = today_utc();
+  spec.source.versions = libtorch_version();
+  const exec::CapturedProfile r = exec::profile_captured_graph(spec);
+  const std::string path = profile_path_in(o.out_dir, r.profile.name, o.dtype).string();
+  save_text(path, "# Measured by `psw profile --model " + o.model + " --graph` on " + r.device +
+                      "; do not edit by hand.\n" + to_yaml(r.profile));
+  Duration forward;
+  for (const auto& layer : r.profile.layers) forward += layer.forward_time.value_or(Duration::zero());
+  if (o.format == "json") {
+    std::cout << nlohmann::json{{"model", r.profile.name}, {"dtype", o.dtype}, {"batch", r.profile.batch},
+                                {"device", r.device}, {"nodes", r.nodes}, {"layers", r.profile.layers.size()},
+                                {"profile", path}, {"layers_forward_ms", forward.ms()}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%-12s %s (%s): %zu layers of its captured graph (%zu nodes) at batch %lld on %s -> %s\n", "model",
+                o.model.c_str(), o.dtype.c_str(), r.profile.layers.size(), r.nodes,
+                static_cast<long long>(r.profile.batch), r.device.c_str(), path.c_str());
+    std::printf("%-12s layers' forward %.3f ms (median of %d replays each)\n", "", forward.ms(), o.repeat);
+  }
+}
+
 void run_profile(const ProfileOptions& o) {
+  if (o.graph) return run_graph_profile(o);
   if (o.train_eager && !o.train) throw InputError("--train-eager needs --train");
   torch::ScalarType dtype;
   try {
@@ -280,6 +324,9 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_flag("--train-eager", options->train_eager,
                 "Time the training iteration eagerly instead of as a replayed graph (host dispatch included)");
   cmd->add_flag("--link", options->link, "Also measure pinned and pageable copies and fit the links");
+  cmd->add_flag("--graph", options->graph,
+                "A TorchScript model (.pt): its layers from its captured graph, each timed from the capture (cuda), "
+                "the profile psw run --graph --profile plans from");
   cmd->add_option("--link-max", options->link_max, "Largest copy: 16MiB, 64MiB, 256MiB or 1GiB")->capture_default_str();
   cmd->add_option("--hardware-name", options->hardware_name, "Name of the written hardware profile");
   cmd->add_option("--out", options->out_dir, "Output folder")->capture_default_str();

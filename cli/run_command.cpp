@@ -90,6 +90,10 @@ void run_graph_switch(const RunOptions& o) {
   spec.warmup = o.warmup;
   spec.source.date = today_utc();
   spec.source.versions = libtorch_version();
+  if (!o.profile_path.empty()) {  // the capture's profile, written by psw profile --graph
+    spec.profile = load_model_profile(o.profile_path);
+    spec.profile_origin = o.profile_path;
+  }
   const exec::GraphSwitchReport r = exec::run_graph_switch_benchmark(spec);
   if (!o.graph_out.empty()) write_kernel_graph(r.graph, o.graph_out);
   if (!o.profile_out.empty()) {
@@ -150,10 +154,11 @@ void run_graph_switch(const RunOptions& o) {
 
 void run(const RunOptions& o) {
   if (exec::names_torchscript(o.model) && o.graph) {
-    if (!o.plan_path.empty() || !o.groups_path.empty() || !o.profile_path.empty() || !o.timeline_path.empty() ||
-        !o.weights_path.empty() || o.placement != "copy" || o.mode != "pipeswitch") {
-      throw InputError("--graph with a TorchScript model plans from its captured graph: --plan, --groups, --profile, "
-                       "--timeline, --weights, --placement and --mode do not apply");
+    if (!o.plan_path.empty() || !o.groups_path.empty() || !o.timeline_path.empty() || !o.weights_path.empty() ||
+        o.placement != "copy" || o.mode != "pipeswitch") {
+      throw InputError("--graph with a TorchScript model plans from its captured graph (and --profile, a profile of "
+                       "that graph from psw profile --graph): --plan, --groups, --timeline, --weights, --placement "
+                       "and --mode do not apply");
     }
     if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
     run_graph_switch(o);

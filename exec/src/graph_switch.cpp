@@ -36,6 +36,33 @@ std::vector<GraphParameter> bound_parameters(ZooModel& model) {
   return parameters;
 }
 
+// A given profile of a capture, checked against the capture's own layers (`skeleton`: names,
+// bytes, batch and dtype); InputError naming the first difference.
+const ModelProfile& checked_capture_profile(const ModelProfile& given, const std::string& origin,
+                                            const ModelProfile& skeleton) {
+  const std::string where = origin.empty() ? std::string("the profile") : origin;
+  auto refuse = [&](const std::string& why) {
+    throw InputError(where + ": not a profile of this captured graph (" + why +
+                     "; psw profile --model FILE.pt --graph writes one)");
+  };
+  if (given.layers.size() != skeleton.layers.size()) {
+    refuse(detail::concat(given.layers.size(), " layers, the capture has ", skeleton.layers.size()));
+  }
+  if (given.batch != skeleton.batch || given.dtype != skeleton.dtype) {
+    refuse(detail::concat("batch ", given.batch, " ", given.dtype, ", the capture's is ", skeleton.batch, " ",
+                          skeleton.dtype));
+  }
+  for (std::size_t l = 0; l < given.layers.size(); ++l) {
+    const LayerProfile& a = given.layers[l];
+    const LayerProfile& b = skeleton.layers[l];
+    if (a.name != b.name || a.param_bytes != b.param_bytes) {
+      refuse(detail::concat("layer ", l, " is '", a.name, "' of ", a.param_bytes, " bytes, the capture's '", b.name,
+                            "' of ", b.param_bytes));
+    }
+  }
+  return given;
+}
+
 // The output's bytes, for a bit-for-bit comparison (NaN equals NaN, -0 differs from 0).
 torch::Tensor raw_bytes(const torch::Tensor& t) { return t.contiguous().view({-1}).view(torch::kUInt8); }
 
@@ -55,20 +82,27 @@ CapturedSwitch::CapturedSwitch(Backend& backend, ZooModel& model, const torch::T
                                       bound_parameters(model));
   analysis_ = analyze_kernel_graph(captured_->description());
 
-  // Item 2 of the note: the layers' times, the timestamps' cost removed (Note [Mark overhead]).
-  const CapturedForward::LayerTiming timing = captured_->time_layers(analysis_, spec.profile_repeat);
-  const Duration plain = captured_->time_resident(spec.profile_repeat);
-  std::vector<int> records(analysis_.layers.size(), 0);
-  for (std::size_t l = 0; l < analysis_.layers.size(); ++l) records[l] = analysis_.layers[l].nodes.empty() ? 0 : 1;
-  const std::vector<Duration> layer_times = remove_mark_overhead(timing.per_layer, records, plain);
-  SourceInfo source = spec.source;
-  source.kind = ProfileSource::Measured;
-  source.device = backend.device_description();
-  source.note = detail::concat("per layer of the captured graph (", graph().nodes.size(), " nodes, ",
-                               spec.profile_repeat, " replays; timestamps' cost removed: ", timing.instrumented.ms(),
-                               " ms instrumented, ", plain.ms(), " ms plain)");
   const auto batch = static_cast<int>(example.size(0));
-  profile_ = kernel_graph_profile(analysis_, model.name(), batch, zoo_dtype_name(model.dtype()), layer_times, source);
+  const std::string dtype = zoo_dtype_name(model.dtype());
+  if (spec.profile) {
+    profile_ = checked_capture_profile(*spec.profile, spec.profile_origin,
+                                       kernel_graph_profile(analysis_, model.name(), batch, dtype,
+                                                            std::vector<Duration>(analysis_.layers.size()), {}));
+  } else {
+    // Item 2 of the note: the layers' times, the timestamps' cost removed (Note [Mark overhead]).
+    const CapturedForward::LayerTiming timing = captured_->time_layers(analysis_, spec.profile_repeat);
+    const Duration plain = captured_->time_resident(spec.profile_repeat);
+    std::vector<int> records(analysis_.layers.size(), 0);
+    for (std::size_t l = 0; l < analysis_.layers.size(); ++l) records[l] = analysis_.layers[l].nodes.empty() ? 0 : 1;
+    const std::vector<Duration> layer_times = remove_mark_overhead(timing.per_layer, records, plain);
+    SourceInfo source = spec.source;
+    source.kind = ProfileSource::Measured;
+    source.device = backend.device_description();
+    source.note = detail::concat("per layer of the captured graph (", graph().nodes.size(), " nodes, ",
+                                 spec.profile_repeat, " replays; timestamps' cost removed: ", timing.instrumented.ms(),
+                                 " ms instrumented, ", plain.ms(), " ms plain)");
+    profile_ = kernel_graph_profile(analysis_, model.name(), batch, dtype, layer_times, source);
+  }
 
   const SwitchCosts costs = make_switch_costs(profile_, spec.hardware, Task::Inference);
   groups_ = make_plan(spec.strategy, costs).groups;
@@ -103,8 +137,20 @@ torch::Tensor CapturedSwitch::run_resident(const torch::Tensor& input) {
   return captured_->output();
 }
 
-GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
-  using namespace graph_switch_impl;
+namespace graph_switch_impl {
+
+// What both measurements start from: the model on the backend, bound to a private region in one
+// group, warmed, and its CapturedSwitch.
+struct CapturedSetup {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<ZooModel> model;
+  std::unique_ptr<PrivatePipeline> pipeline;
+  torch::Tensor host;    // the store and the region as the same number of bytes
+  torch::Tensor device;
+  std::unique_ptr<CapturedSwitch> captured;
+};
+
+CapturedSetup captured_setup(const GraphSwitchSpec& spec) {
   if (!names_torchscript(spec.model)) {
     throw InputError("--graph pipelines a TorchScript model (.pt) through its captured graph; " + spec.model +
                      " is not one (the zoo's models switch through their own gates: psw run without a .pt)");
@@ -113,32 +159,52 @@ GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
     throw InputError(detail::concat("--repeat must be at least 1 and --warmup not negative (", spec.repeat, ", ",
                                     spec.warmup, ")"));
   }
-  auto backend = make_backend(spec.backend);
-  if (!backend->supports_graphs()) {
-    throw InputError("--graph: the " + backend->name() + " backend cannot capture graphs; a TorchScript model is " +
+  CapturedSetup s;
+  s.backend = make_backend(spec.backend);
+  Backend& backend = *s.backend;
+  if (!backend.supports_graphs()) {
+    throw InputError("--graph: the " + backend.name() + " backend cannot capture graphs; a TorchScript model is " +
                      "pipelined through its captured graph on --backend cuda (without --graph it runs copy-then-forward)");
   }
-  auto model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs);
-  model->to(backend->device());
-  GraphSwitchReport report;
-  report.device = backend->device_description();
+  s.model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs);
+  s.model->to(backend.device());
   const int batch = static_cast<int>(spec.inputs.front().shape.front());
-  const torch::Tensor input = model->example_input(batch, 1).to(backend->device());
+  const torch::Tensor input = s.model->example_input(batch, 1).to(backend.device());
 
   // Note [Parameter binding]: one group for now; the switch's grouping is the graph's own.
-  auto pipeline = make_private_pipeline(*backend, *model, single_group(model->layers().size()));
-  PipelineEngine& engine = *pipeline->engine;
+  s.pipeline = make_private_pipeline(backend, *s.model, single_group(s.model->layers().size()));
   // Parameters in place, and the TorchScript executor's profiling runs done (it may compile
   // fused kernels on its first runs, which a capture cannot hold).
-  for (int i = 0; i < 3; ++i) engine.switch_in_and_run(input);
-  backend->synchronize();
+  for (int i = 0; i < 3; ++i) s.pipeline->engine->switch_in_and_run(input);
+  backend.synchronize();
 
   // The store and the region as the same number of bytes (the region may be rounded up).
-  const std::int64_t packed = std::min(pipeline->store.bytes().numel(), pipeline->region->bytes().numel());
-  const torch::Tensor host = pipeline->store.bytes().narrow(0, 0, packed);
-  const torch::Tensor device = pipeline->region->bytes().narrow(0, 0, packed);
-  CapturedSwitch captured(*backend, *model, input, host, device,
-                          CapturedSwitchSpec{spec.hardware, spec.strategy, spec.profile_repeat, spec.source});
+  const std::int64_t packed = std::min(s.pipeline->store.bytes().numel(), s.pipeline->region->bytes().numel());
+  s.host = s.pipeline->store.bytes().narrow(0, 0, packed);
+  s.device = s.pipeline->region->bytes().narrow(0, 0, packed);
+  CapturedSwitchSpec captured_spec{spec.hardware, spec.strategy, spec.profile_repeat, spec.source, spec.profile,
+                                   spec.profile_origin};
+  s.captured = std::make_unique<CapturedSwitch>(backend, *s.model, input, s.host, s.device, captured_spec);
+  return s;
+}
+
+}  // namespace graph_switch_impl
+
+CapturedProfile profile_captured_graph(const GraphSwitchSpec& spec) {
+  using namespace graph_switch_impl;
+  const CapturedSetup s = captured_setup(spec);
+  return CapturedProfile{s.backend->device_description(), s.captured->profile(), s.captured->graph().nodes.size()};
+}
+
+GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
+  using namespace graph_switch_impl;
+  CapturedSetup s = captured_setup(spec);
+  Backend* backend = s.backend.get();
+  CapturedSwitch& captured = *s.captured;
+  const torch::Tensor& host = s.host;
+  const torch::Tensor& device = s.device;
+  GraphSwitchReport report;
+  report.device = backend->device_description();
   report.graph = captured.graph();
   report.read = captured.read_stats();
   report.layers = captured.analysis().layers.size();

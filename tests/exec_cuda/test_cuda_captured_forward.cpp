@@ -9,6 +9,7 @@
 #include <string>
 
 #include "psw/common/config.hpp"
+#include "psw/common/error.hpp"
 #include "psw/common/kernel_graph.hpp"
 #include "psw/exec/backend.hpp"
 #include "psw/exec/captured_forward.hpp"
@@ -114,6 +115,42 @@ TEST(CudaCapturedForward, RunGraphSwitchReportsAPlannedSwitchEqualToTheResidentR
   EXPECT_GT(r.bound.ms(), 0.0);
   EXPECT_LE(r.bound.ms(), r.predicted.ms() + 1e-9);
   EXPECT_GT(r.latency.median_ms, 0.0);
+}
+
+// Note [Captured switch]: `psw profile --graph`'s profile is the capture's layers, and the switch
+// planned from it (psw run --graph --profile) is the one planned from its own timing; a profile
+// of other layers is refused, naming the first difference.
+TEST(CudaCapturedForward, TheCapturesProfileIsPlannedFromAndAnotherIsRefused) {
+  GraphSwitchSpec spec;
+  spec.model = save_mlp().string();
+  spec.inputs = {InputSpec{{32, 64}, torch::kFloat32}};
+  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  spec.repeat = 5;
+  spec.warmup = 1;
+  spec.profile_repeat = 5;
+  const CapturedProfile measured = profile_captured_graph(spec);
+  EXPECT_GT(measured.nodes, 0u);
+  EXPECT_EQ(measured.profile.batch, 32);
+  EXPECT_EQ(measured.profile.source.kind, ProfileSource::Measured);
+  ASSERT_GE(measured.profile.layers.size(), 2u);
+  spec.profile = measured.profile;
+  spec.profile_origin = "given.yaml";
+  const GraphSwitchReport r = run_graph_switch_benchmark(spec);
+  EXPECT_EQ(r.outputs_equal, r.outputs_checked);
+  ASSERT_EQ(r.profile.layers.size(), measured.profile.layers.size());
+  for (std::size_t l = 0; l < r.profile.layers.size(); ++l) {
+    EXPECT_EQ(r.profile.layers[l].forward_time, measured.profile.layers[l].forward_time) << "layer " << l;
+  }
+  ModelProfile other = measured.profile;
+  other.layers.pop_back();
+  spec.profile = other;
+  try {
+    run_graph_switch_benchmark(spec);
+    ADD_FAILURE() << "a profile of other layers was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("given.yaml: not a profile of this captured graph"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

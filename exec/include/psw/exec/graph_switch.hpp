@@ -6,6 +6,7 @@
 // report; the command only prints it.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct CapturedSwitchSpec {
   Strategy strategy = Strategy::Optimal;
   int profile_repeat = 20;        // replays timed per layer for the measured profile
   SourceInfo source;              // date and versions for the measured profile (the device is filled here)
+  // A profile of this capture (`psw profile --graph`, or `psw run --graph --profile-out`) to plan
+  // from instead of timing the layers; `profile_origin` names it in errors. InputError unless its
+  // layers are the analysis's (names and bytes).
+  std::optional<ModelProfile> profile;
+  std::string profile_origin;
 };
 
 class CapturedSwitch {
@@ -92,6 +98,8 @@ struct GraphSwitchSpec {
   int warmup = 5;
   int profile_repeat = 20;       // replays timed per layer for the measured profile
   SourceInfo source;             // date and versions for the measured profile (the device is filled here)
+  std::optional<ModelProfile> profile;  // planned from instead of measured (CapturedSwitchSpec)
+  std::string profile_origin;
 };
 
 struct GraphSwitchReport {
@@ -122,5 +130,15 @@ struct GraphSwitchReport {
 // InputError for a model that is not a TorchScript file, a backend that cannot capture graphs
 // (host), a forward that cannot be captured, and what open_model refuses.
 GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec);
+
+// `psw profile --model FILE.pt --graph`: the profile of the model's captured graph, one layer per
+// analysis layer, timed from the capture (spec.profile_repeat replays; repeat, warmup, hardware
+// and strategy are not used). The same errors.
+struct CapturedProfile {
+  std::string device;
+  ModelProfile profile;
+  std::size_t nodes = 0;
+};
+CapturedProfile profile_captured_graph(const GraphSwitchSpec& spec);
 
 }  // namespace psw::exec
