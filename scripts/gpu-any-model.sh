@@ -12,6 +12,7 @@
 #   scripts/gpu-any-model.sh [OUT_DIR [MODEL ...]]   # OUT_DIR defaults to results/gpu; MODEL: all
 #   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50) and requests
 #   PSW_GPU_SKIP_SERVE=1: without serving the models
+#   PSW_GPU_DEADLINE=EPOCH_SECONDS: models not started by then are skipped (a device call's limit)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
@@ -80,6 +81,9 @@ echo "== export ($(date -u +%T))"
 python3 "$root/scripts/export_models.py" "$work" "$@" > "$work/models.txt" 2> "$raw/export.err" || true
 cat "$work/models.txt"
 while read -r name file dtype specs; do
+  if [[ -n ${PSW_GPU_DEADLINE:-} ]] && (($(date +%s) > PSW_GPU_DEADLINE)); then
+    echo "!! $name: not run, past PSW_GPU_DEADLINE"; rm -f "$file"; continue
+  fi
   echo "== $name ($(date -u +%T))"
   args=()
   for spec in $specs; do args+=(--input-shape "${spec%%:*}" --input-dtype "${spec##*:}"); done
