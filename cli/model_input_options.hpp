@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "psw/common/error.hpp"
+#include "psw/exec/graph_switch.hpp"
 #include "psw/exec/torchscript.hpp"
+#include "measured_source.hpp"
 
 namespace psw::cli {
 
@@ -55,6 +57,21 @@ inline std::vector<exec::InputSpec> model_input(const ModelInputOptions& o, int&
   if (specs.front().shape[0] > 4096) throw InputError("--input-shape " + o.shapes.front() + ": a batch of at most 4096");
   batch = static_cast<int>(specs.front().shape[0]);
   return specs;
+}
+
+// A TorchScript model's spec for its captured graph (psw run --graph, psw profile --graph): its
+// inputs (the batch checked against --batch), dtype, backend and the measured profile's source.
+inline exec::GraphSwitchSpec graph_switch_spec(const std::string& model, const ModelInputOptions& input, int batch,
+                                               const std::string& dtype, const std::string& backend) {
+  exec::GraphSwitchSpec spec;
+  spec.model = model;
+  spec.inputs = model_input(input, batch);
+  if (spec.inputs.empty()) throw InputError(model + ": a TorchScript model needs its input's shape (--input-shape)");
+  spec.dtype = dtype;
+  spec.backend = backend;
+  spec.source.date = today_utc();
+  spec.source.versions = libtorch_version();
+  return spec;
 }
 
 }  // namespace psw::cli

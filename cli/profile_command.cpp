@@ -82,16 +82,8 @@ void run_graph_profile(const ProfileOptions& o) {
     throw InputError("--graph: --train, --link, --base-profile and the decoder options do not apply (the layers are "
                      "the capture's, inference only)");
   }
-  exec::GraphSwitchSpec spec;
-  spec.model = o.model;
-  int batch = o.batch;
-  spec.inputs = model_input(o.input, batch);
-  if (spec.inputs.empty()) throw InputError(o.model + ": a TorchScript model needs its input's shape (--input-shape)");
-  spec.dtype = o.dtype;
-  spec.backend = o.backend;
+  exec::GraphSwitchSpec spec = graph_switch_spec(o.model, o.input, o.batch, o.dtype, o.backend);
   spec.profile_repeat = o.repeat;
-  spec.source.date = today_utc();
-  spec.source.versions = libtorch_version();
   const exec::CapturedProfile r = exec::profile_captured_graph(spec);
   const std::string path = profile_path_in(o.out_dir, r.profile.name, o.dtype).string();
   save_text(path, "# Measured by `psw profile --model " + o.model + " --graph` on " + r.device +

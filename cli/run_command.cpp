@@ -78,18 +78,10 @@ std::string default_profile_path(const std::string& model, const std::string& dt
 
 // Note [Graph-pipelined switch]: a TorchScript model with --graph.
 void run_graph_switch(const RunOptions& o) {
-  exec::GraphSwitchSpec spec;
-  spec.model = o.model;
-  int batch = o.batch;
-  spec.inputs = model_input(o.input, batch);
-  if (spec.inputs.empty()) throw InputError(o.model + ": a TorchScript model needs its input's shape (--input-shape)");
-  spec.dtype = o.dtype;
+  exec::GraphSwitchSpec spec = graph_switch_spec(o.model, o.input, o.batch, o.dtype, o.backend);
   spec.hardware = load_hardware_profile(o.hardware_path);
-  spec.backend = o.backend;
   spec.repeat = o.repeat;
   spec.warmup = o.warmup;
-  spec.source.date = today_utc();
-  spec.source.versions = libtorch_version();
   if (!o.profile_path.empty()) {  // the capture's profile, written by psw profile --graph
     spec.profile = load_model_profile(o.profile_path);
     spec.profile_origin = o.profile_path;
