@@ -16,6 +16,8 @@ if [[ -d "$root/.gpu-carry/usr" ]]; then
   export LD_LIBRARY_PATH="$root/.gpu-carry/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   export PATH="$root/.gpu-carry/usr/bin:$PATH"
 fi
+# The python that holds PyTorch, for the tests that make TorchScript files (CI's is /usr/bin/python3).
+export PSW_PYTHON=${PSW_PYTHON:-$(command -v python3)}
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 echo "== configure ($(date -u +%T))"

@@ -51,8 +51,11 @@ inline ServeConfig write_config(const std::string& name, const std::string& body
 inline std::filesystem::path make_torchscript_files(const std::string& name) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-" + name + "-" + std::to_string(::getpid()));
-  const std::string command =
-      "/usr/bin/python3 " + std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
+  // CI's python with Debian's python3-torch; on a GPU host the one that holds PyTorch
+  // (scripts/gpu-build.sh sets PSW_PYTHON).
+  const char* python = std::getenv("PSW_PYTHON");
+  const std::string command = std::string(python != nullptr ? python : "/usr/bin/python3") + " " +
+                              std::string(PSW_SOURCE_DIR) + "/tests/exec/make_torchscript.py " + dir.string();
   EXPECT_EQ(std::system(command.c_str()), 0) << command << " (scripts/setup.sh installs python3-torch)";
   return dir;
 }
