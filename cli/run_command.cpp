@@ -52,6 +52,7 @@ struct RunOptions {
   std::string profile_path;   // model profile for planning and prediction (default: default_profile_path)
   std::string hardware_path = "configs/hardware/h200-pcie5.yaml";
   bool graph = false;
+  bool allow_uncaptured = false;  // Note [Uncaptured switch]
   std::string placement = "copy";
   std::string weights_path;  // empty: the zoo's random, seeded weights
   std::int64_t prompt_tokens = 0;  // decoders: 0 is the example's 128
@@ -76,6 +77,43 @@ std::string default_profile_path(const std::string& model, const std::string& dt
   return profile_path_in(dtype == "fp32" ? "configs/models/h200" : "configs/models", model, dtype).string();
 }
 
+// Note [Uncaptured switch]: --allow-uncaptured's run, which says that it was not captured and why.
+void print_uncaptured(const RunOptions& o, const exec::GraphSwitchReport& r) {
+  if (!o.graph_out.empty() || !o.profile_out.empty()) {
+    std::fprintf(stderr, "psw: --graph-out and --profile-out not written: the forward was not captured\n");
+  }
+  const auto stats = [](const exec::LatencyStats& l) {
+    return nlohmann::json{{"median", l.median_ms}, {"p99", l.p99_ms}, {"min", l.min_ms}};
+  };
+  if (o.format == "json") {
+    std::cout << nlohmann::json{{"model", o.model},
+                                {"device", r.device},
+                                {"captured", false},
+                                {"uncaptured_reason", r.uncaptured_reason},
+                                {"param_bytes", r.param_bytes},
+                                {"latency_ms", stats(r.latency)},
+                                {"resident_ms", stats(r.resident)},
+                                {"copy_only_ms", stats(r.copy_only)},
+                                {"outputs_checked", r.outputs_checked},
+                                {"outputs_equal", r.outputs_equal}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%s on %s, NOT captured (--allow-uncaptured): %s\n", o.model.c_str(), r.device.c_str(),
+                r.uncaptured_reason.c_str());
+    std::printf("%-18s median %.3f ms  p99 %.3f ms  (every parameter copied, then the eager forward; %.1f MB)\n",
+                "copy, then forward", r.latency.median_ms, r.latency.p99_ms, static_cast<double>(r.param_bytes) / 1e6);
+    std::printf("%-18s median %.3f ms\n", "resident forward", r.resident.median_ms);
+    std::printf("%-18s median %.3f ms\n", "the copy alone", r.copy_only.median_ms);
+    std::printf("%-18s %zu of %zu switches after poisoning equal the resident forward bit for bit\n", "outputs",
+                r.outputs_equal, r.outputs_checked);
+  }
+  if (r.outputs_equal != r.outputs_checked) {
+    throw Error(detail::concat(r.outputs_checked - r.outputs_equal, " of ", r.outputs_checked,
+                               " switches differ from the resident forward"));
+  }
+}
+
 // Note [Graph-pipelined switch]: a TorchScript model with --graph.
 void run_graph_switch(const RunOptions& o) {
   exec::GraphSwitchSpec spec = graph_switch_spec(o.model, o.input, o.batch, o.dtype, o.backend);
@@ -86,7 +124,9 @@ void run_graph_switch(const RunOptions& o) {
     spec.profile = load_model_profile(o.profile_path);
     spec.profile_origin = o.profile_path;
   }
+  spec.allow_uncaptured = o.allow_uncaptured;
   const exec::GraphSwitchReport r = exec::run_graph_switch_benchmark(spec);
+  if (!r.captured) return print_uncaptured(o, r);
   if (!o.graph_out.empty()) write_kernel_graph(r.graph, o.graph_out);
   if (!o.profile_out.empty()) {
     save_text(o.profile_out, "# Written by `psw run --graph` from the captured graph on " + r.device +
@@ -156,8 +196,8 @@ void run(const RunOptions& o) {
     run_graph_switch(o);
     return;
   }
-  if (!o.graph_out.empty() || !o.profile_out.empty()) {
-    throw InputError("--graph-out and --profile-out are for a TorchScript model (.pt) run with --graph");
+  if (!o.graph_out.empty() || !o.profile_out.empty() || o.allow_uncaptured) {
+    throw InputError("--graph-out, --profile-out and --allow-uncaptured are for a TorchScript model (.pt) run with --graph");
   }
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
   exec::SwitchBenchmarkSpec spec;
@@ -367,6 +407,9 @@ Action add_run_command(CLI::App& app) {
   cmd->add_flag("--graph", options->graph,
                 "Replay the switch as one captured graph (cuda backend); a TorchScript model is then pipelined "
                 "through its captured forward, planned from it");
+  cmd->add_flag("--allow-uncaptured", options->allow_uncaptured,
+                "A TorchScript model with --graph whose forward cannot be captured (a host synchronisation inside, or "
+                "a backend without graphs): measure its copy-then-forward switch instead of failing, and say so");
   cmd->add_option("--graph-out", options->graph_out,
                   "A TorchScript model with --graph: write its capture as read (psw graph --graph takes it)");
   cmd->add_option("--profile-out", options->profile_out,

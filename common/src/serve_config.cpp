@@ -129,6 +129,7 @@ ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesyst
                  "the file's stem '" + model.torchscript_file.stem().string() + "' is not the model's name '" +
                      model.name + "' (its profile, NAME.yaml, goes by the stem)");
     }
+    model.allow_uncaptured = m.boolean("allow_uncaptured", false);
     const std::vector<std::pair<std::string, std::string>> dtypes = {
         {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}, {"int64", "int64"}};
     const auto read_id_bound = [](MapReader& reader, const std::string& key, const std::string& dtype) {
@@ -164,7 +165,7 @@ ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesyst
       model.inputs.back().id_bound = read_id_bound(m, "input_id_bound", model.inputs.back().dtype);
     }
   } else {
-    for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound"}) {
+    for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound", "allow_uncaptured"}) {
       if (m.has(key)) {
         m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
       }
@@ -187,6 +188,7 @@ ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesyst
   m.mark_seen("input_dtype");
   m.mark_seen("inputs");
   m.mark_seen("input_id_bound");
+  m.mark_seen("allow_uncaptured");
   m.mark_seen("decoder");
   m.mark_seen("prompt_tokens");
   m.mark_seen("prompt_buckets");

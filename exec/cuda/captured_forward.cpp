@@ -253,14 +253,27 @@ class CudaCapturedForward final : public CapturedForward {
   CudaCapturedForward(const std::function<torch::Tensor()>& forward, std::vector<GraphParameter> parameters,
                       c10::cuda::CUDAStream stream, std::string device)
       : stream_(stream) {
+    capture_.capture_begin();
     try {
-      capture_.capture_begin();
       output_ = forward();
+    } catch (const std::exception& e) {
+      // The capture ends here too, so that the stream and the caching allocator (which routes
+      // allocations to the capture's pool until capture_end) work again for an uncaptured run;
+      // the capture, invalidated by what the forward did, fails to end, which is known.
+      try {
+        capture_.capture_end();
+      } catch (const std::exception&) {
+      }
+      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+      throw UncapturableError(std::string("the forward cannot be captured as a CUDA graph (does it synchronise with "
+                                          "the host, copy to the host or branch on a device value?): ") +
+                              (c10_error != nullptr ? c10_error->what_without_backtrace() : e.what()));
+    }
+    try {
       capture_.capture_end();
     } catch (const c10::Error& e) {
-      throw InputError(std::string("the forward cannot be captured as a CUDA graph (does it synchronise with the host, "
-                                   "or copy to the host?): ") +
-                       e.what_without_backtrace());
+      throw UncapturableError(std::string("the forward cannot be captured as a CUDA graph: ") +
+                              e.what_without_backtrace());
     }
     graph_ = capture_.raw_cuda_graph();
     description_.device = std::move(device);

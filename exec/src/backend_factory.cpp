@@ -21,8 +21,8 @@ void Backend::replay(std::size_t /*slot*/) {
 
 std::unique_ptr<CapturedForward> Backend::capture_forward(const std::function<torch::Tensor()>& /*forward*/,
                                                           std::vector<GraphParameter> /*parameters*/) {
-  throw InputError("the " + name() + " backend cannot capture a forward as a graph: pipelining a model through its "
-                   "captured graph needs --backend cuda");
+  throw UncapturableError("the " + name() + " backend cannot capture a forward as a graph: pipelining a model "
+                          "through its captured graph needs --backend cuda");
 }
 
 torch::Tensor Backend::allocate_shared_device(Bytes bytes) { return allocate_device(bytes); }

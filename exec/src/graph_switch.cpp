@@ -72,7 +72,7 @@ CapturedSwitch::CapturedSwitch(Backend& backend, ZooModel& model, const torch::T
                                const torch::Tensor& host, const torch::Tensor& device, const CapturedSwitchSpec& spec) {
   using namespace graph_switch_impl;
   if (!backend.supports_graphs()) {
-    throw InputError("the " + backend.name() + " backend cannot capture graphs: " + model.name() +
+    throw UncapturableError("the " + backend.name() + " backend cannot capture graphs: " + model.name() +
                      " is pipelined through its captured graph on cuda only");
   }
   PSW_CHECK(host.numel() == device.numel(), "a store of ", host.numel(), " bytes for a region of ", device.numel());
@@ -145,12 +145,14 @@ struct CapturedSetup {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<ZooModel> model;
   std::unique_ptr<PrivatePipeline> pipeline;
+  torch::Tensor input;   // the example, on the device
   torch::Tensor host;    // the store and the region as the same number of bytes
   torch::Tensor device;
-  std::unique_ptr<CapturedSwitch> captured;
+  std::unique_ptr<CapturedSwitch> captured;  // null until captured
 };
 
-CapturedSetup captured_setup(const GraphSwitchSpec& spec) {
+// Everything but the capture; the model warmed on the input.
+CapturedSetup prepared_setup(const GraphSwitchSpec& spec) {
   if (!names_torchscript(spec.model)) {
     throw InputError("--graph pipelines a TorchScript model (.pt) through its captured graph; " + spec.model +
                      " is not one (the zoo's models switch through their own gates: psw run without a .pt)");
@@ -162,14 +164,16 @@ CapturedSetup captured_setup(const GraphSwitchSpec& spec) {
   CapturedSetup s;
   s.backend = make_backend(spec.backend);
   Backend& backend = *s.backend;
-  if (!backend.supports_graphs()) {
-    throw InputError("--graph: the " + backend.name() + " backend cannot capture graphs; a TorchScript model is " +
-                     "pipelined through its captured graph on --backend cuda (without --graph it runs copy-then-forward)");
+  if (!backend.supports_graphs() && !spec.allow_uncaptured) {  // before the model is loaded and run
+    throw UncapturableError("--graph: the " + backend.name() + " backend cannot capture graphs; a TorchScript model is " +
+                            "pipelined through its captured graph on --backend cuda (without --graph, or with " +
+                            "--allow-uncaptured, it runs copy-then-forward)");
   }
   s.model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs);
   s.model->to(backend.device());
   const int batch = static_cast<int>(spec.inputs.front().shape.front());
-  const torch::Tensor input = s.model->example_input(batch, 1).to(backend.device());
+  s.input = s.model->example_input(batch, 1).to(backend.device());
+  const torch::Tensor& input = s.input;
 
   // Note [Parameter binding]: one group for now; the switch's grouping is the graph's own.
   s.pipeline = make_private_pipeline(backend, *s.model, single_group(s.model->layers().size()));
@@ -182,10 +186,59 @@ CapturedSetup captured_setup(const GraphSwitchSpec& spec) {
   const std::int64_t packed = std::min(s.pipeline->store.bytes().numel(), s.pipeline->region->bytes().numel());
   s.host = s.pipeline->store.bytes().narrow(0, 0, packed);
   s.device = s.pipeline->region->bytes().narrow(0, 0, packed);
+  return s;
+}
+
+void capture(CapturedSetup& s, const GraphSwitchSpec& spec) {
   CapturedSwitchSpec captured_spec{spec.hardware, spec.strategy, spec.profile_repeat, spec.source, spec.profile,
                                    spec.profile_origin};
-  s.captured = std::make_unique<CapturedSwitch>(backend, *s.model, input, s.host, s.device, captured_spec);
+  s.captured = std::make_unique<CapturedSwitch>(*s.backend, *s.model, s.input, s.host, s.device, captured_spec);
+}
+
+CapturedSetup captured_setup(const GraphSwitchSpec& spec) {
+  CapturedSetup s = prepared_setup(spec);
+  capture(s, spec);
   return s;
+}
+
+// Note [Uncaptured switch]: what --allow-uncaptured measures where the forward cannot be
+// captured: the engine's eager switch of the one group (the whole copy, then the module's
+// forward), after the region was poisoned, beside the resident forward and the copy alone.
+GraphSwitchReport uncaptured_benchmark(CapturedSetup& s, const GraphSwitchSpec& spec, const std::string& reason) {
+  Backend& backend = *s.backend;
+  PipelineEngine& engine = *s.pipeline->engine;
+  GraphSwitchReport report;
+  report.captured = false;
+  report.uncaptured_reason = reason;
+  report.device = backend.device_description();
+  report.param_bytes = static_cast<Bytes>(s.host.numel());
+  const torch::Tensor reference = raw_bytes(engine.run_resident(s.input)).clone();
+  std::vector<Duration> switch_wall, resident_wall, copy_wall;
+  for (int i = 0; i < spec.warmup + spec.repeat; ++i) {
+    const bool measured = i >= spec.warmup;
+    backend.fill(s.device, 0xFF);
+    torch::Tensor output;
+    const Duration w = wall_time(backend, [&] { output = engine.switch_in_and_run(s.input); });
+    if (measured) {
+      switch_wall.push_back(w);
+      ++report.outputs_checked;
+      if (torch::equal(raw_bytes(output), reference)) ++report.outputs_equal;
+    }
+    const Duration r = wall_time(backend, [&] { engine.run_resident(s.input); });
+    const Duration k = wall_time(backend, [&] {
+      backend.begin_switch(1);
+      backend.copy_group(0, s.device, s.host);
+    });
+    if (measured) {
+      resident_wall.push_back(r);
+      copy_wall.push_back(k);
+    }
+  }
+  report.latency = latency_stats(switch_wall);
+  report.copy_then_replay = report.latency;
+  report.resident = latency_stats(resident_wall);
+  report.copy_only = latency_stats(copy_wall);
+  return report;
 }
 
 }  // namespace graph_switch_impl
@@ -198,7 +251,13 @@ CapturedProfile profile_captured_graph(const GraphSwitchSpec& spec) {
 
 GraphSwitchReport run_graph_switch_benchmark(const GraphSwitchSpec& spec) {
   using namespace graph_switch_impl;
-  CapturedSetup s = captured_setup(spec);
+  CapturedSetup s = prepared_setup(spec);
+  try {
+    capture(s, spec);
+  } catch (const UncapturableError& e) {
+    if (!spec.allow_uncaptured) throw;
+    return uncaptured_benchmark(s, spec, e.what());
+  }
   Backend* backend = s.backend.get();
   CapturedSwitch& captured = *s.captured;
   const torch::Tensor& host = s.host;

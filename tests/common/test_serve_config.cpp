@@ -241,6 +241,19 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
   EXPECT_NE(error("  - {name: gone, torchscript: gone.pt, input_shape: [3]}\n").find("no such file"), std::string::npos);
   EXPECT_NE(error("  - {name: resnet152, input_shape: [3]}\n").find("input_shape is for TorchScript models"),
             std::string::npos);
+  // Note [Uncaptured switch]: off unless asked for, and for TorchScript models only.
+  EXPECT_FALSE(parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [8]}\n", origin)
+                   .models.at(0)
+                   .allow_uncaptured);
+  EXPECT_TRUE(parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [8], allow_uncaptured: true}\n",
+                                 origin)
+                  .models.at(0)
+                  .allow_uncaptured);
+  EXPECT_NE(error("  - {name: resnet152, allow_uncaptured: true}\n").find("allow_uncaptured is for TorchScript models"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, input_shape: [8], allow_uncaptured: maybe}\n")
+                .find("allow_uncaptured"),
+            std::string::npos);
   EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, inputs: [{name: a, shape: [1]}, {name: a, shape: [2]}]}\n")
                 .find("input 'a' is listed twice"),
             std::string::npos);

@@ -40,6 +40,23 @@ def forward(self, x):
   return file;
 }
 
+// A module whose forward branches on a device value: a host synchronisation, which a capture
+// cannot hold (Note [Uncaptured switch]).
+std::filesystem::path save_branching(const std::filesystem::path& file) {
+  torch::manual_seed(4);
+  torch::jit::Module module("Branching");
+  module.register_parameter("w", torch::randn({64, 64}) * 0.1, /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    h = torch.matmul(x, self.w)
+    if bool(h.sum() > 0):
+        h = h * 2.0
+    return torch.relu(h)
+)JIT");
+  module.save(file.string());
+  return file;
+}
+
 torch::Tensor raw(const torch::Tensor& t) { return t.contiguous().view({-1}).view(torch::kUInt8).clone(); }
 
 TEST(CudaCapturedForward, TheReaderFindsEveryParameterTheForwardReads) {
@@ -151,6 +168,34 @@ TEST(CudaCapturedForward, TheCapturesProfileIsPlannedFromAndAnotherIsRefused) {
     EXPECT_NE(std::string(e.what()).find("given.yaml: not a profile of this captured graph"), std::string::npos)
         << e.what();
   }
+}
+
+// Note [Uncaptured switch]: a forward that cannot be captured is one clear error, and with
+// allow_uncaptured it is measured copy-then-forward, said so, its outputs still checked; the
+// stream works again after the failed capture.
+TEST(CudaCapturedForward, AForwardThatCannotBeCapturedIsSaidAndRunsCopyThenForwardWhenAllowed) {
+  GraphSwitchSpec spec;
+  spec.model = save_branching(std::filesystem::temp_directory_path() / "psw_branching.pt").string();
+  spec.inputs = {InputSpec{{16, 64}, torch::kFloat32}};
+  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  spec.repeat = 5;
+  spec.warmup = 1;
+  spec.profile_repeat = 3;
+  try {
+    run_graph_switch_benchmark(spec);
+    ADD_FAILURE() << "a forward that synchronises with the host was captured";
+  } catch (const UncapturableError& e) {
+    EXPECT_NE(std::string(e.what()).find("the forward cannot be captured as a CUDA graph"), std::string::npos)
+        << e.what();
+  }
+  spec.allow_uncaptured = true;
+  const GraphSwitchReport r = run_graph_switch_benchmark(spec);
+  EXPECT_FALSE(r.captured);
+  EXPECT_NE(r.uncaptured_reason.find("cannot be captured"), std::string::npos) << r.uncaptured_reason;
+  EXPECT_EQ(r.outputs_checked, 5u);
+  EXPECT_EQ(r.outputs_equal, r.outputs_checked);
+  EXPECT_GT(r.latency.median_ms, 0.0);
+  EXPECT_TRUE(r.groups.empty());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // graphs (Note [Switch graphs]); the host tests cannot see graphs, so this is where a request
 // proves that it ran its own model's graph on the device.
 #include <gtest/gtest.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "controller_test_support.hpp"
@@ -123,6 +124,52 @@ TEST(ServeCuda, AUsersTorchScriptModelSwitchesThroughItsCapturedGraph) {
             1e-3);
   EXPECT_EQ(controller->stats().transfers, 4);
   EXPECT_EQ(controller->stats().failed_requests, 0);
+  controller.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Note [Uncaptured switch] served: a TorchScript model whose forward branches on a device value
+// stops the start with the reason, unless its entry allows it uncaptured; then it is served
+// copy-then-forward with the module's answers.
+TEST(ServeCuda, AnUncapturableModelStopsTheStartUnlessAllowedThenIsServedCopyThenForward) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psw-cuda-branching-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  torch::manual_seed(4);
+  torch::jit::Module module("Branching");
+  module.register_parameter("w", torch::randn({3 * 16 * 16, 10}) * 0.05, /*is_buffer=*/false);
+  module.define(R"JIT(
+def forward(self, x):
+    h = torch.matmul(torch.flatten(x, 1), self.w)
+    if bool(h.sum() > 0):
+        h = h * 2.0
+    return h
+)JIT");
+  module.save((dir / "branching.pt").string());
+  auto reference = exec::load_torchscript(dir / "branching.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
+  write_made_up_profile(dir / "profiles", *reference, reference->example_input(2, 0));
+  const std::string entry = "workers: 1\ncache: off\nrequest_timeout_ms: 120000\nmodels:\n  - name: branching\n"
+                            "    torchscript: " + (dir / "branching.pt").string() +
+                            "\n    input_shape: [3, 16, 16]\n    batch: 2\n";
+  try {
+    start(write_config("cuda-branching", entry, dir / "profiles"), "cuda");
+    ADD_FAILURE() << "a model that cannot be captured was served without allow_uncaptured";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be captured"), std::string::npos) << e.what();
+  }
+  const ServeConfig allowed = write_config("cuda-branching-allowed", entry + "    allow_uncaptured: true\n", dir / "profiles");
+  auto controller = start(allowed, "cuda");
+  ASSERT_TRUE(controller->ready());
+  torch::NoGradGuard no_grad;
+  reference->to(torch::kCUDA);
+  for (std::uint64_t seed = 11; seed < 13; ++seed) {
+    const torch::Tensor input = reference->example_input(2, seed);
+    const torch::Tensor expected = reference->forward(input.to(torch::kCUDA)).cpu();
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for(allowed.models.at(0), input))),
+                             expected),
+              1e-3)
+        << "seed " << seed;
+  }
   controller.reset();
   std::filesystem::remove_all(dir);
 }

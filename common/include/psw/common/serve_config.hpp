@@ -29,6 +29,7 @@
 //     - name: mynet
 //       torchscript: mynet.pt      # a user's TorchScript file (its stem is the name)
 //       input_shape: [3, 224, 224] # one sample of its input; input_dtype: fp32 (default)
+//       allow_uncaptured: false    # true: a forward that cannot be captured is served copy-then-forward
 //     - name: mybert               # a TorchScript module of several inputs, in its forward's order:
 //       torchscript: mybert.pt
 //       inputs: [{name: input_ids, shape: [128], dtype: int64, id_bound: 30522}, {name: attention_mask, shape: [128], dtype: int64}]
@@ -98,6 +99,9 @@ struct ServedModelConfig {
   // [Several inputs]: the server packs them into the one tensor the worker's model takes).
   std::filesystem::path torchscript_file;
   std::vector<TorchScriptInput> inputs;
+  // Note [Uncaptured switch] (exec/graph_switch.hpp): a TorchScript model whose forward cannot be
+  // captured is served copy-then-forward (the worker says so) instead of stopping the start.
+  bool allow_uncaptured = false;
   // The user's weights for a zoo model or decoder (a safetensors file, or a Hugging Face folder:
   // Note [Sharded weights] in exec/src/weights.cpp), loaded by the memory daemon before it packs
   // the model; empty: random, seeded. Not for a TorchScript file, which holds its own.

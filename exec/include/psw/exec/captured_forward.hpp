@@ -26,10 +26,20 @@
 
 #include <torch/torch.h>
 
+#include "psw/common/error.hpp"
 #include "psw/common/kernel_graph.hpp"
 #include "psw/common/units.hpp"
 
 namespace psw::exec {
+
+// A forward that cannot be captured as a graph (it synchronises with the host, copies to it,
+// branches on a device value), or a backend that captures none: where a user allowed it
+// (`--allow-uncaptured`, a served entry's `allow_uncaptured`), the model runs copy-then-forward
+// instead and says so; otherwise it is the input error it derives from.
+class UncapturableError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 class CapturedForward {
  public:

@@ -100,9 +100,24 @@ struct GraphSwitchSpec {
   SourceInfo source;             // date and versions for the measured profile (the device is filled here)
   std::optional<ModelProfile> profile;  // planned from instead of measured (CapturedSwitchSpec)
   std::string profile_origin;
+  // Note [Uncaptured switch]: where the forward cannot be captured (UncapturableError), measure
+  // copy-then-forward instead of failing.
+  bool allow_uncaptured = false;
 };
 
+// Note [Uncaptured switch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A forward that cannot be captured (UncapturableError: it synchronises with the host, copies to
+// it, branches on a device value; or the backend captures nothing) cannot be pipelined without
+// model code. With allow_uncaptured the run measures what the model can do instead, and says
+// so: `captured` false, the reason, and the copy-then-forward switch (every parameter copied,
+// then the module's eager forward) in `latency` and `copy_then_replay`, beside the eager
+// resident forward (`resident`) and the copy alone; the graph, the plan, the profile and the
+// bound are empty. The outputs are still checked against the resident forward after the region
+// was poisoned.
 struct GraphSwitchReport {
+  bool captured = true;
+  std::string uncaptured_reason;      // Note [Uncaptured switch]
   std::string device;
   KernelGraph graph;                  // the capture as read (psw graph takes it as a file)
   CapturedForward::ReadStats read;

@@ -795,12 +795,25 @@ void Worker::build_engine(WorkerSlot& slot) {
   // allocations: switches_eagerly_in_server, the definition the simulator's profile entries use.
   if (backend_->supports_graphs() && !switches_eagerly_in_server(config_.mechanism)) {
     const torch::Tensor example = served_example_input(*s.model, slot.entry, 0).to(backend_->device());
+    bool graphs = true;
     if (!slot.entry.torchscript_file.empty() && mode_ == exec::TransferMode::Pipelined) {
-      build_captured_switch(slot, example);
+      try {
+        build_captured_switch(slot, example);
+      } catch (const exec::UncapturableError& e) {
+        // Note [Uncaptured switch]: said, and served as the host serves it; otherwise the start stops.
+        if (!slot.entry.allow_uncaptured) {
+          throw InputError("model '" + slot.entry.name + "': " + e.what() +
+                           " (allow_uncaptured: true serves it copy-then-forward)");
+        }
+        std::cerr << detail::concat("psw-exec: worker ", options_.worker_id, ": '", slot.entry.name,
+                                    "' is not captured (allow_uncaptured), served copy-then-forward: ", e.what(), "\n");
+        slot.captured.reset();
+        graphs = false;
+      }
     } else {
       slot.engine->capture_graphs(example, /*traced=*/false);
     }
-    slot.graph_input = example;
+    if (graphs) slot.graph_input = example;
   }
   // The capture's warm-up ran the model: its pages go back to the host, so the first
   // request switches a cold model as every later one does.
