@@ -580,33 +580,35 @@ void expect_code(const std::function<void()>& call, ServiceError::Code code, con
 // The decision log replays (the withdrawals are the policy's RequestWithdrawn).
 TEST(Controller, CallersThatGiveUpAreWithdrawnAndAFullQueueRefuses) {
   auto controller = start(write_host_config("deadlines", "workers: 2\nmax_queue: 4\nrequest_timeout_ms: 300000\n"
-                                                    "models:\n  - name: bert_base\n    batch: 8\n"));
-  auto bert = exec::make_model("bert_base", 0);
+                                                    "models:\n  - name: bert_tiny\n    batch: 8\n"));
+  auto bert = exec::make_model("bert_tiny", 0);
   const torch::Tensor tokens = bert->example_input(8, 3);
-  // A slow request (a large batch: seconds on the host) runs while the others come.
-  const torch::Tensor slow = bert->example_input(48, 4);
-  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", slow)); });
+  // A slow request (a large batch of BERT-Tiny: about 80 GFLOP, seconds on the host's
+  // cores, against the tenth of a second the requests below take to be withdrawn, refused or
+  // queued) runs while the others come.
+  const torch::Tensor slow = bert->example_input(512, 4);
+  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_tiny", slow)); });
   ASSERT_TRUE(eventually([&] { return controller->stats().transfers == 1; }, 120s));
-  InferRequest cancelled = request_for("bert_base", tokens);
+  InferRequest cancelled = request_for("bert_tiny", tokens);
   cancelled.cancelled = [] { return true; };
   expect_code([&] { controller->infer(cancelled); }, ServiceError::Code::Cancelled,
               "the client cancelled the request while it waited in the queue (it will not run)");
-  InferRequest late = request_for("bert_base", tokens);
+  InferRequest late = request_for("bert_tiny", tokens);
   late.deadline = std::chrono::steady_clock::now() + 100ms;
   expect_code([&] { controller->infer(late); }, ServiceError::Code::DeadlineExceeded,
               "the request's deadline passed while it waited in the queue (it will not run)");
-  InferRequest past = request_for("bert_base", tokens);
+  InferRequest past = request_for("bert_tiny", tokens);
   past.deadline = std::chrono::steady_clock::now() - 1ms;
   expect_code([&] { controller->infer(past); }, ServiceError::Code::DeadlineExceeded, "before it reached the queue");
   EXPECT_EQ(controller->stats().withdrawn_requests, 2);
   // Backpressure: one running, three waiting (max_queue 4); the fifth is refused at once.
   std::vector<std::future<InferResponse>> waiting;
   for (int i = 0; i < 3; ++i) {
-    waiting.push_back(std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", tokens)); }));
+    waiting.push_back(std::async(std::launch::async, [&] { return controller->infer(request_for("bert_tiny", tokens)); }));
   }
   ASSERT_TRUE(eventually([&] { return controller->stats().requests == 6; }, 60s));
   ASSERT_EQ(controller->stats().transfers, 1) << "the slow request finished too soon for this test";
-  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::ResourceExhausted,
+  expect_code([&] { controller->infer(request_for("bert_tiny", tokens)); }, ServiceError::Code::ResourceExhausted,
               "the server's queue is full: 4 requests wait or run (max_queue 4)");
   EXPECT_EQ(controller->stats().refused_queue_full, 1);
   torch::NoGradGuard no_grad;
