@@ -968,14 +968,14 @@ TEST(Controller, ModelInfoMatchesTheZoo) {
   EXPECT_THROW(served_model_info(unknown), InputError);
 }
 
-// Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-base in fp32. A prompt
+// Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-Tiny in fp32. A prompt
 // is answered with its last position's logits, those of the model run alone, on every
 // switch; a prompt of another length and ids outside the vocabulary are refused before a
 // worker sees them, and the server goes on.
 TEST(Controller, ServesADecoderInBf16BesideAnotherModel) {
   const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
   auto decoder = exec::make_model(zoo, 0, torch::kBFloat16);
-  auto bert = exec::make_model("bert_base", 0);
+  auto bert = exec::make_model("bert_tiny", 0);
   torch::NoGradGuard no_grad;
   const torch::Tensor prompt = exec::as_decoder(*decoder)->example_tokens(1, 16, 3);
   const ServeConfig config = write_config("decoder", R"(workers: 2
@@ -986,7 +986,7 @@ models:
     prompt_tokens: 16
     dtype: bf16
     batch: 1
-  - name: bert_base
+  - name: bert_tiny
     batch: 1
 )", decoder_profiles("decoder", *decoder, prompt));
   const ServedModelConfig& served = config.models.at(0);
@@ -1001,7 +1001,7 @@ models:
   const torch::Tensor tokens = bert->example_input(1, 4);
   for (int i = 0; i < 2; ++i) {
     EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-2) << i;
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
   }
   EXPECT_EQ(controller->stats().transfers, 4);
   expect_code([&] { controller->infer(request_for(served, exec::as_decoder(*decoder)->example_tokens(1, 17, 3))); },
