@@ -7,7 +7,7 @@
 # Then a flood: 10,000 BERT requests with 10 ms deadlines, 1,000 in flight at a time; the server
 # answers every one, its thread count and resident memory stay bounded, and a request with a long
 # deadline afterwards is answered in about the time it took before the flood. The server is
-# configs/serve/host-tiny.yaml's; every request is BERT-Tiny's at batch 16, which runs for longer
+# configs/serve/host-tiny.yaml's; its requests are BERT-Tiny's at batch 16 (the timed ones 128), longer
 # than the deadlines even on an idle machine (tens of milliseconds; a second on CI's loaded cores),
 # so that a request that ran although its caller had given up is not hidden by its speed.
 #
@@ -39,10 +39,10 @@ infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                             request_serializer=pb.ModelInferRequest.SerializeToString,
                             response_deserializer=pb.ModelInferResponse.FromString)
 rng = random.Random(1)
-def bert_request():
-    ids = [rng.randrange(30522) for _ in range(16 * 128)]
+def bert_request(batch=16):
+    ids = [rng.randrange(30522) for _ in range(batch * 128)]
     request = pb.ModelInferRequest(model_name="bert_tiny")
-    request.inputs.add(name="input_ids", datatype="INT64", shape=[16, 128])
+    request.inputs.add(name="input_ids", datatype="INT64", shape=[batch, 128])
     request.raw_input_contents.append(struct.pack("<%dq" % len(ids), *ids))
     return request
 
@@ -90,13 +90,17 @@ def rss_mib(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024.0
 
 tokens = bert_request()
+# The request timed before and after the flood: a batch of 128, about as much work as one of
+# BERT-base, so that a slow spell of the shared cores (a few hundred milliseconds) is small beside
+# it, as the comparison's slack of 100 ms assumes.
+timed = bert_request(128)
 
 def timed_ms():
     # Each switches (cache off): the model's cold latency on this machine, median of three.
     times = []
     for _ in range(3):
         t0 = time.monotonic()
-        infer(tokens, timeout=60)
+        infer(timed, timeout=60)
         times.append((time.monotonic() - t0) * 1e3)
     return sorted(times)[1]
 
