@@ -142,12 +142,14 @@ inline void write_made_up_profile(const std::filesystem::path& dir, exec::ZooMod
 }
 
 // A decoder's served profile (write_made_up_profile) in a fresh folder, beside BERT-base's
-// H200 one.
+// H200 one and BERT-Tiny's analytic one.
 inline std::filesystem::path decoder_profiles(const std::string& name, exec::ZooModel& decoder, const torch::Tensor& prompt) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("psw-controller-" + name + "-profiles-" + std::to_string(::getpid()));
   write_made_up_profile(dir, decoder, prompt);
   std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/h200/bert_base.yaml", dir / "bert_base.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(std::string(PSW_SOURCE_DIR) + "/configs/models/bert_tiny.yaml", dir / "bert_tiny.yaml",
                              std::filesystem::copy_options::overwrite_existing);
   return dir;
 }

@@ -6,7 +6,10 @@
 # request with a 30 s deadline afterwards is served (Note [Deadlines], Note [Backpressure]).
 # Then a flood: 10,000 BERT requests with 10 ms deadlines, 1,000 in flight at a time; the server
 # answers every one, its thread count and resident memory stay bounded, and a request with a long
-# deadline afterwards is answered in about the time it took before the flood.
+# deadline afterwards is answered in about the time it took before the flood. The server is
+# configs/serve/host-tiny.yaml's; its requests are BERT-Tiny's at batch 16 (the timed ones 128), longer
+# than the deadlines even on an idle machine (tens of milliseconds; a second on CI's loaded cores),
+# so that a request that ran although its caller had given up is not hidden by its speed.
 #
 #   serve_deadlines.sh PSW PROTO_DIR
 set -euo pipefail
@@ -17,6 +20,7 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+serve_config=configs/serve/host-tiny.yaml
 start_ready_server --set max_queue=16
 /usr/bin/python3 - "$proto" "$sock" "$server" > "$work/clients.log" 2>&1 <<'PY' || { cat "$work/clients.log"; tail -20 "$work/serve.log"; echo "FAIL"; exit 1; }
 import collections, random, struct, sys, threading, time
@@ -35,10 +39,14 @@ infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                             request_serializer=pb.ModelInferRequest.SerializeToString,
                             response_deserializer=pb.ModelInferResponse.FromString)
 rng = random.Random(1)
-values = [rng.uniform(-1, 1) for _ in range(3 * 299 * 299)]
-request = pb.ModelInferRequest(model_name="inception_v3")
-request.inputs.add(name="input", datatype="FP32", shape=[1, 3, 299, 299])
-request.raw_input_contents.append(struct.pack("<%df" % len(values), *values))
+def bert_request(batch=16):
+    ids = [rng.randrange(30522) for _ in range(batch * 128)]
+    request = pb.ModelInferRequest(model_name="bert_tiny")
+    request.inputs.add(name="input_ids", datatype="INT64", shape=[batch, 128])
+    request.raw_input_contents.append(struct.pack("<%dq" % len(ids), *ids))
+    return request
+
+request = bert_request()
 before = threads_of(server)
 outcomes = collections.Counter()
 lock = threading.Lock()
@@ -81,16 +89,18 @@ def rss_mib(pid):
     with open("/proc/%d/status" % pid) as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024.0
 
-tokens = pb.ModelInferRequest(model_name="bert_base")
-tokens.inputs.add(name="input_ids", datatype="INT64", shape=[1, 128])
-tokens.raw_input_contents.append(struct.pack("<128q", *[rng.randrange(30522) for _ in range(128)]))
+tokens = bert_request()
+# The request timed before and after the flood: a batch of 128, about as much work as one of
+# BERT-base, so that a slow spell of the shared cores (a few hundred milliseconds) is small beside
+# it, as the comparison's slack of 100 ms assumes.
+timed = bert_request(128)
 
 def timed_ms():
     # Each switches (cache off): the model's cold latency on this machine, median of three.
     times = []
     for _ in range(3):
         t0 = time.monotonic()
-        infer(tokens, timeout=60)
+        infer(timed, timeout=60)
         times.append((time.monotonic() - t0) * 1e3)
     return sorted(times)[1]
 
@@ -116,7 +126,7 @@ threads_after, rss_after = threads_of(server), rss_mib(server)
 print("flood of 10000 (10 ms deadlines) in %.1f s: %s" % (flood_s, dict(flood)))
 print("server threads %d before, at most %d, %d after; RSS %.0f MiB before, at most %.0f, %.0f after" %
       (threads_before, peak_threads, threads_after, rss_before, peak_rss, rss_after))
-print("bert_base cold request %.0f ms before the flood, %.0f ms after" % (normal_ms, after_ms))
+print("bert_tiny cold request %.0f ms before the flood, %.0f ms after" % (normal_ms, after_ms))
 assert sum(flood.values()) == 10000, flood
 assert set(flood) <= {"OK", "DEADLINE_EXCEEDED", "UNAVAILABLE", "RESOURCE_EXHAUSTED", "CANCELLED"}, flood
 assert peak_threads <= threads_before + 40 and threads_after <= threads_before + 8, (threads_before, peak_threads, threads_after)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# psw serve with a decoder (Note [Decoder in the pipeline]): llama-tiny in bf16 beside BERT-base
+# psw serve with a decoder (Note [Decoder in the pipeline]): llama-tiny in bf16 beside BERT-Tiny
 # in fp32 on a host-backend server, the decoder's profile from psw profile. psw client shows its
 # tensors (a prompt of prompt_tokens ids in, BF16 logits out) and gets answers to random
 # prompts; docs/examples/generate_curl.sh generates over REST, plain and streamed (Note [Generate
@@ -21,7 +21,7 @@ root=$PWD
 "$psw" profile --model configs/zoo/llama-tiny.yaml --dtype bf16 --backend host --batch 1 --prompt-tokens 32 \
   --decode-tokens 4 --repeat 2 --out "$work/profiles" > /dev/null
 test -f "$work/profiles/bf16/llama-tiny.yaml" || { ls -R "$work/profiles"; echo "FAIL: no bf16 profile"; exit 1; }
-cp configs/models/h200/bert_base.yaml "$work/profiles/"
+cp configs/models/bert_tiny.yaml "$work/profiles/"  # analytic: a CPU server plans with any
 cat > "$work/serve.yaml" <<YAML
 mechanism: pipeswitch
 workers: 2
@@ -35,7 +35,7 @@ models:
     dtype: bf16
     prompt_tokens: 32
     batch: 1
-  - name: bert_base
+  - name: bert_tiny
     batch: 1
 YAML
 serve_config=$work/serve.yaml
@@ -47,20 +47,20 @@ bash docs/examples/generate_curl.sh "$url" llama-tiny > "$work/generate.log" 2>&
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --format json \
   > "$work/generate.json"
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 3 > "$work/generate.txt"
-# Note [Generation measured]: three calls, each after a BERT-base request (cache off: all cold).
+# Note [Generation measured]: three calls, each after a BERT-Tiny request (cache off: all cold).
 "$psw" client --socket "$sock" --generate llama-tiny --prompt-ids 1,15,43,290 --max-tokens 8 --repeat 3 \
-  --evict-with bert_base --format json > "$work/generate-measured.json"
+  --evict-with bert_tiny --format json > "$work/generate-measured.json"
 /usr/bin/python3 docs/examples/grpc_generate.py --proto-dir "$proto" --socket "$sock" --model llama-tiny \
   > "$work/generate.py.log" 2>&1 || { cat "$work/generate.py.log"; echo "FAIL: grpc_generate.py"; exit 1; }
 set +e
-"$psw" client --socket "$sock" --generate bert_base --prompt-ids 1,2 > /dev/null 2> "$work/not-decoder.err"
+"$psw" client --socket "$sock" --generate bert_tiny --prompt-ids 1,2 > /dev/null 2> "$work/not-decoder.err"
 rc=$?
 set -e
-test "$rc" = 2 && grep -q "model 'bert_base' is not a decoder" "$work/not-decoder.err" \
+test "$rc" = 2 && grep -q "model 'bert_tiny' is not a decoder" "$work/not-decoder.err" \
   || { cat "$work/not-decoder.err"; echo "FAIL: --generate of a model that is not a decoder: exit $rc"; exit 1; }
 "$psw" client --socket "$sock" --metadata --model llama-tiny --format json > "$work/metadata.json"
 "$psw" client --socket "$sock" --model llama-tiny --random --repeat 3 --format json > "$work/infer.json"
-"$psw" client --socket "$sock" --model bert_base --random --format json > "$work/bert.json"
+"$psw" client --socket "$sock" --model bert_tiny --random --format json > "$work/bert.json"
 cat > "$work/load.yaml" <<YAML
 name: load-decoder
 hardware: $root/configs/hardware/h200-pcie5.yaml
@@ -77,7 +77,7 @@ YAML
 "$psw" profile-serving --socket "$sock" --name host-decoder --device "$(uname -n)" --model llama-tiny --requests 2 \
   --gap-ms 20 --batch 1 --training-window 0 --out "$work/serving.yaml" > /dev/null 2> "$work/profile.err" \
   || { cat "$work/profile.err"; echo "FAIL: psw profile-serving"; exit 1; }
-grep -q "model: llama-tiny" "$work/serving.yaml" && ! grep -q "model: bert_base" "$work/serving.yaml" \
+grep -q "model: llama-tiny" "$work/serving.yaml" && ! grep -q "model: bert_tiny" "$work/serving.yaml" \
   || { cat "$work/serving.yaml"; echo "FAIL: the serving profile's models"; exit 1; }
 set +e
 "$psw" profile-serving --socket "$sock" --name x --device y --model gpt2 > /dev/null 2> "$work/unserved.err"
@@ -113,7 +113,7 @@ out = infer["outputs"][0]
 assert out["datatype"] == "BF16" and out["shape"] == [1, 512] and out["bytes"] == 1024, out
 assert any(v != 0 for v in out["first_values"]), out
 bert = json.load(open(f"{work}/bert.json"))
-assert bert["outputs"][0]["datatype"] == "FP32" and bert["outputs"][0]["shape"] == [1, 768], bert
+assert bert["outputs"][0]["datatype"] == "FP32" and bert["outputs"][0]["shape"] == [1, 128], bert
 rows = list(csv.DictReader(open(f"{work}/load/requests.csv")))
 assert len(rows) == 6 and all(r["model"] == "llama-tiny" and r["status"] == "ok" for r in rows), rows
 summary = json.load(open(f"{work}/load/summary.json"))
@@ -146,7 +146,7 @@ measured = json.load(open(f"{work}/generate-measured.json"))
 assert measured["output_ids"] == answer["output_ids"] and measured["outputs_equal"], (measured, answer)
 assert measured["ttft_cold_ms"]["count"] == 3 and measured["ttft_warm_ms"]["count"] == 0, measured
 assert measured["tpot_ms"]["count"] == 3 and 0 < measured["tpot_ms"]["min"] <= measured["tpot_ms"]["max"], measured
-assert measured["prompt_bucket"] == 16 and measured["evict_with"] == "bert_base", measured
+assert measured["prompt_bucket"] == 16 and measured["evict_with"] == "bert_tiny", measured
 table = open(f"{work}/generate.txt").read().splitlines()
 assert table[0].split()[1:] == [str(i) for i in answer["output_ids"][:3]], table
 # docs/examples/grpc_generate.py: eight tokens as they came, then the same answer.
@@ -154,4 +154,4 @@ python = open(f"{work}/generate.py.log").read().splitlines()
 assert python[:8] == ["token %d: %d" % (i, t) for i, t in enumerate(answer["output_ids"])], python
 assert python[8].startswith("answer: %s" % answer["output_ids"]), python
 PY
-echo "PASS: llama-tiny (bf16) served beside bert_base; psw client, generate over REST and psw load answered"
+echo "PASS: llama-tiny (bf16) served beside bert_tiny; psw client, generate over REST and psw load answered"

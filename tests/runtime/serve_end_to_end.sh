@@ -2,7 +2,9 @@
 # psw serve end to end on the host backend: start it, wait until ready, answer the C++ client,
 # the Python KServe client and psw bench-serve (each also with its tensors in shared memory),
 # refuse a second server on the same socket, then SIGTERM: exit 0, socket removed, no process
-# of the server left.
+# of the server left. The server is host-tiny.yaml's (BERT-Tiny served and trained) with a small
+# TorchScript model of fp32 input beside it (serve_lib.sh's tiny_config_with_fp32_model), so that
+# both of the protocol's int64 and fp32 tensors are sent, raw and typed.
 #
 #   serve_end_to_end.sh PSW PROTO_PYTHON_DIR
 set -euo pipefail
@@ -13,15 +15,16 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+tiny_config_with_fp32_model
 start_ready_server --trace "$work/trace.json" --metrics-listen 127.0.0.1:0
 test "$(stat -c %a "$sock")" = 600 || { echo "FAIL: socket mode $(stat -c %a "$sock")"; exit 1; }
 test "$(stat -c %a "$(dirname "$sock")")" = 700 || { echo "FAIL: socket folder mode"; exit 1; }
 # The C++ client: an answer of the right shape.
-"$psw" client --socket "$sock" --model bert_base --random --batch 2 --format json > "$work/client.json"
+"$psw" client --socket "$sock" --model bert_tiny --random --batch 2 --format json > "$work/client.json"
 grep -q '"pooled_output"' "$work/client.json" || { cat "$work/client.json"; echo "FAIL: psw client"; exit 1; }
 # The same request with its tensors in shared memory (the system shared memory extension): the
 # same outputs, and the client's object gone from /dev/shm once it exits.
-"$psw" client --socket "$sock" --model bert_base --random --batch 2 --format json --shared-memory > "$work/client_shm.json"
+"$psw" client --socket "$sock" --model bert_tiny --random --batch 2 --format json --shared-memory > "$work/client_shm.json"
 /usr/bin/python3 - "$work/client.json" "$work/client_shm.json" <<'PY'
 import json, sys
 raw, shm = (json.load(open(path)) for path in sys.argv[1:])
@@ -30,23 +33,23 @@ strip = lambda outputs: [{k: o[k] for k in ("name", "datatype", "shape", "bytes"
 assert strip(raw["outputs"]) == strip(shm["outputs"]), (raw["outputs"], shm["outputs"])
 assert all(o["bytes"] > 0 for o in shm["outputs"]), shm["outputs"]
 PY
-"$psw" client --socket "$sock" --model inception_v3 --random --shared-memory > "$work/client_shm.txt"
+"$psw" client --socket "$sock" --model bert_tiny --random --shared-memory > "$work/client_shm.txt"
 region=$(awk '$1 == "tensors" {print $NF}' "$work/client_shm.txt")
 test -n "$region" || { cat "$work/client_shm.txt"; echo "FAIL: psw client --shared-memory named no region"; exit 1; }
 test ! -e "/dev/shm/$region" || { echo "FAIL: /dev/shm/$region left behind"; exit 1; }
 # An ordinary gRPC client in Python, raw and through shared memory (same outputs required).
-/usr/bin/python3 tests/runtime/kserve_client.py --proto-dir "$proto" --socket "$sock" --model inception_v3 --batch 1 \
+/usr/bin/python3 tests/runtime/kserve_client.py --proto-dir "$proto" --socket "$sock" --model cnn --batch 1 \
   --shared-memory > "$work/python.log" || { cat "$work/python.log"; echo "FAIL: python client"; exit 1; }
 # Training goes on and is preempted by the requests; the metrics say so.
-"$psw" client --socket "$sock" --train-status resnet152 | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
+"$psw" client --socket "$sock" --train-status bert_tiny | grep -q "state *running" || { echo "FAIL: training not running"; exit 1; }
 # Started and not stopped: active, whether running or between tasks at this instant.
-"$psw" client --socket "$sock" --train-status resnet152 --format json \
+"$psw" client --socket "$sock" --train-status bert_tiny --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['active'] is True and t['stopped'] is False, t" \
   || { echo "FAIL: the training job is not active"; exit 1; }
 # The training windows (alone, then beside requests; Note [Training held]): the requests held
 # the job for part of the second window, and its rate while not held is at least its rate over
 # the whole window (before the switches below, which stop the job).
-"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 3 --rate 2 --batch 1 --switches 0 \
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1.5 --rate 2 --batch 1 --switches 0 \
   --out "$work/bench-window.json" 2>/dev/null
 /usr/bin/python3 - "$work/bench-window.json" <<'PY' || { echo "FAIL: bench-serve's training windows"; exit 1; }
 import json, sys
@@ -65,7 +68,7 @@ assert d["training_loss"]["alone"], d
 PY
 # Note [Training windows]: two rounds, the first with requests first: windows with requests,
 # alone, alone, with requests; the rates are each kind's steps over its windows' time.
-"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1.5 --rate 2 --batch 1 --switches 0 --requests-first \
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1 --rate 2 --batch 1 --switches 0 --requests-first \
   --rounds 2 --out "$work/bench-rounds.json" 2>/dev/null
 /usr/bin/python3 - "$work/bench-rounds.json" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
 import json, sys
@@ -73,7 +76,7 @@ d = json.load(open(sys.argv[1]))
 windows, loss, rates = d["training_windows"], d["training_loss"], d["training_steps_per_s"]
 assert d["spec"]["requests_first"] and d["spec"]["rounds"] == 2, d["spec"]
 assert [w["with_requests"] for w in windows] == [True, False, False, True], windows
-assert all(w["seconds"] >= 1.5 for w in windows), windows
+assert all(w["seconds"] >= 1 for w in windows), windows
 assert all(b["start_s"] >= a["start_s"] + a["seconds"] - 1e-6 for a, b in zip(windows, windows[1:])), windows
 assert [w["requests"] > 0 for w in windows] == [True, False, False, True], windows
 for kind, key in ((True, "with_requests"), (False, "alone")):
@@ -88,11 +91,13 @@ PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
 # Note [Training held]: preempted, so held for a while.
-"$psw" client --socket "$sock" --train-status resnet152 --format json \
+"$psw" client --socket "$sock" --train-status bert_tiny --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['preemptions'] >= 1 and t['held_s'] > 0, t" \
   || { echo "FAIL: the training job was never held"; exit 1; }
-"$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --shared-memory \
-  --out "$work/bench_shm.json" 2>/dev/null
+# BERT-Tiny's only: a TorchScript model's metadata gives its output no size ([-1]; its answers do),
+# so the client cannot size the output's region before the request.
+"$psw" bench-serve --socket "$sock" --model bert_tiny --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 \
+  --shared-memory --out "$work/bench_shm.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['spec']['shared_memory'] is True and d['switch_latency_ms']['count'] == 2, d" "$work/bench_shm.json"
 # Prometheus scrapes the metrics over HTTP; anything but GET /metrics is 404.
 url=$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$work/serve.log" | head -1)
@@ -108,7 +113,7 @@ except urllib.error.HTTPError as e:
 PY
 # A second server on the same socket: a clear error, exit 2, the first one unharmed.
 set +e
-"$psw" serve --config configs/serve/host-small.yaml --backend host --socket "$sock" 2> "$work/second.log"
+"$psw" serve --config "$serve_config" --backend host --socket "$sock" 2> "$work/second.log"
 rc=$?
 set -e
 test $rc -eq 2 && grep -q "another server is already listening" "$work/second.log" || { cat "$work/second.log"; echo "FAIL: second server rc=$rc"; exit 1; }
@@ -130,8 +135,8 @@ grep -q "stopped" "$work/serve.log"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 names = [e["name"] for e in events if e["ph"] == "X"]
-assert any(n.startswith("startup bert_base (switch)") for n in names), names[:20]
-assert any(n.startswith("run inception_v3 (switch)") for n in names), names[:20]
+assert any(n.startswith("startup bert_tiny (switch)") for n in names), names[:20]
+assert any(n.startswith("run cnn (switch)") for n in names), names[:20]
 assert any(n == "stopping training" for n in names), names[:20]
 assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
 PY

@@ -13,3 +13,23 @@ start_ready_server() {  # EXTRA_ARGS...
   echo "FAIL: never ready"
   exit 1
 }
+
+# The server of the tests whose subject is the server, not its models, when they need a model of
+# fp32 inputs (bert_tiny takes int64 token ids): configs/serve/host-tiny.yaml (BERT-Tiny served and
+# trained) with a second model, `cnn`, tests/exec/make_torchscript.py's conv-BatchNorm-ReLU-pool-
+# linear net of fp32 input Nx3x16x16 (a user's TorchScript file, Note [TorchScript models]),
+# profiled on this host by psw profile. Both answer in milliseconds on a CPU, where the zoo's
+# Inception-v3 and BERT-base take a second per request and half a minute to start a server.
+# Writes $work/serve.yaml and sets `serve_config` to it; needs `psw` and `work`.
+tiny_config_with_fp32_model() {
+  /usr/bin/python3 tests/exec/make_torchscript.py "$work/torchscript" \
+    || { echo "FAIL: tests/exec/make_torchscript.py (scripts/setup.sh installs python3-torch)"; exit 1; }
+  "$psw" profile --model "$work/torchscript/cnn.pt" --input-shape 1,3,16,16 --batch 1 --backend host --repeat 2 \
+    --out "$work/profiles" > "$work/profile.log" 2>&1 || { cat "$work/profile.log"; echo "FAIL: psw profile of cnn.pt"; exit 1; }
+  cp configs/models/bert_tiny.yaml "$work/profiles/"
+  # host-tiny.yaml's own settings, its paths made absolute, the profiles those above, cnn served.
+  sed -e "s#^hardware: \.\./#hardware: $PWD/configs/#" -e "s#^profiles: .*#profiles: $work/profiles#" \
+      -e "s#^models:\$#models:\n  - name: cnn\n    torchscript: $work/torchscript/cnn.pt\n    input_shape: [3, 16, 16]\n    batch: 1#" \
+      configs/serve/host-tiny.yaml > "$work/serve.yaml"
+  serve_config=$work/serve.yaml
+}

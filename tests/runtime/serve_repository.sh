@@ -3,7 +3,11 @@
 # host-backend server while its training job runs: over gRPC (psw client) and REST (curl), a
 # model of the serve config unloaded and loaded again, a new model loaded from its entry, every
 # refusal with its code, a worker killed after the loads (its successor has the models as they
-# stand), training never stopping, and the decision log replayed to the same decisions.
+# stand), training never stopping, and the decision log replayed to the same decisions. The server
+# is host-tiny.yaml's (BERT-Tiny served and trained) with a small TorchScript model beside it, cnn
+# (serve_lib.sh's tiny_config_with_fp32_model); the model it did not list is another TorchScript
+# file, classifier (profiled here): requests of either take milliseconds. (The load of a zoo model
+# from its entry: Controller.LoadsWithinTheDeviceMemoryLimitAndRefusesBeyondIt.)
 #
 #   serve_repository.sh PSW
 set -euo pipefail
@@ -13,11 +17,14 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+tiny_config_with_fp32_model
+"$psw" profile --model "$work/torchscript/classifier.pt" --input-shape 1,3,16,16 --batch 1 --backend host --repeat 2 \
+  --out "$work/profiles" > "$work/profile.log" 2>&1 || { cat "$work/profile.log"; echo "FAIL: psw profile of classifier.pt"; exit 1; }
 start_ready_server --http-listen 127.0.0.1:0 --decisions "$work/decisions.jsonl"
 url=$(sed -n 's/^psw serve: REST on \(http:[^ ]*\)$/\1/p' "$work/serve.log")
 fail() { tail -30 "$work/serve.log"; echo "FAIL: $1"; exit 1; }
 client() { "$psw" client --socket "$sock" "$@"; }
-steps() { client --train-status resnet152 --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["completed_steps"])'; }
+steps() { client --train-status bert_tiny --format json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["completed_steps"])'; }
 state() {  # MODEL: its state and reason in the index
   client --index --format json |
     /usr/bin/python3 -c 'import json,sys; m={e["name"]: e for e in json.load(sys.stdin)["models"]}; e=m.get(sys.argv[1]); print(e["state"] + " " + e["reason"] if e else "absent")' "$1"
@@ -35,27 +42,28 @@ expect_error() {
 steps_before=$(steps)
 
 # A model of the serve config, unloaded: not served, listed as unloaded, its memory freed.
-client --unload inception_v3 | tee -a "$work/timings.log" | grep -q "^unloaded inception_v3 in" || fail "unload"
-test "$(state inception_v3)" == "UNAVAILABLE unloaded" || fail "index after the unload: $(state inception_v3)"
-expect_error 2 "unknown model 'inception_v3'" client --model inception_v3 --random --batch 1
-expect_error 2 "model 'inception_v3' is not loaded" client --unload inception_v3
-for _ in $(seq 1 100); do grep -q "model 'inception_v3' unloaded: its memory is freed" "$work/serve.log" && break; sleep 0.1; done
-grep -q "model 'inception_v3' unloaded: its memory is freed" "$work/serve.log" || fail "the daemon never freed inception_v3"
+client --unload cnn | tee -a "$work/timings.log" | grep -q "^unloaded cnn in" || fail "unload"
+test "$(state cnn)" == "UNAVAILABLE unloaded" || fail "index after the unload: $(state cnn)"
+expect_error 2 "unknown model 'cnn'" client --model cnn --random --batch 1
+expect_error 2 "model 'cnn' is not loaded" client --unload cnn
+for _ in $(seq 1 100); do grep -q "model 'cnn' unloaded: its memory is freed" "$work/serve.log" && break; sleep 0.1; done
+grep -q "model 'cnn' unloaded: its memory is freed" "$work/serve.log" || fail "the daemon never freed cnn"
 # ... and loaded again from the serve config: served as before.
-client --load inception_v3 | tee -a "$work/timings.log" | grep -q "^loaded inception_v3 in" || fail "load from the serve config"
-test "$(state inception_v3)" == "READY " || fail "index after the load: $(state inception_v3)"
-client --model inception_v3 --random --batch 1 --format json > "$work/inception.json" || fail "inception_v3 after its reload"
+client --load cnn | tee -a "$work/timings.log" | grep -q "^loaded cnn in" || fail "load from the serve config"
+test "$(state cnn)" == "READY " || fail "index after the load: $(state cnn)"
+client --model cnn --random --batch 1 --format json > "$work/cnn.json" || fail "cnn after its reload"
 
 # A model the serve config does not list, loaded over REST from its entry (JSON in Triton's
 # "config" parameter), and served.
-curl -sS -o "$work/load.json" -w '%{http_code}\n' -X POST "$url/v2/repository/models/resnet152/load" \
-  -H 'Content-Type: application/json' -d '{"parameters": {"config": "{\"name\": \"resnet152\", \"batch\": 1}"}}' > "$work/code"
+entry="{\\\"name\\\": \\\"classifier\\\", \\\"torchscript\\\": \\\"$work/torchscript/classifier.pt\\\", \\\"input_shape\\\": [3, 16, 16], \\\"batch\\\": 1}"
+curl -sS -o "$work/load.json" -w '%{http_code}\n' -X POST "$url/v2/repository/models/classifier/load" \
+  -H 'Content-Type: application/json' -d "{\"parameters\": {\"config\": \"$entry\"}}" > "$work/code"
 test "$(cat "$work/code")" == 200 || { cat "$work/load.json"; fail "REST load: HTTP $(cat "$work/code")"; }
-client --model resnet152 --random --batch 1 --repeat 3 > "$work/resnet.log" || { cat "$work/resnet.log"; fail "resnet152 after its load"; }
-test "$(state resnet152)" == "READY " || fail "index after the REST load: $(state resnet152)"
+client --model classifier --random --batch 1 --repeat 3 > "$work/classifier.log" || { cat "$work/classifier.log"; fail "classifier after its load"; }
+test "$(state classifier)" == "READY " || fail "index after the REST load: $(state classifier)"
 
 # Refusals, each with its code, the server going on.
-expect_error 2 "is loaded already" client --load bert_base
+expect_error 2 "is loaded already" client --load bert_tiny
 expect_error 2 "no model 'gpt9' in the repository" client --load gpt9
 printf 'name: mobilenet\nbatch: 1\nwidth: 3\n' > "$work/unknown-key.yaml"
 expect_error 2 "width" client --load mobilenet --model-config "$work/unknown-key.yaml"
@@ -71,14 +79,14 @@ printf 'name: broken\ntorchscript: %s\ninput_shape: [3, 8, 8]\n' "$work/broken.p
 expect_error 2 "the load of 'broken' failed: .*broken.pt" client --load broken --model-config "$work/broken.yaml"
 [[ $(state broken) == "UNAVAILABLE its load failed: "* ]] || fail "index after a failed load: $(state broken)"
 expect_error 2 "is not loaded" client --unload gpt9
-code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' -X POST "$url/v2/repository/models/bert_base/unload" -d '{"parameters": {"force": true}}')
+code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' -X POST "$url/v2/repository/models/bert_tiny/unload" -d '{"parameters": {"force": true}}')
 test "$code" == 400 && grep -q "unknown parameter 'force'" "$work/bad.json" || { cat "$work/bad.json"; fail "REST unload with a bad body: HTTP $code"; }
 # The codes as HTTP statuses: ALREADY_EXISTS 409, NOT_FOUND 404, INVALID_ARGUMENT 400.
-for expected in "409 bert_base/load" "404 gpt9/unload" "404 gpt9/load"; do
+for expected in "409 bert_tiny/load" "404 gpt9/unload" "404 gpt9/load"; do
   code=$(curl -sS -o "$work/answer.json" -w '%{http_code}' "$url/v2/repository/models/${expected#* }" -d '{}')
   test "$code" == "${expected%% *}" || { cat "$work/answer.json"; fail "REST ${expected#* }: HTTP $code"; }
 done
-code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' -X POST "$url/v2/repository/models/bert_base/load" -d '[1]')
+code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' -X POST "$url/v2/repository/models/bert_tiny/load" -d '[1]')
 test "$code" == 400 || { cat "$work/bad.json"; fail "REST load with a bad body: HTTP $code"; }
 
 # A worker killed after the loads: its successor starts with the models as they stand.
@@ -89,12 +97,12 @@ for _ in $(seq 1 600); do
   grep -q "worker 1 ready" <(sed -n '/exited; starting a new one/,$p' "$work/serve.log") && break
   sleep 0.2
 done
-for _ in 1 2 3 4; do client --model resnet152 --random --batch 1 > /dev/null || fail "resnet152 after a worker's replacement"; done
-client --model inception_v3 --random --batch 1 > /dev/null || fail "inception_v3 after a worker's replacement"
+for _ in 1 2 3 4; do client --model classifier --random --batch 1 > /dev/null || fail "classifier after a worker's replacement"; done
+client --model cnn --random --batch 1 > /dev/null || fail "cnn after a worker's replacement"
 
 # Unloaded again, the new model is gone; training went on all along.
-client --unload resnet152 > /dev/null || fail "unload of the loaded model"
-expect_error 2 "unknown model 'resnet152'" client --model resnet152 --random --batch 1
+client --unload classifier > /dev/null || fail "unload of the loaded model"
+expect_error 2 "unknown model 'classifier'" client --model classifier --random --batch 1
 steps_after=$(steps)
 test "$steps_after" -gt "$steps_before" || fail "training stopped: $steps_before steps, then $steps_after"
 kill -TERM "$server"

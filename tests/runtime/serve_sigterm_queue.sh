@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # psw serve stopped (SIGTERM) with a full queue: the requests still waiting are answered
 # UNAVAILABLE ("the server is shutting down") at once instead of being run first, and the server
-# exits 0 with its socket removed. 40 cold requests of Inception-v3 are sent at once from Python
-# threads to a host-backend server (two workers: at most two run at a time, each in about a
-# second on CI's cores); SIGTERM comes when a few have been answered.
+# exits 0 with its socket removed. 40 cold requests of BERT-Tiny at batch 16 are sent at once from
+# Python threads to a host-backend server (configs/serve/host-tiny.yaml; two workers: at most two
+# run at a time, each in tens of milliseconds on an idle machine, longer than the 40 threads take
+# to send theirs, and in about a second on CI's loaded cores); SIGTERM comes when a few have been
+# answered.
 #
 #   serve_sigterm_queue.sh PSW PROTO_DIR
 set -euo pipefail
@@ -14,6 +16,7 @@ sock=$work/run/psw.sock
 cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "$0")/serve_lib.sh"
+serve_config=configs/serve/host-tiny.yaml
 start_ready_server
 /usr/bin/python3 - "$proto" "$sock" "$server" > "$work/clients.log" 2>&1 <<'PY' || { cat "$work/clients.log"; tail -20 "$work/serve.log"; echo "FAIL"; exit 1; }
 import collections, os, random, signal, struct, sys, threading, time
@@ -27,10 +30,10 @@ infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                             request_serializer=pb.ModelInferRequest.SerializeToString,
                             response_deserializer=pb.ModelInferResponse.FromString)
 rng = random.Random(1)
-values = [rng.uniform(-1, 1) for _ in range(3 * 299 * 299)]
-request = pb.ModelInferRequest(model_name="inception_v3")
-request.inputs.add(name="input", datatype="FP32", shape=[1, 3, 299, 299])
-request.raw_input_contents.append(struct.pack("<%df" % len(values), *values))
+ids = [rng.randrange(30522) for _ in range(16 * 128)]
+request = pb.ModelInferRequest(model_name="bert_tiny")
+request.inputs.add(name="input_ids", datatype="INT64", shape=[16, 128])
+request.raw_input_contents.append(struct.pack("<%dq" % len(ids), *ids))
 outcomes = collections.Counter()
 messages = []
 lock = threading.Lock()

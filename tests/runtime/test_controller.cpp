@@ -580,33 +580,35 @@ void expect_code(const std::function<void()>& call, ServiceError::Code code, con
 // The decision log replays (the withdrawals are the policy's RequestWithdrawn).
 TEST(Controller, CallersThatGiveUpAreWithdrawnAndAFullQueueRefuses) {
   auto controller = start(write_host_config("deadlines", "workers: 2\nmax_queue: 4\nrequest_timeout_ms: 300000\n"
-                                                    "models:\n  - name: bert_base\n    batch: 8\n"));
-  auto bert = exec::make_model("bert_base", 0);
+                                                    "models:\n  - name: bert_tiny\n    batch: 8\n"));
+  auto bert = exec::make_model("bert_tiny", 0);
   const torch::Tensor tokens = bert->example_input(8, 3);
-  // A slow request (a large batch: seconds on the host) runs while the others come.
-  const torch::Tensor slow = bert->example_input(48, 4);
-  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", slow)); });
+  // A slow request (a large batch of BERT-Tiny: about 80 GFLOP, seconds on the host's
+  // cores, against the tenth of a second the requests below take to be withdrawn, refused or
+  // queued) runs while the others come.
+  const torch::Tensor slow = bert->example_input(512, 4);
+  auto running = std::async(std::launch::async, [&] { return controller->infer(request_for("bert_tiny", slow)); });
   ASSERT_TRUE(eventually([&] { return controller->stats().transfers == 1; }, 120s));
-  InferRequest cancelled = request_for("bert_base", tokens);
+  InferRequest cancelled = request_for("bert_tiny", tokens);
   cancelled.cancelled = [] { return true; };
   expect_code([&] { controller->infer(cancelled); }, ServiceError::Code::Cancelled,
               "the client cancelled the request while it waited in the queue (it will not run)");
-  InferRequest late = request_for("bert_base", tokens);
+  InferRequest late = request_for("bert_tiny", tokens);
   late.deadline = std::chrono::steady_clock::now() + 100ms;
   expect_code([&] { controller->infer(late); }, ServiceError::Code::DeadlineExceeded,
               "the request's deadline passed while it waited in the queue (it will not run)");
-  InferRequest past = request_for("bert_base", tokens);
+  InferRequest past = request_for("bert_tiny", tokens);
   past.deadline = std::chrono::steady_clock::now() - 1ms;
   expect_code([&] { controller->infer(past); }, ServiceError::Code::DeadlineExceeded, "before it reached the queue");
   EXPECT_EQ(controller->stats().withdrawn_requests, 2);
   // Backpressure: one running, three waiting (max_queue 4); the fifth is refused at once.
   std::vector<std::future<InferResponse>> waiting;
   for (int i = 0; i < 3; ++i) {
-    waiting.push_back(std::async(std::launch::async, [&] { return controller->infer(request_for("bert_base", tokens)); }));
+    waiting.push_back(std::async(std::launch::async, [&] { return controller->infer(request_for("bert_tiny", tokens)); }));
   }
   ASSERT_TRUE(eventually([&] { return controller->stats().requests == 6; }, 60s));
   ASSERT_EQ(controller->stats().transfers, 1) << "the slow request finished too soon for this test";
-  expect_code([&] { controller->infer(request_for("bert_base", tokens)); }, ServiceError::Code::ResourceExhausted,
+  expect_code([&] { controller->infer(request_for("bert_tiny", tokens)); }, ServiceError::Code::ResourceExhausted,
               "the server's queue is full: 4 requests wait or run (max_queue 4)");
   EXPECT_EQ(controller->stats().refused_queue_full, 1);
   torch::NoGradGuard no_grad;
@@ -966,14 +968,14 @@ TEST(Controller, ModelInfoMatchesTheZoo) {
   EXPECT_THROW(served_model_info(unknown), InputError);
 }
 
-// Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-base in fp32. A prompt
+// Note [Decoder in the pipeline] served: llama-tiny in bf16 beside BERT-Tiny in fp32. A prompt
 // is answered with its last position's logits, those of the model run alone, on every
 // switch; a prompt of another length and ids outside the vocabulary are refused before a
 // worker sees them, and the server goes on.
 TEST(Controller, ServesADecoderInBf16BesideAnotherModel) {
   const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
   auto decoder = exec::make_model(zoo, 0, torch::kBFloat16);
-  auto bert = exec::make_model("bert_base", 0);
+  auto bert = exec::make_model("bert_tiny", 0);
   torch::NoGradGuard no_grad;
   const torch::Tensor prompt = exec::as_decoder(*decoder)->example_tokens(1, 16, 3);
   const ServeConfig config = write_config("decoder", R"(workers: 2
@@ -984,7 +986,7 @@ models:
     prompt_tokens: 16
     dtype: bf16
     batch: 1
-  - name: bert_base
+  - name: bert_tiny
     batch: 1
 )", decoder_profiles("decoder", *decoder, prompt));
   const ServedModelConfig& served = config.models.at(0);
@@ -999,7 +1001,7 @@ models:
   const torch::Tensor tokens = bert->example_input(1, 4);
   for (int i = 0; i < 2; ++i) {
     EXPECT_LT(relative_error(output_of(controller->infer(request_for(served, prompt)), "BF16"), expected), 1e-2) << i;
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_base", tokens))), bert->forward(tokens)), 1e-5);
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
   }
   EXPECT_EQ(controller->stats().transfers, 4);
   expect_code([&] { controller->infer(request_for(served, exec::as_decoder(*decoder)->example_tokens(1, 17, 3))); },
