@@ -3,8 +3,9 @@ user would (torch.jit.trace in eval mode), for scripts/gpu-any-model.sh:
 
     export_models.py OUT_DIR [NAME ...]
 
-Writes OUT_DIR/NAME.pt and prints one line per model, `NAME FILE DTYPE SHAPE:DTYPE ...`, for the
-shell script to pass to `psw run` (--dtype, then one --input-shape/--input-dtype per input).
+Writes OUT_DIR/NAME.pt and prints one line per model, `NAME FILE DTYPE OUTPUT SHAPE:DTYPE ...`, for
+the shell script to pass to `psw run` (--dtype, then one --input-shape/--input-dtype per input) and
+to `psw serve` (OUTPUT: one sample's output shape, comma-separated, the entry's output_shape).
 Weights are random (no download on the GPU host); the switch and its checks do not depend on them.
 A model whose library or trace fails is reported on stderr and skipped.
 """
@@ -80,10 +81,13 @@ def export(name, out):
                      else torch.randn(shape, device="cuda", dtype=dtype) for shape, d in inputs)
     with torch.no_grad():
         traced = torch.jit.trace(model, examples, check_trace=False)
+        output = traced(*examples)
+    output = output[0] if isinstance(output, (tuple, list)) else output
     path = os.path.join(out, name + ".pt")
     traced.save(path)
     specs = " ".join(",".join(map(str, shape)) + ":" + NAMES[dtype if d != torch.int64 else d] for shape, d in inputs)
-    print(name, path, NAMES[dtype], specs, flush=True)
+    # One sample's output shape (comma-separated), for a server's metadata (output_shape).
+    print(name, path, NAMES[dtype], ",".join(map(str, output.shape[1:])), specs, flush=True)
 
 
 def main(out, names):

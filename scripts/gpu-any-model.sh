@@ -38,8 +38,8 @@ echo "== link ($(date -u +%T))"
 hardware="$raw/link/measured-link.yaml"
 # The model served alone, cold every request: its module-level profile (psw serve's plan packs
 # the store by it), a config, the server, the client's latencies with inputs in shared memory.
-serve_model() {  # NAME FILE DTYPE SPEC (one input: SHAPE:DTYPE)
-  local name=$1 file=$2 dtype=$3 spec=$4 dir="$work/serve-$1"
+serve_model() {  # NAME FILE DTYPE OUTPUT SPEC (one input: SHAPE:DTYPE; OUTPUT: one sample's, comma-separated)
+  local name=$1 file=$2 dtype=$3 output=$4 spec=$5 dir="$work/serve-$1"
   local shape=${spec%%:*}
   local batch=${shape%%,*} rest=${shape#*,}
   mkdir -p "$dir"
@@ -60,6 +60,7 @@ models:
     batch: $batch
     input_shape: [${rest}]
     input_dtype: ${spec##*:}
+    output_shape: [${output}]
 YAML
   local sock="$dir/serve.sock"
   (cd "$root" && "$build/cli/psw" serve --backend cuda --config "$dir/serve.yaml" --socket "$sock") 2> "$raw/$name-serve.log" &
@@ -80,7 +81,7 @@ YAML
 echo "== export ($(date -u +%T))"
 python3 "$root/scripts/export_models.py" "$work" "$@" > "$work/models.txt" 2> "$raw/export.err" || true
 cat "$work/models.txt"
-while read -r name file dtype specs; do
+while read -r name file dtype output specs; do
   if [[ -n ${PSW_GPU_DEADLINE:-} ]] && (($(date +%s) > PSW_GPU_DEADLINE)); then
     echo "!! $name: not run, past PSW_GPU_DEADLINE"; rm -f "$file"; continue
   fi
@@ -94,7 +95,7 @@ while read -r name file dtype specs; do
   else
     echo "!! $name: $(tail -1 "$raw/$name.err")"
   fi
-  [[ -z ${PSW_GPU_SKIP_SERVE:-} ]] && serve_model "$name" "$file" "$dtype" $specs
+  [[ -z ${PSW_GPU_SKIP_SERVE:-} ]] && serve_model "$name" "$file" "$dtype" "$output" $specs
   rm -f "$file"
 done < "$work/models.txt"
 python3 "$root/scripts/any_model_report.py" "$raw" "$root/scripts/environment.sh" "$out/any-model.json" > "$report"

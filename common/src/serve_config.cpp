@@ -164,8 +164,9 @@ ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesyst
       model.inputs.push_back({"input", read_shape(m, "input_shape"), optional_choice<std::string>(m, "input_dtype", dtypes, "fp32")});
       model.inputs.back().id_bound = read_id_bound(m, "input_id_bound", model.inputs.back().dtype);
     }
+    if (m.has("output_shape")) model.output_shape = read_shape(m, "output_shape");
   } else {
-    for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound", "allow_uncaptured"}) {
+    for (const char* key : {"input_shape", "input_dtype", "inputs", "input_id_bound", "allow_uncaptured", "output_shape"}) {
       if (m.has(key)) {
         m.fail_key(key, m.get(key), std::string(key) + " is for TorchScript models (torchscript: FILE.pt)");
       }
@@ -189,6 +190,7 @@ ServedModelConfig parse_served_model(const YAML::Node& node, const std::filesyst
   m.mark_seen("inputs");
   m.mark_seen("input_id_bound");
   m.mark_seen("allow_uncaptured");
+  m.mark_seen("output_shape");
   m.mark_seen("decoder");
   m.mark_seen("prompt_tokens");
   m.mark_seen("prompt_buckets");

@@ -12,9 +12,10 @@ curl -sf "$url/v2/models/bert_base/ready" && echo "bert_base ready"
 curl -sf "$url/v2/repository/index" -H 'Content-Type: application/json' -d '{}' && echo  # every model's state
 # Inference with a JSON tensor: 128 token ids (BERT-base takes INT64 [batch, 128]).
 ids=$(seq -s, 101 228)
-curl -sf "$url/v2/models/bert_base/infer" -H 'Content-Type: application/json' \
-  -d "{\"id\": \"curl-1\", \"inputs\": [{\"name\": \"input_ids\", \"shape\": [1, 128], \"datatype\": \"INT64\", \"data\": [$ids]}]}" \
-  | head -c 300 && echo " ..."
+# (The answer is read whole, then cut: `curl | head -c` would end curl early, and the line.)
+answer=$(curl -sf "$url/v2/models/bert_base/infer" -H 'Content-Type: application/json' \
+  -d "{\"id\": \"curl-1\", \"inputs\": [{\"name\": \"input_ids\", \"shape\": [1, 128], \"datatype\": \"INT64\", \"data\": [$ids]}]}")
+echo "${answer:0:300} ..."
 # The same with the binary tensor extension: the JSON header, then the raw little-endian bytes;
 # the answer comes back binary too (its JSON header's length in Inference-Header-Content-Length).
 header='{"inputs": [{"name": "input_ids", "shape": [1, 128], "datatype": "INT64", "parameters": {"binary_data_size": 1024}}], "parameters": {"binary_data_output": true}}'

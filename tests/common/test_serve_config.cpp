@@ -251,6 +251,15 @@ TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {
                   .allow_uncaptured);
   EXPECT_NE(error("  - {name: resnet152, allow_uncaptured: true}\n").find("allow_uncaptured is for TorchScript models"),
             std::string::npos);
+  EXPECT_EQ(parse_serve_config(head + "  - {name: mynet, torchscript: mynet.pt, input_shape: [8], output_shape: [10, 2]}\n",
+                               origin)
+                .models.at(0)
+                .output_shape,
+            (std::vector<std::int64_t>{10, 2}));
+  EXPECT_NE(error("  - {name: resnet152, output_shape: [1000]}\n").find("output_shape is for TorchScript models"),
+            std::string::npos);
+  EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, input_shape: [8], output_shape: [0]}\n").find("output_shape[0]"),
+            std::string::npos);
   EXPECT_NE(error("  - {name: mynet, torchscript: mynet.pt, input_shape: [8], allow_uncaptured: maybe}\n")
                 .find("allow_uncaptured"),
             std::string::npos);

@@ -1252,20 +1252,39 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
   auto reference = exec::load_torchscript(dir / "cnn.pt", exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32});
   const torch::Tensor input = reference->example_input(2, 9);
   write_made_up_profile(dir / "profiles", *reference, input);
-  const ServeConfig config = write_config("torchscript", "workers: 2\nmodels:\n  - name: cnn\n    torchscript: " +
-                                                             (dir / "cnn.pt").string() +
-                                                             "\n    input_shape: [3, 16, 16]\n    batch: 2\n",
-                                          dir / "profiles");
+  // The same file as `stated`, whose config states an output shape, and as `misstated`, whose
+  // config states another than the forward gives.
+  for (const char* name : {"stated", "misstated"}) {
+    std::filesystem::copy_file(dir / "cnn.pt", dir / (std::string(name) + ".pt"));
+    std::filesystem::copy_file(dir / "profiles" / "cnn.yaml", dir / "profiles" / (std::string(name) + ".yaml"));
+    std::string text;
+    std::ifstream in(dir / "profiles" / (std::string(name) + ".yaml"));
+    for (std::string line; std::getline(in, line);) text += (line == "name: cnn" ? "name: " + std::string(name) : line) + "\n";
+    in.close();
+    std::ofstream(dir / "profiles" / (std::string(name) + ".yaml")) << text;
+  }
+  std::string models;
+  for (const auto& [name, output] : {std::pair{"cnn", ""}, {"stated", "[5]"}, {"misstated", "[7]"}}) {
+    models += std::string("  - name: ") + name + "\n    torchscript: " + (dir / (std::string(name) + ".pt")).string() +
+              "\n    input_shape: [3, 16, 16]\n    batch: 2\n" +
+              (std::string(output).empty() ? "" : "    output_shape: " + std::string(output) + "\n");
+  }
+  const ServeConfig config = write_config("torchscript", "workers: 2\nmodels:\n" + models, dir / "profiles");
   const ModelInfo info = served_model_info(config.models.at(0));
   EXPECT_EQ(info.inputs.at(0).name, "input");
   EXPECT_EQ(info.inputs.at(0).shape, (std::vector<std::int64_t>{-1, 3, 16, 16}));
+  EXPECT_EQ(info.outputs.at(0).shape, (std::vector<std::int64_t>{-1}));  // not stated: the rank comes with the answer
+  EXPECT_EQ(served_model_info(config.models.at(1)).outputs.at(0).shape, (std::vector<std::int64_t>{-1, 5}));
   auto controller = start(config);
   torch::NoGradGuard no_grad;
   const torch::Tensor expected = reference->forward(input);
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(torch::equal(output_of(controller->infer(request_for(config.models.at(0), input))), expected)) << i;
   }
-  EXPECT_EQ(controller->stats().transfers, 2);
+  EXPECT_TRUE(torch::equal(output_of(controller->infer(request_for(config.models.at(1), input))), expected));
+  expect_code([&] { controller->infer(request_for(config.models.at(2), input)); }, ServiceError::Code::InvalidArgument,
+              "model 'misstated' answered Float [2, 5], but its output_shape in the serve config is [7] per sample");
+  EXPECT_EQ(controller->stats().transfers, 4);
   expect_code([&] { controller->infer(request_for(config.models.at(0), torch::zeros({2, 3, 17, 16}))); },
               ServiceError::Code::InvalidArgument, "cnn's input dimension 2 must be 16, got 17");
   controller.reset();

@@ -29,6 +29,7 @@
 //     - name: mynet
 //       torchscript: mynet.pt      # a user's TorchScript file (its stem is the name)
 //       input_shape: [3, 224, 224] # one sample of its input; input_dtype: fp32 (default)
+//       output_shape: [1000]       # one sample of its output (optional: the metadata is exact with it)
 //       allow_uncaptured: false    # true: a forward that cannot be captured is served copy-then-forward
 //     - name: mybert               # a TorchScript module of several inputs, in its forward's order:
 //       torchscript: mybert.pt
@@ -102,6 +103,10 @@ struct ServedModelConfig {
   // Note [Uncaptured switch] (exec/graph_switch.hpp): a TorchScript model whose forward cannot be
   // captured is served copy-then-forward (the worker says so) instead of stopping the start.
   bool allow_uncaptured = false;
+  // One sample's output shape as the forward gives it (empty: not stated, and the model's
+  // metadata says only [-1]); stated, the metadata is exact (a client sizes shared memory for
+  // the output by it) and a worker refuses an answer of another shape.
+  std::vector<std::int64_t> output_shape;
   // The user's weights for a zoo model or decoder (a safetensors file, or a Hugging Face folder:
   // Note [Sharded weights] in exec/src/weights.cpp), loaded by the memory daemon before it packs
   // the model; empty: random, seeded. Not for a TorchScript file, which holds its own.

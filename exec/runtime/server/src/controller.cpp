@@ -64,14 +64,16 @@ ModelInfo served_model_info(const ServedModelConfig& model) {
     info.inputs = {{"input_ids", "INT64", {-1, model.prompt_tokens}}};
     info.outputs = {{"logits", floating, {-1, model.decoder->vocabulary}}};
   } else if (!model.torchscript_file.empty()) {
-    // Note [TorchScript models]: its inputs as the config states them; its output's rank and sizes
-    // come with each answer.
+    // Note [TorchScript models]: its inputs as the config states them; its output's as the config
+    // states it (output_shape), or its rank and sizes come with each answer.
     for (const TorchScriptInput& input : model.inputs) {
       std::vector<std::int64_t> shape = {-1};
       shape.insert(shape.end(), input.shape.begin(), input.shape.end());
       info.inputs.push_back({input.name, input.dtype == "int64" ? "INT64" : floating_datatype(input.dtype), shape});
     }
-    info.outputs = {{"output", floating, {-1}}};
+    std::vector<std::int64_t> output = {-1};
+    output.insert(output.end(), model.output_shape.begin(), model.output_shape.end());
+    info.outputs = {{"output", floating, output}};
   } else if (model.name == "resnet152" || model.name == "inception_v3") {
     const std::int64_t side = model.name == "resnet152" ? 224 : 299;
     info.inputs = {{"input", floating, {-1, 3, side, side}}};

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "psw/common/error.hpp"
 #include "psw/exec/backend.hpp"
@@ -1039,6 +1040,14 @@ void Worker::infer(const Message& m, Message& reply) {
     output = transfer ? engine.switch_in_and_run(input) : engine.run_resident(input);
   }
   record_device_times(engine, transfer && !graph, reply);
+  const std::vector<std::int64_t>& stated = slot.entry.output_shape;
+  if (!stated.empty() && (output.dim() != static_cast<std::int64_t>(stated.size()) + 1 ||
+                          !std::equal(stated.begin(), stated.end(), output.sizes().begin() + 1))) {
+    std::ostringstream why;
+    why << "model '" << slot.entry.name << "' answered " << output.scalar_type() << " " << output.sizes()
+        << ", but its output_shape in the serve config is " << torch::IntArrayRef(stated) << " per sample";
+    throw InputError(why.str());
+  }
   output = output.contiguous().to(torch::kCPU);
   backend_->synchronize();
   reply.times[1] = monotonic_ns();
