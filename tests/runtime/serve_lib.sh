@@ -22,7 +22,7 @@ start_ready_server() {  # EXTRA_ARGS...
 # Inception-v3 and BERT-base take a second per request and half a minute to start a server.
 # Writes $work/serve.yaml and sets `serve_config` to it; needs `psw` and `work`.
 tiny_config_with_fp32_model() {
-  /usr/bin/python3 tests/exec/make_torchscript.py "$work/torchscript" \
+  "${PSW_PYTHON:-/usr/bin/python3}" tests/exec/make_torchscript.py "$work/torchscript" \
     || { echo "FAIL: tests/exec/make_torchscript.py (scripts/setup.sh installs python3-torch)"; exit 1; }
   "$psw" profile --model "$work/torchscript/cnn.pt" --input-shape 1,3,16,16 --batch 1 --backend host --repeat 2 \
     --out "$work/profiles" > "$work/profile.log" 2>&1 || { cat "$work/profile.log"; echo "FAIL: psw profile of cnn.pt"; exit 1; }
