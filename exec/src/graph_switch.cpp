@@ -73,7 +73,7 @@ CapturedSwitch::CapturedSwitch(Backend& backend, ZooModel& model, const torch::T
   using namespace graph_switch_impl;
   if (!backend.supports_graphs()) {
     throw UncapturableError("the " + backend.name() + " backend cannot capture graphs: " + model.name() +
-                     " is pipelined through its captured graph on cuda only");
+                            " is pipelined through its captured graph on cuda only");
   }
   PSW_CHECK(host.numel() == device.numel(), "a store of ", host.numel(), " bytes for a region of ", device.numel());
   input_ = example.clone();
