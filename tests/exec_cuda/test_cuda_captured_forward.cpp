@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -55,6 +56,15 @@ def forward(self, x):
 )JIT");
   module.save(file.string());
   return file;
+}
+
+// The spec of a captured switch of `file` on `input`, planned for the H200's link.
+GraphSwitchSpec spec_for(const std::filesystem::path& file, InputSpec input) {
+  GraphSwitchSpec spec;
+  spec.model = file.string();
+  spec.inputs = {std::move(input)};
+  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  return spec;
 }
 
 torch::Tensor raw(const torch::Tensor& t) { return t.contiguous().view({-1}).view(torch::kUInt8).clone(); }
@@ -115,10 +125,7 @@ TEST(CudaCapturedForward, TheReaderFindsEveryParameterTheForwardReads) {
 }
 
 TEST(CudaCapturedForward, RunGraphSwitchReportsAPlannedSwitchEqualToTheResidentReplay) {
-  GraphSwitchSpec spec;
-  spec.model = save_mlp().string();
-  spec.inputs = {InputSpec{{32, 64}, torch::kFloat32}};
-  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  GraphSwitchSpec spec = spec_for(save_mlp(), InputSpec{{32, 64}, torch::kFloat32});
   spec.repeat = 10;
   spec.warmup = 2;
   spec.profile_repeat = 5;
@@ -138,10 +145,7 @@ TEST(CudaCapturedForward, RunGraphSwitchReportsAPlannedSwitchEqualToTheResidentR
 // planned from it (psw run --graph --profile) is the one planned from its own timing; a profile
 // of other layers is refused, naming the first difference.
 TEST(CudaCapturedForward, TheCapturesProfileIsPlannedFromAndAnotherIsRefused) {
-  GraphSwitchSpec spec;
-  spec.model = save_mlp().string();
-  spec.inputs = {InputSpec{{32, 64}, torch::kFloat32}};
-  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  GraphSwitchSpec spec = spec_for(save_mlp(), InputSpec{{32, 64}, torch::kFloat32});
   spec.repeat = 5;
   spec.warmup = 1;
   spec.profile_repeat = 5;
@@ -174,10 +178,8 @@ TEST(CudaCapturedForward, TheCapturesProfileIsPlannedFromAndAnotherIsRefused) {
 // allow_uncaptured it is measured copy-then-forward, said so, its outputs still checked; the
 // stream works again after the failed capture.
 TEST(CudaCapturedForward, AForwardThatCannotBeCapturedIsSaidAndRunsCopyThenForwardWhenAllowed) {
-  GraphSwitchSpec spec;
-  spec.model = save_branching(std::filesystem::temp_directory_path() / "psw_branching.pt").string();
-  spec.inputs = {InputSpec{{16, 64}, torch::kFloat32}};
-  spec.hardware = load_hardware_profile(std::string(PSW_SOURCE_DIR) + "/configs/hardware/h200-pcie5.yaml");
+  GraphSwitchSpec spec = spec_for(save_branching(std::filesystem::temp_directory_path() / "psw_branching.pt"),
+                                  InputSpec{{16, 64}, torch::kFloat32});
   spec.repeat = 5;
   spec.warmup = 1;
   spec.profile_repeat = 3;

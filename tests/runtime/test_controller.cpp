@@ -1255,13 +1255,10 @@ TEST(Controller, ServesAUsersTorchScriptModel) {
   // The same file as `stated`, whose config states an output shape, and as `misstated`, whose
   // config states another than the forward gives.
   for (const char* name : {"stated", "misstated"}) {
-    std::filesystem::copy_file(dir / "cnn.pt", dir / (std::string(name) + ".pt"));
-    std::filesystem::copy_file(dir / "profiles" / "cnn.yaml", dir / "profiles" / (std::string(name) + ".yaml"));
-    std::string text;
-    std::ifstream in(dir / "profiles" / (std::string(name) + ".yaml"));
-    for (std::string line; std::getline(in, line);) text += (line == "name: cnn" ? "name: " + std::string(name) : line) + "\n";
-    in.close();
-    std::ofstream(dir / "profiles" / (std::string(name) + ".yaml")) << text;
+    const std::filesystem::path copy = dir / (std::string(name) + ".pt");
+    std::filesystem::copy_file(dir / "cnn.pt", copy);
+    write_made_up_profile(dir / "profiles", *exec::load_torchscript(copy, exec::InputSpec{{2, 3, 16, 16}, torch::kFloat32}),
+                          input);
   }
   std::string models;
   for (const auto& [name, output] : {std::pair{"cnn", ""}, {"stated", "[5]"}, {"misstated", "[7]"}}) {
