@@ -73,6 +73,12 @@ YAML
   if [[ -n $ready ]] && "$build/cli/psw" client --socket "$sock" --model "$name" --random --batch "$batch" --shared-memory \
         --repeat "${PSW_GPU_REPEAT:-50}" --format json > "$raw/$name-served.json" 2>> "$raw/$name-served.err"; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("served (shared memory): median %.3f ms" % d["latency_ms"]["median"])' "$raw/$name-served.json"
+    # Where the requests' time went at the server (Note [Request phases]).
+    "$build/cli/psw" client --socket "$sock" --metrics > "$raw/$name-served-metrics.txt" 2>&1 || true
+    grep -E '^psw_(request_phase|server_latency)_seconds.*quantile="0.5"' "$raw/$name-served-metrics.txt" \
+      | sed -E -e 's/^psw_server_latency_seconds\{quantile="0.5"\}/server/' \
+               -e 's/^psw_request_phase_seconds\{phase="([a-z_]*)",quantile="0.5"\}/\1/' \
+      | awk '{printf "%s %.3f ms  ", $1, $2 * 1e3} END {print ""}' || true
   else
     echo "!! $name served: $(tail -2 "$raw/$name-serve.log" "$raw/$name-served.err" | tr '\n' ' ')"
   fi

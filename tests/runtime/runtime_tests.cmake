@@ -19,7 +19,9 @@ if(PSW_HAVE_EXEC)
   if(PSW_WITH_CUDA)
     add_executable(psw_runtime_gpu_tests ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training_cuda.cpp
                                          ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_serve_cuda.cpp
-                                         ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_modes_cuda.cpp)
+                                         ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_modes_cuda.cpp
+                                         ${CMAKE_CURRENT_SOURCE_DIR}/support/crash_stack.cpp)
+    set_target_properties(psw_runtime_gpu_tests PROPERTIES ENABLE_EXPORTS ON)  # names in crash_stack.cpp's stacks
     target_link_libraries(psw_runtime_gpu_tests PRIVATE psw_worker psw_server psw_client GTest::gtest GTest::gtest_main)
     target_compile_definitions(psw_runtime_gpu_tests PRIVATE
       PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
