@@ -192,22 +192,22 @@ models:
   - name: bert_tiny
     batch: 1
 training:
-  model: resnet152
-  batch: 2
+  model: bert_tiny
+  batch: 8
   input_size: 64
   seed: 1
   autostart: false
 )");
-  constexpr int kSteps = 5;
+  constexpr int kSteps = 200;
   auto controller = start(config);
   torch::NoGradGuard no_grad;
   auto bert = exec::make_model("bert_tiny", 0);
   const torch::Tensor tokens = bert->example_input(1, 5);
   const torch::Tensor expected = bert->forward(tokens);
-  EXPECT_FALSE(controller->training_status("resnet152").active);  // not started (autostart: false)
-  controller->start_training("resnet152", kSteps);
-  EXPECT_TRUE(controller->training_status("resnet152").active);  // from the start, before it runs
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+  EXPECT_FALSE(controller->training_status("bert_tiny").active);  // not started (autostart: false)
+  controller->start_training("bert_tiny", kSteps);
+  EXPECT_TRUE(controller->training_status("bert_tiny").active);  // from the start, before it runs
+  ASSERT_TRUE(eventually([&] { return controller->training_status("bert_tiny").running; }, 120s));
   // Note [Processes a server starts with]: one worker trains, the other waits unused; the first
   // request takes it, and after it no worker is unused (the training job resumed in a fresh one).
   EXPECT_NE(controller->metrics_text().find("psw_fresh_standby_workers 1\n"), std::string::npos);
@@ -216,12 +216,12 @@ training:
     EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), expected), 1e-5);
     // The second request finds both workers used (the first ran the first request, the other
     // the resumed training): it waits for one fresh process, not two.
-    if (i == 0) ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").running; }, 120s));
+    if (i == 0) ASSERT_TRUE(eventually([&] { return controller->training_status("bert_tiny").running; }, 120s));
     std::this_thread::sleep_for(200ms);
   }
-  ASSERT_TRUE(eventually([&] { return controller->training_status("resnet152").stopped; }, 300s));
-  EXPECT_EQ(controller->training_status("resnet152").completed_steps, kSteps);
-  EXPECT_FALSE(controller->training_status("resnet152").active);  // finished
+  ASSERT_TRUE(eventually([&] { return controller->training_status("bert_tiny").stopped; }, 300s));
+  EXPECT_EQ(controller->training_status("bert_tiny").completed_steps, kSteps);
+  EXPECT_FALSE(controller->training_status("bert_tiny").active);  // finished
   const ControllerStats stats = controller->stats();
   EXPECT_EQ(stats.failed_requests, 0);
   EXPECT_EQ(stats.worker_restarts, 0);  // restarts of the mechanism are not faults
