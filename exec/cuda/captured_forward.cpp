@@ -300,7 +300,7 @@ class CudaCapturedForward final : public CapturedForward {
     // One timestamp before every root (the graph's start), one after each layer that runs nodes.
     // Each timestamp is on the path: the next timed layer's nodes wait for it. A timestamp that
     // is only a leaf of the graph is recorded whenever the graph's executor gets to it; on the
-    // H100 GPT-2's 123 leaves were recorded eight at a time, and the profile gave 13 layers all
+    // H100 only every eighth of GPT-2's 123 leaf timestamps moved, and the profile gave 13 layers all
     // the forward's time. Layers are formed in graph order, which is a topological order of a
     // capture, so these edges make no cycle; they serialise the branches of a DAG across layer
     // boundaries, which costs what a timestamp costs and is removed with it (Note [Mark overhead]).
