@@ -434,8 +434,9 @@ if(PSW_HAVE_EXEC)
   psw_cli_script_test(profile.host_bf16 300
     "$<TARGET_FILE:psw> profile --model inception_v3 --backend host --dtype bf16 --batch 1 --repeat 1 --out $out >/dev/null && grep -q '^dtype: bf16$' $out/bf16/inception_v3.yaml && $<TARGET_FILE:psw> run --model inception_v3 --backend host --dtype bf16 --profile $out/bf16/inception_v3.yaml --repeat 1 --warmup 0 --batch 1 --format json | grep -q '\"dtype\": \"bf16\"'")
   # --train: every layer gets a backward time, and a measured profile with them plans training.
+  # BERT-Tiny's 21 layers: BERT-base's modules with two encoder layers of eight, not twelve (101).
   psw_cli_script_test(profile.host_train 300
-    "$<TARGET_FILE:psw> profile --model bert_base --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_base.yaml) -eq 101 && $<TARGET_FILE:psw> plan --model $out/bert_base.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns")
+    "$<TARGET_FILE:psw> profile --model bert_tiny --backend host --batch 1 --repeat 1 --train --out $out >/dev/null && test $(grep -c 'backward_ns' $out/bert_tiny.yaml) -eq 21 && test $(grep -c '^  - ' $out/bert_tiny.yaml) -eq 21 && $<TARGET_FILE:psw> plan --model $out/bert_tiny.yaml --hardware configs/hardware/h200-pcie5.yaml --task training --format json | grep -q total_ns")
   # --timeline: one traced switch measured beside the predicted timeline, one process each.
   psw_cli_script_test(run.host_timeline 300
     "$<TARGET_FILE:psw> run --model inception_v3 --backend host --repeat 1 --warmup 0 --batch 1 --timeline $out/t.json >/dev/null && python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); t=d['otherData']['timelines']; assert len(t) == 2 and 'measured' in t[0]['title'] and 'predicted' in t[1]['title'], t; assert len([e for e in d['traceEvents'] if e['ph'] == 'X' and e['pid'] == 1]) > 0\" $out/t.json")
