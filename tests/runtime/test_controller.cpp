@@ -830,6 +830,40 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
   ASSERT_EQ(copies.size(), 4u);
   for (std::size_t r = 1; r < 4; ++r) EXPECT_EQ(copies[r], 0) << "the controller copied request " << r << "'s input";
 
+  // Note [Outputs written in place]: an answer wanted in the region is the worker's to write
+  // there; one that does not fit its range comes back through the io segment, for the front end
+  // to refuse. The region's bytes there are set first, so that stale ones would show.
+  {
+    ServedModelConfig built_in;
+    built_in.name = "bert_tiny";
+    const std::string output_name = served_model_info(built_in).outputs.front().name;
+    const std::size_t out_bytes = expected_second.nbytes();
+    const std::size_t at = 4000 + bytes;  // after the input
+    ASSERT_LE(at + out_bytes, 2u * 4096);
+    std::memset(object->data() + 100 + at, 0xff, out_bytes);
+    InferRequest wanted = in_region(second, 4000);
+    wanted.output_destinations.push_back(
+        {output_name, registry.range("input", static_cast<std::int64_t>(at), static_cast<std::int64_t>(out_bytes), "output")});
+    const InferResponse answer = controller->infer(wanted);
+    ASSERT_EQ(answer.outputs.size(), 1u);
+    EXPECT_TRUE(answer.outputs[0].is_borrowed());
+    // The registry's own mapping of the object: the same pages at another address.
+    ASSERT_EQ(answer.outputs[0].contents().size(), out_bytes);
+    EXPECT_EQ(std::memcmp(answer.outputs[0].contents().data(), object->data() + 100 + at, out_bytes), 0);
+    torch::Tensor written = torch::empty_like(expected_second);
+    std::memcpy(written.data_ptr(), object->data() + 100 + at, out_bytes);
+    EXPECT_LT(relative_error(written, expected_second), 1e-5);
+    EXPECT_EQ(controller->stats().outputs_written_in_place, 1);
+    InferRequest small = in_region(second, 4000);
+    small.output_destinations.push_back({output_name, registry.range("input", static_cast<std::int64_t>(at), 8, "output")});
+    const InferResponse through_io = controller->infer(small);
+    ASSERT_EQ(through_io.outputs.size(), 1u);
+    EXPECT_FALSE(through_io.outputs[0].is_borrowed());
+    EXPECT_EQ(through_io.outputs[0].bytes.size(), out_bytes);
+    EXPECT_EQ(controller->stats().outputs_written_in_place, 1);
+    EXPECT_NE(controller->metrics_text().find("psw_outputs_written_in_place_total 1\n"), std::string::npos);
+  }
+
   // An input that runs past its region's end (a range the registry would refuse, made by hand):
   // the worker refuses it, and goes on.
   {
@@ -890,10 +924,11 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
   }
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", first))), expected_first), 1e-5);
   stats = controller->stats();
-  // 3, the one outside its region, after the restart, after registering again, the late shrink
-  EXPECT_EQ(stats.inputs_read_in_place, 7);
+  // 3, the two with outputs in the region, the one outside its region, after the restart, after
+  // registering again, the late shrink
+  EXPECT_EQ(stats.inputs_read_in_place, 9);
   EXPECT_EQ(stats.worker_restarts, 2);
-  EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 7"), std::string::npos);
+  EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 9"), std::string::npos);
 }
 
 // Note [Inputs read in place]: a training worker takes any message for the controller gone and

@@ -744,6 +744,13 @@ struct Controller::State {
       m.value2 = input.borrowed.data - region->data;
       ++stats.inputs_read_in_place;
     }
+    if (const BorrowedBytes* target = output_target(*p); target != nullptr && target->region != nullptr) {
+      note_region(*target);  // Note [Outputs written in place]: mapped as an input's region is
+      m.flags |= kFlagOutputInRegion;
+      m.output_region = target->region->id;
+      m.output_offset = target->data - target->region->data;
+      m.output_capacity = static_cast<std::int64_t>(target->size);
+    }
     if (transfer) {
       m.flags |= kFlagTransfer;
       ++stats.transfers;
@@ -764,6 +771,16 @@ struct Controller::State {
     } catch (const Error&) {
       lost(id, ServiceError::Code::Unavailable, "could not be reached");
     }
+  }
+
+  // Where the client wants a request's answer in its shared memory (its first output, the one
+  // a model answers with), or null. Not for a generate call, whose ids the controller collects.
+  static const BorrowedBytes* output_target(const Pending& p) {
+    if (p.max_tokens > 0 || p.stream) return nullptr;
+    for (const auto& d : p.output_destinations) {
+      if (d.name == p.served->info.outputs.front().name) return &d.destination;
+    }
+    return nullptr;
   }
 
   // Note [Inputs read in place]. With the mutex held, as everything below.
@@ -906,13 +923,13 @@ struct Controller::State {
     const IoLayout io{options.config.max_tensor_bytes};
     const char* produced = reinterpret_cast<const char*>(w.io.data() + io.output_offset());
     // Into the client's shared memory when it asked for that and it fits (else the front end
-    // says why), so the output is copied once.
-    const BorrowedBytes* target = nullptr;
-    for (const auto& d : p->output_destinations) {
-      if (d.name == out.name) target = &d.destination;
-    }
-    if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
-        copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
+    // says why): there already (Note [Outputs written in place]), or copied from the io segment.
+    const BorrowedBytes* target = output_target(*p);
+    if (target != nullptr && (m.flags & kFlagOutputInRegion) != 0) {
+      out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
+      ++stats.outputs_written_in_place;
+    } else if (target != nullptr && static_cast<std::size_t>(m.bytes) <= target->size &&
+               copy_guarded(target->data, produced, static_cast<std::size_t>(m.bytes))) {
       out.borrowed = BorrowedBytes{target->owner, target->data, static_cast<std::size_t>(m.bytes)};
     } else {
       out.bytes.assign(produced, static_cast<std::size_t>(m.bytes));
@@ -2002,6 +2019,9 @@ std::string Controller::metrics_text() {
   counter("psw_inputs_read_in_place_total",
           "Requests whose worker read the input from the client's shared memory region, not copied by the controller.",
           s.stats.inputs_read_in_place);
+  counter("psw_outputs_written_in_place_total",
+          "Answers the worker wrote into the client's shared memory region, not copied by the controller.",
+          s.stats.outputs_written_in_place);
   counter("psw_training_iterations_total", "Completed training steps.",
           s.training_header != nullptr ? committed_steps(*s.training_header) : 0);
   counter("psw_worker_starts_total", "Worker processes started whose start was split by phase (Note [Worker start]).",

@@ -160,6 +160,8 @@ class MappedInputRegion {
   MappedInputRegion& operator=(const MappedInputRegion&) = delete;
 
   const std::uint8_t* data() const { return data_; }
+  // Note [Outputs written in place]: the same pages, for an output the client wants there.
+  std::uint8_t* writable_data() const { return const_cast<std::uint8_t*>(data_); }
   std::uint64_t size() const { return size_; }
 
  private:
@@ -200,6 +202,25 @@ const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEnt
                                     " are outside its shared memory region of ", size, " bytes"));
   }
   return region.data() + m.value2;
+}
+
+// Note [Outputs written in place]: where the Infer asks the output written (its region mapped,
+// the range inside it), or null when the output of `bytes` does not fit the client's range.
+std::uint8_t* output_in_region(const std::map<std::uint64_t, InputRegionEntry>& regions, const Message& m,
+                               std::int64_t bytes) {
+  const auto it = regions.find(m.output_region);
+  if (it == regions.end()) {
+    throw ServiceError(ServiceError::Code::Internal,
+                       detail::concat("the output's shared memory region ", m.output_region, " is not mapped in the worker"));
+  }
+  if (!it->second.mapping) throw ServiceError(ServiceError::Code::Internal, it->second.error);
+  const MappedInputRegion& region = *it->second.mapping;
+  const auto size = static_cast<std::int64_t>(region.size());
+  if (m.output_offset < 0 || m.output_capacity < 0 || m.output_offset > size || m.output_capacity > size - m.output_offset) {
+    throw InputError(detail::concat("the output's range of ", m.output_capacity, " bytes at offset ", m.output_offset,
+                                    " is outside its shared memory region of ", size, " bytes"));
+  }
+  return bytes <= m.output_capacity ? region.writable_data() + m.output_offset : nullptr;
 }
 
 // Note [Repository load]: a model's entry as the controller wrote it into a segment (YAML, then
@@ -1053,11 +1074,23 @@ void Worker::infer(const Message& m, Message& reply) {
     throw InputError(detail::concat("the output of ", out_bytes, " bytes exceeds max_tensor_bytes ",
                                     io_layout_.max_tensor_bytes));
   }
-  // Straight into the io segment, which is registered with the device: on cuda one DMA into
-  // page-locked memory, where a host tensor between took two copies, the first staged by the
-  // driver through its own buffer (pageable memory) and the second by the CPU.
-  torch::from_blob(io_->data() + io_layout_.output_offset(), output.sizes(), torch::dtype(output.scalar_type()))
-      .copy_(output);
+  // Straight into the client's region (Note [Outputs written in place]) or the io segment, both
+  // registered with the device: on cuda one DMA into page-locked memory, where a host tensor
+  // between took two copies, the first staged by the driver through its own buffer (pageable
+  // memory) and the second by the CPU.
+  std::uint8_t* in_client_region =
+      (m.flags & kFlagOutputInRegion) != 0 ? output_in_region(input_regions_, m, out_bytes) : nullptr;
+  if (in_client_region != nullptr && on_host_) {
+    // The CPU writes through a mapping of an object the client may shrink (SIGBUS), as for inputs.
+    const torch::Tensor host = output.contiguous();
+    if (!copy_guarded(in_client_region, host.data_ptr(), static_cast<std::size_t>(out_bytes))) {
+      throw InputError("the output's shared memory object shrank while the request ran");
+    }
+  } else {
+    std::uint8_t* destination = in_client_region != nullptr ? in_client_region : io_->data() + io_layout_.output_offset();
+    torch::from_blob(destination, output.sizes(), torch::dtype(output.scalar_type())).copy_(output);
+  }
+  if (in_client_region != nullptr) reply.flags |= kFlagOutputInRegion;
   backend_->synchronize();
   reply.times[1] = monotonic_ns();
   reply.type = MessageType::InferDone;

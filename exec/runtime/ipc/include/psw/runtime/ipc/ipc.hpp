@@ -127,6 +127,11 @@ struct Message {
   // InferDone's [5] and [6] are an eager switch's host times (Note [Host time of an eager
   // switch], exec/pipeline.hpp).
   std::int64_t times[8] = {};
+  // Infer with kFlagOutputInRegion: the mapped region the client wants the output in, the byte
+  // offset there and the bytes it holds (Note [Outputs written in place] in controller.hpp).
+  std::uint64_t output_region = 0;
+  std::int64_t output_offset = 0;
+  std::int64_t output_capacity = 0;
   std::uint8_t handle[64] = {};  // Region: the CUDA IPC handle (cudaIpcMemHandle_t is 64 bytes)
   char text[kMessageText] = {};
 
@@ -179,6 +184,10 @@ constexpr std::uint32_t kFlagGenerate = 4;
 // while the server runs) rather than the serve config's models[model].
 constexpr std::uint32_t kFlagUnloaded = 8;
 constexpr std::uint32_t kFlagEntryText = 16;
+// Infer: write the output into mapped region `output_region` at `output_offset` if it fits
+// `output_capacity`; InferDone: it was written there, not into the io segment (Note [Outputs
+// written in place] in controller.hpp).
+constexpr std::uint32_t kFlagOutputInRegion = 32;
 // TrainStopped::value2: why the job stopped.
 constexpr std::int64_t kTrainReachedTarget = 0;
 constexpr std::int64_t kTrainAbandoned = 1;  // the step in flight dropped; the worker is free
