@@ -1,7 +1,9 @@
 #include "psw/common/output.hpp"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -95,7 +97,7 @@ extern "C" void on_stop_signal(int signal_number) {
       // removal fail, so a few rounds.
       for (int round = 0; round < 20; ++round) {
         std::error_code ec;
-        fs::remove_all(p, ec);
+        remove_tree(p, ec);
         if (!ec && !fs::exists(fs::symlink_status(p, ec))) break;
       }
     }
@@ -202,10 +204,34 @@ std::vector<fs::path> remove_stale_staging(const fs::path& target) {
     if (pid < 0 && target_exists) pid = pid_suffix(entry_name, name + ".old-");
     if (pid < 0 || pid == static_cast<long>(::getpid()) || process_alive(pid)) continue;
     std::error_code remove_ec;
-    fs::remove_all(entry.path(), remove_ec);
+    remove_tree(entry.path(), remove_ec);
     if (!remove_ec) removed.push_back(entry.path());
   }
   return removed;
+}
+
+void remove_tree(const fs::path& path, std::error_code& ec) noexcept {
+  ec.clear();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) ec.assign(errno, std::generic_category());
+    return;
+  }
+  // Depth first (a folder after its contents), not following links.
+  const auto remove_entry = [](const char* entry, const struct stat*, int kind, FTW*) -> int {
+    const int status = kind == FTW_DP ? ::rmdir(entry) : ::unlink(entry);
+    return status != 0 && errno != ENOENT ? errno : 0;
+  };
+  const int failed = ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (failed > 0) {
+    ec.assign(failed, std::generic_category());
+  } else if (failed < 0 && errno != ENOENT) {
+    ec.assign(errno, std::generic_category());
+  }
 }
 
 std::string path_relative_to(const fs::path& path, const fs::path& base) {
@@ -289,7 +315,7 @@ StagedFolder::StagedFolder(fs::path target, std::string marker) : target_(withou
   create_parent(target_);
   remove_stale_staging(target_);  // Note [Interrupted runs]: leftovers of killed runs
   staging_ = temporary_sibling(target_);
-  fs::remove_all(staging_, ec);  // a leftover of a killed process that had our pid
+  remove_tree(staging_, ec);  // a leftover of a killed process that had our pid
   register_staging(staging_);
   if (!fs::create_directory(staging_, ec) || ec) {
     unregister_staging(staging_);
@@ -302,7 +328,7 @@ StagedFolder::~StagedFolder() {
   if (committed_) return;
   std::lock_guard<std::mutex> lock(staging_mutex());
   std::error_code ec;
-  fs::remove_all(staging_, ec);
+  remove_tree(staging_, ec);
   unregister_staging_locked(staging_);
 }
 
@@ -314,7 +340,7 @@ void StagedFolder::commit() {
   if (fs::exists(fs::symlink_status(target_, ec))) {
     // rename(2) cannot replace a non-empty folder: move the older run aside, then remove it.
     const fs::path old = temporary_sibling(target_, "old");
-    fs::remove_all(old, ec);
+    remove_tree(old, ec);
     fs::rename(target_, old, ec);
     if (ec) throw Error(target_.string() + ": cannot move the earlier output aside: " + ec.message());
     fs::rename(staging_, target_, ec);
@@ -325,7 +351,7 @@ void StagedFolder::commit() {
     }
     committed_ = true;
     unregister_staging_locked(staging_);
-    fs::remove_all(old, ec);
+    remove_tree(old, ec);
     if (ec) throw Error(old.string() + ": cannot remove the earlier output: " + ec.message());
     return;
   }

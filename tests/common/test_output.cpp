@@ -60,6 +60,37 @@ TEST_F(OutputTest, OutputFileToAFullDeviceFailsAtTheLatestOnClose) {
       psw::Error);
 }
 
+// remove_tree: a folder with what is in it, links removed and not followed; a file; a missing
+// path is no error; a folder it may not empty is one, naming why.
+TEST_F(OutputTest, RemoveTreeRemovesAFolderAndNotWhatItsLinksPointTo) {
+  const fs::path tree = root_ / "tree";
+  const fs::path outside = root_ / "outside";
+  fs::create_directories(tree / "a" / "b");
+  fs::create_directories(outside);
+  psw::save_text(tree / "a" / "b" / "deep.txt", "x");
+  psw::save_text(tree / "top.txt", "y");
+  psw::save_text(outside / "kept.txt", "z");
+  fs::create_directory_symlink(outside, tree / "a" / "link");
+  std::error_code ec;
+  psw::remove_tree(tree, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_EQ(read(outside / "kept.txt"), "z");
+  psw::remove_tree(tree, ec);  // gone already
+  EXPECT_FALSE(ec) << ec.message();
+  psw::remove_tree(outside / "kept.txt", ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(fs::exists(outside));
+  EXPECT_FALSE(fs::exists(outside / "kept.txt"));
+  if (::geteuid() != 0) {  // root may remove what the permissions forbid
+    fs::create_directories(outside / "locked" / "inner");
+    fs::permissions(outside / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+    psw::remove_tree(outside / "locked", ec);
+    EXPECT_TRUE(ec);
+    fs::permissions(outside / "locked", fs::perms::owner_all);
+  }
+}
+
 TEST_F(OutputTest, SaveTextWritesAndCreatesFolders) {
   psw::save_text(root_ / "a" / "b.txt", "hello\n");
   EXPECT_EQ(read(root_ / "a" / "b.txt"), "hello\n");

@@ -100,7 +100,7 @@ TEST_P(HuggingFaceReference, ZooOutputEqualsTransformersForTheSameWeights) {
   RecordProperty("relative_diff", std::to_string(diff / scale));
   EXPECT_LE(diff, 1e-4 * scale);
   // std::remove, not std::filesystem::remove_all, which crashed in this binary on the GPU host
-  // (LibTorch 2.11's wheel and the system's libstdc++; not investigated further).
+  // (remove_tree in psw/common/output.hpp says why).
   for (const std::string file : {c.name + ".safetensors", c.name + "_io.safetensors"}) {
     std::remove((dir / file).c_str());
   }

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace psw {
@@ -93,6 +94,13 @@ class StagedFile {
 // killed with SIGKILL or by a power cut (Note [Interrupted runs]). Returns what it removed.
 // StagedFolder and StagedFile call it before they stage.
 std::vector<std::filesystem::path> remove_stale_staging(const std::filesystem::path& target);
+
+// Removes `path` and, if it is a folder, everything in it (symbolic links themselves, never what
+// they point to), as std::filesystem::remove_all(path, ec) does; a missing `path` is no error.
+// Written on POSIX calls because a process that loads the PyTorch wheel's LibTorch (2.5 and
+// later: pytorch/pytorch#133437) may bind std::filesystem's names to the copies that library
+// exports, and its remove_all called a null address on the GPU host (a GPU test's cleanup).
+void remove_tree(const std::filesystem::path& path, std::error_code& ec) noexcept;
 
 // `path` as a generated file records it: relative to the folder `base` (`..` steps included,
 // symbolic links resolved on both sides), so that the file and what it names can move together
