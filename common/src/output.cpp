@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -212,16 +211,8 @@ std::vector<fs::path> remove_stale_staging(const fs::path& target) {
 
 void remove_tree(const fs::path& path, std::error_code& ec) noexcept {
   ec.clear();
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) ec.assign(errno, std::generic_category());
-    return;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) ec.assign(errno, std::generic_category());
-    return;
-  }
-  // Depth first (a folder after its contents), not following links.
+  // Depth first (a folder after its contents), not following links; a file or a link as `path`
+  // is one entry.
   const auto remove_entry = [](const char* entry, const struct stat*, int kind, FTW*) -> int {
     const int status = kind == FTW_DP ? ::rmdir(entry) : ::unlink(entry);
     return status != 0 && errno != ENOENT ? errno : 0;

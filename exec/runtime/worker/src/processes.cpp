@@ -149,7 +149,7 @@ class MappedInputRegion {
       ::munmap(base_, length_);
       throw;
     }
-    data_ = static_cast<const std::uint8_t*>(base_) + (object_offset - map_offset);
+    data_ = static_cast<std::uint8_t*>(base_) + (object_offset - map_offset);
     size_ = byte_size;
   }
   ~MappedInputRegion() {
@@ -161,14 +161,14 @@ class MappedInputRegion {
 
   const std::uint8_t* data() const { return data_; }
   // Note [Outputs written in place]: the same pages, for an output the client wants there.
-  std::uint8_t* writable_data() const { return const_cast<std::uint8_t*>(data_); }
+  std::uint8_t* writable_data() const { return data_; }
   std::uint64_t size() const { return size_; }
 
  private:
   void* base_ = MAP_FAILED;
   std::size_t length_ = 0;
   torch::Tensor registered_;
-  const std::uint8_t* data_ = nullptr;
+  std::uint8_t* data_ = nullptr;
   std::uint64_t size_ = 0;
 };
 
@@ -181,14 +181,20 @@ struct InputRegionEntry {
 
 // Where an Infer's input lies in its region. An offset or size outside the region is the
 // client's error; a region this worker could not map fails the request, not the worker.
-const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEntry>& regions, const Message& m) {
-  const auto it = regions.find(static_cast<std::uint64_t>(m.value));
+// The mapping of region `id`, which the Infer's `what` ("input", "output") is in.
+const MappedInputRegion& mapped_region(const std::map<std::uint64_t, InputRegionEntry>& regions, std::uint64_t id,
+                                       const char* what) {
+  const auto it = regions.find(id);
   if (it == regions.end()) {
     throw ServiceError(ServiceError::Code::Internal,
-                       detail::concat("the input's shared memory region ", m.value, " is not mapped in the worker"));
+                       detail::concat("the ", what, "'s shared memory region ", id, " is not mapped in the worker"));
   }
   if (!it->second.mapping) throw ServiceError(ServiceError::Code::Internal, it->second.error);
-  const MappedInputRegion& region = *it->second.mapping;
+  return *it->second.mapping;
+}
+
+const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEntry>& regions, const Message& m) {
+  const MappedInputRegion& region = mapped_region(regions, static_cast<std::uint64_t>(m.value), "input");
   std::int64_t bytes = element_bytes(static_cast<ElementType>(m.dtype));
   for (std::uint32_t d = 0; d < m.rank; ++d) {
     if (m.shape[d] < 0 || (m.shape[d] > 0 && bytes > std::numeric_limits<std::int64_t>::max() / m.shape[d])) {
@@ -208,13 +214,7 @@ const std::uint8_t* input_in_region(const std::map<std::uint64_t, InputRegionEnt
 // the range inside it), or null when the output of `bytes` does not fit the client's range.
 std::uint8_t* output_in_region(const std::map<std::uint64_t, InputRegionEntry>& regions, const Message& m,
                                std::int64_t bytes) {
-  const auto it = regions.find(m.output_region);
-  if (it == regions.end()) {
-    throw ServiceError(ServiceError::Code::Internal,
-                       detail::concat("the output's shared memory region ", m.output_region, " is not mapped in the worker"));
-  }
-  if (!it->second.mapping) throw ServiceError(ServiceError::Code::Internal, it->second.error);
-  const MappedInputRegion& region = *it->second.mapping;
+  const MappedInputRegion& region = mapped_region(regions, m.output_region, "output");
   const auto size = static_cast<std::int64_t>(region.size());
   if (m.output_offset < 0 || m.output_capacity < 0 || m.output_offset > size || m.output_capacity > size - m.output_offset) {
     throw InputError(detail::concat("the output's range of ", m.output_capacity, " bytes at offset ", m.output_offset,
