@@ -58,7 +58,7 @@ if(PSW_HAVE_EXEC)
   # an unserved model refused.
   psw_serve_script_test(load load_end_to_end.sh 300 50)
   # The served training job's loss falls, and is the same bit for bit when requests preempt it.
-  psw_serve_script_test(training_loss serve_training_loss.sh 600 40)
+  psw_serve_script_test(training_loss serve_training_loss.sh 600 16)
   # A decoder served (llama-tiny in bf16, its profile from psw profile) through psw client and psw load.
   psw_serve_script_test(decoder serve_decoder.sh 300 14 ${PSW_PROTO_PYTHON_ARG})
   # The cross-validation on the host: profiles measured here predict a host server within a

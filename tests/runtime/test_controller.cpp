@@ -193,8 +193,8 @@ models:
     batch: 1
 training:
   model: bert_tiny
-  batch: 8
-  input_size: 64
+  batch: 4
+  input_size: 32
   seed: 1
   autostart: false
 )");
