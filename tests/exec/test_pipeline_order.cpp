@@ -159,9 +159,9 @@ class ReplayingBackend final : public RecordingBackend {
 TEST(PipelineGraphs, EnginesOnOneBackendReplayTheirOwnSwitch) {
   ReplayingBackend backend;
   torch::NoGradGuard no_grad;
-  auto bert = make_model("bert_base", 3);
+  auto bert = make_model("bert_tiny", 3);
   auto resnet = make_model("resnet152", 3);
-  auto bert_pipeline = make_private_pipeline(backend, *bert, plan_for("bert_base", Strategy::Optimal));
+  auto bert_pipeline = make_private_pipeline(backend, *bert, plan_for("bert_tiny", Strategy::Optimal));
   auto resnet_pipeline = make_private_pipeline(backend, *resnet, plan_for("resnet152", Strategy::Optimal));
   auto tokens_of = [&](std::uint64_t seed) { return bert->example_input(1, seed).narrow(1, 0, 8).contiguous(); };
   auto image_of = [&](std::uint64_t seed) {
@@ -169,7 +169,7 @@ TEST(PipelineGraphs, EnginesOnOneBackendReplayTheirOwnSwitch) {
   };
   bert_pipeline->engine->capture_graphs(tokens_of(4), /*traced=*/false);
   resnet_pipeline->engine->capture_graphs(image_of(4), /*traced=*/false);
-  auto bert_reference = make_model("bert_base", 3);
+  auto bert_reference = make_model("bert_tiny", 3);
   auto resnet_reference = make_model("resnet152", 3);
   // Inputs other than the capture's: an engine that replayed another's graph would answer
   // with its output of the capture.
