@@ -358,12 +358,14 @@ if(PSW_HAVE_EXEC)
                run --model bert_base --backend host --repeat 1 --warmup 0 --batch 1 --format json
                --profile ${PROJECT_SOURCE_DIR}/configs/models/h200/bert_base.yaml)
   psw_cli_test(run.host 0 "latency +median" run --model inception_v3 --backend host --repeat 2 --warmup 0 --batch 1)
-  psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_base --backend host --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
+  # BERT-Tiny where the subject is the command, not the model (its analytic profile: no H200 one).
+  psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_tiny --profile ${PSW_MODELS}/bert_tiny.yaml --backend host
+               --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
   # No optimisation in one process: the per-layer copies, the forward after the last.
-  psw_cli_test(run.host_no_optimization 0 "latency +median" run --model bert_base --backend host --mode no-optimization
-               --repeat 1 --warmup 0 --batch 1)
-  psw_cli_test(run.host_placement 0 "^ +\"embeddings\\.word_embeddings\"$" run --model bert_base --backend host
-               --placement auto --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
+  psw_cli_test(run.host_no_optimization 0 "latency +median" run --model bert_tiny --profile ${PSW_MODELS}/bert_tiny.yaml
+               --backend host --mode no-optimization --repeat 1 --warmup 0 --batch 1)
+  psw_cli_test(run.host_placement 0 "^ +\"embeddings\\.word_embeddings\"$" run --model bert_tiny --backend host
+               --placement auto --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_tiny.yaml
                --repeat 1 --warmup 0 --batch 1 --format json)
   psw_cli_test(run.placement_with_plan 2 "not with --plan" run --model bert_base --backend host --placement auto
                --hardware ${CMAKE_CURRENT_SOURCE_DIR}/data/sim/h200-mapped.yaml --profile ${PSW_MODELS}/bert_base.yaml
