@@ -38,12 +38,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "psw/runtime/ipc/access_token.hpp"
+#include "psw/runtime/ipc/rest_codec.hpp"  // the bodies parsed and written (no HTTP)
 #include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime {
@@ -68,36 +66,5 @@ class HttpFrontEnd {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The HTTP status of a service error's code (Note [REST front end]).
-int http_status_of(ServiceError::Code code);
-
-// An inference request's body as the REST binding gives it, parsed: the service's request (its
-// inputs' bytes from JSON `data` or from the binary tail) and the outputs asked for (empty:
-// every output, binary when `all_binary`). `header_length` is Inference-Header-Content-Length's
-// value where the request has the header. ServiceError(InvalidArgument) naming what is wrong for
-// any malformed body (fuzzed: tests/fuzz/fuzz_rest_request.cpp).
-struct RestOutput {
-  std::string name;
-  bool binary = false;
-};
-struct RestInferRequest {
-  InferRequest request;
-  std::vector<RestOutput> outputs;
-  bool all_binary = false;
-};
-RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
-                                  const std::string& model, const std::string& version);
-
-// A generate call's body, parsed (Note [REST front end]); ServiceError(InvalidArgument) naming
-// what is wrong: not JSON, no input_ids or ids that are not integers, no max_tokens or one that is
-// not a positive integer, an unknown key.
-GenerateRequest parse_rest_generate(std::string_view body, const std::string& model);
-
-// A repository load's or unload's body (Note [Repository load] in controller.hpp), both
-// optional, as Triton takes them: the load's {"parameters": {"config": "<the model's entry, YAML
-// or JSON>"}}, the unload's {"parameters": {}}. Returns the load's config (empty: none given);
-// ServiceError(InvalidArgument) naming what is wrong otherwise.
-std::string parse_rest_repository_body(std::string_view body, bool load);
 
 }  // namespace psw::runtime
