@@ -293,6 +293,12 @@ class CudaBackend final : public Backend {
     PSW_CHECK(slot < graphs_.size() && graphs_[slot], "no graph captured in slot ", slot);
     graphs_[slot]->replay();
   }
+  void release(std::size_t slot) override {
+    if (slot < graphs_.size() && graphs_[slot]) {
+      synchronize();  // a replay still running reads the graph's memory
+      graphs_[slot].reset();
+    }
+  }
   Duration elapsed(std::size_t from, std::size_t to) override {
     float ms = 0;
     PSW_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_.at(from).get(), marks_.at(to).get()));

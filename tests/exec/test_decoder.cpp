@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <numbers>
 #include <set>
 
@@ -107,6 +109,87 @@ TEST(Decoder, CachedDecodeEqualsRecomputingTheWholeSequence) {
     }
     EXPECT_EQ(cache.length(), 13);
   }
+}
+
+// Note [Decode graph]: a step at a device position over the whole cache (the positions after it
+// masked) gives the logits of the eager step, which attends to the filled positions only.
+TEST(Decoder, DecodeAtADevicePositionEqualsTheEagerStep) {
+  auto model = make_decoder(tiny(), 3, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  const torch::Tensor prompt = decoder.example_tokens(2, 5, 4);
+  KvCache eager = decoder.make_cache(2, 24);
+  KvCache fixed = decoder.make_cache(2, 24);
+  torch::Tensor logits = decoder.prefill(prompt, eager);
+  EXPECT_LT(relative_error(decoder.prefill(prompt, fixed), logits), 1e-6);
+  const torch::Tensor position = torch::full({1}, fixed.length(), torch::kInt64);
+  for (int step = 0; step < 5; ++step) {
+    const torch::Tensor next = logits.argmax(-1, true);
+    logits = decoder.decode(next, eager);
+    EXPECT_LT(relative_error(decoder.decode_at(next, position, fixed), logits), 1e-5) << "step " << step;
+    position.add_(1);
+  }
+  EXPECT_EQ(fixed.length(), 5) << "decode_at advanced the cache's length";
+  // The keys and values written where the eager steps wrote theirs (layers past the first differ
+  // by the attention's rounding: its sums run over the whole cache).
+  EXPECT_LT(relative_error(fixed.storage().narrow(4, 0, 10), eager.storage().narrow(4, 0, 10)), 1e-5);
+  EXPECT_EQ(fixed.storage().narrow(4, 10, 14).abs().sum().item<double>(), 0.0) << "written beyond the steps";
+  const std::string message = input_error_of([&] { decoder.decode_at(torch::zeros({2, 2}, torch::kInt64), position, fixed); });
+  EXPECT_NE(message.find("takes N x 1 token ids and one int64 position"), std::string::npos) << message;
+}
+
+// A backend whose "graph" is the captured body, run at each replay and not at the capture (as a
+// CUDA graph's kernels run only when it is launched), over the host backend.
+class DeferredReplayBackend final : public testing_support::RecordingBackend {
+ public:
+  bool supports_graphs() const override { return true; }
+  void capture(std::size_t slot, const std::function<void()>& body) override {
+    ++captures;
+    graphs_[slot] = body;
+  }
+  void replay(std::size_t slot) override {
+    ++replays;
+    graphs_.at(slot)();
+  }
+  void release(std::size_t slot) override { released += graphs_.erase(slot); }
+  int captures = 0, replays = 0;
+  std::size_t released = 0;
+
+ private:
+  std::map<std::size_t, std::function<void()>> graphs_;
+};
+
+// Note [Decode graph]: greedy decoding with the steps after the second replayed from one graph
+// gives greedy_decode's tokens, tells each one in order, and lets go of its graph.
+TEST(Decoder, ReplayedDecodingGivesTheEagerTokens) {
+  auto model = make_decoder(tiny(), 5, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  const torch::Tensor prompt = decoder.example_tokens(1, 9, 6);
+  constexpr int kSteps = 12;
+  KvCache eager_cache = decoder.make_cache(1, 9 + kSteps);
+  const torch::Tensor eager = greedy_decode(decoder, decoder.prefill(prompt, eager_cache), eager_cache, kSteps);
+  DeferredReplayBackend backend;
+  const std::size_t slot = backend.new_graph_slot();
+  KvCache cache = decoder.make_cache(1, 9 + kSteps);
+  std::vector<std::int64_t> told;
+  const torch::Tensor replayed =
+      greedy_decode_replayed(backend, slot, decoder, decoder.prefill(prompt, cache), cache, kSteps,
+                             [&](int i, const torch::Tensor& ids) {
+                               EXPECT_EQ(i, static_cast<int>(told.size()));
+                               told.push_back(ids.item<std::int64_t>());
+                             });
+  EXPECT_TRUE(torch::equal(replayed, eager)) << replayed << eager;
+  ASSERT_EQ(told.size(), static_cast<std::size_t>(kSteps));
+  for (int i = 0; i < kSteps; ++i) EXPECT_EQ(told[static_cast<std::size_t>(i)], eager[0][i].item<std::int64_t>());
+  EXPECT_EQ(cache.length(), eager_cache.length());
+  EXPECT_EQ(backend.captures, 1);
+  EXPECT_EQ(backend.replays, kSteps - 2);
+  EXPECT_EQ(backend.released, 1u);
+  // A cache that cannot hold the steps is refused before anything runs.
+  KvCache small = decoder.make_cache(1, 12);
+  const torch::Tensor first = decoder.prefill(prompt, small);
+  const std::string message = input_error_of([&] { greedy_decode_replayed(backend, slot, decoder, first, small, 8, nullptr); });
+  EXPECT_NE(message.find("a KV cache of 12 positions, 9 filled, cannot decode 7 more tokens"), std::string::npos) << message;
+  EXPECT_EQ(backend.captures, 1);
 }
 
 // Note [Rope scaling]: Llama 3.1's frequencies, band by band, against the formula evaluated here

@@ -20,59 +20,8 @@ namespace {
 
 using testing_support::plan_for;
 using testing_support::relative_error;
-
-struct Event {
-  enum class Kind { BeginSwitch, Copy, Wait, Mark, JoinCopies };
-  Kind kind;
-  std::size_t value;  // the group (Copy, Wait), the mark slot (Mark), the group count (BeginSwitch)
-};
-
-// Forwards allocation and fills to the host backend; records the switch's calls and runs each
-// group's copies only when that group is waited for (a copy stream that is as late as allowed).
-class RecordingBackend : public Backend {
- public:
-  RecordingBackend() : inner_(make_host_backend()) {}
-
-  std::string name() const override { return "recording"; }
-  torch::Device device() const override { return inner_->device(); }
-  torch::Tensor allocate_device(Bytes bytes) override { return inner_->allocate_device(bytes); }
-  torch::Tensor allocate_host(Bytes bytes, bool pinned) override { return inner_->allocate_host(bytes, pinned); }
-  torch::Tensor map_host(const torch::Tensor& host) override { return inner_->map_host(host); }
-  void begin_switch(std::size_t num_groups) override {
-    pending_.clear();
-    events.push_back({Event::Kind::BeginSwitch, num_groups});
-  }
-  void copy_group(std::size_t group, const torch::Tensor& dst, const torch::Tensor& src) override {
-    pending_[group].emplace_back(dst, src);
-    events.push_back({Event::Kind::Copy, group});
-  }
-  void wait_group(std::size_t group) override {
-    for (auto& [dst, src] : pending_[group]) dst.copy_(src);
-    pending_.erase(group);
-    events.push_back({Event::Kind::Wait, group});
-  }
-  void join_copies() override {
-    for (auto& [group, copies] : pending_) {
-      for (auto& [dst, src] : copies) dst.copy_(src);
-    }
-    pending_.clear();
-    events.push_back({Event::Kind::JoinCopies, 0});
-  }
-  void synchronize() override {}
-  void fill(const torch::Tensor& dst, std::uint8_t value) override { inner_->fill(dst, value); }
-  std::string device_description() const override { return "recording over " + inner_->device_description(); }
-  Duration time_copy(Bytes, bool, int, int) override { return Duration::zero(); }
-  Duration time_mapped_read(Bytes, int) override { return Duration::zero(); }
-  void mark(std::size_t slot) override { events.push_back({Event::Kind::Mark, slot}); }
-  void mark_copy(std::size_t) override {}
-  Duration elapsed(std::size_t, std::size_t) override { return Duration::zero(); }
-
-  std::vector<Event> events;
-
- private:
-  std::unique_ptr<Backend> inner_;
-  std::map<std::size_t, std::vector<std::pair<torch::Tensor, torch::Tensor>>> pending_;
-};
+using testing_support::Event;
+using testing_support::RecordingBackend;
 
 std::size_t index_of(const std::vector<Event>& events, Event::Kind kind, std::size_t value) {
   for (std::size_t i = 0; i < events.size(); ++i) {

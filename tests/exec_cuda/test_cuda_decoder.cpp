@@ -1,6 +1,7 @@
 // The Llama decoders on the GPU (label gpu): the shipped 1 B and 8 B sizes in bf16, switched in
 // cold (eager and as a captured graph) after the region is poisoned, equal to the resident
-// model; KV-cache decode against recomputing the sequence; bf16 and fp16 against fp32.
+// model; KV-cache decode against recomputing the sequence, and replayed from a graph; bf16 and
+// fp16 against fp32.
 #include <gtest/gtest.h>
 
 #include "../exec/exec_test_support.hpp"
@@ -79,6 +80,31 @@ TEST(CudaDecoder, HalfPrecisionFollowsFp32) {
     EXPECT_EQ(out.scalar_type(), dtype);
     EXPECT_LT(relative_error(out, reference), tolerance) << dtype;
   }
+}
+
+// Note [Decode graph]: on the GPU, the decode steps replayed from one graph give the eager
+// steps' tokens (fp32, llama-1b cut to four layers: the graph's shapes, not the size, are what is
+// checked), and the graph is let go of afterwards.
+TEST(CudaDecoder, ReplayedDecodingGivesTheEagerTokens) {
+  auto backend = make_backend("cuda");
+  DecoderConfig config = shipped("llama-1b");
+  config.layers = 4;
+  auto model = make_decoder(config, 7, torch::kFloat32);
+  model->to(backend->device());
+  Decoder& decoder = *as_decoder(*model);
+  const torch::Tensor prompt = decoder.example_tokens(1, 100, 3).to(backend->device());
+  constexpr int kSteps = 40;
+  KvCache eager_cache = decoder.make_cache(1, 128 + kSteps);
+  const torch::Tensor eager = greedy_decode(decoder, decoder.prefill(prompt, eager_cache), eager_cache, kSteps);
+  const std::size_t slot = backend->new_graph_slot();
+  KvCache cache = decoder.make_cache(1, 128 + kSteps);
+  int told = 0;
+  const torch::Tensor replayed = greedy_decode_replayed(*backend, slot, decoder, decoder.prefill(prompt, cache), cache,
+                                                        kSteps, [&](int, const torch::Tensor&) { ++told; });
+  EXPECT_EQ(told, kSteps);
+  EXPECT_EQ(cache.length(), 100 + kSteps - 1);
+  EXPECT_TRUE(torch::equal(replayed.cpu(), eager.cpu())) << replayed << eager;
+  EXPECT_THROW(backend->replay(slot), std::exception) << "the decode graph is still there after the call";
 }
 
 }  // namespace

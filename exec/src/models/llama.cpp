@@ -17,6 +17,7 @@
 
 #include "models/zoo_base.hpp"
 #include "psw/common/error.hpp"
+#include "psw/exec/backend.hpp"
 #include "psw/exec/decoder.hpp"
 
 namespace psw::exec {
@@ -36,6 +37,12 @@ void KvCache::write(std::int64_t layer, const torch::Tensor& keys, const torch::
 void KvCache::advance(std::int64_t positions) {
   PSW_CHECK(positions >= 0 && length_ + positions <= capacity(), "KV cache overflow");
   length_ += positions;
+}
+
+void KvCache::write_at(std::int64_t layer, const torch::Tensor& position, const torch::Tensor& keys,
+                       const torch::Tensor& values) {
+  storage_[layer][0].index_copy_(2, position, keys);
+  storage_[layer][1].index_copy_(2, position, values);
 }
 
 torch::Tensor KvCache::keys(std::int64_t layer, std::int64_t upto) const { return storage_[layer][0].narrow(2, 0, upto); }
@@ -98,6 +105,50 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
     tokens.push_back(next);
     on_token(i, next);
   }
+  return torch::cat(tokens, 1);
+}
+
+torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder& decoder,
+                                     const torch::Tensor& first_logits, KvCache& cache, int steps,
+                                     const TokenCallback& on_token) {
+  if (!backend.supports_graphs() || steps < 3) return greedy_decode(decoder, first_logits, cache, steps, on_token);
+  if (cache.length() < 1 || cache.length() + steps - 1 > cache.capacity()) {
+    throw InputError(::psw::detail::concat("a KV cache of ", cache.capacity(), " positions, ", cache.length(),
+                                           " filled, cannot decode ", steps - 1, " more tokens"));
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tokens;
+  torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
+  tokens.push_back(next);
+  on_token(0, next);
+  // The graph's inputs, at fixed addresses: the token and its position.
+  const torch::Tensor token = next.clone();
+  const torch::Tensor position = torch::full({1}, cache.length(), torch::TensorOptions().dtype(torch::kInt64).device(next.device()));
+  next = decoder.decode_at(token, position, cache).argmax(-1, /*keepdim=*/true);  // eager: the warm-up
+  cache.advance(1);
+  tokens.push_back(next);
+  on_token(1, next);
+  token.copy_(next);
+  position.add_(1);
+  torch::Tensor produced;  // the graph's output: each replay writes the step's token here
+  backend.capture(slot, [&] {
+    produced = decoder.decode_at(token, position, cache).argmax(-1, /*keepdim=*/true);
+    token.copy_(produced);
+    position.add_(1);
+  });
+  try {
+    for (int i = 2; i < steps; ++i) {
+      backend.replay(slot);
+      cache.advance(1);
+      next = produced.clone();  // the next replay overwrites `produced`
+      tokens.push_back(next);
+      on_token(i, next);
+    }
+  } catch (...) {
+    backend.release(slot);
+    throw;
+  }
+  backend.release(slot);
   return torch::cat(tokens, 1);
 }
 
@@ -285,6 +336,20 @@ class Llama final : public ZooBase, public Decoder {
     return run(tokens, cursor, &cache);
   }
 
+  torch::Tensor decode_at(const torch::Tensor& tokens, const torch::Tensor& position, KvCache& cache) override {
+    if (tokens.dim() != 2 || tokens.size(1) != 1 || position.numel() != 1 || position.scalar_type() != torch::kInt64 ||
+        position.device() != tokens.device()) {
+      throw InputError(::psw::detail::concat(name(), ": a decode step at a device position takes N x 1 token ids and one ",
+                                             "int64 position on their device, not ", tokens.sizes(), " and ",
+                                             position.sizes(), " ", position.dtype(), " on ", position.device()));
+    }
+    torch::NoGradGuard no_grad;
+    const LayerGate none = [](std::size_t) {};
+    Cursor cursor(*this, none);
+    const torch::Tensor flat = position.reshape({1});
+    return run(tokens, cursor, &cache, 0, &flat);
+  }
+
  protected:
   std::vector<torch::Tensor> outputs(const torch::Tensor& input, Cursor& cursor) override {
     return {run(input, cursor, nullptr)};
@@ -304,9 +369,12 @@ class Llama final : public ZooBase, public Decoder {
 
   // The prompt or the next tokens at positions [past, past + T): the logits of position
   // past + length - 1 (length 0: the last, T), the cache advanced by `length` (Note [Prompt buckets]).
-  torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache, std::int64_t length = 0) {
+  // With `device_position` (Note [Decode graph]): one token at the position that tensor holds, over the whole
+  // cache, whose length is left alone.
+  torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache, std::int64_t length = 0,
+                    const torch::Tensor* device_position = nullptr) {
     const DecoderConfig& cfg = config_;
-    const std::int64_t past = cache != nullptr ? cache->length() : 0;
+    const std::int64_t past = cache != nullptr && device_position == nullptr ? cache->length() : 0;
     if (tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 || tokens.size(0) < 1 || tokens.size(1) < 1 ||
         past + tokens.size(1) > cfg.max_positions) {
       throw InputError(::psw::detail::concat(name(), ": the input must be token ids N x T (int64, 1 <= T <= ",
@@ -327,19 +395,21 @@ class Llama final : public ZooBase, public Decoder {
     const std::int64_t kv_heads = cfg.kv_heads;
     const std::int64_t group = heads / kv_heads;
     const std::int64_t d = cfg.head_dim();
-    const std::int64_t seen = past + t;  // keys each query may attend to, at most
+    // Keys each query may attend to, at most: at a device position, the whole cache (masked).
+    const std::int64_t seen = device_position != nullptr ? cache->capacity() : past + t;
 
     // Rotary embeddings for positions [past, past + T), in fp32, then in the model's dtype.
     const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(tokens.device());
     const torch::Tensor inv_freq = rope_inverse_frequencies(cfg, tokens.device());
-    const torch::Tensor positions = torch::arange(past, seen, i64).to(torch::kFloat32);
+    const torch::Tensor positions = device_position != nullptr ? device_position->to(torch::kFloat32) : torch::arange(past, seen, i64).to(torch::kFloat32);
     const torch::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // T x d/2
     const torch::Tensor angles = torch::cat({freqs, freqs}, -1);                   // T x d
     const torch::Tensor cos = angles.cos().to(dtype());
     const torch::Tensor sin = angles.sin().to(dtype());
     // Causal: the query at position past + i sees the keys at positions <= past + i.
     const torch::Tensor masked =
-        torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
+        device_position != nullptr ? (torch::arange(seen, i64) > *device_position).unsqueeze(0)  // 1 x capacity
+                      : torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
 #ifndef PSW_FUSED_ATTENTION
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 #endif
@@ -354,7 +424,11 @@ class Llama final : public ZooBase, public Decoder {
       q = q * cos + rotate_half(q) * sin;
       k = k * cos + rotate_half(k) * sin;
       if (cache != nullptr) {
-        cache->write(static_cast<std::int64_t>(l), k, v);
+        if (device_position != nullptr) {
+          cache->write_at(static_cast<std::int64_t>(l), *device_position, k, v);
+        } else {
+          cache->write(static_cast<std::int64_t>(l), k, v);
+        }
         k = cache->keys(static_cast<std::int64_t>(l), seen);
         v = cache->values(static_cast<std::int64_t>(l), seen);
       }
@@ -365,7 +439,7 @@ class Llama final : public ZooBase, public Decoder {
       };
       const torch::Tensor attended =
           t == seen ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), {}, 0.0, /*is_causal=*/true)
-          : t == 1  ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
+          : t == 1 && device_position == nullptr ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
                     : at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), masked.logical_not());
       const torch::Tensor context = attended.transpose(1, 2).reshape({n, t, cfg.hidden});
 #else
@@ -386,7 +460,7 @@ class Llama final : public ZooBase, public Decoder {
       const torch::Tensor gated = gate * step(c, b.up, y);
       h = h + step(c, b.down, gated);
     }
-    if (cache != nullptr) cache->advance(length);
+    if (cache != nullptr && device_position == nullptr) cache->advance(length);
     const torch::Tensor last = step(c, norm_, h).select(1, length - 1);  // N x hidden
     torch::Tensor logits = head_.is_empty() ? torch::linear(last, embed_->weight) : step(c, head_, last);
     c.finish();

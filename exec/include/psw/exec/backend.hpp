@@ -65,6 +65,9 @@ class Backend {
   virtual bool supports_graphs() const { return false; }
   virtual void capture(std::size_t slot, const std::function<void()>& body);
   virtual void replay(std::size_t slot);
+  // Lets go of graph `slot` and its memory (a graph whose tensors are about to be freed must not
+  // stay replayable); nothing where there is none.
+  virtual void release(std::size_t /*slot*/) {}
 
   // Note [Graph-pipelined switch] (captured_forward.hpp): captures what `forward` enqueues on the
   // compute stream, every tensor of `parameters` already at its address on the device, and reads

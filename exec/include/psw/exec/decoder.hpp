@@ -29,6 +29,8 @@
 
 namespace psw::exec {
 
+class Backend;  // backend.hpp
+
 // Keys and values of every layer for `batch` sequences of up to `capacity` positions, in one
 // tensor of layers x 2 x batch x kv_heads x capacity x head_dim on the model's device.
 class KvCache {
@@ -44,6 +46,8 @@ class KvCache {
   // Writes the keys and values (N x kv_heads x T x head_dim) of positions [length, length + T)
   // of `layer`; advance(T) after every layer has written.
   void write(std::int64_t layer, const torch::Tensor& keys, const torch::Tensor& values);
+  // The same for one position held on the device (Note [Decode graph]), the length untouched.
+  void write_at(std::int64_t layer, const torch::Tensor& position, const torch::Tensor& keys, const torch::Tensor& values);
   void advance(std::int64_t positions);
   // Positions [0, upto) of `layer`.
   torch::Tensor keys(std::int64_t layer, std::int64_t upto) const;
@@ -80,6 +84,11 @@ class Decoder {
   // Appends `tokens` (N x T, usually T = 1) after the cache's positions; the last position's
   // logits. InputError when the cache is full or of another batch.
   virtual torch::Tensor decode(const torch::Tensor& tokens, KvCache& cache) = 0;
+  // Note [Decode graph]: one token per sequence (N x 1) at the position `position` holds (one
+  // int64 on the tokens' device), over the whole of `cache`: its keys and values written at that
+  // position, the positions after it masked. The cache's length is neither read nor advanced (the
+  // caller keeps it, and the position below the capacity). The logits (N x vocabulary).
+  virtual torch::Tensor decode_at(const torch::Tensor& tokens, const torch::Tensor& position, KvCache& cache) = 0;
 };
 
 // The model as a Decoder, or nullptr for the zoo's other models.
@@ -98,6 +107,27 @@ using TokenCallback = std::function<void(int index, const torch::Tensor& ids)>;
 torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache, int steps,
                             const TokenCallback& on_token);
 
+// Note [Decode graph]
+// ~~~~~~~~~~~~~~~~~~~
+// Decoding is a step per token, each a few hundred small kernels: launched one by one from the
+// host, a step of llama-1b took 8.7 ms on an H100, most of it launching. A graph launches them
+// with one call, but replays fixed shapes and addresses, and an eager step's shapes grow with
+// the cache. So a graph's step is decode_at: the token read from a fixed tensor, its position
+// from a device tensor, its keys and values written there (index_copy_), attention over the
+// whole cache with the positions after it masked (no keys beyond the position count: exp(-inf)
+// weighs them 0), its argmax written back as the next step's token and the position advanced,
+// all on the device. The first decode step runs eagerly (it warms up what a capture cannot
+// allocate, cuBLAS's workspace among it), the second is captured in the caller's graph slot,
+// and every step after it is a replay; the slot is released before the tensors it reads go.
+// Tokens are read on the host one by one as before (a streaming caller sends each).
+//
+// greedy_decode's tokens, the steps after the second replayed from one graph in `backend`'s slot
+// `slot` where the backend has graphs (else greedy_decode itself). InputError where the cache
+// cannot hold the steps.
+torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder& decoder,
+                                     const torch::Tensor& first_logits, KvCache& cache, int steps,
+                                     const TokenCallback& on_token);
+
 // Note [Prompt buckets]
 // ~~~~~~~~~~~~~~~~~~~~~
 // A decoder serves prompts of any length up to its context, yet a captured graph has fixed
@@ -106,8 +136,8 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
 // position L - 1 and the KV cache is filled to L. Causal attention makes this exact: no position
 // below L attends to the padding, and the padding's keys and values sit beyond the cache's
 // length, where the first decode step writes over them. A graph per bucket then serves every
-// prompt (the server captures none yet: generation runs eagerly, with the parameters pipelined
-// as for any request). The buckets of a served decoder are its config's `prompt_buckets`, by
+// prompt (the server captures no prefill graph yet: a prefill runs eagerly, with the parameters
+// pipelined as for any request; its decode steps replay a graph, Note [Decode graph]). The buckets of a served decoder are its config's `prompt_buckets`, by
 // default the powers of two from 16 up to the context, and the context itself.
 //
 // (psw::prompt_bucket, serve_config.hpp, picks a prompt's bucket.)

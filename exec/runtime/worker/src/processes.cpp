@@ -638,6 +638,9 @@ class Worker {
   std::size_t expected_ = 0;
   std::vector<SharedSegment> segments_;  // the training header (if any), control, io
   std::unique_ptr<exec::Backend> backend_;
+  // Note [Decode graph]: the graph slot a generate call's decode steps replay from (taken at the
+  // first call; a worker runs one call at a time).
+  std::optional<std::size_t> decode_graph_slot_;
   bool on_host_ = false;
   bool per_group_ = false;  // Note [Per-group handles]
   exec::TransferMode mode_ = exec::TransferMode::Pipelined;
@@ -1143,8 +1146,11 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
   token.worker = static_cast<std::uint32_t>(options_.worker_id);
   token.request = m.request;
   token.model = m.model;
-  torch::Tensor ids = exec::greedy_decode(
-      *decoder, first_logits, cache, static_cast<int>(max_tokens), [&](int i, const torch::Tensor& next) {
+  if (!decode_graph_slot_) decode_graph_slot_ = backend_->new_graph_slot();
+  // Note [Decode graph]: the steps after the second replay one graph where the backend has graphs.
+  torch::Tensor ids = exec::greedy_decode_replayed(
+      *backend_, *decode_graph_slot_, *decoder, first_logits, cache, static_cast<int>(max_tokens),
+      [&](int i, const torch::Tensor& next) {
         token.value = next.item<std::int64_t>();  // waits for the device
         token.value2 = i;
         token.times[0] = last_token_ns = monotonic_ns();
