@@ -192,6 +192,40 @@ TEST(Decoder, ReplayedDecodingGivesTheEagerTokens) {
   EXPECT_EQ(backend.captures, 1);
 }
 
+// Note [Prefill graphs]: prompts prefilled by replaying their bucket's graph (captured at the
+// bucket's first prompt) give prefill_padded's logits and cache, and decoding goes on from them
+// as from an eager prefill.
+TEST(Decoder, BucketPrefillGraphsGiveThePaddedPrefill) {
+  auto model = make_decoder(tiny(), 8, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  DeferredReplayBackend backend;
+  {
+    PrefillGraphs graphs(backend, decoder);
+    int prompts = 0;
+    for (const auto& [length, bucket] : {std::pair<std::int64_t, std::int64_t>{5, 16}, {9, 16}, {12, 32}, {16, 16}}) {
+      const torch::Tensor prompt = decoder.example_tokens(1, length, 20 + static_cast<std::uint64_t>(length));
+      const torch::Tensor padded = pad_prompt(prompt, bucket);
+      KvCache eager = decoder.make_cache(1, bucket + 4);
+      const torch::Tensor expected = decoder.prefill_padded(padded, eager, [](std::size_t) {}, length);
+      KvCache cache = decoder.make_cache(1, bucket + 4);
+      const torch::Tensor logits = graphs.prefill(padded, length, cache);
+      ++prompts;
+      EXPECT_TRUE(torch::equal(logits, expected)) << "prompt of " << length;
+      EXPECT_EQ(cache.length(), length);
+      EXPECT_TRUE(torch::equal(cache.storage().narrow(4, 0, length), eager.storage().narrow(4, 0, length))) << length;
+      EXPECT_TRUE(torch::equal(greedy_decode(decoder, logits, cache, 4), greedy_decode(decoder, expected, eager, 4)))
+          << "decoding after the prompt of " << length;
+      EXPECT_EQ(backend.replays, prompts);
+    }
+    EXPECT_EQ(graphs.buckets(), 2u);
+    EXPECT_EQ(backend.captures, 2) << "a graph per bucket, captured once";
+    KvCache two = decoder.make_cache(2, 16);
+    const std::string message = input_error_of([&] { graphs.prefill(torch::zeros({2, 16}, torch::kInt64), 3, two); });
+    EXPECT_NE(message.find("a prefill graph takes one padded prompt"), std::string::npos) << message;
+  }
+  EXPECT_EQ(backend.released, 2u) << "the graphs outlived their owner";
+}
+
 // Note [Rope scaling]: Llama 3.1's frequencies, band by band, against the formula evaluated here
 // in double; a factor of 1 changes nothing, a factor of 8 changes the long-range attention.
 TEST(Decoder, Llama3RopeScalingRescalesTheLowFrequenciesAndJoinsTheBands) {

@@ -107,5 +107,28 @@ TEST(CudaDecoder, ReplayedDecodingGivesTheEagerTokens) {
   EXPECT_THROW(backend->replay(slot), std::exception) << "the decode graph is still there after the call";
 }
 
+// Note [Prefill graphs]: on the GPU, a bucket's replayed prefill gives the eager padded
+// prefill's logits and keys and values, for two prompts in one bucket and one in another.
+TEST(CudaDecoder, BucketPrefillGraphsGiveThePaddedPrefill) {
+  auto backend = make_backend("cuda");
+  DecoderConfig config = shipped("llama-1b");
+  config.layers = 4;
+  auto model = make_decoder(config, 9, torch::kFloat32);
+  model->to(backend->device());
+  Decoder& decoder = *as_decoder(*model);
+  PrefillGraphs graphs(*backend, decoder);
+  for (const auto& [length, bucket] : {std::pair<std::int64_t, std::int64_t>{100, 128}, {77, 128}, {300, 512}}) {
+    const torch::Tensor padded =
+        pad_prompt(decoder.example_tokens(1, length, static_cast<std::uint64_t>(length)), bucket).to(backend->device());
+    KvCache eager = decoder.make_cache(1, bucket + 8);
+    const torch::Tensor expected = decoder.prefill_padded(padded, eager, [](std::size_t) {}, length);
+    KvCache cache = decoder.make_cache(1, bucket + 8);
+    EXPECT_LT(relative_error(graphs.prefill(padded, length, cache), expected), 1e-6) << length;
+    EXPECT_EQ(cache.length(), length);
+    EXPECT_LT(relative_error(cache.storage().narrow(4, 0, length), eager.storage().narrow(4, 0, length)), 1e-6) << length;
+  }
+  EXPECT_EQ(graphs.buckets(), 2u);
+}
+
 }  // namespace
 }  // namespace psw::exec

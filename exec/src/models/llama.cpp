@@ -123,7 +123,8 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
   on_token(0, next);
   // The graph's inputs, at fixed addresses: the token and its position.
   const torch::Tensor token = next.clone();
-  const torch::Tensor position = torch::full({1}, cache.length(), torch::TensorOptions().dtype(torch::kInt64).device(next.device()));
+  const torch::Tensor position =
+      torch::full({1}, cache.length(), torch::TensorOptions().dtype(torch::kInt64).device(next.device()));
   next = decoder.decode_at(token, position, cache).argmax(-1, /*keepdim=*/true);  // eager: the warm-up
   cache.advance(1);
   tokens.push_back(next);
@@ -150,6 +151,47 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
   }
   backend.release(slot);
   return torch::cat(tokens, 1);
+}
+
+PrefillGraphs::PrefillGraphs(Backend& backend, Decoder& decoder) : backend_(backend), decoder_(decoder) {
+  PSW_CHECK(backend.supports_graphs(), "prefill graphs on the ", backend.name(), " backend, which has no graphs");
+}
+
+PrefillGraphs::~PrefillGraphs() {
+  for (auto& [bucket, b] : buckets_) backend_.release(b.slot);
+}
+
+torch::Tensor PrefillGraphs::prefill(const torch::Tensor& padded, std::int64_t length, KvCache& cache) {
+  const std::int64_t bucket = padded.dim() == 2 ? padded.size(1) : 0;
+  if (padded.dim() != 2 || padded.size(0) != 1 || length < 1 || length > bucket || cache.batch() != 1 ||
+      cache.capacity() < length) {
+    throw InputError(::psw::detail::concat("a prefill graph takes one padded prompt (1 x bucket) of 1 to bucket real ",
+                                           "tokens and a cache of one sequence that holds them, not ", padded.sizes(),
+                                           " with ", length, " real tokens and a cache of ", cache.batch(), " x ",
+                                           cache.capacity()));
+  }
+  torch::NoGradGuard no_grad;
+  auto found = buckets_.find(bucket);
+  if (found == buckets_.end()) {
+    Bucket b;
+    b.slot = backend_.new_graph_slot();
+    b.tokens = padded.clone();
+    b.last = torch::full({1}, length - 1, torch::TensorOptions().dtype(torch::kInt64).device(padded.device()));
+    b.cache = std::make_unique<KvCache>(decoder_.make_cache(1, bucket));
+    // Run once before the capture: what a capture cannot allocate (cuBLAS's workspace) is then there.
+    decoder_.prefill_at(b.tokens, b.last, *b.cache);
+    Bucket& kept = buckets_.emplace(bucket, std::move(b)).first->second;
+    backend_.capture(kept.slot, [&kept, this] { kept.logits = decoder_.prefill_at(kept.tokens, kept.last, *kept.cache); });
+    found = buckets_.find(bucket);
+  }
+  Bucket& b = found->second;
+  b.tokens.copy_(padded);
+  b.last.fill_(length - 1);
+  backend_.replay(b.slot);
+  cache.reset();
+  cache.storage().narrow(4, 0, length).copy_(b.cache->storage().narrow(4, 0, length));
+  cache.advance(length);
+  return b.logits.clone();  // the next replay overwrites the graph's logits
 }
 
 torch::Tensor pad_prompt(const torch::Tensor& ids, std::int64_t bucket) {
@@ -336,6 +378,19 @@ class Llama final : public ZooBase, public Decoder {
     return run(tokens, cursor, &cache);
   }
 
+  torch::Tensor prefill_at(const torch::Tensor& tokens, const torch::Tensor& last, KvCache& cache) override {
+    if (last.numel() != 1 || last.scalar_type() != torch::kInt64 || last.device() != tokens.device()) {
+      throw InputError(::psw::detail::concat(name(), ": a prefill's last position is one int64 on the tokens' device, not ",
+                                             last.sizes(), " ", last.dtype(), " on ", last.device()));
+    }
+    torch::NoGradGuard no_grad;
+    cache.reset();
+    const LayerGate none = [](std::size_t) {};
+    Cursor cursor(*this, none);
+    const torch::Tensor flat = last.reshape({1});
+    return run(tokens, cursor, &cache, 0, nullptr, &flat);
+  }
+
   torch::Tensor decode_at(const torch::Tensor& tokens, const torch::Tensor& position, KvCache& cache) override {
     if (tokens.dim() != 2 || tokens.size(1) != 1 || position.numel() != 1 || position.scalar_type() != torch::kInt64 ||
         position.device() != tokens.device()) {
@@ -369,10 +424,11 @@ class Llama final : public ZooBase, public Decoder {
 
   // The prompt or the next tokens at positions [past, past + T): the logits of position
   // past + length - 1 (length 0: the last, T), the cache advanced by `length` (Note [Prompt buckets]).
-  // With `device_position` (Note [Decode graph]): one token at the position that tensor holds, over the whole
-  // cache, whose length is left alone.
+  // With `device_position` (Note [Decode graph]): one token at the position that tensor holds,
+  // over the whole cache, whose length is left alone. With `last_position` (Note [Prefill
+  // graphs]): the logits of the position that tensor holds.
   torch::Tensor run(const torch::Tensor& tokens, Cursor& c, KvCache* cache, std::int64_t length = 0,
-                    const torch::Tensor* device_position = nullptr) {
+                    const torch::Tensor* device_position = nullptr, const torch::Tensor* last_position = nullptr) {
     const DecoderConfig& cfg = config_;
     const std::int64_t past = cache != nullptr && device_position == nullptr ? cache->length() : 0;
     if (tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 || tokens.size(0) < 1 || tokens.size(1) < 1 ||
@@ -401,15 +457,17 @@ class Llama final : public ZooBase, public Decoder {
     // Rotary embeddings for positions [past, past + T), in fp32, then in the model's dtype.
     const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(tokens.device());
     const torch::Tensor inv_freq = rope_inverse_frequencies(cfg, tokens.device());
-    const torch::Tensor positions = device_position != nullptr ? device_position->to(torch::kFloat32) : torch::arange(past, seen, i64).to(torch::kFloat32);
+    const torch::Tensor positions =
+        (device_position != nullptr ? *device_position : torch::arange(past, seen, i64)).to(torch::kFloat32);
     const torch::Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // T x d/2
     const torch::Tensor angles = torch::cat({freqs, freqs}, -1);                   // T x d
     const torch::Tensor cos = angles.cos().to(dtype());
     const torch::Tensor sin = angles.sin().to(dtype());
     // Causal: the query at position past + i sees the keys at positions <= past + i.
     const torch::Tensor masked =
-        device_position != nullptr ? (torch::arange(seen, i64) > *device_position).unsqueeze(0)  // 1 x capacity
-                      : torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
+        device_position != nullptr
+            ? (torch::arange(seen, i64) > *device_position).unsqueeze(0)                           // 1 x capacity
+            : torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
 #ifndef PSW_FUSED_ATTENTION
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 #endif
@@ -439,8 +497,9 @@ class Llama final : public ZooBase, public Decoder {
       };
       const torch::Tensor attended =
           t == seen ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), {}, 0.0, /*is_causal=*/true)
-          : t == 1 && device_position == nullptr ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
-                    : at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), masked.logical_not());
+          : t == 1 && device_position == nullptr
+              ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
+              : at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), masked.logical_not());
       const torch::Tensor context = attended.transpose(1, 2).reshape({n, t, cfg.hidden});
 #else
       // Grouped-query attention: query heads [j * group, (j + 1) * group) share key/value head
@@ -461,7 +520,9 @@ class Llama final : public ZooBase, public Decoder {
       h = h + step(c, b.down, gated);
     }
     if (cache != nullptr && device_position == nullptr) cache->advance(length);
-    const torch::Tensor last = step(c, norm_, h).select(1, length - 1);  // N x hidden
+    const torch::Tensor normed = step(c, norm_, h);
+    const torch::Tensor last = last_position != nullptr ? normed.index_select(1, *last_position).squeeze(1)
+                                                        : normed.select(1, length - 1);  // N x hidden
     torch::Tensor logits = head_.is_empty() ? torch::linear(last, embed_->weight) : step(c, head_, last);
     c.finish();
     return logits;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,8 @@ class KvCache {
   // of `layer`; advance(T) after every layer has written.
   void write(std::int64_t layer, const torch::Tensor& keys, const torch::Tensor& values);
   // The same for one position held on the device (Note [Decode graph]), the length untouched.
-  void write_at(std::int64_t layer, const torch::Tensor& position, const torch::Tensor& keys, const torch::Tensor& values);
+  void write_at(std::int64_t layer, const torch::Tensor& position, const torch::Tensor& keys,
+                const torch::Tensor& values);
   void advance(std::int64_t positions);
   // Positions [0, upto) of `layer`.
   torch::Tensor keys(std::int64_t layer, std::int64_t upto) const;
@@ -89,6 +91,10 @@ class Decoder {
   // position, the positions after it masked. The cache's length is neither read nor advanced (the
   // caller keeps it, and the position below the capacity). The logits (N x vocabulary).
   virtual torch::Tensor decode_at(const torch::Tensor& tokens, const torch::Tensor& position, KvCache& cache) = 0;
+  // Note [Prefill graphs]: prefill_padded with the logits read at the position `last` holds (one
+  // int64 on the tokens' device) instead of a host index: the cache is reset and filled with
+  // every one of the T positions (the caller keeps the real length, and sets it).
+  virtual torch::Tensor prefill_at(const torch::Tensor& tokens, const torch::Tensor& last, KvCache& cache) = 0;
 };
 
 // The model as a Decoder, or nullptr for the zoo's other models.
@@ -128,6 +134,45 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
                                      const torch::Tensor& first_logits, KvCache& cache, int steps,
                                      const TokenCallback& on_token);
 
+// Note [Prefill graphs]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A resident decoder's prefill, like its decode step, is launch-bound when eager (llama-1b: a
+// warm 100-token prompt's first token 8.8 ms served, against 2.8 ms for `psw run --graph`'s
+// replayed prefill). A bucket's prefill has one shape (Note [Prompt buckets]), so it is captured
+// once per bucket, at the bucket's first resident prompt: the prompt copied into the bucket's
+// token tensor, the last real position into a device tensor (prefill_at), keys and values into
+// the bucket's own cache; after a replay the real positions' keys and values are copied into the
+// call's cache (one device copy of a few megabytes), whose length is set to the prompt's. The
+// graphs, their caches and activations stay for the decoder's life: the memory of the buckets
+// used (llama-1b's 8,191-token bucket: 0.27 GB of cache).
+class PrefillGraphs {
+ public:
+  // For `decoder` (batch 1) on `backend`, which must support graphs; both outlive this.
+  PrefillGraphs(Backend& backend, Decoder& decoder);
+  ~PrefillGraphs();
+  PrefillGraphs(const PrefillGraphs&) = delete;
+  PrefillGraphs& operator=(const PrefillGraphs&) = delete;
+
+  // decoder.prefill_padded(padded, cache, no gate, length) by a replay of the bucket's graph
+  // (padded: 1 x bucket token ids on the device; captured at its first prompt): the logits of
+  // position length - 1, `cache` holding positions [0, length). InputError for another batch or a
+  // cache that cannot hold the prompt.
+  torch::Tensor prefill(const torch::Tensor& padded, std::int64_t length, KvCache& cache);
+  std::size_t buckets() const { return buckets_.size(); }  // captured so far
+
+ private:
+  struct Bucket {
+    std::size_t slot = 0;
+    torch::Tensor tokens;  // 1 x bucket, the graph's input
+    torch::Tensor last;    // the last real position, the graph's other input
+    torch::Tensor logits;  // the graph's output
+    std::unique_ptr<KvCache> cache;
+  };
+  Backend& backend_;
+  Decoder& decoder_;
+  std::map<std::int64_t, Bucket> buckets_;
+};
+
 // Note [Prompt buckets]
 // ~~~~~~~~~~~~~~~~~~~~~
 // A decoder serves prompts of any length up to its context, yet a captured graph has fixed
@@ -137,8 +182,9 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
 // below L attends to the padding, and the padding's keys and values sit beyond the cache's
 // length, where the first decode step writes over them. A graph per bucket then serves every
 // prompt (the server captures no prefill graph yet: a prefill runs eagerly, with the parameters
-// pipelined as for any request; its decode steps replay a graph, Note [Decode graph]). The buckets of a served decoder are its config's `prompt_buckets`, by
-// default the powers of two from 16 up to the context, and the context itself.
+// pipelined as for any request; its decode steps replay a graph, Note [Decode graph]). The
+// buckets of a served decoder are its config's `prompt_buckets`, by default the powers of two
+// from 16 up to the context, and the context itself.
 //
 // (psw::prompt_bucket, serve_config.hpp, picks a prompt's bucket.)
 // `ids` (1 x L, int64) padded on the right with id 0 to 1 x bucket (bucket >= L).

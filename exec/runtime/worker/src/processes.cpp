@@ -572,6 +572,8 @@ struct WorkerSlot {
   std::optional<exec::ParameterStore> store;
   std::optional<exec::DeviceRegion> device_region;
   std::unique_ptr<exec::PipelineEngine> engine;
+  // Note [Prefill graphs]: a decoder's resident prefills per prompt bucket (null until its first).
+  std::unique_ptr<exec::PrefillGraphs> prefill_graphs;
   // Note [TorchScript served through its graph]: a user's model's switch (null: the engine's).
   std::unique_ptr<exec::CapturedSwitch> captured;
   torch::Tensor graph_input;  // the input its graphs were captured for (undefined: none)
@@ -1137,8 +1139,21 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
   exec::PipelineEngine& engine = *slot.engine;
   const bool transfer = (m.flags & kFlagTransfer) != 0;
   const torch::Tensor padded = exec::pad_prompt(prompt, bucket);
-  const torch::Tensor first_logits =
-      transfer ? engine.switch_in_and_run(padded, prefill) : engine.run_resident(padded, prefill);
+  torch::Tensor first_logits;
+  if (transfer) {
+    first_logits = engine.switch_in_and_run(padded, prefill);
+  } else if (slot.graph_input.defined()) {
+    // Note [Prefill graphs]: where the slot's graphs are (its parameters at fixed addresses), a
+    // resident prompt replays its bucket's prefill; the engine's marks around it, as for a
+    // captured model's request.
+    if (!slot.prefill_graphs) slot.prefill_graphs = std::make_unique<exec::PrefillGraphs>(*backend_, *decoder);
+    backend_->mark(exec::PipelineEngine::kMarkBegin);
+    backend_->mark(exec::PipelineEngine::kMarkFirstLayer);
+    first_logits = slot.prefill_graphs->prefill(padded, length, cache);
+    backend_->mark(exec::PipelineEngine::kMarkEnd);
+  } else {
+    first_logits = engine.run_resident(padded, prefill);
+  }
   std::int64_t first_token_ns = 0;
   std::int64_t last_token_ns = 0;
   Message token;
