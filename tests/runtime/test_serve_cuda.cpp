@@ -95,6 +95,50 @@ models:
   EXPECT_EQ(controller->stats().failed_requests, 0);
 }
 
+// Note [Decode graph], Note [Prefill graphs] on the GPU: llama-tiny in fp32 generates through
+// the server, cold (switched in) and then warm (resident: its bucket's prefill graph, a second
+// bucket's captured at its first prompt), each call's tokens those of recomputing the whole
+// sequence on the device, and told one by one.
+TEST(ServeCuda, ADecoderGeneratesColdAndWarmThroughItsGraphs) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto reference = exec::make_model(zoo, 0, torch::kFloat32);  // the served weights (seed 0)
+  exec::Decoder& decoder = *exec::as_decoder(*reference);
+  torch::NoGradGuard no_grad;
+  const ServeConfig config = write_config("cuda-generate", R"(workers: 1
+request_timeout_ms: 120000
+cache: active
+models:
+  - name: llama-tiny
+    decoder: )" + zoo + R"(
+    prompt_tokens: 16
+    prompt_buckets: [16, 64, 255]
+    batch: 1
+)", decoder_profiles("cuda-generate", *reference, decoder.example_tokens(1, 16, 3)));
+  auto controller = start(config, "cuda");
+  ASSERT_TRUE(controller->ready());
+  reference->to(torch::kCUDA);
+  constexpr std::int64_t kTokens = 12;
+  const std::vector<std::pair<std::int64_t, bool>> calls = {{5, true}, {9, false}, {40, false}, {33, false}, {5, false}};
+  for (const auto& [length, switched] : calls) {
+    const torch::Tensor prompt = decoder.example_tokens(1, length, 50 + static_cast<std::uint64_t>(length));
+    torch::Tensor sequence = prompt.to(torch::kCUDA);
+    for (int i = 0; i < kTokens; ++i) sequence = torch::cat({sequence, reference->forward(sequence).argmax(-1, true)}, 1);
+    const torch::Tensor generated = sequence.narrow(1, length, kTokens).cpu();
+    const std::vector<std::int64_t> expected(generated.data_ptr<std::int64_t>(), generated.data_ptr<std::int64_t>() + kTokens);
+    GenerateRequest request;
+    request.model = "llama-tiny";
+    request.input_ids.assign(prompt.data_ptr<std::int64_t>(), prompt.data_ptr<std::int64_t>() + length);
+    request.max_tokens = kTokens;
+    std::vector<std::int64_t> told;
+    const GenerateResponse r = controller->generate(request, [&](const GeneratedToken& t) { told.push_back(t.id); });
+    EXPECT_EQ(r.output_ids, expected) << "prompt of " << length;
+    EXPECT_EQ(told, expected) << "prompt of " << length;
+    EXPECT_EQ(r.switched, switched) << "prompt of " << length;
+    EXPECT_EQ(r.prompt_bucket, length <= 16 ? 16 : 64);
+  }
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+}
+
 // Note [TorchScript served through its graph]: a user's TorchScript model on the GPU is switched
 // through its captured forward (the worker says so on its stderr at start), its answers are the module's on
 // the device at the captured batch and, eagerly, at another, and depend on the input.
