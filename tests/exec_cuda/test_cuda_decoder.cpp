@@ -82,15 +82,21 @@ TEST(CudaDecoder, HalfPrecisionFollowsFp32) {
   }
 }
 
-// Note [Decode graph]: on the GPU, the decode steps replayed from one graph give the eager
-// steps' tokens (fp32, llama-1b cut to four layers: the graph's shapes, not the size, are what is
-// checked), and the graph is let go of afterwards.
-TEST(CudaDecoder, ReplayedDecodingGivesTheEagerTokens) {
-  auto backend = make_backend("cuda");
+// llama-1b cut to four layers, in fp32 on `backend`'s device: for the graphs' tests, where the
+// shapes and kernels, not the size, are what is checked.
+std::unique_ptr<ZooModel> four_layer_llama_1b(Backend& backend, std::uint64_t seed) {
   DecoderConfig config = shipped("llama-1b");
   config.layers = 4;
-  auto model = make_decoder(config, 7, torch::kFloat32);
-  model->to(backend->device());
+  auto model = make_decoder(config, seed, torch::kFloat32);
+  model->to(backend.device());
+  return model;
+}
+
+// Note [Decode graph]: on the GPU, the decode steps replayed from one graph give the eager
+// steps' tokens, and the graph is let go of afterwards.
+TEST(CudaDecoder, ReplayedDecodingGivesTheEagerTokens) {
+  auto backend = make_backend("cuda");
+  auto model = four_layer_llama_1b(*backend, 7);
   Decoder& decoder = *as_decoder(*model);
   const torch::Tensor prompt = decoder.example_tokens(1, 100, 3).to(backend->device());
   constexpr int kSteps = 40;
@@ -111,10 +117,7 @@ TEST(CudaDecoder, ReplayedDecodingGivesTheEagerTokens) {
 // prefill's logits and keys and values, for two prompts in one bucket and one in another.
 TEST(CudaDecoder, BucketPrefillGraphsGiveThePaddedPrefill) {
   auto backend = make_backend("cuda");
-  DecoderConfig config = shipped("llama-1b");
-  config.layers = 4;
-  auto model = make_decoder(config, 9, torch::kFloat32);
-  model->to(backend->device());
+  auto model = four_layer_llama_1b(*backend, 9);
   Decoder& decoder = *as_decoder(*model);
   PrefillGraphs graphs(*backend, decoder);
   for (const auto& [length, bucket] : {std::pair<std::int64_t, std::int64_t>{100, 128}, {77, 128}, {300, 512}}) {
