@@ -180,9 +180,9 @@ torch::Tensor PrefillGraphs::prefill(const torch::Tensor& padded, std::int64_t l
     b.cache = std::make_unique<KvCache>(decoder_.make_cache(1, bucket));
     // Run once before the capture: what a capture cannot allocate (cuBLAS's workspace) is then there.
     decoder_.prefill_at(b.tokens, b.last, *b.cache);
-    Bucket& kept = buckets_.emplace(bucket, std::move(b)).first->second;
+    found = buckets_.emplace(bucket, std::move(b)).first;
+    Bucket& kept = found->second;
     backend_.capture(kept.slot, [&kept, this] { kept.logits = decoder_.prefill_at(kept.tokens, kept.last, *kept.cache); });
-    found = buckets_.find(bucket);
   }
   Bucket& b = found->second;
   b.tokens.copy_(padded);
