@@ -309,6 +309,7 @@ void run(const RunOptions& o) {
           {"first_token_saving_ms", r.first_token_saving_ms()},
           {"decode_tokens", d.decode_tokens},
           {"per_token_ms", {{"median", d.per_token.median_ms}, {"p99", d.per_token.p99_ms}}},
+          {"per_token_replayed", d.per_token_replayed},
           {"tokens", d.tokens}};
     }
     if (r.weights) {
@@ -368,8 +369,9 @@ void run(const RunOptions& o) {
     std::printf("%-18s median %.3f ms  p99 %.3f ms (every group copied, then the prefill%s)\n", "  copy, prefill",
                 d.copy_then_prefill.median_ms, d.copy_then_prefill.p99_ms, o.graph ? ", graph" : "");
     if (d.decode_tokens > 0) {
-      std::printf("%-18s median %.3f ms  p99 %.3f ms per token (%d tokens, resident, eager)\n", "decode",
-                  d.per_token.median_ms, d.per_token.p99_ms, d.decode_tokens);
+      std::printf("%-18s median %.3f ms  p99 %.3f ms per token (%d tokens, resident, %s)\n", "decode",
+                  d.per_token.median_ms, d.per_token.p99_ms, d.decode_tokens,
+                  d.per_token_replayed ? "one graph replayed per step" : "eager");
     }
   }
 }

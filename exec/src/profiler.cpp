@@ -174,7 +174,8 @@ Duration profile_decode_step(Backend& backend, ZooModel& model, int batch, std::
   if (tokens < 1) throw InputError("--decode-tokens must be at least 1, not " + std::to_string(tokens));
   // example_tokens refuses a prompt beyond the decoder's positions, naming it.
   const torch::Tensor prompt = decoder->example_tokens(batch, prompt_tokens, 1).to(backend.device());
-  const std::int64_t positions = prompt_tokens + tokens + 2;  // the prompt, the warm-up step, the timed ones
+  // The prompt, the eager step and the capture before the timed ones (time_greedy_decode).
+  const std::int64_t positions = prompt_tokens + tokens + 3;
   if (positions > decoder->config().max_positions) {
     throw InputError(model.name() + ": a prompt of " + std::to_string(prompt_tokens) + " tokens and " +
                      std::to_string(tokens) + " decode steps exceed its " + std::to_string(decoder->config().max_positions) +
@@ -182,16 +183,9 @@ Duration profile_decode_step(Backend& backend, ZooModel& model, int batch, std::
   }
   torch::NoGradGuard no_grad;
   KvCache cache = decoder->make_cache(batch, positions);
-  torch::Tensor next = decoder->prefill(prompt, cache).argmax(-1, /*keepdim=*/true);
-  next = decoder->decode(next, cache).argmax(-1, /*keepdim=*/true);  // warm-up, untimed
-  std::vector<Duration> steps;
-  for (int i = 0; i < tokens; ++i) {
-    backend.synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    next = decoder->decode(next, cache).argmax(-1, /*keepdim=*/true);
-    backend.synchronize();
-    steps.push_back(nanoseconds(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()));
-  }
+  // Replayed from a graph where the backend has graphs, as the server decodes (Note [Decode graph]).
+  std::vector<Duration> steps =
+      time_greedy_decode(backend, *decoder, decoder->prefill(prompt, cache), cache, tokens, /*graphs=*/true).steps;
   return median(std::move(steps));
 }
 

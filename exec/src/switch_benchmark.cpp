@@ -80,18 +80,14 @@ DecoderReport measure_decoder(const SwitchBenchmarkSpec& spec, Backend& backend,
   engine.switch_in_and_run(input);
   if (spec.decode_tokens > 0) {
     torch::NoGradGuard no_grad;
-    KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 1);
+    // Under --graph the steps replay one graph, as the server's do (Note [Decode graph]).
+    KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 3);
     greedy_decode(decoder, decoder.prefill(input, cache), cache, spec.decode_tokens + 1);
-    torch::Tensor next = decoder.prefill(input, cache).argmax(-1, /*keepdim=*/true);
-    std::vector<torch::Tensor> tokens{next};
-    samples.clear();
-    for (int i = 0; i < spec.decode_tokens; ++i) {
-      samples.push_back(wall([&] { next = decoder.decode(next, cache).argmax(-1, /*keepdim=*/true); }));
-      tokens.push_back(next);
-    }
-    d.per_token = latency_stats(samples);
-    const torch::Tensor first = torch::cat(tokens, 1)[0].to(torch::kCPU);
-    for (std::int64_t i = 0; i < first.size(0); ++i) d.tokens.push_back(first[i].item<std::int64_t>());
+    const TimedDecode timed =
+        time_greedy_decode(backend, decoder, decoder.prefill(input, cache), cache, spec.decode_tokens, spec.graph);
+    d.per_token = latency_stats(timed.steps);
+    d.per_token_replayed = timed.replayed;
+    d.tokens = timed.tokens;
   }
   return d;
 }

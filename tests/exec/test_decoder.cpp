@@ -192,6 +192,32 @@ TEST(Decoder, ReplayedDecodingGivesTheEagerTokens) {
   EXPECT_EQ(backend.captures, 1);
 }
 
+// psw run's and psw profile's per-token times: one per timed step, the steps before them
+// (the eager first step; with graphs the capture too) generated but not timed, and the tokens
+// greedy decoding's, decoded eagerly or from one replayed graph as asked.
+TEST(Decoder, TimedDecodingTimesEveryStepAfterTheUntimedOnes) {
+  auto model = make_decoder(tiny(), 5, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  const torch::Tensor prompt = decoder.example_tokens(1, 9, 6);
+  constexpr int kTimed = 6;
+  KvCache eager_cache = decoder.make_cache(1, 9 + kTimed + 3);
+  const torch::Tensor eager = greedy_decode(decoder, decoder.prefill(prompt, eager_cache), eager_cache, kTimed + 1);
+  for (const bool graphs : {false, true}) {
+    DeferredReplayBackend backend;
+    KvCache cache = decoder.make_cache(1, 9 + kTimed + 3);
+    const TimedDecode timed = time_greedy_decode(backend, decoder, decoder.prefill(prompt, cache), cache, kTimed, graphs);
+    EXPECT_EQ(timed.replayed, graphs);
+    EXPECT_EQ(timed.steps.size(), static_cast<std::size_t>(kTimed)) << graphs;
+    for (const Duration step : timed.steps) EXPECT_GT(step.ns(), 0);
+    ASSERT_EQ(timed.tokens.size(), static_cast<std::size_t>(kTimed + 1)) << graphs;
+    for (int i = 0; i <= kTimed; ++i) EXPECT_EQ(timed.tokens[static_cast<std::size_t>(i)], eager[0][i].item<std::int64_t>());
+    // With graphs: the first step eager, the second captured, the rest replayed (Note [Decode graph]).
+    EXPECT_EQ(backend.captures, graphs ? 1 : 0);
+    EXPECT_EQ(backend.replays, graphs ? kTimed + 1 : 0);
+    EXPECT_EQ(cache.length(), 9 + (graphs ? kTimed + 2 : kTimed + 1));
+  }
+}
+
 // Note [Prefill graphs]: prompts prefilled by replaying their bucket's graph (captured at the
 // bucket's first prompt) give prefill_padded's logits and cache, and decoding goes on from them
 // as from an eager prefill.

@@ -9,6 +9,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -151,6 +152,32 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
   }
   backend.release(slot);
   return torch::cat(tokens, 1);
+}
+
+TimedDecode time_greedy_decode(Backend& backend, Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache,
+                               int timed, bool graphs) {
+  PSW_CHECK(timed >= 1, "time_greedy_decode needs a step to time, not ", timed);
+  TimedDecode out;
+  out.replayed = graphs && backend.supports_graphs();
+  const int untimed = out.replayed ? 2 : 1;  // the eager first step warms up either way
+  std::vector<std::int64_t> known_ns;
+  const auto on_token = [&](int, const torch::Tensor& next) {
+    (void)next.item<std::int64_t>();  // waits for the device, as a served call's host does
+    known_ns.push_back(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
+  const int steps = timed + 1 + untimed;
+  const torch::Tensor ids = out.replayed
+                                ? greedy_decode_replayed(backend, backend.new_graph_slot(), decoder, first_logits,
+                                                         cache, steps, on_token)
+                                : greedy_decode(decoder, first_logits, cache, steps, on_token);
+  for (std::size_t i = 1 + static_cast<std::size_t>(untimed); i < known_ns.size(); ++i) {
+    out.steps.push_back(nanoseconds(known_ns[i] - known_ns[i - 1]));
+  }
+  const torch::Tensor first = ids[0].slice(0, 0, timed + 1).to(torch::kCPU);
+  for (std::int64_t i = 0; i < first.size(0); ++i) out.tokens.push_back(first[i].item<std::int64_t>());
+  return out;
 }
 
 PrefillGraphs::PrefillGraphs(Backend& backend, Decoder& decoder) : backend_(backend), decoder_(decoder) {

@@ -26,6 +26,7 @@
 #include <torch/types.h>
 
 #include "psw/common/decoder_config.hpp"
+#include "psw/common/units.hpp"
 #include "psw/exec/model_zoo.hpp"
 
 namespace psw::exec {
@@ -133,6 +134,19 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
 torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder& decoder,
                                      const torch::Tensor& first_logits, KvCache& cache, int steps,
                                      const TokenCallback& on_token);
+
+// `timed` resident decode steps after `first_logits`, each timed from the token before it read
+// on the host to it read there. With `graphs` where `backend` has them, decoded as a served call
+// decodes (greedy_decode_replayed in a new slot of `backend`: the eager first step and the capture
+// come before the timed steps, untimed); else eagerly, the first step untimed. For psw run's and
+// psw profile's per-token times. `cache` must hold timed + 3 more positions.
+struct TimedDecode {
+  std::vector<std::int64_t> tokens;  // the first sequence's first timed + 1 tokens
+  std::vector<Duration> steps;       // timed of them
+  bool replayed = false;             // the steps replayed one graph (Note [Decode graph])
+};
+TimedDecode time_greedy_decode(Backend& backend, Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache,
+                               int timed, bool graphs);
 
 // Note [Prefill graphs]
 // ~~~~~~~~~~~~~~~~~~~~~

@@ -59,7 +59,8 @@ struct DecoderReport {
   std::int64_t prompt_tokens = 0;
   int decode_tokens = 0;             // decoded after the first token (0: not measured)
   LatencyStats copy_then_prefill;    // every parameter copied, then the prefill (no pipeline)
-  LatencyStats per_token;            // one resident decode step
+  LatencyStats per_token;            // one resident decode step, its token read on the host
+  bool per_token_replayed = false;   // the steps replayed a graph (--graph: Note [Decode graph])
   std::vector<std::int64_t> tokens;  // the first sequence's greedy tokens after the prompt
 };
 
