@@ -11,7 +11,7 @@
 #             each call) and warm (back to back), per token after it, and the output ids; beside
 #             them psw run --graph of the same decoder at the bucket's length (the cold switch and
 #             its bound: every byte over the link measured in the same call plus the resident
-#             prefill) and transformers' own greedy `generate` of the same weights, resident, in
+#             prefill; its decode steps, replayed as the server's) and transformers' own greedy `generate` of the same weights, resident, in
 #             the same session (ids in fp32 and bf16, time in bf16).
 #   training  the ResNet-152 job of configs/serve/h200.yaml (batch 8, SGD with momentum) on two
 #             fresh servers: `psw bench-serve` with PSW_WORKLOADS_WINDOW seconds alone then under
@@ -98,7 +98,7 @@ if [[ $parts == *" decoder "* ]]; then
   for bucket in $buckets_of; do
     echo "== psw run llama-1b bf16 at $bucket tokens ($(date -u +%T))"
     (cd "$root" && "$psw" run --model "$weights/llama-1b.yaml" --dtype bf16 --batch 1 --prompt-tokens "$bucket" \
-       --decode 0 --graph --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/llama-1b.yaml" \
+       --decode "$decode" --graph --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/llama-1b.yaml" \
        --hardware "$hardware" --format json) > "$raw/run-$bucket.json"
   done
   cat > "$raw/serve-decoder.yaml" <<YAML
