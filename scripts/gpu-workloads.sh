@@ -96,9 +96,12 @@ if [[ $parts == *" decoder "* ]]; then
   cp "$root/configs/models/h200/resnet152.yaml" "$profiles/"
   buckets_of=$(echo "$buckets" | tr -d ' ' | tr ',' ' ')
   for bucket in $buckets_of; do
+    # Its decode steps where they fit the context (the prompt, the steps and two untimed before them).
+    run_decode=$((context - bucket - 2 < decode ? context - bucket - 2 : decode))
+    ((run_decode > 0)) || run_decode=0
     echo "== psw run llama-1b bf16 at $bucket tokens ($(date -u +%T))"
     (cd "$root" && "$psw" run --model "$weights/llama-1b.yaml" --dtype bf16 --batch 1 --prompt-tokens "$bucket" \
-       --decode "$decode" --graph --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/llama-1b.yaml" \
+       --decode "$run_decode" --graph --repeat "$repeat" --warmup 3 --profile "$profiles/bf16/llama-1b.yaml" \
        --hardware "$hardware" --format json) > "$raw/run-$bucket.json"
   done
   cat > "$raw/serve-decoder.yaml" <<YAML

@@ -174,8 +174,8 @@ Duration profile_decode_step(Backend& backend, ZooModel& model, int batch, std::
   if (tokens < 1) throw InputError("--decode-tokens must be at least 1, not " + std::to_string(tokens));
   // example_tokens refuses a prompt beyond the decoder's positions, naming it.
   const torch::Tensor prompt = decoder->example_tokens(batch, prompt_tokens, 1).to(backend.device());
-  // The prompt, the eager step and the capture before the timed ones (time_greedy_decode).
-  const std::int64_t positions = prompt_tokens + tokens + 3;
+  // The prompt, the timed steps and the two before them (time_greedy_decode).
+  const std::int64_t positions = prompt_tokens + tokens + 2;
   if (positions > decoder->config().max_positions) {
     throw InputError(model.name() + ": a prompt of " + std::to_string(prompt_tokens) + " tokens and " +
                      std::to_string(tokens) + " decode steps exceed its " + std::to_string(decoder->config().max_positions) +

@@ -81,7 +81,7 @@ DecoderReport measure_decoder(const SwitchBenchmarkSpec& spec, Backend& backend,
   if (spec.decode_tokens > 0) {
     torch::NoGradGuard no_grad;
     // Under --graph the steps replay one graph, as the server's do (Note [Decode graph]).
-    KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 3);
+    KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 2);
     greedy_decode(decoder, decoder.prefill(input, cache), cache, spec.decode_tokens + 1);
     const TimedDecode timed =
         time_greedy_decode(backend, decoder, decoder.prefill(input, cache), cache, spec.decode_tokens, spec.graph);
@@ -180,6 +180,15 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
       (decoder != nullptr && spec.prompt_tokens > 0 ? decoder->example_tokens(spec.batch, spec.prompt_tokens, 1)
                                                      : model->example_input(spec.batch, 1))
           .to(backend->device());
+  // The prompt, the timed steps and the two before them (time_greedy_decode), refused before
+  // anything is switched rather than after the whole benchmark.
+  if (decoder != nullptr && spec.decode_tokens > 0 &&
+      input.size(1) + spec.decode_tokens + 2 > decoder->config().max_positions) {
+    throw InputError(detail::concat(model->name(), ": a prompt of ", input.size(1), " tokens and --decode ",
+                                    spec.decode_tokens, " need ", input.size(1) + spec.decode_tokens + 2,
+                                    " positions (two steps before the timed ones), more than its ",
+                                    decoder->config().max_positions));
+  }
   // Note [Prefill curve]: a decoder's profiled times are for the profile's prompt; another
   // prompt's are scaled by its curve, and without one the prediction would be another prompt's.
   const std::int64_t prompt = decoder != nullptr ? input.size(1) : 0;

@@ -200,11 +200,11 @@ TEST(Decoder, TimedDecodingTimesEveryStepAfterTheUntimedOnes) {
   Decoder& decoder = decoder_of(*model);
   const torch::Tensor prompt = decoder.example_tokens(1, 9, 6);
   constexpr int kTimed = 6;
-  KvCache eager_cache = decoder.make_cache(1, 9 + kTimed + 3);
+  KvCache eager_cache = decoder.make_cache(1, 9 + kTimed + 2);
   const torch::Tensor eager = greedy_decode(decoder, decoder.prefill(prompt, eager_cache), eager_cache, kTimed + 1);
   for (const bool graphs : {false, true}) {
     DeferredReplayBackend backend;
-    KvCache cache = decoder.make_cache(1, 9 + kTimed + 3);
+    KvCache cache = decoder.make_cache(1, 9 + kTimed + 2);
     const TimedDecode timed = time_greedy_decode(backend, decoder, decoder.prefill(prompt, cache), cache, kTimed, graphs);
     EXPECT_EQ(timed.replayed, graphs);
     EXPECT_EQ(timed.steps.size(), static_cast<std::size_t>(kTimed)) << graphs;

@@ -139,7 +139,7 @@ torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder
 // on the host to it read there. With `graphs` where `backend` has them, decoded as a served call
 // decodes (greedy_decode_replayed in a new slot of `backend`: the eager first step and the capture
 // come before the timed steps, untimed); else eagerly, the first step untimed. For psw run's and
-// psw profile's per-token times. `cache` must hold timed + 3 more positions.
+// psw profile's per-token times. `cache` must hold timed + 2 more positions.
 struct TimedDecode {
   std::vector<std::int64_t> tokens;  // the first sequence's first timed + 1 tokens
   std::vector<Duration> steps;       // timed of them
