@@ -192,6 +192,40 @@ TEST(Decoder, ReplayedDecodingGivesTheEagerTokens) {
   EXPECT_EQ(backend.captures, 1);
 }
 
+// Note [Decode graph]: a DecodeGraph kept for later sequences in the same cache captures once;
+// the next sequence, shorter than the first and so with the first's keys and values beyond its
+// position, replays every step and still gives greedy_decode's tokens.
+TEST(Decoder, AKeptDecodeGraphReplaysEveryStepOfTheNextSequence) {
+  auto model = make_decoder(tiny(), 5, torch::kFloat32);
+  Decoder& decoder = decoder_of(*model);
+  DeferredReplayBackend backend;
+  KvCache cache = decoder.make_cache(1, 32);
+  {
+    DecodeGraph graph(backend, backend.new_graph_slot(), decoder, cache);
+    int replays = 0;
+    for (const auto& [prompt_length, steps] : {std::pair{12, 10}, std::pair{5, 7}, std::pair{9, 1}}) {
+      const torch::Tensor prompt = decoder.example_tokens(1, prompt_length, static_cast<std::uint64_t>(prompt_length));
+      KvCache eager_cache = decoder.make_cache(1, 32);
+      const torch::Tensor eager = greedy_decode(decoder, decoder.prefill(prompt, eager_cache), eager_cache, steps);
+      const torch::Tensor replayed = graph.decode(decoder.prefill(prompt, cache), steps, nullptr);
+      EXPECT_TRUE(torch::equal(replayed, eager)) << "prompt " << prompt_length << ": " << replayed << eager;
+      EXPECT_EQ(cache.length(), prompt_length + steps - 1);
+      // The first sequence: one eager step, the capture, replays; the later ones: replays only.
+      replays += prompt_length == 12 ? steps - 2 : steps - 1;
+      EXPECT_EQ(backend.replays, replays) << "prompt " << prompt_length;
+      EXPECT_TRUE(graph.captured());
+    }
+    EXPECT_EQ(backend.captures, 1);
+    // A sequence the cache cannot hold is refused before anything runs.
+    const torch::Tensor first = decoder.prefill(decoder.example_tokens(1, 30, 1), cache);
+    const std::string message = input_error_of([&] { graph.decode(first, 8, nullptr); });
+    EXPECT_NE(message.find("a KV cache of 32 positions, 30 filled, cannot decode 7 more tokens"), std::string::npos)
+        << message;
+    EXPECT_EQ(backend.released, 0u);
+  }
+  EXPECT_EQ(backend.released, 1u);  // the graph lets go of its slot with it
+}
+
 // psw run's and psw profile's per-token times: one per timed step, the steps before them
 // (the eager first step; with graphs the capture too) generated but not timed, and the tokens
 // greedy decoding's, decoded eagerly or from one replayed graph as asked.

@@ -100,11 +100,71 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
   std::vector<torch::Tensor> tokens;
   torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
   tokens.push_back(next);
-  on_token(0, next);
+  if (on_token) on_token(0, next);
   for (int i = 1; i < steps; ++i) {
     next = decoder.decode(next, cache).argmax(-1, /*keepdim=*/true);
     tokens.push_back(next);
-    on_token(i, next);
+    if (on_token) on_token(i, next);
+  }
+  return torch::cat(tokens, 1);
+}
+
+DecodeGraph::DecodeGraph(Backend& backend, std::size_t slot, Decoder& decoder, KvCache& cache)
+    : backend_(backend), slot_(slot), decoder_(decoder), cache_(cache) {}
+
+DecodeGraph::~DecodeGraph() {
+  if (captured_) backend_.release(slot_);
+}
+
+torch::Tensor DecodeGraph::decode(const torch::Tensor& first_logits, int steps, const TokenCallback& on_token) {
+  if (!backend_.supports_graphs() || (!captured_ && steps < 3)) {
+    return greedy_decode(decoder_, first_logits, cache_, steps, on_token);
+  }
+  if (cache_.length() < 1 || cache_.length() + steps - 1 > cache_.capacity()) {
+    throw InputError(::psw::detail::concat("a KV cache of ", cache_.capacity(), " positions, ", cache_.length(),
+                                           " filled, cannot decode ", steps - 1, " more tokens"));
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> tokens;
+  torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
+  tokens.push_back(next);
+  if (on_token) on_token(0, next);
+  int first_replayed = 1;
+  if (captured_) {
+    PSW_CHECK(next.sizes() == token_.sizes(), "a decode graph captured for tokens ", token_.sizes(), " given ",
+              next.sizes());
+    token_.copy_(next);
+    position_.fill_(cache_.length());
+  } else {
+    token_ = next.clone();
+    position_ = torch::full({1}, cache_.length(), torch::TensorOptions().dtype(torch::kInt64).device(next.device()));
+    next = decoder_.decode_at(token_, position_, cache_).argmax(-1, /*keepdim=*/true);  // eager: the warm-up
+    cache_.advance(1);
+    tokens.push_back(next);
+    if (on_token) on_token(1, next);
+    token_.copy_(next);
+    position_.add_(1);
+    backend_.capture(slot_, [&] {
+      produced_ = decoder_.decode_at(token_, position_, cache_).argmax(-1, /*keepdim=*/true);
+      token_.copy_(produced_);
+      position_.add_(1);
+    });
+    captured_ = true;
+    first_replayed = 2;
+  }
+  try {
+    for (int i = first_replayed; i < steps; ++i) {
+      backend_.replay(slot_);
+      cache_.advance(1);
+      next = produced_.clone();  // the next replay overwrites `produced_`
+      tokens.push_back(next);
+      if (on_token) on_token(i, next);
+    }
+  } catch (...) {
+    // A graph that failed mid-sequence is not replayed again: the next sequence captures anew.
+    backend_.release(slot_);
+    captured_ = false;
+    throw;
   }
   return torch::cat(tokens, 1);
 }
@@ -112,46 +172,8 @@ torch::Tensor greedy_decode(Decoder& decoder, const torch::Tensor& first_logits,
 torch::Tensor greedy_decode_replayed(Backend& backend, std::size_t slot, Decoder& decoder,
                                      const torch::Tensor& first_logits, KvCache& cache, int steps,
                                      const TokenCallback& on_token) {
-  if (!backend.supports_graphs() || steps < 3) return greedy_decode(decoder, first_logits, cache, steps, on_token);
-  if (cache.length() < 1 || cache.length() + steps - 1 > cache.capacity()) {
-    throw InputError(::psw::detail::concat("a KV cache of ", cache.capacity(), " positions, ", cache.length(),
-                                           " filled, cannot decode ", steps - 1, " more tokens"));
-  }
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> tokens;
-  torch::Tensor next = first_logits.argmax(-1, /*keepdim=*/true);  // N x 1
-  tokens.push_back(next);
-  on_token(0, next);
-  // The graph's inputs, at fixed addresses: the token and its position.
-  const torch::Tensor token = next.clone();
-  const torch::Tensor position =
-      torch::full({1}, cache.length(), torch::TensorOptions().dtype(torch::kInt64).device(next.device()));
-  next = decoder.decode_at(token, position, cache).argmax(-1, /*keepdim=*/true);  // eager: the warm-up
-  cache.advance(1);
-  tokens.push_back(next);
-  on_token(1, next);
-  token.copy_(next);
-  position.add_(1);
-  torch::Tensor produced;  // the graph's output: each replay writes the step's token here
-  backend.capture(slot, [&] {
-    produced = decoder.decode_at(token, position, cache).argmax(-1, /*keepdim=*/true);
-    token.copy_(produced);
-    position.add_(1);
-  });
-  try {
-    for (int i = 2; i < steps; ++i) {
-      backend.replay(slot);
-      cache.advance(1);
-      next = produced.clone();  // the next replay overwrites `produced`
-      tokens.push_back(next);
-      on_token(i, next);
-    }
-  } catch (...) {
-    backend.release(slot);
-    throw;
-  }
-  backend.release(slot);
-  return torch::cat(tokens, 1);
+  DecodeGraph graph(backend, slot, decoder, cache);
+  return graph.decode(first_logits, steps, on_token);
 }
 
 TimedDecode time_greedy_decode(Backend& backend, Decoder& decoder, const torch::Tensor& first_logits, KvCache& cache,

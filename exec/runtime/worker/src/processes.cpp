@@ -574,6 +574,13 @@ struct WorkerSlot {
   std::unique_ptr<exec::PipelineEngine> engine;
   // Note [Prefill graphs]: a decoder's resident prefills per prompt bucket (null until its first).
   std::unique_ptr<exec::PrefillGraphs> prefill_graphs;
+  // Note [Decode graph]: a decoder's caches per capacity class (decode_capacity), each with the
+  // graph its sequences' steps replay, kept across calls (the graph after the cache it reads).
+  struct KeptDecode {
+    std::unique_ptr<exec::KvCache> cache;
+    std::unique_ptr<exec::DecodeGraph> graph;
+  };
+  std::map<std::int64_t, KeptDecode> decodes;
   // Note [TorchScript served through its graph]: a user's model's switch (null: the engine's).
   std::unique_ptr<exec::CapturedSwitch> captured;
   torch::Tensor graph_input;  // the input its graphs were captured for (undefined: none)
@@ -1117,6 +1124,15 @@ void Worker::record_device_times(exec::PipelineEngine& engine, bool eager_switch
   reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
 }
 
+// Note [Decode graph]: the capacity of the kept cache a sequence of `positions` decodes in, the
+// smallest power of two that holds it (at least 64) up to the context: a decode step attends over
+// its whole cache, so a class at most twice the sequence, and few classes (graphs, caches) a model.
+std::int64_t decode_capacity(std::int64_t positions, std::int64_t context) {
+  std::int64_t capacity = 64;
+  while (capacity < positions) capacity *= 2;
+  return std::min(capacity, context);
+}
+
 void Worker::generate(const Message& m, Message& reply, const torch::Tensor& prompt) {
   WorkerSlot& slot = slot_of(m);
   exec::ZooModel& model = *slot.served.model;
@@ -1131,8 +1147,24 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
   }
   const std::int64_t bucket = prompt_bucket(slot.entry.prompt_buckets, length);
   // Note [Prompt buckets]: padded to its bucket; the cache holds the bucket's prefill and the
-  // tokens to come.
-  exec::KvCache cache = decoder->make_cache(1, std::max(bucket, length + max_tokens));
+  // tokens to come. Note [Decode graph]: where the slot's graphs are (its parameters at fixed
+  // addresses), in its capacity class's cache, kept with the graph its steps replay; else in a
+  // cache of its own and a graph captured for it.
+  const std::int64_t positions = std::max(bucket, length + max_tokens);
+  std::optional<exec::KvCache> own_cache;
+  WorkerSlot::KeptDecode* kept = nullptr;
+  if (slot.graph_input.defined() && backend_->supports_graphs()) {
+    const auto [found, inserted] = slot.decodes.try_emplace(decode_capacity(positions, context));
+    if (inserted) {
+      found->second.cache = std::make_unique<exec::KvCache>(decoder->make_cache(1, found->first));
+      found->second.graph =
+          std::make_unique<exec::DecodeGraph>(*backend_, backend_->new_graph_slot(), *decoder, *found->second.cache);
+    }
+    kept = &found->second;
+  } else {
+    own_cache.emplace(decoder->make_cache(1, positions));
+  }
+  exec::KvCache& cache = kept != nullptr ? *kept->cache : *own_cache;
   const exec::PipelineEngine::Forward prefill = [&](const torch::Tensor& tokens, const exec::LayerGate& gate) {
     return decoder->prefill_padded(tokens, cache, gate, length);
   };
@@ -1161,17 +1193,22 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
   token.worker = static_cast<std::uint32_t>(options_.worker_id);
   token.request = m.request;
   token.model = m.model;
-  if (!decode_graph_slot_) decode_graph_slot_ = backend_->new_graph_slot();
-  // Note [Decode graph]: the steps after the second replay one graph where the backend has graphs.
-  torch::Tensor ids = exec::greedy_decode_replayed(
-      *backend_, *decode_graph_slot_, *decoder, first_logits, cache, static_cast<int>(max_tokens),
-      [&](int i, const torch::Tensor& next) {
-        token.value = next.item<std::int64_t>();  // waits for the device
-        token.value2 = i;
-        token.times[0] = last_token_ns = monotonic_ns();
-        if (i == 0) first_token_ns = last_token_ns;
-        send_message(socket_, token);
-      });
+  const exec::TokenCallback send_token = [&](int i, const torch::Tensor& next) {
+    token.value = next.item<std::int64_t>();  // waits for the device
+    token.value2 = i;
+    token.times[0] = last_token_ns = monotonic_ns();
+    if (i == 0) first_token_ns = last_token_ns;
+    send_message(socket_, token);
+  };
+  // Note [Decode graph]: the steps replay one graph where the backend has graphs.
+  torch::Tensor ids;
+  if (kept != nullptr) {
+    ids = kept->graph->decode(first_logits, static_cast<int>(max_tokens), send_token);
+  } else {
+    if (!decode_graph_slot_) decode_graph_slot_ = backend_->new_graph_slot();
+    ids = exec::greedy_decode_replayed(*backend_, *decode_graph_slot_, *decoder, first_logits, cache,
+                                       static_cast<int>(max_tokens), send_token);
+  }
   record_device_times(engine, transfer, reply);  // a generate call's switch is eager
   reply.times[7] = bucket;
   ids = ids.contiguous().to(torch::kCPU);
