@@ -250,6 +250,18 @@ TEST(Decoder, TimedDecodingTimesEveryStepAfterTheUntimedOnes) {
     EXPECT_EQ(backend.replays, graphs ? kTimed + 1 : 0);
     EXPECT_EQ(cache.length(), 9 + (graphs ? kTimed + 2 : kTimed + 1));
   }
+  // A batch (psw profile --batch): every step timed, the first sequence's tokens reported.
+  const torch::Tensor prompts = decoder.example_tokens(2, 9, 7);
+  KvCache batch_eager_cache = decoder.make_cache(2, 9 + kTimed + 2);
+  const torch::Tensor batch_eager =
+      greedy_decode(decoder, decoder.prefill(prompts, batch_eager_cache), batch_eager_cache, kTimed + 1);
+  testing_support::RecordingBackend host;
+  KvCache batch_cache = decoder.make_cache(2, 9 + kTimed + 2);
+  const TimedDecode batch = time_greedy_decode(host, decoder, decoder.prefill(prompts, batch_cache), batch_cache, kTimed, true);
+  EXPECT_FALSE(batch.replayed);  // a backend without graphs decodes eagerly
+  EXPECT_EQ(batch.steps.size(), static_cast<std::size_t>(kTimed));
+  ASSERT_EQ(batch.tokens.size(), static_cast<std::size_t>(kTimed + 1));
+  for (int i = 0; i <= kTimed; ++i) EXPECT_EQ(batch.tokens[static_cast<std::size_t>(i)], batch_eager[0][i].item<std::int64_t>());
 }
 
 // Note [Prefill graphs]: prompts prefilled by replaying their bucket's graph (captured at the

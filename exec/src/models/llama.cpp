@@ -184,7 +184,7 @@ TimedDecode time_greedy_decode(Backend& backend, Decoder& decoder, const torch::
   const int untimed = out.replayed ? 2 : 1;  // the eager first step warms up either way
   std::vector<std::int64_t> known_ns;
   const auto on_token = [&](int, const torch::Tensor& next) {
-    (void)next.item<std::int64_t>();  // waits for the device, as a served call's host does
+    (void)next.to(torch::kCPU);  // waits for the device, as a served call's host does (any batch)
     known_ns.push_back(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
             .count());
