@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Turns the protocol benchmark's JSON (Google Benchmark) into the table of results/protocol.md."""
+import json
+import sys
+
+NAMES = {8192: "8 KB (BERT-base's tokens)", 4816896: "4.8 MB (ResNet-152, batch 8)",
+         8582496: "8.6 MB (Inception-v3, batch 8)"}
+
+
+def main(path: str) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}
+    for b in data["benchmarks"]:
+        kind, _, arg = b["name"].partition("/")  # e.g. BM_GrpcRawInfer/4816896/real_time
+        size = int(arg.split("/")[0])
+        unit = {"ms": 1.0, "us": 1e-3, "ns": 1e-6}[b["time_unit"]]
+        rows.setdefault(size, {})[kind] = b | {"ms": b["real_time"] * unit}
+    print("| input | gRPC call | to server | front end | to client | socket there and back | memcpy there and back "
+          "| gRPC / socket |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for size in sorted(rows):
+        r = rows[size]
+        g, s, m = r["BM_GrpcRawInfer"], r["BM_UnixSocketRoundTrip"], r["BM_MemcpyRoundTrip"]
+        print(f"| {NAMES.get(size, f'{size:,} bytes')} | {g['ms']:.3f} | {g['to_server_ms']:.3f} | {g['front_end_ms']:.3f} "
+              f"| {g['to_client_ms']:.3f} | {s['ms']:.3f} | {m['ms']:.3f} | {g['ms'] / s['ms']:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,201 @@
+// The protocol's part of a request whose input travels inside the gRPC message (Note [Protocol
+// split] in psw/runtime/client/serving_benchmark.hpp), against the floor of moving the same bytes
+// on the same host: one ModelInfer of the fake service's "double" model (its output as large as
+// its input) through psw's gRPC front end and client on a Unix socket, beside the same bytes
+// there and back through a plain Unix socket pair and a memcpy. The sizes are ResNet-152's and
+// Inception-v3's inputs at batch 8 (4.8 and 8.6 MB) and a small one. Each gRPC call's split is
+// counted: to_server (message built to the handler entered: serialisation, the socket, the
+// parse), front_end (the handler: the fake service copies the input into its output) and
+// to_client (the response back), medians in ms. The process keeps its message memory as psw's
+// serving commands do (Note [Message memory]).
+// scripts/bench-protocol.sh writes results/protocol.md from it.
+#include <benchmark/benchmark.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "../runtime/fake_inference_service.hpp"
+#include "psw/common/output.hpp"
+#include "psw/runtime/client/client.hpp"
+#include "psw/runtime/ipc/message_memory.hpp"
+#include "psw/runtime/server/grpc_server.hpp"
+
+namespace {
+
+using psw::runtime::Client;
+using psw::runtime::InferRequest;
+using psw::runtime::InferResponse;
+using psw::runtime::TensorData;
+
+constexpr std::int64_t kMaxMessageBytes = std::int64_t{64} << 20;
+
+// One front end for the whole run, over the fake service, on a socket in a fresh folder.
+class Server {
+ public:
+  Server() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "psw-protocol-bench-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
+    folder_ = pattern;
+    psw::runtime::Endpoint endpoint;
+    endpoint.unix_path = (folder_ / "psw.sock").string();
+    front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes);
+  }
+  ~Server() {
+    front_end_->shutdown();
+    front_end_.reset();
+    std::error_code ignored;
+    psw::remove_tree(folder_, ignored);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::string target() const { return front_end_->target(); }
+
+ private:
+  psw::runtime::testing::FakeInferenceService service_;
+  std::filesystem::path folder_;
+  std::unique_ptr<psw::runtime::GrpcFrontEnd> front_end_;
+};
+
+Server& server() {
+  static Server instance;
+  return instance;
+}
+
+double median_ms(std::vector<double> ns) {
+  if (ns.empty()) return 0;
+  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(ns.size() / 2), ns.end());
+  return ns[ns.size() / 2] / 1e6;
+}
+
+// A raw FP32 input of `bytes` (a multiple of 16: "double" takes [batch, 4]).
+InferRequest double_request(std::int64_t bytes) {
+  InferRequest request;
+  request.model = "double";
+  request.inputs.push_back(TensorData{"x", "FP32", {bytes / 16, 4}, std::string(static_cast<std::size_t>(bytes), '\x3f')});
+  return request;
+}
+
+void BM_GrpcRawInfer(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  Client client(server().target(), kMaxMessageBytes);
+  const InferRequest request = double_request(bytes);
+  (void)client.infer(request);  // the connection and the server's threads up first
+  std::vector<double> to_server, front_end, to_client;
+  for (auto _ : state) {
+    const InferResponse response = client.infer(request);
+    const std::int64_t returned_ns = psw::runtime::steady_now_ns();
+    if (response.outputs.empty() || static_cast<std::int64_t>(response.outputs[0].contents().size()) != bytes) {
+      state.SkipWithError("the fake service's output is not the input's size");
+      break;
+    }
+    to_server.push_back(static_cast<double>(response.front_end_received_ns - response.client_sent_ns));
+    front_end.push_back(static_cast<double>(response.front_end_replied_ns - response.front_end_received_ns));
+    to_client.push_back(static_cast<double>(returned_ns - response.front_end_replied_ns));
+  }
+  state.counters["to_server_ms"] = median_ms(to_server);
+  state.counters["front_end_ms"] = median_ms(front_end);
+  state.counters["to_client_ms"] = median_ms(to_client);
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
+void write_all(int fd, const char* data, std::int64_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, data, static_cast<std::size_t>(bytes));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::system_error(errno, std::generic_category(), "write");
+    data += n;
+    bytes -= n;
+  }
+}
+
+void read_all(int fd, char* data, std::int64_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = ::read(fd, data, static_cast<std::size_t>(bytes));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::system_error(errno, std::generic_category(), "read");
+    data += n;
+    bytes -= n;
+  }
+}
+
+// The same bytes there and back through a Unix stream socket pair with the system's default
+// buffers, an echo thread on the other end (reads them all, writes them back): what moving a
+// request's input and a response of its size costs on this host without a protocol.
+void BM_UnixSocketRoundTrip(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+    state.SkipWithError("socketpair failed");
+    return;
+  }
+  std::thread echo([&, fd = fds[1]] {
+    std::string buffer(static_cast<std::size_t>(bytes), '\0');
+    try {
+      for (;;) {
+        read_all(fd, buffer.data(), bytes);
+        write_all(fd, buffer.data(), bytes);
+      }
+    } catch (const std::system_error&) {
+      // The other end closed: the benchmark is over.
+    }
+  });
+  const std::string out(static_cast<std::size_t>(bytes), '\x3f');
+  std::string in(static_cast<std::size_t>(bytes), '\0');
+  for (auto _ : state) {
+    write_all(fds[0], out.data(), bytes);
+    read_all(fds[0], in.data(), bytes);
+  }
+  ::close(fds[0]);
+  echo.join();
+  ::close(fds[1]);
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
+// The same bytes copied once in memory, there and back.
+void BM_MemcpyRoundTrip(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  std::string a(static_cast<std::size_t>(bytes), '\x3f');
+  std::string b(static_cast<std::size_t>(bytes), '\0');
+  for (auto _ : state) {
+    std::memcpy(b.data(), a.data(), a.size());
+    benchmark::ClobberMemory();
+    std::memcpy(a.data(), b.data(), b.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
+// 8 KB (BERT-base's tokens), ResNet-152's 8 x 3 x 224 x 224 and Inception-v3's 8 x 3 x 299 x 299
+// FP32 inputs.
+void sizes(benchmark::internal::Benchmark* b) { b->Arg(8192)->Arg(4816896)->Arg(8582496); }
+
+BENCHMARK(BM_GrpcRawInfer)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_UnixSocketRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemcpyRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // As psw's commands that serve or send requests, before any thread starts (Note [Message
+  // memory]): without it every request faults its megabytes in again, which on this project's
+  // virtual machines costs more than the protocol itself.
+  psw::runtime::keep_message_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
