@@ -76,13 +76,12 @@ DecoderReport measure_decoder(const SwitchBenchmarkSpec& spec, Backend& backend,
   }
   d.copy_then_prefill = latency_stats(samples);
   // The parameters are resident now: prefill into a cache sized for the decode, then one
-  // token per step. One untimed generation first (the allocator's and kernels' warm-up).
+  // token per step, the steps before the timed ones the warm-up (time_greedy_decode). Under
+  // --graph the steps replay one graph, as the server's do (Note [Decode graph]).
   engine.switch_in_and_run(input);
   if (spec.decode_tokens > 0) {
     torch::NoGradGuard no_grad;
-    // Under --graph the steps replay one graph, as the server's do (Note [Decode graph]).
     KvCache cache = decoder.make_cache(static_cast<int>(input.size(0)), input.size(1) + spec.decode_tokens + 2);
-    greedy_decode(decoder, decoder.prefill(input, cache), cache, spec.decode_tokens + 1);
     const TimedDecode timed =
         time_greedy_decode(backend, decoder, decoder.prefill(input, cache), cache, spec.decode_tokens, spec.graph);
     d.per_token = latency_stats(timed.steps);
