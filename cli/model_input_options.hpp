@@ -23,10 +23,10 @@ struct ModelInputOptions {
 
 inline void add_model_input_options(CLI::App* cmd, ModelInputOptions& o) {
   cmd->add_option("--input-shape", o.shapes,
-                  "A TorchScript model's (.pt) input shape, the batch first (e.g. 8,3,224,224); the batch is --batch's. "
+                  "A user's model's (TorchScript .pt, AOTInductor .pt2) input shape, the batch first (e.g. 8,3,224,224); the batch is --batch's. "
                   "Repeat for a module of several inputs, in its forward's order");
   cmd->add_option("--input-dtype", o.dtypes,
-                  "A TorchScript model's input dtype: fp32 (default) | bf16 | fp16 | int64; one for every input, or "
+                  "A user's model's input dtype: fp32 (default) | bf16 | fp16 | int64; one for every input, or "
                   "one per --input-shape");
 }
 
@@ -66,7 +66,7 @@ inline exec::GraphSwitchSpec graph_switch_spec(const std::string& model, const M
   exec::GraphSwitchSpec spec;
   spec.model = model;
   spec.inputs = model_input(input, batch);
-  if (spec.inputs.empty()) throw InputError(model + ": a TorchScript model needs its input's shape (--input-shape)");
+  if (spec.inputs.empty()) throw InputError(model + ": a user's model needs its input's shape (--input-shape)");
   spec.dtype = dtype;
   spec.backend = backend;
   spec.source.date = today_utc();

@@ -74,8 +74,8 @@ Bytes parse_size(const std::string& text) {
 // Note [Captured switch]: one layer per layer of the captured graph's analysis, timed from the
 // capture, in the profile `psw run --graph --profile` and the planner take.
 void run_graph_profile(const ProfileOptions& o) {
-  if (!exec::names_torchscript(o.model)) {
-    throw InputError("--graph profiles a TorchScript model (.pt) from its captured graph; " + o.model + " is not one");
+  if (!exec::names_model_file(o.model)) {
+    throw InputError("--graph profiles a user's model (.pt, .pt2) from its captured graph; " + o.model + " is not one");
   }
   if (o.train || o.link || o.prompt_tokens != 0 || !o.prefill_tokens.empty() || o.decode_tokens != 0 ||
       !o.base_profile.empty()) {
@@ -116,9 +116,9 @@ void run_profile(const ProfileOptions& o) {
   // The analytic profile of the dtype (scripts/gen_model_profiles.py): fp32 at the top of
   // configs/models/, the others in a folder of their dtype's name. A decoder has no shipped
   // analytic profile: its layers and bytes come from the live model, in its dtype.
-  // A TorchScript model has none either (Note [TorchScript models]): its layers are the module's.
+  // A user's model file has none either (Note [TorchScript models]): its layers are the file's.
   const bool decoder_config =
-      (exec::names_decoder_config(o.model) || exec::names_torchscript(o.model)) && o.base_profile.empty();
+      (exec::names_decoder_config(o.model) || exec::names_model_file(o.model)) && o.base_profile.empty();
   const std::string base_path =
       o.base_profile.empty() ? profile_path_in("configs/models", o.model, o.dtype).string() : o.base_profile;
   std::optional<ModelProfile> base;
@@ -131,7 +131,7 @@ void run_profile(const ProfileOptions& o) {
   }
   auto backend = exec::make_backend(o.backend);
   int batch = o.batch;
-  auto model = exec::open_model(o.model, 0, dtype, model_input(o.input, batch));
+  auto model = exec::open_model(o.model, 0, dtype, model_input(o.input, batch), backend->device());
   exec::Decoder* decoder = exec::as_decoder(*model);
   if ((o.prompt_tokens != 0 || !o.prefill_tokens.empty() || o.decode_tokens != 0) && decoder == nullptr) {
     throw InputError("--prompt-tokens, --prefill-tokens and --decode-tokens are for decoders (configs/zoo/*.yaml); " +
@@ -288,7 +288,8 @@ Action add_profile_command(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* cmd = app.add_subcommand("profile", "Measure per-layer forward (and backward) times and the link and write measured profiles");
   cmd->add_option("--model", options->model,
-                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config file")
+                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config "
+                  "file | a user's model: a TorchScript file (.pt) or an AOTInductor package (.pt2, cuda) with --input-shape")
       ->required();
   cmd->add_option("--prefill-tokens", options->prefill_tokens,
                   "Decoders: also time the whole prefill at these prompt lengths (comma-separated), the profile's "
@@ -317,7 +318,7 @@ Action add_profile_command(CLI::App& app) {
                 "Time the training iteration eagerly instead of as a replayed graph (host dispatch included)");
   cmd->add_flag("--link", options->link, "Also measure pinned and pageable copies and fit the links");
   cmd->add_flag("--graph", options->graph,
-                "A TorchScript model (.pt): its layers from its captured graph, each timed from the capture (cuda), "
+                "A user's model (.pt, .pt2): its layers from its captured graph, each timed from the capture (cuda), "
                 "the profile psw run --graph --profile plans from");
   cmd->add_option("--link-max", options->link_max, "Largest copy: 16MiB, 64MiB, 256MiB or 1GiB")->capture_default_str();
   cmd->add_option("--hardware-name", options->hardware_name, "Name of the written hardware profile");

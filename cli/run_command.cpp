@@ -185,10 +185,10 @@ void run_graph_switch(const RunOptions& o) {
 }
 
 void run(const RunOptions& o) {
-  if (exec::names_torchscript(o.model) && o.graph) {
+  if (exec::names_model_file(o.model) && o.graph) {
     if (!o.plan_path.empty() || !o.groups_path.empty() || !o.timeline_path.empty() || !o.weights_path.empty() ||
         o.placement != "copy" || o.mode != "pipeswitch") {
-      throw InputError("--graph with a TorchScript model plans from its captured graph (and --profile, a profile of "
+      throw InputError("--graph with a user's model plans from its captured graph (and --profile, a profile of "
                        "that graph from psw profile --graph): --plan, --groups, --timeline, --weights, --placement "
                        "and --mode do not apply");
     }
@@ -197,7 +197,7 @@ void run(const RunOptions& o) {
     return;
   }
   if (!o.graph_out.empty() || !o.profile_out.empty() || o.allow_uncaptured) {
-    throw InputError("--graph-out, --profile-out and --allow-uncaptured are for a TorchScript model (.pt) run with --graph");
+    throw InputError("--graph-out, --profile-out and --allow-uncaptured are for a user's model (.pt, .pt2) run with --graph");
   }
   if (o.format != "table" && o.format != "json") throw InputError("unknown --format '" + o.format + "': expected table or json");
   exec::SwitchBenchmarkSpec spec;
@@ -212,9 +212,9 @@ void run(const RunOptions& o) {
   spec.mechanism = parse_mechanism(o.mode);
   // The default hardware is the H200, so the default fp32 profile is the one measured there.
   // A decoder's profile is named after its config's `name`, not the file.
-  // A TorchScript model's is its file's stem (Note [TorchScript models]).
+  // A user's model file's is its file's stem (Note [TorchScript models]).
   const std::string name = exec::names_decoder_config(o.model) ? load_decoder_config(o.model).name
-                           : exec::names_torchscript(o.model) ? std::filesystem::path(o.model).stem().string()
+                           : exec::names_model_file(o.model) ? std::filesystem::path(o.model).stem().string()
                                                                : o.model;
   spec.profile_origin = o.profile_path.empty() ? default_profile_path(name, o.dtype) : o.profile_path;
   spec.profile = load_model_profile(spec.profile_origin);
@@ -382,7 +382,8 @@ Action add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Switch a cold model into the device and run it; measure latency and overheads");
   cmd->add_option("--model", options->model,
-                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config file")
+                  "resnet152 | inception_v3 | bert_base | a decoder: llama-1b, llama-8b, llama-tiny (configs/zoo/), or its config "
+                  "file | a user's model: a TorchScript file (.pt) or an AOTInductor package (.pt2, cuda) with --input-shape")
       ->required();
   std::string modes;
   for (Mechanism m : exec::benchmark_mechanisms()) modes += (modes.empty() ? "" : " | ") + to_string(m);
@@ -407,13 +408,13 @@ Action add_run_command(CLI::App& app) {
                   "measured, for fp32; configs/models/DTYPE/MODEL.yaml, analytic, for bf16 and fp16)");
   cmd->add_option("--hardware", options->hardware_path, "Hardware profile for planning and prediction")->capture_default_str();
   cmd->add_flag("--graph", options->graph,
-                "Replay the switch as one captured graph (cuda backend); a TorchScript model is then pipelined "
+                "Replay the switch as one captured graph (cuda backend); a user's model (.pt, .pt2) is then pipelined "
                 "through its captured forward, planned from it");
   cmd->add_flag("--allow-uncaptured", options->allow_uncaptured,
-                "A TorchScript model with --graph whose forward cannot be captured (a host synchronisation inside, or "
+                "A user's model with --graph whose forward cannot be captured (a host synchronisation inside, or "
                 "a backend without graphs): measure its copy-then-forward switch instead of failing, and say so");
   cmd->add_option("--graph-out", options->graph_out,
-                  "A TorchScript model with --graph: write its capture as read (psw graph --graph takes it)");
+                  "A user's model with --graph: write its capture as read (psw graph --graph takes it)");
   cmd->add_option("--profile-out", options->profile_out,
                   "A TorchScript model with --graph: write its per-layer profile measured from the capture");
   cmd->add_option("--weights", options->weights_path,

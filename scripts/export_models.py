@@ -3,7 +3,9 @@ user would (torch.jit.trace in eval mode), for scripts/gpu-any-model.sh:
 
     export_models.py OUT_DIR [NAME ...]
 
-Writes OUT_DIR/NAME.pt and prints one line per model, `NAME FILE DTYPE OUTPUT SHAPE:DTYPE ...`, for
+Writes OUT_DIR/NAME.pt; a NAME written NAME:aoti is compiled ahead of time instead (torch.export,
+then torch._inductor.aoti_compile_and_package, for cuda: Note [AOTInductor packages]) into
+OUT_DIR/NAME-aoti.pt2, the model's name NAME-aoti. It prints one line per model, `NAME FILE DTYPE OUTPUT SHAPE:DTYPE ...`, for
 the shell script to pass to `psw run` (--dtype, then one --input-shape/--input-dtype per input) and
 to `psw serve` (OUTPUT: one sample's output shape, comma-separated, the entry's output_shape).
 Weights are random (no download on the GPU host); the switch and its checks do not depend on them.
@@ -72,6 +74,9 @@ NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64"}
 
 
 def export(name, out):
+    name, _, kind = name.partition(":")
+    if kind not in ("", "aoti"):
+        raise ValueError(f"{name}:{kind}: the only kind is aoti")
     torch.manual_seed(0)
     with torch.device("cuda"):  # random initialisation of a billion parameters is slow on the CPU
         model, inputs = MODELS[name]()
@@ -80,11 +85,17 @@ def export(name, out):
     examples = tuple(torch.randint(0, 512, shape, device="cuda") if d == torch.int64
                      else torch.randn(shape, device="cuda", dtype=dtype) for shape, d in inputs)
     with torch.no_grad():
-        traced = torch.jit.trace(model, examples, check_trace=False)
-        output = traced(*examples)
+        if kind == "aoti":
+            name += "-aoti"
+            path = os.path.join(out, name + ".pt2")
+            torch._inductor.aoti_compile_and_package(torch.export.export(model, examples), package_path=path)
+            output = model(*examples)
+        else:
+            traced = torch.jit.trace(model, examples, check_trace=False)
+            output = traced(*examples)
+            path = os.path.join(out, name + ".pt")
+            traced.save(path)
     output = output[0] if isinstance(output, (tuple, list)) else output
-    path = os.path.join(out, name + ".pt")
-    traced.save(path)
     specs = " ".join(",".join(map(str, shape)) + ":" + NAMES[dtype if d != torch.int64 else d] for shape, d in inputs)
     # One sample's output shape (comma-separated), for a server's metadata (output_shape).
     print(name, path, NAMES[dtype], ",".join(map(str, output.shape[1:])), specs, flush=True)

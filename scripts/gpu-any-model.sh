@@ -9,7 +9,8 @@
 # OUT_DIR/<date>-<gpu>-any-model.md and OUT_DIR/any-model.json with the environment; the runs' raw
 # JSON, measured profiles, captured-graph files and errors go to OUT_DIR/any-model-raw.tar.gz.
 #
-#   scripts/gpu-any-model.sh [OUT_DIR [MODEL ...]]   # OUT_DIR defaults to results/gpu; MODEL: all
+#   scripts/gpu-any-model.sh [OUT_DIR [MODEL ...]]   # OUT_DIR defaults to results/gpu; MODEL: all; NAME:aoti an
+#                                                    # AOTInductor package of NAME (export_models.py)
 #   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50) and requests
 #   PSW_GPU_SKIP_SERVE=1: without serving the models
 #   PSW_GPU_DEADLINE=EPOCH_SECONDS: models not started by then are skipped (a device call's limit)

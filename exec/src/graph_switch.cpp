@@ -153,9 +153,9 @@ struct CapturedSetup {
 
 // Everything but the capture; the model warmed on the input.
 CapturedSetup prepared_setup(const GraphSwitchSpec& spec) {
-  if (!names_torchscript(spec.model)) {
-    throw InputError("--graph pipelines a TorchScript model (.pt) through its captured graph; " + spec.model +
-                     " is not one (the zoo's models switch through their own gates: psw run without a .pt)");
+  if (!names_model_file(spec.model)) {
+    throw InputError("--graph pipelines a user's model (TorchScript .pt, AOTInductor .pt2) through its captured graph; " +
+                     spec.model + " is not one (the zoo's models switch through their own gates: psw run without a file)");
   }
   if (spec.repeat < 1 || spec.warmup < 0 || spec.profile_repeat < 1) {
     throw InputError(detail::concat("--repeat must be at least 1 and --warmup not negative (", spec.repeat, ", ",
@@ -169,7 +169,7 @@ CapturedSetup prepared_setup(const GraphSwitchSpec& spec) {
                             "pipelined through its captured graph on --backend cuda (without --graph, or with " +
                             "--allow-uncaptured, it runs copy-then-forward)");
   }
-  s.model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs);
+  s.model = open_model(spec.model, 0, parse_zoo_dtype(spec.dtype), spec.inputs, backend.device());
   s.model->to(backend.device());
   const int batch = static_cast<int>(spec.inputs.front().shape.front());
   s.input = s.model->example_input(batch, 1).to(backend.device());

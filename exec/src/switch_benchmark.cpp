@@ -145,7 +145,7 @@ SwitchBenchmarkReport run_switch_benchmark(const SwitchBenchmarkSpec& spec) {
                      spec.dtype + "' (--dtype): give the profile of " + spec.model + " in " + spec.dtype);
   }
   auto backend = make_backend(spec.backend);
-  auto model = open_model(spec.model, 0, dtype, spec.inputs);
+  auto model = open_model(spec.model, 0, dtype, spec.inputs, backend->device());
   if (spec.profile.name != model->name()) {
     throw InputError(spec.profile_origin + ": the profile is of model '" + spec.profile.name + "', not '" +
                      spec.model + "'");

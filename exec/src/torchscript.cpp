@@ -5,6 +5,7 @@
 #include <charconv>
 #include <sstream>
 
+#include "model_inputs.hpp"
 #include "psw/common/error.hpp"
 
 namespace psw::exec {
@@ -15,14 +16,9 @@ namespace torchscript_impl {
 // Note [TorchScript models]
 class TorchScriptModel final : public ZooModel {
  public:
-  TorchScriptModel(torch::jit::Module module, std::string name, std::vector<InputSpec> inputs)
+  TorchScriptModel(torch::jit::Module module, std::string name, ModelInputs inputs)
       : module_(std::move(module)), name_(std::move(name)), inputs_(std::move(inputs)) {
     module_.eval();
-    for (const InputSpec& input : inputs_) {
-      std::int64_t elements = 1;
-      for (std::size_t d = 1; d < input.shape.size(); ++d) elements *= input.shape[d];
-      sample_bytes_.push_back(elements * static_cast<std::int64_t>(c10::elementSize(input.dtype)));
-    }
     for (const torch::jit::NameModule& m : module_.named_modules()) {
       ZooLayer layer{m.name.empty() ? "(root)" : m.name, m.value.type()->name() ? m.value.type()->name()->name() : "module",
                      {}};
@@ -52,19 +48,7 @@ class TorchScriptModel final : public ZooModel {
   torch::ScalarType dtype() const override { return dtype_; }
   void to(torch::Device device) override { module_.to(device); }
 
-  torch::Tensor example_input(int batch, std::uint64_t seed) const override {
-    std::vector<torch::Tensor> examples;
-    for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      std::vector<std::int64_t> shape = inputs_[i].shape;
-      shape[0] = batch;
-      auto generator = at::detail::createCPUGenerator(seed + i);
-      const torch::ScalarType dtype = inputs_[i].dtype;
-      examples.push_back(c10::isFloatingType(dtype)
-                             ? (torch::rand(shape, generator, torch::kFloat32) * 2 - 1).to(dtype)
-                             : torch::randint(0, 512, shape, generator, torch::dtype(dtype)));
-    }
-    return examples.size() == 1 ? examples.front() : pack_inputs(examples);
-  }
+  torch::Tensor example_input(int batch, std::uint64_t seed) const override { return inputs_.example(batch, seed); }
 
   torch::Tensor forward(const torch::Tensor& input, const LayerGate& gate) override {
     const std::vector<torch::jit::IValue> arguments = module_arguments(input);
@@ -126,45 +110,14 @@ class TorchScriptModel final : public ZooModel {
 
   // The module's arguments from the one input: itself, or unpacked (Note [Several inputs]).
   std::vector<torch::jit::IValue> module_arguments(const torch::Tensor& input) const {
-    if (inputs_.size() == 1) {
-      check_input(input, inputs_.front());
-      return {input};
-    }
-    std::int64_t row = 0;
-    for (const std::int64_t b : sample_bytes_) row += b;
-    if (input.scalar_type() != torch::kUInt8 || input.dim() != 2 || input.size(1) != row) {
-      std::ostringstream why;
-      why << name_ << ": the input is " << input.scalar_type() << " " << input.sizes() << "; a model of "
-          << inputs_.size() << " inputs takes them packed, Byte [batch, " << row << "] (Note [Several inputs])";
-      throw InputError(why.str());
-    }
     std::vector<torch::jit::IValue> arguments;
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      std::vector<std::int64_t> shape = inputs_[i].shape;
-      shape[0] = input.size(0);
-      arguments.emplace_back(input.narrow(1, offset, sample_bytes_[i]).contiguous().view(inputs_[i].dtype).reshape(shape));
-      offset += sample_bytes_[i];
-    }
+    for (torch::Tensor& t : inputs_.unpack(input, name_)) arguments.emplace_back(std::move(t));
     return arguments;
-  }
-
-  void check_input(const torch::Tensor& input, const InputSpec& spec) const {
-    const c10::IntArrayRef given = input.sizes();
-    bool fits = given.size() == spec.shape.size() && input.scalar_type() == spec.dtype;
-    for (std::size_t d = 1; fits && d < given.size(); ++d) fits = given[d] == spec.shape[d];
-    if (!fits) {
-      std::ostringstream why;  // sizes print as [1, 3, 224, 224]
-      why << name_ << ": the input is " << input.scalar_type() << " " << given << "; it takes " << spec.dtype << " "
-          << c10::IntArrayRef(spec.shape) << " (any batch)";
-      throw InputError(why.str());
-    }
   }
 
   torch::jit::Module module_;
   std::string name_;
-  std::vector<InputSpec> inputs_;
-  std::vector<std::int64_t> sample_bytes_;  // per input: its bytes per sample
+  ModelInputs inputs_;
   std::vector<ZooLayer> layers_;
   torch::ScalarType dtype_ = torch::kFloat32;
 };
@@ -196,12 +149,19 @@ torch::ScalarType parse_input_dtype(const std::string& name) {
   throw InputError("--input-dtype '" + name + "': expected fp32, bf16, fp16 or int64");
 }
 
-bool names_torchscript(const std::string& model) {
-  const auto ends_with = [&](const std::string& suffix) {
-    return model.size() > suffix.size() && model.compare(model.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return ends_with(".pt") || ends_with(".pth");
+namespace torchscript_impl {
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+}  // namespace torchscript_impl
+
+bool names_torchscript(const std::string& model) {
+  return torchscript_impl::ends_with(model, ".pt") || torchscript_impl::ends_with(model, ".pth");
+}
+
+bool names_aoti_package(const std::string& model) { return torchscript_impl::ends_with(model, ".pt2"); }
+
+bool names_model_file(const std::string& model) { return names_torchscript(model) || names_aoti_package(model); }
 
 namespace torchscript_impl {
 
@@ -256,14 +216,7 @@ std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, co
 }
 
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const std::vector<InputSpec>& inputs) {
-  if (inputs.empty()) throw InputError(file.string() + ": the model needs its input's shape");
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].shape.empty()) throw InputError(file.string() + ": input " + std::to_string(i) + " needs a shape, the batch first");
-    if (inputs[i].shape[0] != inputs[0].shape[0]) {
-      throw InputError(file.string() + ": input " + std::to_string(i) + " has batch " + std::to_string(inputs[i].shape[0]) +
-                       ", input 0 " + std::to_string(inputs[0].shape[0]) + ": every input has the same batch");
-    }
-  }
+  ModelInputs layout(file.string(), inputs);
   torch::jit::Module module = torchscript_impl::load_module(file);
   std::size_t required = 0;
   const std::vector<std::string> names = torchscript_impl::argument_names(module, file, &required);
@@ -282,22 +235,26 @@ std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, co
                        "' there (list the inputs by the forward's names, in its order)");
     }
   }
-  return std::make_unique<torchscript_impl::TorchScriptModel>(std::move(module), file.stem().string(), inputs);
+  return std::make_unique<torchscript_impl::TorchScriptModel>(std::move(module), file.stem().string(), std::move(layout));
 }
 
 std::unique_ptr<ZooModel> open_model(const std::string& argument, std::uint64_t seed, torch::ScalarType dtype,
-                                     const std::vector<InputSpec>& inputs) {
-  if (!names_torchscript(argument)) {
-    if (!inputs.empty()) throw InputError("--input-shape and --input-dtype are for TorchScript models (.pt); " + argument +
-                                          " takes its own input");
+                                     const std::vector<InputSpec>& inputs, torch::Device device) {
+  if (!names_model_file(argument)) {
+    if (!inputs.empty()) throw InputError("--input-shape and --input-dtype are for TorchScript models (.pt) and "
+                                          "AOTInductor packages (.pt2); " + argument + " takes its own input");
     return make_model(argument, seed, dtype);
   }
-  if (inputs.empty()) throw InputError(argument + ": a TorchScript model needs its input's shape (--input-shape 8,3,224,224)");
-  std::unique_ptr<ZooModel> model = load_torchscript(argument, inputs);
+  if (inputs.empty()) {
+    throw InputError(argument + ": a user's model needs its input's shape (--input-shape 8,3,224,224)");
+  }
+  const bool package = names_aoti_package(argument);
+  std::unique_ptr<ZooModel> model = package ? load_aoti_package(argument, inputs, device) : load_torchscript(argument, inputs);
   if (model->dtype() != dtype) {
     std::ostringstream why;
-    why << argument << ": the module's parameters are " << model->dtype() << ", not " << dtype
-        << " (--dtype): a TorchScript model runs in the dtype it was saved in";
+    why << argument << ": the " << (package ? "package's constants" : "module's parameters") << " are " << model->dtype()
+        << ", not " << dtype << " (--dtype): a " << (package ? "package" : "TorchScript model")
+        << " runs in the dtype it was saved in";
     throw InputError(why.str());
   }
   return model;

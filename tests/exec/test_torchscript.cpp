@@ -170,5 +170,28 @@ TEST(TorchScript, TheCapturedSwitchNeedsABackendWithGraphs) {
             std::string::npos);
 }
 
+// Note [AOTInductor packages]: a .pt2 is a user's model file, not a TorchScript one; where the
+// LibTorch has no AOTInductor (Debian's 1.13, CI's) it is one error naming the file and why, and
+// where it has, a missing file is.
+TEST(AotiPackage, APackageIsAModelFileLoadedOnlyWhereLibTorchHasAotInductor) {
+  EXPECT_TRUE(names_aoti_package("model.pt2"));
+  EXPECT_FALSE(names_aoti_package("model.pt"));
+  EXPECT_FALSE(names_aoti_package(".pt2"));
+  EXPECT_FALSE(names_torchscript("model.pt2"));
+  EXPECT_TRUE(names_model_file("model.pt2"));
+  EXPECT_TRUE(names_model_file("model.pt"));
+  EXPECT_FALSE(names_model_file("resnet152"));
+  const std::string message =
+      input_error_of([] { open_model("/nonexistent/model.pt2", 0, torch::kFloat32, {kImage}, torch::kCPU); });
+  EXPECT_EQ(message.rfind("/nonexistent/model.pt2: ", 0), 0u) << message;
+  if (aoti_packages_supported()) {
+    EXPECT_NE(message.find("no such file"), std::string::npos) << message;
+  } else {
+    EXPECT_NE(message.find("an AOTInductor package needs LibTorch 2.6 or later"), std::string::npos) << message;
+  }
+  EXPECT_NE(input_error_of([] { open_model("model.pt2", 0, torch::kFloat32, {}, torch::kCPU); }).find("needs its input"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace psw::exec

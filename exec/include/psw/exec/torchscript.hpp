@@ -28,6 +28,30 @@
 // sample b in argument order (pack_inputs). The model's forward unpacks it (a narrow, a copy and a
 // view per input: a few kernels, captured with the rest) and calls the module with the tensors.
 // A model of one input takes it as it is.
+//
+// Note [AOTInductor packages]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A user's model compiled ahead of time (torch.export, then torch._inductor.
+// aoti_compile_and_package: a .pt2 with the compiled forward as a shared library and its
+// weights), where the LibTorch at hand has AOTInductor (2.6 and later: the GPU hosts'; not
+// Debian's 1.13, which refuses a .pt2 with one clear error). It is a ZooModel as a TorchScript
+// module is:
+//  - its layers are the modules of the constants it exposes, by their original names
+//    ("layer1.0.conv1" holds layer1.0.conv1.weight), in the order the package lists them, each
+//    tensor our own copy. A package need not expose every parameter: PyTorch 2.11 exposed the
+//    weights of a conv-BatchNorm-linear net and kept its biases and BatchNorm's tensors to itself
+//    (resident in its own memory; they are not switched);
+//  - its forward calls every gate first (there is no gate inside compiled code), then makes the
+//    package read the exposed constants where the layer tensors are now (the engine binds them
+//    into the device region): its "user-managed" constants, set again only when a tensor moved.
+//    The package's own copy stays on the device beside them: what it keeps to itself lives there
+//    too, and swapping in a new set (which would free the copy) left those unset;
+//  - it is loaded single-threaded, so that its run takes no lock and waits for nothing, and a
+//    CUDA graph can capture it: it is pipelined through its captured graph (Note
+//    [Graph-pipelined switch]) like a TorchScript module, `psw run --model FILE.pt2 --graph`;
+//  - it runs on the device it was compiled for only, at the input shapes it was compiled at
+//    (AOTI_RUNTIME_CHECK_INPUTS is set so that the package refuses others), and has no backward:
+//    it serves and switches, it does not train.
 
 #include <cstdint>
 #include <filesystem>
@@ -57,6 +81,10 @@ torch::ScalarType parse_input_dtype(const std::string& name);
 
 // Whether a --model argument names a TorchScript file (it ends in .pt or .pth).
 bool names_torchscript(const std::string& model);
+// Whether it names an AOTInductor package (it ends in .pt2): Note [AOTInductor packages].
+bool names_aoti_package(const std::string& model);
+// Whether it names a user's model file of either kind, which takes --input-shape.
+bool names_model_file(const std::string& model);
 
 // Loads `file` as a ZooModel taking `inputs` (Note [Several inputs] for more than one). InputError
 // naming the file for one that is missing or not TorchScript, a module without parameters, no
@@ -66,6 +94,16 @@ bool names_torchscript(const std::string& model);
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const std::vector<InputSpec>& inputs);
 std::unique_ptr<ZooModel> load_torchscript(const std::filesystem::path& file, const InputSpec& input);
 
+// Note [AOTInductor packages]: loads `file` (torch._inductor.aoti_compile_and_package output) as
+// a ZooModel taking `inputs`. InputError naming the file where the LibTorch at hand has no
+// AOTInductor (LibTorch 1.13), for a missing file or one that is not a package, a package for
+// another device than `device` (where it runs: its layers' tensors are on the CPU when it
+// returns, as every model's), and the checks of load_torchscript's inputs.
+std::unique_ptr<ZooModel> load_aoti_package(const std::filesystem::path& file, const std::vector<InputSpec>& inputs,
+                                            torch::Device device);
+// Whether this build can load AOTInductor packages.
+bool aoti_packages_supported();
+
 // Note [Several inputs]: the tensors (each [batch, ...], one batch) as the one input a model of
 // several takes. InputError for none, or for tensors of different batches.
 torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs);
@@ -73,10 +111,11 @@ torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs);
 // The names of the module's forward arguments (without `self`), as its schema gives them.
 std::vector<std::string> torchscript_input_names(const std::filesystem::path& file);
 
-// A --model argument as the commands take it: a TorchScript file with its `inputs` (InputError
-// without one, or when `dtype` is not its parameters'), else make_model (InputError when an input
-// is given: the zoo's models and decoders know theirs).
+// A --model argument as the commands take it: a TorchScript file or an AOTInductor package with
+// its `inputs` (InputError without one, or when `dtype` is not its parameters'), else make_model
+// (InputError when an input is given: the zoo's models and decoders know theirs). A package is
+// loaded onto `device` (where it must run); every other model is built on the CPU.
 std::unique_ptr<ZooModel> open_model(const std::string& argument, std::uint64_t seed, torch::ScalarType dtype,
-                                     const std::vector<InputSpec>& inputs);
+                                     const std::vector<InputSpec>& inputs, torch::Device device = torch::kCPU);
 
 }  // namespace psw::exec

@@ -371,7 +371,7 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
       PSW_CHECK(m.value2 >= 0 && static_cast<std::size_t>(m.value2) < config_.models.size(), "a LoadModel message for the serve config's model ", m.value2);
       entry = config_.models[static_cast<std::size_t>(m.value2)];
     }
-    ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware));
+    ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware), backend_->device());
     if (!entry.weights.empty()) exec::load_weights(*s.model, entry.weights);
     const Bytes needed = device_bytes(s);
     const Bytes free = backend_->device_free_memory();
@@ -440,7 +440,7 @@ int MemoryDaemon::run() {
   backend_ = exec::make_backend(options_.backend);
   on_host_ = backend_->name() == "host";
   if (!on_host_) check_mps_daemon(config_.mechanism);
-  std::vector<ServedModel> served = build_served_models(config_);
+  std::vector<ServedModel> served = build_served_models(config_, backend_->device());
   // The user's weights, before anything is packed (exec/weights.hpp); the workers bind their
   // models to the regions the packed bytes are copied into, so only this process reads them.
   for (std::size_t i = 0; i < served.size(); ++i)
@@ -771,7 +771,7 @@ void Worker::receive_training_region() {
 }
 
 void Worker::build_engine(WorkerSlot& slot) {
-  slot.served = build_served_model(config_, slot.entry, *hardware_);
+  slot.served = build_served_model(config_, slot.entry, *hardware_, backend_->device());
   ServedModel& s = slot.served;
   const bool pinned = mode_ != exec::TransferMode::Pageable;
   const Bytes bytes = s.layout.layout.total_bytes;

@@ -107,11 +107,12 @@ inline std::vector<exec::InputSpec> served_input(const ServedModelConfig& m) {
 
 // One served model: its zoo model (or decoder, or TorchScript file), its plan (planned from the
 // config's profile for `hardware`, or the entry's plan file checked against the live model) and
-// the packed layout the plan implies.
+// the packed layout the plan implies. `device`: the backend's, where an AOTInductor package is
+// loaded (Note [AOTInductor packages]); the model is on the CPU.
 inline ServedModel build_served_model(const ServeConfig& config, const ServedModelConfig& m,
-                                      const HardwareProfile& hardware) {
+                                      const HardwareProfile& hardware, torch::Device device) {
   ServedModel s;
-  s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m));
+  s.model = exec::open_model(m.model_argument(), 0, exec::parse_zoo_dtype(m.dtype), served_input(m), device);
   const std::filesystem::path profile_path = config.profile_path(m);
   const ModelProfile profile = load_model_profile(profile_path);
   // A profile of another dtype has other bytes: its plan would not fit the model.
@@ -132,10 +133,10 @@ inline ServedModel build_served_model(const ServeConfig& config, const ServedMod
   return s;
 }
 
-inline std::vector<ServedModel> build_served_models(const ServeConfig& config) {
+inline std::vector<ServedModel> build_served_models(const ServeConfig& config, torch::Device device) {
   const HardwareProfile hardware = load_hardware_profile(config.hardware);
   std::vector<ServedModel> served;
-  for (const auto& m : config.models) served.push_back(build_served_model(config, m, hardware));
+  for (const auto& m : config.models) served.push_back(build_served_model(config, m, hardware, device));
   return served;
 }
 
