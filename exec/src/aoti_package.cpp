@@ -99,14 +99,7 @@ class AotiPackageModel final : public ZooModel {
       throw InputError(file.string() + ": the AOTInductor package has no constants to switch (it lists " +
                        std::to_string(constants.size()) + ": " + listed.substr(0, 200) + ")");
     }
-    for (const ZooLayer& layer : layers_) {
-      for (const torch::Tensor& t : layer.tensors) {
-        if (t.is_floating_point()) {
-          dtype_ = t.scalar_type();
-          return;
-        }
-      }
-    }
+    dtype_ = floating_dtype(layers_);
   }
 
   const std::string& name() const override { return name_; }

@@ -66,4 +66,13 @@ std::vector<torch::Tensor> ModelInputs::unpack(const torch::Tensor& input, const
   return tensors;
 }
 
+torch::ScalarType floating_dtype(const std::vector<ZooLayer>& layers) {
+  for (const ZooLayer& layer : layers) {
+    for (const torch::Tensor& t : layer.tensors) {
+      if (t.is_floating_point()) return t.scalar_type();
+    }
+  }
+  return torch::kFloat32;
+}
+
 }  // namespace psw::exec

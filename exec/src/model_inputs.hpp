@@ -9,6 +9,7 @@
 
 #include <torch/types.h>
 
+#include "psw/exec/model_zoo.hpp"
 #include "psw/exec/torchscript.hpp"
 
 namespace psw::exec {
@@ -31,5 +32,8 @@ class ModelInputs {
   std::vector<InputSpec> specs_;
   std::vector<std::int64_t> sample_bytes_;  // per input: its bytes per sample
 };
+
+// The dtype of a user's model: that of its first floating-point tensor (fp32 where none is).
+torch::ScalarType floating_dtype(const std::vector<ZooLayer>& layers);
 
 }  // namespace psw::exec

@@ -33,14 +33,7 @@ class TorchScriptModel final : public ZooModel {
       if (!layer.tensors.empty()) layers_.push_back(std::move(layer));
     }
     if (layers_.empty()) throw InputError(name_ + ": the TorchScript module has no parameters or buffers to switch");
-    for (const ZooLayer& layer : layers_) {
-      for (const torch::Tensor& t : layer.tensors) {
-        if (t.is_floating_point()) {
-          dtype_ = t.scalar_type();
-          return;
-        }
-      }
-    }
+    dtype_ = floating_dtype(layers_);
   }
 
   const std::string& name() const override { return name_; }
