@@ -22,6 +22,20 @@ namespace psw::exec {
 
 bool aoti_packages_supported() { return PSW_HAS_AOTI != 0; }
 
+std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>& names) {
+  std::vector<ModuleConstants> modules;
+  std::unordered_map<std::string, std::size_t> index_of;  // module -> its entry
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    const auto dot = names[c].rfind('.');
+    const std::string module = dot == std::string::npos ? "(root)" : names[c].substr(0, dot);
+    const auto [it, added] = index_of.emplace(module, modules.size());
+    if (added) modules.push_back(ModuleConstants{module, {}, {}});
+    modules[it->second].constants.push_back(c);
+    modules[it->second].tensor_names.push_back(dot == std::string::npos ? names[c] : names[c].substr(dot + 1));
+  }
+  return modules;
+}
+
 #if PSW_HAS_AOTI
 
 // Named, not anonymous: the unity build compiles this file with the zoo's.
@@ -66,7 +80,9 @@ class AotiPackageModel final : public ZooModel {
       throw InputError(file.string() + ": the AOTInductor package cannot be loaded: " + short_message(e));
     }
     const std::unordered_map<std::string, at::Tensor> constants = loader_->get_runner()->extract_constants_map(false);
-    std::unordered_map<std::string, std::size_t> layer_of;  // module path -> index in layers_
+    std::vector<std::string> names;  // the package's own names and the original ones, of the constants found
+    std::vector<std::string> fqns;
+    std::vector<at::Tensor> found;
     for (const auto& [name, fqn] : ordered_constants(*loader_)) {
       // The map is keyed by original names (LibTorch 2.11), or by the package's own; the constants
       // it leaves out (folded ones, which the package computes) are not ours to bind.
@@ -78,20 +94,21 @@ class AotiPackageModel final : public ZooModel {
         // wrongly through it.
         throw InputError(file.string() + ": the package's constant " + fqn + " is not contiguous; psw binds contiguous tensors");
       }
-      const auto dot = fqn.rfind('.');
-      const std::string module = dot == std::string::npos ? "(root)" : fqn.substr(0, dot);
-      auto [slot, added] = layer_of.emplace(module, layers_.size());
-      if (added) {
-        layers_.push_back(ZooLayer{module, "module", {}});
-        constant_names_.emplace_back();
+      names.push_back(name);
+      fqns.push_back(fqn);
+      found.push_back(it->second);
+    }
+    for (ModuleConstants& module : constants_by_module(fqns)) {
+      ZooLayer layer{module.module, "module", {}, std::move(module.tensor_names)};
+      std::vector<std::string> package_names;
+      for (const std::size_t c : module.constants) {
+        // Our own tensor, not the package's, on the CPU where every model is built: ZooModel::to
+        // or the engine moves it to the device, where the package reads it (bind_constants).
+        layer.tensors.push_back(found[c].to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+        package_names.push_back(names[c]);
       }
-      ZooLayer& layer = layers_[slot->second];
-      // Our own tensor, not the package's, on the CPU where every model is built: ZooModel::to or
-      // the engine moves it to the device, where the package reads it (bind_constants).
-      layer.tensors.push_back(it->second.to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
-      layer.tensor_names.push_back(dot == std::string::npos ? fqn : fqn.substr(dot + 1));
-      // By layer: a module's constants need not be listed together.
-      constant_names_[slot->second].push_back(name);
+      layers_.push_back(std::move(layer));
+      constant_names_.push_back(std::move(package_names));
     }
     if (layers_.empty()) {
       std::string listed;

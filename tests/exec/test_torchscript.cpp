@@ -170,6 +170,25 @@ TEST(TorchScript, TheCapturedSwitchNeedsABackendWithGraphs) {
             std::string::npos);
 }
 
+// Note [AOTInductor packages]: a package lists parameters before buffers; each module's layer
+// holds its own constants, whatever their order, and names each as the module does.
+TEST(AotiPackage, ConstantsAreGroupedByTheirModuleWhereverTheyAreListed) {
+  const std::vector<ModuleConstants> modules = constants_by_module(
+      {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.0.conv1.weight", "bn1.running_mean", "scale", "bn1.running_var"});
+  ASSERT_EQ(modules.size(), 4u);
+  EXPECT_EQ(modules[0].module, "conv1");
+  EXPECT_EQ(modules[0].constants, (std::vector<std::size_t>{0}));
+  EXPECT_EQ(modules[1].module, "bn1");
+  EXPECT_EQ(modules[1].constants, (std::vector<std::size_t>{1, 2, 4, 6}));
+  EXPECT_EQ(modules[1].tensor_names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var"}));
+  EXPECT_EQ(modules[2].module, "layer1.0.conv1");
+  EXPECT_EQ(modules[2].tensor_names, (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(modules[3].module, "(root)");
+  EXPECT_EQ(modules[3].constants, (std::vector<std::size_t>{5}));
+  EXPECT_EQ(modules[3].tensor_names, (std::vector<std::string>{"scale"}));
+  EXPECT_TRUE(constants_by_module({}).empty());
+}
+
 // Note [AOTInductor packages]: a .pt2 is a user's model file, not a TorchScript one; where the
 // LibTorch has no AOTInductor (Debian's 1.13, CI's) it is one error naming the file and why, and
 // where it has, a missing file is.

@@ -3,7 +3,8 @@ would compile a model ahead of time, with the GPU host's PyTorch (2.6 or later):
 
     make_aoti_package.py OUT_DIR
 
-    OUT_DIR/cnn.pt2         a conv-BatchNorm-ReLU-pool-linear net compiled for cuda at input 4x3x16x16
+    OUT_DIR/cnn.pt2         a conv-BatchNorm-ReLU-pool-linear net (the conv without bias, as ResNet's) compiled
+                            for cuda at input 4x3x16x16
     OUT_DIR/cnn.pt          the same net traced to TorchScript (its weights the package's)
     OUT_DIR/two_inputs.pt2  a module of two inputs, features 4x6 (fp32) and ids 4x4 (int64), for cuda
     OUT_DIR/two_inputs.pt   the same module traced to TorchScript
@@ -35,7 +36,7 @@ def main(out):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(3)
     cnn = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 5))
     cnn[1].running_mean.uniform_(-0.5, 0.5)
     cnn[1].running_var.uniform_(0.5, 1.5)

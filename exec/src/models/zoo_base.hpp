@@ -15,9 +15,14 @@
 
 #include <torch/torch.h>
 
+#include "psw/common/error.hpp"
 #include "psw/exec/model_zoo.hpp"
 
 namespace psw::exec::detail {
+
+// A source of psw::exec that says detail::concat means psw/common/error.hpp's; in a unity build
+// it may follow this header, where the name finds this namespace first.
+using psw::detail::concat;
 
 using Pair = std::array<std::int64_t, 2>;
 

@@ -104,6 +104,18 @@ std::unique_ptr<ZooModel> load_aoti_package(const std::filesystem::path& file, c
 // Whether this build can load AOTInductor packages.
 bool aoti_packages_supported();
 
+// Note [AOTInductor packages]: a package's constants grouped into layers by module. `names` are
+// the constants' original names in the package's order ("layer1.0.bn1.weight"; a package lists
+// parameters before buffers, so a module's constants need not be together); one entry per module
+// ("(root)" for a name without a dot), in the order of its first constant, with the indices of
+// its constants in `names` and each one's name in the module ("weight").
+struct ModuleConstants {
+  std::string module;
+  std::vector<std::size_t> constants;
+  std::vector<std::string> tensor_names;
+};
+std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>& names);
+
 // Note [Several inputs]: the tensors (each [batch, ...], one batch) as the one input a model of
 // several takes. InputError for none, or for tensors of different batches.
 torch::Tensor pack_inputs(const std::vector<torch::Tensor>& inputs);
