@@ -192,6 +192,31 @@ TEST(Decoder, ReplayedDecodingGivesTheEagerTokens) {
   EXPECT_EQ(backend.captures, 1);
 }
 
+// Note [Decode graph]: a sequence decodes in the smallest power-of-two class from 64 that holds it,
+// up to the context; the classes' caches are what a worker may keep of a decoder, counted against
+// the server's device memory (Note [Device memory limit]), each the size make_cache allocates.
+TEST(Decoder, KeptCachesAreOnePerCapacityClassUpToTheContext) {
+  EXPECT_EQ(decode_capacity(1, 256), 64);
+  EXPECT_EQ(decode_capacity(64, 256), 64);
+  EXPECT_EQ(decode_capacity(65, 256), 128);
+  EXPECT_EQ(decode_capacity(200, 256), 256);
+  EXPECT_EQ(decode_capacity(3000, 8191), 4096);
+  EXPECT_EQ(decode_capacity(5000, 8191), 8191);
+  EXPECT_EQ(decode_capacity(10, 32), 32);
+  auto model = make_decoder(tiny(), 5, torch::kBFloat16);
+  const Decoder& decoder = decoder_of(*model);
+  for (const std::int64_t capacity : {64, 256}) {
+    EXPECT_EQ(kv_cache_bytes(decoder.config(), 3, capacity, 2),
+              static_cast<Bytes>(decoder.make_cache(3, capacity).storage().nbytes()));
+  }
+  // llama-tiny: 256 positions, so classes of 64, 128 and 256 positions.
+  EXPECT_EQ(kept_decode_cache_bytes(decoder.config(), 2),
+            kv_cache_bytes(decoder.config(), 1, 64 + 128 + 256, 2));
+  DecoderConfig odd = tiny();
+  odd.max_positions = 100;  // 64, then the context
+  EXPECT_EQ(kept_decode_cache_bytes(odd, 4), kv_cache_bytes(odd, 1, 164, 4));
+}
+
 // Note [Decode graph]: a DecodeGraph kept for later sequences in the same cache captures once;
 // the next sequence, shorter than the first and so with the first's keys and values beyond its
 // position, replays every step and still gives greedy_decode's tokens.

@@ -1491,5 +1491,42 @@ models:
   }
 }
 
+// Note [Device memory limit]: a decoder's KV caches count too, every worker's (Note [Decode
+// graph]): llama-tiny's fp32 parameters (0.71 MB) fit 850,000 bytes, with two workers' caches
+// (0.46 MB) they do not, and the refusal says so; with room for both it starts and generates.
+TEST(Controller, ADecodersKvCachesCountAgainstTheDeviceMemoryLimit) {
+  const std::string zoo = std::string(PSW_SOURCE_DIR) + "/configs/zoo/llama-tiny.yaml";
+  auto decoder = exec::make_model(zoo, 0);
+  const torch::Tensor prompt = exec::as_decoder(*decoder)->example_tokens(1, 16, 3);
+  const std::filesystem::path profiles = decoder_profiles("decoder-limit", *decoder, prompt);
+  const auto config_of = [&](const std::string& limit) {
+    return write_config("decoder-limit-" + limit, "workers: 2\nrequest_timeout_ms: 120000\ndevice_memory_bytes: " + limit +
+                                                      "\nmodels:\n  - name: llama-tiny\n    decoder: " + zoo +
+                                                      "\n    prompt_tokens: 16\n    batch: 1\n",
+                        profiles);
+  };
+  // Two workers, each with caches of 64, 128 and 256 positions: 2 layers x keys and values x 2
+  // kv_heads x 16 (head_dim) x 4 bytes a position.
+  const Bytes caches = 2 * (64 + 128 + 256) * 2 * 2 * 2 * 16 * 4;
+  EXPECT_EQ(2 * exec::kept_decode_cache_bytes(exec::as_decoder(*decoder)->config(), 4), caches);
+  try {
+    start(config_of("850000"));
+    ADD_FAILURE() << "a config whose decoder's caches do not fit its device_memory_bytes started";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the models' parameter regions, the decoders' KV caches (458752 bytes: each of "
+                                         "the 2 workers keeps its own) and the training state need "),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than the config's device_memory_bytes 850000"), std::string::npos) << e.what();
+  }
+  auto controller = start(config_of("1300000"));
+  GenerateRequest request;
+  request.model = "llama-tiny";
+  request.input_ids.assign(prompt.data_ptr<std::int64_t>(), prompt.data_ptr<std::int64_t>() + prompt.size(1));
+  request.max_tokens = 4;
+  EXPECT_EQ(controller->generate(request, nullptr).output_ids.size(), 4u);
+  std::filesystem::remove_all(profiles);
+}
+
 }  // namespace
 }  // namespace psw::runtime

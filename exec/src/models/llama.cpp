@@ -51,6 +51,27 @@ torch::Tensor KvCache::values(std::int64_t layer, std::int64_t upto) const { ret
 
 Decoder* as_decoder(ZooModel& model) { return dynamic_cast<Decoder*>(&model); }
 
+std::int64_t decode_capacity(std::int64_t positions, std::int64_t context) {
+  std::int64_t capacity = 64;
+  while (capacity < positions) capacity *= 2;
+  return std::min(capacity, context);
+}
+
+Bytes kv_cache_bytes(const DecoderConfig& config, std::int64_t batch, std::int64_t capacity, Bytes element_bytes) {
+  // KvCache: layers x 2 x batch x kv_heads x capacity x head_dim.
+  return config.layers * 2 * batch * config.kv_heads * capacity * config.head_dim() * element_bytes;
+}
+
+Bytes kept_decode_cache_bytes(const DecoderConfig& config, Bytes element_bytes) {
+  Bytes total = 0;
+  std::int64_t capacity = 0;
+  while (capacity < config.max_positions) {
+    capacity = decode_capacity(capacity + 1, config.max_positions);
+    total += kv_cache_bytes(config, 1, capacity, element_bytes);
+  }
+  return total;
+}
+
 // Note [Fused attention]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // Where LibTorch has scaled_dot_product_attention (2.0 on: the GPU host's), attention is that

@@ -184,9 +184,10 @@ struct ServeConfig {
   Bytes max_tensor_bytes = Bytes{64} << 20;
   // Note [Device memory limit]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
-  // The device memory the server's parameter regions and training state may take together: the
+  // The device memory the server's parameter regions, its decoders' KV caches (every worker's:
+  // Note [Decode graph] in exec/decoder.hpp) and the training state may take together: the
   // memory daemon refuses a start, and a model's load, beyond it (or beyond the device's free
-  // memory), naming the numbers. 0: no limit but the device's. It leaves room on a GPU that other
+  // memory), naming the numbers. Activations and captured graphs' memory are not counted. 0: no limit but the device's. It leaves room on a GPU that other
   // processes share, and it gives the host backend, whose "device" is the host's memory, a size,
   // so that the refusals are tested without a GPU.
   Bytes device_memory_bytes = 0;

@@ -101,6 +101,17 @@ class Decoder {
 // The model as a Decoder, or nullptr for the zoo's other models.
 Decoder* as_decoder(ZooModel& model);
 
+// Note [Decode graph]: the capacity of the kept cache a sequence of `positions` decodes in, the
+// smallest power of two that holds it (at least 64) up to the context: a decode step attends over
+// its whole cache, so a class at most twice the sequence, and few classes (graphs, caches) a model.
+std::int64_t decode_capacity(std::int64_t positions, std::int64_t context);
+// The bytes of a KvCache of `config` for `batch` sequences of `capacity` positions, each value
+// `element_bytes` (the model's dtype).
+Bytes kv_cache_bytes(const DecoderConfig& config, std::int64_t batch, std::int64_t capacity, Bytes element_bytes);
+// Note [Decode graph]: the most a worker's kept caches of one decoder take: one cache of batch 1
+// per capacity class, 64 up to the context (under twice the context's cache).
+Bytes kept_decode_cache_bytes(const DecoderConfig& config, Bytes element_bytes);
+
 // The rotary inverse frequencies of `config`'s heads (head_dim / 2, fp32, on `device`): the plain
 // rope_theta^(-2i/d), rescaled where the config has rope_scaling (Note [Rope scaling]).
 torch::Tensor rope_inverse_frequencies(const DecoderConfig& config, const torch::Device& device);

@@ -271,6 +271,19 @@ class MemoryDaemon {
     }
     return on_host_ ? s.layout.layout.total_bytes : shared_allocation_bytes(s.layout.layout.total_bytes);
   }
+  // Note [Device memory limit]: a decoder's KV caches, which every worker keeps of its own (Note
+  // [Decode graph]; on the host a call's cache, at most the largest of them).
+  Bytes decode_cache_bytes(const ServedModel& s) const {
+    exec::Decoder* decoder = exec::as_decoder(*s.model);
+    if (decoder == nullptr) return 0;
+    return config_.workers *
+           exec::kept_decode_cache_bytes(decoder->config(), static_cast<Bytes>(c10::elementSize(s.model->dtype())));
+  }
+  // ", and C bytes of KV caches (...)" for a decoder's load and start messages; "" for another model.
+  std::string decode_cache_words(Bytes caches) const {
+    if (caches == 0) return "";
+    return detail::concat(" and ", caches, " bytes of KV caches (each of the ", config_.workers, " workers keeps its own)");
+  }
   // Packs `s` into a new store and gives it its device memory.
   StoredModel store(const ServedModel& s);
   // The Region message of a stored model (Note [Segment order]) and the descriptors it carries.
@@ -373,19 +386,21 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
     }
     ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware), backend_->device());
     if (!entry.weights.empty()) exec::load_weights(*s.model, entry.weights);
-    const Bytes needed = device_bytes(s);
+    const Bytes caches = decode_cache_bytes(s);
+    const Bytes needed = device_bytes(s) + caches;
     const Bytes free = backend_->device_free_memory();
     if (needed > free) {
       throw ServiceError(ServiceError::Code::ResourceExhausted,
                          detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
-                                        s.layout.layout.total_bytes, " bytes of parameters, but the device has ", free,
-                                        " free: unload another model first"));
+                                        s.layout.layout.total_bytes, " bytes of parameters", decode_cache_words(caches),
+                                        ", but the device has ", free, " free: unload another model first"));
     }
     const Bytes used = device_bytes_used();
     if (needed > device_limit() - std::min(used, device_limit())) {
       throw ServiceError(ServiceError::Code::ResourceExhausted,
                          detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
-                                        s.layout.layout.total_bytes, " bytes of parameters, but the server's models and ",
+                                        s.layout.layout.total_bytes, " bytes of parameters", decode_cache_words(caches),
+                                        ", but the server's models and ",
                                         "training state take ", used, " of its device_memory_bytes ", device_limit(),
                                         ": unload another model first"));
     }
@@ -463,28 +478,42 @@ int MemoryDaemon::run() {
     return managed_ ? one * config_.workers : one;
   };
   Bytes needed = 0;
-  for (const auto& s : served) needed += start_bytes(s);
+  Bytes caches = 0;
+  for (const auto& s : served) {
+    needed += start_bytes(s);
+    caches += decode_cache_bytes(s);
+  }
+  needed += caches;
   if (training_model_) training_device_bytes_ = TrainingJob::state_bytes(*training_model_, *config_.training);
   needed += training_device_bytes_;
+  // "the models' parameter regions[, the decoders' KV caches (C bytes)] and the training state"
+  const std::string what = detail::concat(
+      "the models' parameter regions",
+      caches > 0 ? detail::concat(", the decoders' KV caches (", caches, " bytes: each of the ", config_.workers,
+                                  " workers keeps its own)")
+                 : std::string(),
+      " and the training state need ");
   if (needed > device_limit()) {
-    throw InputError(detail::concat(options_.config_path, ": the models' parameter regions and the training state need ",
-                                    needed, " bytes of device memory, more than the config's device_memory_bytes ",
-                                    device_limit(), ": serve fewer models, train a smaller one or raise the limit"));
+    throw InputError(detail::concat(options_.config_path, ": ", what, needed,
+                                    " bytes of device memory, more than the config's device_memory_bytes ", device_limit(),
+                                    ": serve fewer models, train a smaller one or raise the limit"));
   }
   const Bytes free = backend_->device_free_memory();
   if (needed > free) {
     throw InputError(detail::concat(
         options_.config_path, ": ",
         managed_ ? detail::concat("the models' managed memory (one copy of every model for each of the ",
-                                  config_.workers, " workers) and the training state need ")
-                 : std::string("the models' parameter regions and the training state need "),
+                                  config_.workers, " workers)",
+                                  caches > 0 ? detail::concat(", the decoders' KV caches (", caches, " bytes)") : "",
+                                  " and the training state need ")
+                 : what,
         needed, " bytes of device memory, but the device has ", free, " free: serve fewer models",
         managed_ ? ", use fewer workers" : "", " or train a smaller one"));
   }
   // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
   for (std::size_t r = 0; r < served.size(); ++r) {
     StoredModel stored = store(served[r]);
-    stored.device_bytes = start_bytes(served[r]);
+    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r]);
     stored_.emplace(static_cast<int>(r), std::move(stored));
   }
   if (training_model_) {
@@ -1124,15 +1153,6 @@ void Worker::record_device_times(exec::PipelineEngine& engine, bool eager_switch
   reply.times[4] = backend_->elapsed(kMarkReceived, exec::PipelineEngine::kMarkEnd).ns();
 }
 
-// Note [Decode graph]: the capacity of the kept cache a sequence of `positions` decodes in, the
-// smallest power of two that holds it (at least 64) up to the context: a decode step attends over
-// its whole cache, so a class at most twice the sequence, and few classes (graphs, caches) a model.
-std::int64_t decode_capacity(std::int64_t positions, std::int64_t context) {
-  std::int64_t capacity = 64;
-  while (capacity < positions) capacity *= 2;
-  return std::min(capacity, context);
-}
-
 void Worker::generate(const Message& m, Message& reply, const torch::Tensor& prompt) {
   WorkerSlot& slot = slot_of(m);
   exec::ZooModel& model = *slot.served.model;
@@ -1154,7 +1174,7 @@ void Worker::generate(const Message& m, Message& reply, const torch::Tensor& pro
   std::optional<exec::KvCache> own_cache;
   WorkerSlot::KeptDecode* kept = nullptr;
   if (slot.graph_input.defined() && backend_->supports_graphs()) {
-    const auto [found, inserted] = slot.decodes.try_emplace(decode_capacity(positions, context));
+    const auto [found, inserted] = slot.decodes.try_emplace(exec::decode_capacity(positions, context));
     if (inserted) {
       found->second.cache = std::make_unique<exec::KvCache>(decoder->make_cache(1, found->first));
       found->second.graph =
