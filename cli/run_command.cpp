@@ -416,7 +416,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--graph-out", options->graph_out,
                   "A user's model with --graph: write its capture as read (psw graph --graph takes it)");
   cmd->add_option("--profile-out", options->profile_out,
-                  "A TorchScript model with --graph: write its per-layer profile measured from the capture");
+                  "A user's model with --graph: write its per-layer profile measured from the capture");
   cmd->add_option("--weights", options->weights_path,
                   "The model's parameters and buffers from a safetensors file, by torchvision's (resnet152, "
                   "inception_v3) or Hugging Face BertModel's (bert_base) state_dict names; default: random, seeded")

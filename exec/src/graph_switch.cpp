@@ -165,7 +165,7 @@ CapturedSetup prepared_setup(const GraphSwitchSpec& spec) {
   s.backend = make_backend(spec.backend);
   Backend& backend = *s.backend;
   if (!backend.supports_graphs() && !spec.allow_uncaptured) {  // before the model is loaded and run
-    throw UncapturableError("--graph: the " + backend.name() + " backend cannot capture graphs; a TorchScript model is " +
+    throw UncapturableError("--graph: the " + backend.name() + " backend cannot capture graphs; a user's model is " +
                             "pipelined through its captured graph on --backend cuda (without --graph, or with " +
                             "--allow-uncaptured, it runs copy-then-forward)");
   }

@@ -37,10 +37,11 @@
 // Debian's 1.13, which refuses a .pt2 with one clear error). It is a ZooModel as a TorchScript
 // module is:
 //  - its layers are the modules of the constants it exposes, by their original names
-//    ("layer1.0.conv1" holds layer1.0.conv1.weight), in the order the package lists them, each
-//    tensor our own copy. A package need not expose every parameter: PyTorch 2.11 exposed the
-//    weights of a conv-BatchNorm-linear net and kept its biases and BatchNorm's tensors to itself
-//    (resident in its own memory; they are not switched);
+//    ("layer1.0.conv1" holds layer1.0.conv1.weight), grouped by module wherever the package lists
+//    them (constants_by_module), each tensor our own copy. A package need not expose every
+//    parameter: PyTorch 2.11 exposed only the weights of a conv (with bias), BatchNorm, linear
+//    net and kept the biases and BatchNorm's tensors to itself (resident in its own memory; they
+//    are not switched);
 //  - its forward calls every gate first (there is no gate inside compiled code), then makes the
 //    package read the exposed constants where the layer tensors are now (the engine binds them
 //    into the device region): its "user-managed" constants, set again only when a tensor moved.

@@ -279,7 +279,7 @@ class MemoryDaemon {
     return config_.workers *
            exec::kept_decode_cache_bytes(decoder->config(), static_cast<Bytes>(c10::elementSize(s.model->dtype())));
   }
-  // ", and C bytes of KV caches (...)" for a decoder's load and start messages; "" for another model.
+  // " and C bytes of KV caches (...)" for a decoder's load messages; "" for another model.
   std::string decode_cache_words(Bytes caches) const {
     if (caches == 0) return "";
     return detail::concat(" and ", caches, " bytes of KV caches (each of the ", config_.workers, " workers keeps its own)");
