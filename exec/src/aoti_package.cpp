@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "model_inputs.hpp"
 #include "psw/common/error.hpp"
@@ -50,12 +51,11 @@ std::vector<std::pair<std::string, std::string>> ordered_constants(torch::induct
     if (!fqn.empty()) name_of.emplace(fqn, name);
   }
   std::vector<std::pair<std::string, std::string>> ordered;  // (name, original name)
-  std::unordered_map<std::string, bool> listed;
+  std::unordered_set<std::string> listed;
   for (const std::string& fqn : loader.get_constant_fqns()) {
     const auto it = name_of.find(fqn);
-    if (it == name_of.end() || listed.count(it->second) != 0) continue;
+    if (it == name_of.end() || !listed.insert(it->second).second) continue;
     ordered.emplace_back(it->second, fqn);
-    listed[it->second] = true;
   }
   std::vector<std::pair<std::string, std::string>> rest;
   for (const auto& [name, fqn] : fqn_of) {
@@ -170,10 +170,8 @@ class AotiPackageModel final : public ZooModel {
   // whole set left those unset.
   void bind_constants() {
     std::vector<const void*> now;
-    std::unordered_map<std::string, at::Tensor> map;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      for (std::size_t i = 0; i < layers_[l].tensors.size(); ++i) {
-        const torch::Tensor& t = layers_[l].tensors[i];
+    for (const ZooLayer& layer : layers_) {
+      for (const torch::Tensor& t : layer.tensors) {
         if (t.device().type() != device_.type()) {
           std::ostringstream why;
           why << name_ << ": the package's constants are on " << t.device() << "; it runs on " << device_
@@ -181,10 +179,13 @@ class AotiPackageModel final : public ZooModel {
           throw InputError(why.str());
         }
         now.push_back(t.data_ptr());
-        map.emplace(constant_names_[l][i], t);
       }
     }
-    if (now == bound_) return;
+    if (now == bound_) return;  // every forward: only the pointers compared, no map built
+    std::unordered_map<std::string, at::Tensor> map;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      for (std::size_t i = 0; i < layers_[l].tensors.size(); ++i) map.emplace(constant_names_[l][i], layers_[l].tensors[i]);
+    }
     loader_->get_runner()->update_constant_buffer(map, /*use_inactive=*/false, /*validate_full_updates=*/true,
                                                   /*user_managed=*/true);
     bound_ = std::move(now);
