@@ -316,6 +316,9 @@ TEST(Decoder, BucketPrefillGraphsGiveThePaddedPrefill) {
     }
     EXPECT_EQ(graphs.buckets(), 2u);
     EXPECT_EQ(backend.captures, 2) << "a graph per bucket, captured once";
+    // What the memory daemon counts for these buckets is what the graphs keep.
+    EXPECT_EQ(graphs.cache_bytes(), prefill_graph_cache_bytes(decoder.config(), {16, 32}, 4));
+    EXPECT_EQ(prefill_graph_cache_bytes(decoder.config(), {16, 32}, 4), kv_cache_bytes(decoder.config(), 1, 48, 4));
     KvCache two = decoder.make_cache(2, 16);
     const std::string message = input_error_of([&] { graphs.prefill(torch::zeros({2, 16}, torch::kInt64), 3, two); });
     EXPECT_NE(message.find("a prefill graph takes one padded prompt"), std::string::npos) << message;

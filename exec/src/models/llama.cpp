@@ -72,6 +72,13 @@ Bytes kept_decode_cache_bytes(const DecoderConfig& config, Bytes element_bytes) 
   return total;
 }
 
+Bytes prefill_graph_cache_bytes(const DecoderConfig& config, const std::vector<std::int64_t>& buckets,
+                                Bytes element_bytes) {
+  Bytes total = 0;
+  for (const std::int64_t bucket : buckets) total += kv_cache_bytes(config, 1, bucket, element_bytes);
+  return total;
+}
+
 // Note [Fused attention]
 // ~~~~~~~~~~~~~~~~~~~~~~
 // Where LibTorch has scaled_dot_product_attention (2.0 on: the GPU host's), attention is that
@@ -229,6 +236,12 @@ PrefillGraphs::PrefillGraphs(Backend& backend, Decoder& decoder) : backend_(back
 
 PrefillGraphs::~PrefillGraphs() {
   for (auto& [bucket, b] : buckets_) backend_.release(b.slot);
+}
+
+Bytes PrefillGraphs::cache_bytes() const {
+  Bytes total = 0;
+  for (const auto& [bucket, b] : buckets_) total += static_cast<Bytes>(b.cache->storage().nbytes());
+  return total;
 }
 
 torch::Tensor PrefillGraphs::prefill(const torch::Tensor& padded, std::int64_t length, KvCache& cache) {

@@ -111,6 +111,10 @@ Bytes kv_cache_bytes(const DecoderConfig& config, std::int64_t batch, std::int64
 // Note [Decode graph]: the most a worker's kept caches of one decoder take: one cache of batch 1
 // per capacity class, 64 up to the context (under twice the context's cache).
 Bytes kept_decode_cache_bytes(const DecoderConfig& config, Bytes element_bytes);
+// Note [Prefill graphs]: the most the caches of a decoder's prefill graphs take: one cache of
+// batch 1 per prompt bucket, of the bucket's length (the graphs' activations not included).
+Bytes prefill_graph_cache_bytes(const DecoderConfig& config, const std::vector<std::int64_t>& buckets,
+                                Bytes element_bytes);
 
 // The rotary inverse frequencies of `config`'s heads (head_dim / 2, fp32, on `device`): the plain
 // rope_theta^(-2i/d), rescaled where the config has rope_scaling (Note [Rope scaling]).
@@ -198,7 +202,9 @@ TimedDecode time_greedy_decode(Backend& backend, Decoder& decoder, const torch::
 // the bucket's own cache; after a replay the real positions' keys and values are copied into the
 // call's cache (one device copy of a few megabytes), whose length is set to the prompt's. The
 // graphs, their caches and activations stay for the decoder's life: the memory of the buckets
-// used (llama-1b's 8,191-token bucket: 0.27 GB of cache).
+// used (llama-1b's 8,191-token bucket: 0.27 GB of cache). The memory daemon counts every bucket's
+// cache for every worker whose graphs are captured (prefill_graph_cache_bytes; Note [Device
+// memory limit]); the graphs' activations are not counted.
 class PrefillGraphs {
  public:
   // For `decoder` (batch 1) on `backend`, which must support graphs; both outlive this.
@@ -213,6 +219,7 @@ class PrefillGraphs {
   // cache that cannot hold the prompt.
   torch::Tensor prefill(const torch::Tensor& padded, std::int64_t length, KvCache& cache);
   std::size_t buckets() const { return buckets_.size(); }  // captured so far
+  Bytes cache_bytes() const;  // the captured buckets' own caches
 
  private:
   struct Bucket {
@@ -235,9 +242,8 @@ class PrefillGraphs {
 // position L - 1 and the KV cache is filled to L. Causal attention makes this exact: no position
 // below L attends to the padding, and the padding's keys and values sit beyond the cache's
 // length, where the first decode step writes over them. A graph per bucket then serves every
-// prompt (the server captures no prefill graph yet: a prefill runs eagerly, with the parameters
-// pipelined as for any request; its decode steps replay a graph, Note [Decode graph]). The
-// buckets of a served decoder are its config's `prompt_buckets`, by default the powers of two
+// prompt: a resident prompt replays its bucket's (Note [Prefill graphs]); a cold one is the
+// pipelined switch, eager, its parameters arriving as for any request. The buckets of a served decoder are its config's `prompt_buckets`, by default the powers of two
 // from 16 up to the context, and the context itself.
 //
 // (psw::prompt_bucket, serve_config.hpp, picks a prompt's bucket.)

@@ -271,13 +271,18 @@ class MemoryDaemon {
     }
     return on_host_ ? s.layout.layout.total_bytes : shared_allocation_bytes(s.layout.layout.total_bytes);
   }
-  // Note [Device memory limit]: a decoder's KV caches, which every worker keeps of its own (Note
-  // [Decode graph]; on the host a call's cache, at most the largest of them).
-  Bytes decode_cache_bytes(const ServedModel& s) const {
+  // Note [Device memory limit]: a decoder's KV caches, which every worker keeps of its own: one per
+  // decode capacity class (Note [Decode graph]; on the host a call's cache, at most the largest of
+  // them) and, where the workers capture graphs, one per prompt bucket (Note [Prefill graphs]).
+  Bytes decode_cache_bytes(const ServedModel& s, const ServedModelConfig& entry) const {
     exec::Decoder* decoder = exec::as_decoder(*s.model);
     if (decoder == nullptr) return 0;
-    return config_.workers *
-           exec::kept_decode_cache_bytes(decoder->config(), static_cast<Bytes>(c10::elementSize(s.model->dtype())));
+    const auto element_bytes = static_cast<Bytes>(c10::elementSize(s.model->dtype()));
+    Bytes one = exec::kept_decode_cache_bytes(decoder->config(), element_bytes);
+    if (backend_->supports_graphs() && !switches_eagerly_in_server(config_.mechanism)) {
+      one += exec::prefill_graph_cache_bytes(decoder->config(), entry.prompt_buckets, element_bytes);
+    }
+    return config_.workers * one;
   }
   // " and C bytes of KV caches (...)" for a decoder's load messages; "" for another model.
   std::string decode_cache_words(Bytes caches) const {
@@ -386,7 +391,7 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
     }
     ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware), backend_->device());
     if (!entry.weights.empty()) exec::load_weights(*s.model, entry.weights);
-    const Bytes caches = decode_cache_bytes(s);
+    const Bytes caches = decode_cache_bytes(s, entry);
     const Bytes needed = device_bytes(s) + caches;
     const Bytes free = backend_->device_free_memory();
     if (needed > free) {
@@ -479,9 +484,9 @@ int MemoryDaemon::run() {
   };
   Bytes needed = 0;
   Bytes caches = 0;
-  for (const auto& s : served) {
-    needed += start_bytes(s);
-    caches += decode_cache_bytes(s);
+  for (std::size_t r = 0; r < served.size(); ++r) {
+    needed += start_bytes(served[r]);
+    caches += decode_cache_bytes(served[r], config_.models[r]);
   }
   needed += caches;
   if (training_model_) training_device_bytes_ = TrainingJob::state_bytes(*training_model_, *config_.training);
@@ -513,7 +518,7 @@ int MemoryDaemon::run() {
   // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
   for (std::size_t r = 0; r < served.size(); ++r) {
     StoredModel stored = store(served[r]);
-    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r]);
+    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r], config_.models[r]);
     stored_.emplace(static_cast<int>(r), std::move(stored));
   }
   if (training_model_) {
