@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <string>
+#include <tuple>
 #include <unordered_map>
-#include <unordered_set>
+#include <cstdint>
 
 #include "model_inputs.hpp"
 #include "psw/common/error.hpp"
@@ -23,6 +25,38 @@ namespace psw::exec {
 
 bool aoti_packages_supported() { return PSW_HAS_AOTI != 0; }
 
+namespace {
+
+// A module path's components ("features.10.block" -> features, 10, block), a number compared as
+// a number, so that features.2 comes before features.10.
+struct PathComponent {
+  bool number = false;
+  std::uint64_t value = 0;
+  std::string text;
+  bool operator<(const PathComponent& other) const {
+    if (number != other.number) return number;  // numbers (Sequential children) before names
+    return number ? value < other.value : text < other.text;
+  }
+};
+
+std::vector<PathComponent> path_components(const std::string& path) {
+  std::vector<PathComponent> components;
+  std::size_t begin = 0;
+  while (begin <= path.size()) {
+    const std::size_t end = std::min(path.find('.', begin), path.size());
+    PathComponent c;
+    c.text = path.substr(begin, end - begin);
+    c.number = !c.text.empty() && c.text.size() <= 18 &&
+               std::all_of(c.text.begin(), c.text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (c.number) c.value = std::stoull(c.text);
+    components.push_back(std::move(c));
+    begin = end + 1;
+  }
+  return components;
+}
+
+}  // namespace
+
 std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>& names) {
   std::vector<ModuleConstants> modules;
   std::unordered_map<std::string, std::size_t> index_of;  // module -> its entry
@@ -34,7 +68,22 @@ std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>&
     modules[it->second].constants.push_back(c);
     modules[it->second].tensor_names.push_back(dot == std::string::npos ? names[c] : names[c].substr(dot + 1));
   }
-  return modules;
+  // The modules in the order of their paths, numbers as numbers, the root's constants last: the
+  // order a model registers its numbered children in, and close to the order its forward reads
+  // them, where a package's own listing has no order at all (it comes from a hash map).
+  std::vector<std::pair<std::vector<PathComponent>, std::size_t>> keyed;
+  for (std::size_t m = 0; m < modules.size(); ++m) {
+    keyed.emplace_back(modules[m].module == "(root)" ? std::vector<PathComponent>{} : path_components(modules[m].module), m);
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    const bool a_root = modules[a.second].module == "(root)";
+    const bool b_root = modules[b.second].module == "(root)";
+    if (a_root != b_root) return b_root;
+    return std::lexicographical_compare(a.first.begin(), a.first.end(), b.first.begin(), b.first.end());
+  });
+  std::vector<ModuleConstants> ordered;
+  for (auto& [key, m] : keyed) ordered.push_back(std::move(modules[m]));
+  return ordered;
 }
 
 #if PSW_HAS_AOTI
@@ -42,27 +91,15 @@ std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>&
 // Named, not anonymous: the unity build compiles this file with the zoo's.
 namespace aoti_impl {
 
-// The package's constant names in the order the package lists their original names (its
-// parameters, then its buffers, in module order), then any without one, by name.
+// The package's constants as (its own name, the original name), by original name: the package
+// lists them from a hash map, in no order; constants_by_module orders the modules.
 std::vector<std::pair<std::string, std::string>> ordered_constants(torch::inductor::AOTIModelPackageLoader& loader) {
-  const std::unordered_map<std::string, std::string> fqn_of = loader.get_runner()->getConstantNamesToOriginalFQNs();
-  std::unordered_map<std::string, std::string> name_of;
-  for (const auto& [name, fqn] : fqn_of) {
-    if (!fqn.empty()) name_of.emplace(fqn, name);
-  }
   std::vector<std::pair<std::string, std::string>> ordered;  // (name, original name)
-  std::unordered_set<std::string> listed;
-  for (const std::string& fqn : loader.get_constant_fqns()) {
-    const auto it = name_of.find(fqn);
-    if (it == name_of.end() || !listed.insert(it->second).second) continue;
-    ordered.emplace_back(it->second, fqn);
+  for (const auto& [name, fqn] : loader.get_runner()->getConstantNamesToOriginalFQNs()) {
+    ordered.emplace_back(name, fqn.empty() ? name : fqn);
   }
-  std::vector<std::pair<std::string, std::string>> rest;
-  for (const auto& [name, fqn] : fqn_of) {
-    if (listed.count(name) == 0) rest.emplace_back(name, fqn.empty() ? name : fqn);
-  }
-  std::sort(rest.begin(), rest.end());
-  ordered.insert(ordered.end(), rest.begin(), rest.end());
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.second, a.first) < std::tie(b.second, b.first); });
   return ordered;
 }
 

@@ -6,6 +6,7 @@
 
 #include <torch/script.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -176,17 +177,39 @@ TEST(AotiPackage, ConstantsAreGroupedByTheirModuleWhereverTheyAreListed) {
   const std::vector<ModuleConstants> modules = constants_by_module(
       {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.0.conv1.weight", "bn1.running_mean", "scale", "bn1.running_var"});
   ASSERT_EQ(modules.size(), 4u);
-  EXPECT_EQ(modules[0].module, "conv1");
-  EXPECT_EQ(modules[0].constants, (std::vector<std::size_t>{0}));
-  EXPECT_EQ(modules[1].module, "bn1");
-  EXPECT_EQ(modules[1].constants, (std::vector<std::size_t>{1, 2, 4, 6}));
-  EXPECT_EQ(modules[1].tensor_names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var"}));
+  EXPECT_EQ(modules[0].module, "bn1");
+  EXPECT_EQ(modules[0].constants, (std::vector<std::size_t>{1, 2, 4, 6}));
+  EXPECT_EQ(modules[0].tensor_names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var"}));
+  EXPECT_EQ(modules[1].module, "conv1");
+  EXPECT_EQ(modules[1].constants, (std::vector<std::size_t>{0}));
   EXPECT_EQ(modules[2].module, "layer1.0.conv1");
   EXPECT_EQ(modules[2].tensor_names, (std::vector<std::string>{"weight"}));
   EXPECT_EQ(modules[3].module, "(root)");
   EXPECT_EQ(modules[3].constants, (std::vector<std::size_t>{5}));
   EXPECT_EQ(modules[3].tensor_names, (std::vector<std::string>{"scale"}));
   EXPECT_TRUE(constants_by_module({}).empty());
+}
+
+// A package lists its constants in no order (a hash map's); the modules come out by path with
+// numbers compared as numbers, as a model registers its numbered children, whatever the listing.
+TEST(AotiPackage, ModulesAreOrderedByPathWithNumbersAsNumbers) {
+  std::vector<std::string> names = {"features.10.block.0.weight", "classifier.3.bias", "features.2.block.1.weight",
+                                    "features.1.weight", "features.2.block.0.weight", "features.10.block.0.bias",
+                                    "features.1.block.0.weight", "classifier.0.weight", "features.2.weight"};
+  const std::vector<std::string> expected = {"classifier.0", "classifier.3", "features.1", "features.1.block.0",
+                                             "features.2", "features.2.block.0", "features.2.block.1",
+                                             "features.10.block.0"};
+  for (int shuffle = 0; shuffle < 3; ++shuffle) {
+    std::rotate(names.begin(), names.begin() + 4, names.end());
+    std::vector<std::string> got;
+    for (const ModuleConstants& m : constants_by_module(names)) got.push_back(m.module);
+    EXPECT_EQ(got, expected) << "listing rotated " << shuffle + 1 << " times";
+  }
+  std::vector<std::string> numbered;
+  for (const ModuleConstants& m : constants_by_module({"layers.12.w", "layers.3.w", "layers.x.w", "layers.100.w"})) {
+    numbered.push_back(m.module);
+  }
+  EXPECT_EQ(numbered, (std::vector<std::string>{"layers.3", "layers.12", "layers.100", "layers.x"}));
 }
 
 // Note [AOTInductor packages]: a .pt2 is a user's model file, not a TorchScript one; where the

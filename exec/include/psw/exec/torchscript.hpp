@@ -37,8 +37,8 @@
 // Debian's 1.13, which refuses a .pt2 with one clear error). It is a ZooModel as a TorchScript
 // module is:
 //  - its layers are the modules of the constants it exposes, by their original names
-//    ("layer1.0.conv1" holds layer1.0.conv1.weight), grouped by module wherever the package lists
-//    them (constants_by_module), each tensor our own copy. A package need not expose every
+//    ("layer1.0.conv1" holds layer1.0.conv1.weight), grouped by module and ordered by module path
+//    (constants_by_module), each tensor our own copy. A package need not expose every
 //    parameter: PyTorch 2.11 exposed only the weights of a conv (with bias), BatchNorm, linear
 //    net and kept the biases and BatchNorm's tensors to itself (resident in its own memory; they
 //    are not switched);
@@ -106,10 +106,12 @@ std::unique_ptr<ZooModel> load_aoti_package(const std::filesystem::path& file, c
 bool aoti_packages_supported();
 
 // Note [AOTInductor packages]: a package's constants grouped into layers by module. `names` are
-// the constants' original names in the package's order ("layer1.0.bn1.weight"; a package lists
-// parameters before buffers, so a module's constants need not be together); one entry per module
-// ("(root)" for a name without a dot), in the order of its first constant, with the indices of
-// its constants in `names` and each one's name in the module ("weight").
+// the constants' original names ("layer1.0.bn1.weight"), in any order (a package lists them from
+// a hash map); one entry per module ("(root)" for a name without a dot), with the indices of its
+// constants in `names` and each one's name in the module ("weight"), in `names`' order. The
+// modules are ordered by path, a numeric component as a number (features.2 before features.10,
+// numbered children before named ones), the root's last: the region is packed in this order, and
+// a package's listing order scattered the groups of a plan over dozens of copies.
 struct ModuleConstants {
   std::string module;
   std::vector<std::size_t> constants;
