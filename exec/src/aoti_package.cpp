@@ -25,7 +25,8 @@ namespace psw::exec {
 
 bool aoti_packages_supported() { return PSW_HAS_AOTI != 0; }
 
-namespace {
+// Named, not anonymous: the unity build compiles this file with the zoo's.
+namespace module_order_impl {
 
 // A module path's components ("features.10.block" -> features, 10, block), a number compared as
 // a number, so that features.2 comes before features.10.
@@ -55,9 +56,11 @@ std::vector<PathComponent> path_components(const std::string& path) {
   return components;
 }
 
-}  // namespace
+}  // namespace module_order_impl
 
 std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>& names) {
+  using module_order_impl::PathComponent;
+  using module_order_impl::path_components;
   std::vector<ModuleConstants> modules;
   std::unordered_map<std::string, std::size_t> index_of;  // module -> its entry
   for (std::size_t c = 0; c < names.size(); ++c) {
