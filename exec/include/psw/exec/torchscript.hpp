@@ -46,7 +46,9 @@
 //    package read the exposed constants where the layer tensors are now (the engine binds them
 //    into the device region): its "user-managed" constants, set again only when a tensor moved.
 //    The package's own copy stays on the device beside them: what it keeps to itself lives there
-//    too, and swapping in a new set (which would free the copy) left those unset;
+//    too, and swapping in a new set (which would free the copy) left those unset. A served
+//    package's copy is counted in every worker at the bytes of the constants it exposes (Note
+//    [Device memory limit]; what it folded at compile time is not listed, so a lower bound);
 //  - it is loaded single-threaded, so that its run takes no lock and waits for nothing, and a
 //    CUDA graph can capture it: it is pipelined through its captured graph (Note
 //    [Graph-pipelined switch]) like a TorchScript module, `psw run --model FILE.pt2 --graph`;

@@ -284,10 +284,25 @@ class MemoryDaemon {
     }
     return config_.workers * one;
   }
-  // " and C bytes of KV caches (...)" for a decoder's load messages; "" for another model.
-  std::string decode_cache_words(Bytes caches) const {
-    if (caches == 0) return "";
-    return detail::concat(" and ", caches, " bytes of KV caches (each of the ", config_.workers, " workers keeps its own)");
+  // Note [Device memory limit], Note [AOTInductor packages]: a package keeps its own copy of its
+  // constants on the device in every worker that loads it. Counted as the bytes of the constants
+  // it exposes: those it folded at compile time are not known here, so this is a lower bound.
+  Bytes package_copy_bytes(const ServedModel& s, const ServedModelConfig& entry) const {
+    if (!exec::names_aoti_package(entry.torchscript_file.string())) return 0;
+    return config_.workers * s.layout.layout.total_bytes;
+  }
+  // " and C bytes of KV caches (...)" for a decoder's load messages, the same for a package's own
+  // copies; "" for another model.
+  std::string worker_bytes_words(Bytes caches, Bytes copies) const {
+    std::string words;
+    if (caches > 0) {
+      words += detail::concat(" and ", caches, " bytes of KV caches (each of the ", config_.workers, " workers keeps its own)");
+    }
+    if (copies > 0) {
+      words += detail::concat(" and ", copies, " bytes of the package's own copies of its constants (each of the ",
+                              config_.workers, " workers loads it)");
+    }
+    return words;
   }
   // Packs `s` into a new store and gives it its device memory.
   StoredModel store(const ServedModel& s);
@@ -392,19 +407,20 @@ void MemoryDaemon::load(const Message& m, std::vector<UniqueFd>& fds) {
     ServedModel s = build_served_model(config_, entry, load_hardware_profile(config_.hardware), backend_->device());
     if (!entry.weights.empty()) exec::load_weights(*s.model, entry.weights);
     const Bytes caches = decode_cache_bytes(s, entry);
-    const Bytes needed = device_bytes(s) + caches;
+    const Bytes copies = package_copy_bytes(s, entry);
+    const Bytes needed = device_bytes(s) + caches + copies;
     const Bytes free = backend_->device_free_memory();
     if (needed > free) {
       throw ServiceError(ServiceError::Code::ResourceExhausted,
                          detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
-                                        s.layout.layout.total_bytes, " bytes of parameters", decode_cache_words(caches),
+                                        s.layout.layout.total_bytes, " bytes of parameters", worker_bytes_words(caches, copies),
                                         ", but the device has ", free, " free: unload another model first"));
     }
     const Bytes used = device_bytes_used();
     if (needed > device_limit() - std::min(used, device_limit())) {
       throw ServiceError(ServiceError::Code::ResourceExhausted,
                          detail::concat("model '", entry.name, "' needs ", needed, " bytes of device memory for its ",
-                                        s.layout.layout.total_bytes, " bytes of parameters", decode_cache_words(caches),
+                                        s.layout.layout.total_bytes, " bytes of parameters", worker_bytes_words(caches, copies),
                                         ", but the server's models and ",
                                         "training state take ", used, " of its device_memory_bytes ", device_limit(),
                                         ": unload another model first"));
@@ -484,18 +500,24 @@ int MemoryDaemon::run() {
   };
   Bytes needed = 0;
   Bytes caches = 0;
+  Bytes copies = 0;
   for (std::size_t r = 0; r < served.size(); ++r) {
     needed += start_bytes(served[r]);
     caches += decode_cache_bytes(served[r], config_.models[r]);
+    copies += package_copy_bytes(served[r], config_.models[r]);
   }
-  needed += caches;
+  needed += caches + copies;
   if (training_model_) training_device_bytes_ = TrainingJob::state_bytes(*training_model_, *config_.training);
   needed += training_device_bytes_;
-  // "the models' parameter regions[, the decoders' KV caches (C bytes)] and the training state"
+  // "the models' parameter regions[, the decoders' KV caches (C bytes)][, the packages' own
+  // copies (P bytes)] and the training state"
   const std::string what = detail::concat(
       "the models' parameter regions",
       caches > 0 ? detail::concat(", the decoders' KV caches (", caches, " bytes: each of the ", config_.workers,
                                   " workers keeps its own)")
+                 : std::string(),
+      copies > 0 ? detail::concat(", the packages' own copies of their constants (", copies, " bytes: each of the ",
+                                  config_.workers, " workers loads them)")
                  : std::string(),
       " and the training state need ");
   if (needed > device_limit()) {
@@ -510,6 +532,7 @@ int MemoryDaemon::run() {
         managed_ ? detail::concat("the models' managed memory (one copy of every model for each of the ",
                                   config_.workers, " workers)",
                                   caches > 0 ? detail::concat(", the decoders' KV caches (", caches, " bytes)") : "",
+                                  copies > 0 ? detail::concat(", the packages' own copies (", copies, " bytes)") : "",
                                   " and the training state need ")
                  : what,
         needed, " bytes of device memory, but the device has ", free, " free: serve fewer models",
@@ -518,7 +541,8 @@ int MemoryDaemon::run() {
   // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
   for (std::size_t r = 0; r < served.size(); ++r) {
     StoredModel stored = store(served[r]);
-    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r], config_.models[r]);
+    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r], config_.models[r]) +
+                          package_copy_bytes(served[r], config_.models[r]);
     stored_.emplace(static_cast<int>(r), std::move(stored));
   }
   if (training_model_) {
