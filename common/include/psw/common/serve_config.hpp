@@ -187,11 +187,11 @@ struct ServeConfig {
   // The device memory the server's parameter regions, its decoders' KV caches (every worker's:
   // Notes [Decode graph] and [Prefill graphs] in exec/decoder.hpp), its AOTInductor packages' own
   // copies of their constants (every worker's, at least the bytes of the constants they expose:
-  // Note [AOTInductor packages]) and the training state may take together: the memory daemon refuses a start, and a model's load, beyond it (or beyond the
-  // device's free memory), naming the numbers. Activations and the captured graphs' own memory
-  // are not counted. 0: no limit but the device's. It leaves room on a GPU that other processes
-  // share, and it gives the host backend, whose "device" is the host's memory, a size, so that the
-  // refusals are tested without a GPU.
+  // Note [AOTInductor packages]) and the training state may take together: the memory daemon
+  // refuses a start, and a model's load, beyond it (or beyond the device's free memory), naming the
+  // numbers. Activations and the captured graphs' own memory are not counted. 0: no limit but the
+  // device's. It leaves room on a GPU that other processes share, and it gives the host backend,
+  // whose "device" is the host's memory, a size, so that the refusals are tested without a GPU.
   Bytes device_memory_bytes = 0;
   Duration request_timeout = milliseconds(10'000);
   // Note [Backpressure] (controller.hpp): requests waiting or running at once; one more is

@@ -236,15 +236,15 @@ class PrefillGraphs {
 
 // Note [Prompt buckets]
 // ~~~~~~~~~~~~~~~~~~~~~
-// A decoder serves prompts of any length up to its context, yet a captured graph has fixed
-// shapes. So prompts are grouped into length buckets: a prompt of L tokens is padded on the
-// right (with id 0) to the smallest bucket B >= L and prefilled at B; the logits are read at
-// position L - 1 and the KV cache is filled to L. Causal attention makes this exact: no position
-// below L attends to the padding, and the padding's keys and values sit beyond the cache's
-// length, where the first decode step writes over them. A graph per bucket then serves every
-// prompt: a resident prompt replays its bucket's (Note [Prefill graphs]); a cold one is the
-// pipelined switch, eager, its parameters arriving as for any request. The buckets of a served decoder are its config's `prompt_buckets`, by default the powers of two
-// from 16 up to the context, and the context itself.
+// A decoder serves prompts of any length up to its context, yet a captured graph has fixed shapes.
+// So prompts are grouped into length buckets: a prompt of L tokens is padded on the right (with id
+// 0) to the smallest bucket B >= L and prefilled at B; the logits are read at position L - 1 and
+// the KV cache is filled to L. Causal attention makes this exact: no position below L attends to
+// the padding, and the padding's keys and values sit beyond the cache's length, where the first
+// decode step writes over them. A graph per bucket then serves every prompt: a resident prompt
+// replays its bucket's (Note [Prefill graphs]); a cold one is the pipelined switch, eager, its
+// parameters arriving as for any request. The buckets of a served decoder are its config's
+// `prompt_buckets`, by default the powers of two from 16 up to the context, and the context itself.
 //
 // (psw::prompt_bucket, serve_config.hpp, picks a prompt's bucket.)
 // `ids` (1 x L, int64) padded on the right with id 0 to 1 x bucket (bucket >= L).
