@@ -501,12 +501,15 @@ int MemoryDaemon::run() {
   Bytes needed = 0;
   Bytes caches = 0;
   Bytes copies = 0;
+  std::vector<Bytes> model_device_bytes;  // per model: its region and what every worker keeps of its own
   for (std::size_t r = 0; r < served.size(); ++r) {
-    needed += start_bytes(served[r]);
-    caches += decode_cache_bytes(served[r], config_.models[r]);
-    copies += package_copy_bytes(served[r], config_.models[r]);
+    const Bytes model_caches = decode_cache_bytes(served[r], config_.models[r]);
+    const Bytes model_copies = package_copy_bytes(served[r], config_.models[r]);
+    model_device_bytes.push_back(start_bytes(served[r]) + model_caches + model_copies);
+    needed += model_device_bytes.back();
+    caches += model_caches;
+    copies += model_copies;
   }
-  needed += caches + copies;
   if (training_model_) training_device_bytes_ = TrainingJob::state_bytes(*training_model_, *config_.training);
   needed += training_device_bytes_;
   // "the models' parameter regions[, the decoders' KV caches (C bytes)][, the packages' own
@@ -541,8 +544,7 @@ int MemoryDaemon::run() {
   // Every model packed once into shared host memory (Note [Segment order]), with its device memory.
   for (std::size_t r = 0; r < served.size(); ++r) {
     StoredModel stored = store(served[r]);
-    stored.device_bytes = start_bytes(served[r]) + decode_cache_bytes(served[r], config_.models[r]) +
-                          package_copy_bytes(served[r], config_.models[r]);
+    stored.device_bytes = model_device_bytes[r];
     stored_.emplace(static_cast<int>(r), std::move(stored));
   }
   if (training_model_) {
