@@ -171,8 +171,8 @@ TEST(TorchScript, TheCapturedSwitchNeedsABackendWithGraphs) {
             std::string::npos);
 }
 
-// Note [AOTInductor packages]: a package lists parameters before buffers; each module's layer
-// holds its own constants, whatever their order, and names each as the module does.
+// Note [AOTInductor packages]: a package lists its constants in no set order; each module's
+// layer holds its own constants, wherever they are listed, and names each as the module does.
 TEST(AotiPackage, ConstantsAreGroupedByTheirModuleWhereverTheyAreListed) {
   const std::vector<ModuleConstants> modules = constants_by_module(
       {"conv1.weight", "bn1.weight", "bn1.bias", "layer1.0.conv1.weight", "bn1.running_mean", "scale", "bn1.running_var"});

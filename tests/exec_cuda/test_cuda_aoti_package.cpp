@@ -3,17 +3,15 @@
 // switched through its captured graph. The packages are made here with the GPU host's PyTorch
 // (tests/exec_cuda/make_aoti_package.py), as a user compiles one.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 
 #include "../common/input_error.hpp"
+#include "../support/aoti_package_files.hpp"
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
@@ -32,32 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::input_error_of;
 
-// The files of make_aoti_package.py (three small models compiled: about 100 s on an H100 host),
-// made once for every test process (ctest runs each test in its own) and the script's version:
-// made aside, then renamed into place, so that a process never sees half of them. POSIX calls,
-// not std::filesystem's (Note on remove_tree in psw/common/output.hpp: the wheel's LibTorch).
-const fs::path& package_dir() {
-  static const fs::path dir = [] {
-    const fs::path script = fs::path(PSW_SOURCE_DIR) / "tests/exec_cuda/make_aoti_package.py";
-    struct stat info {};
-    if (::stat(script.c_str(), &info) != 0) throw std::runtime_error(script.string() + ": missing");
-    const fs::path d = fs::temp_directory_path() / ("psw-aoti-packages-" + std::to_string(info.st_mtime));
-    if (::stat(d.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) return d;
-    const fs::path aside = d.string() + "-" + std::to_string(::getpid());
-    const std::string command = "python3 " + script.string() + " " + aside.string() + " > " +
-                                (fs::temp_directory_path() / "psw-aoti-make.log").string() + " 2>&1";
-    if (std::system(command.c_str()) != 0) {
-      throw std::runtime_error("could not make the AOTInductor packages (" + command +
-                               "): the GPU host's python3 needs PyTorch 2.6 or later");
-    }
-    if (::rename(aside.c_str(), d.c_str()) != 0) {  // another process put its own there first: either will do
-      std::error_code ec;
-      remove_tree(aside, ec);
-    }
-    return d;
-  }();
-  return dir;
-}
+const fs::path& package_dir() { return test_support::aoti_package_dir(); }
 
 const InputSpec kImage{{4, 3, 16, 16}, torch::kFloat32};
 const torch::Device kCuda(torch::kCUDA, 0);

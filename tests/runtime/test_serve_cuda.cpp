@@ -6,6 +6,9 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <regex>
+
+#include "../support/aoti_package_files.hpp"
 #include "controller_test_support.hpp"
 #include "psw/common/output.hpp"
 #include "psw/exec/decoder.hpp"
@@ -219,6 +222,76 @@ def forward(self, x):
   controller.reset();
   std::error_code ignored;
   remove_tree(dir, ignored);  // not std::filesystem::remove_all: output.hpp says why
+}
+
+// Note [Device memory limit], Note [AOTInductor packages]: a served package keeps its own copy of
+// its constants in every worker, beside the region. A device_memory_bytes that holds the region
+// but not the copies stops the start naming them; one that holds both serves the package's
+// answers (those of the same net traced to TorchScript).
+TEST(ServeCuda, APackagesOwnCopiesCountAgainstTheDeviceMemory) {
+  ASSERT_TRUE(exec::aoti_packages_supported()) << "the GPU host's LibTorch has no AOTInductor";
+  const std::filesystem::path packages = psw::test_support::aoti_package_dir();
+  const exec::InputSpec image{{4, 3, 16, 16}, torch::kFloat32};
+  auto package = exec::load_aoti_package(packages / "cnn.pt2", {image}, torch::Device(torch::kCUDA, 0));
+  Bytes exposed = 0;
+  Bytes tensors = 0;
+  for (const exec::ZooLayer& layer : package->layers()) {
+    exposed += layer.bytes();
+    tensors += static_cast<Bytes>(layer.tensors.size());
+  }
+  const std::filesystem::path profiles =
+      std::filesystem::temp_directory_path() / ("psw-cuda-package-profiles-" + std::to_string(::getpid()));
+  write_made_up_profile(profiles, *package, package->example_input(4, 0));
+  package.reset();
+  const auto config_with_limit = [&](Bytes limit) {
+    return write_config("cuda-package-" + std::to_string(limit),
+                        "workers: 2\ncache: off\nrequest_timeout_ms: 120000\ndevice_memory_bytes: " +
+                            std::to_string(limit) + "\nmodels:\n  - name: cnn\n    torchscript: " +
+                            (packages / "cnn.pt2").string() + "\n    input_shape: [3, 16, 16]\n    batch: 4\n",
+                        profiles);
+  };
+  const auto start_error = [&](Bytes limit) -> std::string {
+    try {
+      start(config_with_limit(limit), "cuda");
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "the server started";
+  };
+  // A limit of one byte: the start's message gives the copies and the whole.
+  const std::string tight = start_error(1);
+  std::smatch numbers;
+  ASSERT_TRUE(std::regex_search(tight, numbers,
+                                std::regex(R"(the packages' own copies of their constants \((\d+) bytes: each of the 2 )"
+                                           R"(workers loads them\) and the training state need (\d+) bytes)")))
+      << tight;
+  const Bytes copies = std::stoll(numbers[1].str());
+  const Bytes needed = std::stoll(numbers[2].str());
+  EXPECT_GE(copies, 2 * exposed);                   // each worker's copy of what the package exposes,
+  EXPECT_LE(copies, 2 * (exposed + 512 * tensors));  // at the region's alignment
+  EXPECT_GT(needed, copies);                        // and the region
+  // The region fits, the copies do not: refused, naming them.
+  const std::string short_by_one = start_error(needed - 1);
+  EXPECT_NE(short_by_one.find("the packages' own copies of their constants"), std::string::npos) << short_by_one;
+  // Both fit: served, with the net's answers.
+  const ServeConfig served = config_with_limit(needed);
+  auto controller = start(served, "cuda");
+  ASSERT_TRUE(controller->ready());
+  auto twin = exec::load_torchscript(packages / "cnn.pt", image);
+  torch::NoGradGuard no_grad;
+  twin->to(torch::kCUDA);
+  for (std::uint64_t seed = 11; seed < 13; ++seed) {
+    const torch::Tensor input = twin->example_input(4, seed);
+    const torch::Tensor expected = twin->forward(input.to(torch::kCUDA)).cpu();
+    EXPECT_LT(relative_error(output_of(controller->infer(request_for(served.models.at(0), input))),
+                             expected),
+              1e-3)
+        << "seed " << seed;
+  }
+  EXPECT_EQ(controller->stats().failed_requests, 0);
+  controller.reset();
+  std::error_code ignored;
+  remove_tree(profiles, ignored);  // not std::filesystem::remove_all: output.hpp says why
 }
 
 }  // namespace
