@@ -49,6 +49,10 @@ Action add_bench_serve_command(CLI::App& app) {
                   "A model to request, repeatable (default: the zoo's built-in models the server serves; name decoders here)");
   cmd->add_option("--window", o->spec.throughput_window_s, "Seconds of training alone, then with requests (0: skip)")
       ->check(finite_range(0.0, 3600.0))->capture_default_str();
+  cmd->add_option("--alone-window", o->spec.alone_window_s,
+                  "Seconds of each window alone where they differ from --window (0: --window's); a five-minute "
+                  "window with requests beside a shorter one alone")
+      ->check(finite_range(0.0, 3600.0))->capture_default_str();
   cmd->add_option("--rate", o->spec.request_rate, "Requests per second in the windows with requests")
       ->check(finite_range(0.01, 1000.0))->capture_default_str();
   cmd->add_option("--rounds", o->spec.rounds,
@@ -89,7 +93,9 @@ Action add_bench_serve_command(CLI::App& app) {
     const nlohmann::json out = {
         {"target", target},
         {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
-                  {"window_s", o->spec.throughput_window_s}, {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
+                  {"window_s", o->spec.throughput_window_s},
+                  {"alone_window_s", o->spec.alone_window_s > 0 ? o->spec.alone_window_s : o->spec.throughput_window_s},
+                  {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
                   {"shared_memory", o->spec.shared_memory},
                   {"requests_first", o->spec.requests_first}, {"rounds", o->spec.rounds}}},
         {"cold_latency_ms", cold},

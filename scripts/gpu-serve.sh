@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # On a GPU host: the runtime's numbers (DESIGN.md §6) measured through `psw serve --backend
 # cuda`, with `psw run`'s graph switch of the same models measured in the same session for
-# the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-h200-serve.md.
+# the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-<gpu>-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
 #     (parts: main placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start
-#      protocol burst validate figures fig6 replay-azure2019 replay-llm llm; `all` is every part but link, burst,
-#      calibrate-load, calibrate-start, engine, drift, figures, fig6, the two replays and llm)
+#      protocol burst validate figures fig6 replay-azure2019 replay-llm llm share; `all` is every part but link,
+#      burst, calibrate-load, calibrate-start, engine, drift, share, figures, fig6, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -34,6 +34,10 @@
 #               each run's switch, its eager and graph resident forward and the profile's
 #               prediction, into raw/engine/ (PSW_ENGINE_REPEAT repetitions, default 30; PSW_ENGINE_MODES
 #               narrows the mechanisms, `pipeswitch-graph` for the graph switch)
+#   share       the training job's rate under one request per second over one unbroken stretch of
+#               five minutes, against its rate alone in windows before and after it (PSW_SHARE_WINDOW_S,
+#               default 150: the stretch is two of them; PSW_SHARE_ALONE_S, default 75: each window
+#               alone), raw inputs; the server's preemption and startup latency over those requests
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
 #   link        psw profile --link: the link fitted again into OUT_DIR/profiles/h200-pcie5.yaml, with
 #               the base profile's other costs; calibrate and figures of the same call use it
@@ -107,7 +111,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift) ]]; }
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift && $1 != share) ]]; }
+known_parts=" main placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share all "
+for p in ${part//,/ }; do
+  [[ $known_parts == *" $p "* ]] || { echo "gpu-serve: part '$p' is not one of:$known_parts" >&2; exit 2; }
+done
 cold=${PSW_COLD_REQUESTS:-50}
 # psw validate's warm-up requests per model (--warmup), sent to each fresh server before the
 # workload: its first requests pay for growing its heap (Note [Message memory]).
@@ -256,6 +264,19 @@ if has_part drift; then
       --batch 8 --switches 0 --out "$raw/drift/pair-$i.json" 2>> "$raw/drift/bench.log" || echo "!! pair $i failed"
   done
   kill "$smi" 2>/dev/null || true
+  stop_server
+fi
+
+if has_part share; then
+  # Note [Training windows]: alone, then two windows under one request per second back to back
+  # (one unbroken stretch of PSW_SHARE_WINDOW_S x 2, five minutes by default), then alone again:
+  # the two windows alone bracket the stretch, so a drift of the job's rate weighs on both kinds.
+  share_window=${PSW_SHARE_WINDOW_S:-150}
+  share_alone=${PSW_SHARE_ALONE_S:-75}
+  echo "== share: ${share_alone} s alone, $((2 * share_window)) s under one request per second, ${share_alone} s alone ($(date -u +%T))"
+  start_server "$serve_config" "$raw/serve-share.log"
+  "$psw" bench-serve --socket "$sock" --cold-requests 0 --batch 8 --window "$share_window" --alone-window "$share_alone" \
+    --rounds 2 --rate 1 --switches 0 --out "$raw/share.json" 2> "$raw/share.log" || echo "!! the share's windows failed"
   stop_server
 fi
 
@@ -639,7 +660,9 @@ for replay in azure2019 llm; do
     "$out/$(date -u +%F)-replay-$replay-cdf.png" || echo "!! no CDF plot of replay-$replay (matplotlib?)"
 done
 echo "== report ($(date -u +%T))"
-report="$out/$(date -u +%F)-h200-serve.md"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
+      | tr 'A-Z' 'a-z' || true)
+report="$out/$(date -u +%F)-${gpu:-gpu}-serve.md"
 PSW="$psw" python3 "$root/scripts/serve_report.py" "$raw" > "$report"
 # One archive of the raw runs (the device tool returns few files).
 tar -C "$raw" -czf "$out/raw-serve.tar.gz" . && rm -rf "$raw"

@@ -246,9 +246,39 @@ def print_drift(raw):
     print()
 
 
+def print_share(raw):
+    """Part `share`: the job's rate over a five-minute stretch under one request per second."""
+    path = os.path.join(raw, "share.json")
+    if not os.path.exists(path):
+        return
+    d = load(path)
+    rates, held, server = d["training_steps_per_s"], d["training_with_requests"], d["server"]
+    windows = d["training_windows"]
+    loaded = [w for w in windows if w["with_requests"]]
+    print("## The training job's rate under one request per second, five minutes (part `share`)\n")
+    print("One server (configs/serve/h200.yaml, raw inputs); `psw bench-serve --rounds 2`: the job alone, then")
+    print("two windows under one request per second back to back (one unbroken stretch), then alone again")
+    print("(Note [Training windows]); each kind's rate is its steps over its windows' time.\n")
+    print("| window | start (s) | seconds | steps | steps/s | requests | held (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for w in windows:
+        kind = "one request per second" if w["with_requests"] else "alone"
+        print(f"| {kind} | {w['start_s']:.1f} | {w['seconds']:.1f} | {w['steps']} | {w['steps'] / w['seconds']:.2f} | "
+              f"{w['requests']} | {w['held_s']:.2f} |")
+    share = rates["with_requests"] / rates["alone"] if rates["alone"] else float("nan")
+    print(f"\nAlone {rates['alone']:.2f} steps/s; under requests {rates['with_requests']:.2f} steps/s over "
+          f"{sum(w['seconds'] for w in loaded):.0f} s ({rates['requests']} requests): **{100 * share:.1f}%** of alone "
+          f"(target >= 95%); its rate while not held over alone (running share) {held['running_share']:.3f}.")
+    if server.get("preemption_p99_s") is not None:
+        print(f"Server, over the run: preemption p50 {server['preemption_p50_s'] * 1e3:.3f} ms, p99 "
+              f"{server['preemption_p99_s'] * 1e3:.3f} ms (target p99 < 1 ms); startup p50 "
+              f"{server['startup_p50_s'] * 1e3:.3f} ms, p99 {server['startup_p99_s'] * 1e3:.3f} ms.")
+    print()
+
+
 def main():
     raw = sys.argv[1]
-    print("# psw serve on the H200\n")
+    print("# psw serve on the GPU\n")
     print(open(os.path.join(raw, "environment.md")).read().rstrip())
     # The device's copy of the tree may carry older git metadata than the tree itself: the
     # caller names the commit the run was made from when it knows better.
@@ -314,8 +344,11 @@ def main():
         print()
         print("## Training throughput\n")
         ratio = t["with_requests"] / t["alone"] if t["alone"] else float("nan")
+        spec = bench["spec"]
+        windows = (f"windows of {spec['window_s']:g} s with requests and {spec.get('alone_window_s', spec['window_s']):g} s "
+                   f"alone, {spec.get('rounds', 1)} pair(s)")
         print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
-              f"in the window): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%).\n")
+              f"in the windows): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%; {windows}).\n")
         loss = bench.get("training_loss")
         if loss and loss["alone"]:
             # psw bench-serve's samples of the job's loss (Note [Training objective]); the full
@@ -468,6 +501,7 @@ def main():
     print_eager_switches(raw)
     print_engine_alone(raw)
     print_drift(raw)
+    print_share(raw)
     if processes(os.path.join(raw, "processes-start.txt")):
         print("## Device memory per process at start (nvidia-smi)\n")
         print_processes(raw, "processes-start.txt", "device-memory.csv", with_rss=False)

@@ -67,16 +67,18 @@ for samples in d["training_loss"].values():
 assert d["training_loss"]["alone"], d
 PY
 # Note [Training windows]: two rounds, the first with requests first: windows with requests,
-# alone, alone, with requests; the rates are each kind's steps over its windows' time.
-"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1 --rate 2 --batch 1 --switches 0 --requests-first \
-  --rounds 2 --out "$work/bench-rounds.json" 2>/dev/null
+# alone, alone, with requests, those alone shorter (--alone-window); the rates are each kind's
+# steps over its windows' time.
+"$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1 --alone-window 0.5 --rate 2 --batch 1 --switches 0 \
+  --requests-first --rounds 2 --out "$work/bench-rounds.json" 2>/dev/null
 /usr/bin/python3 - "$work/bench-rounds.json" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
 import json, sys
 d = json.load(open(sys.argv[1]))
 windows, loss, rates = d["training_windows"], d["training_loss"], d["training_steps_per_s"]
-assert d["spec"]["requests_first"] and d["spec"]["rounds"] == 2, d["spec"]
+assert d["spec"]["requests_first"] and d["spec"]["rounds"] == 2 and d["spec"]["alone_window_s"] == 0.5, d["spec"]
 assert [w["with_requests"] for w in windows] == [True, False, False, True], windows
-assert all(w["seconds"] >= 1 for w in windows), windows
+assert all(w["seconds"] >= (1 if w["with_requests"] else 0.5) for w in windows), windows
+assert all(w["seconds"] < 0.9 for w in windows if not w["with_requests"]), windows
 assert all(b["start_s"] >= a["start_s"] + a["seconds"] - 1e-6 for a, b in zip(windows, windows[1:])), windows
 assert [w["requests"] > 0 for w in windows] == [True, False, False, True], windows
 for kind, key in ((True, "with_requests"), (False, "alone")):

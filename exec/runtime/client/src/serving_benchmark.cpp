@@ -201,6 +201,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     if (progress) progress(line);
   };
   if (spec.rounds < 1) throw InputError("bench-serve: the pairs of training windows (rounds) must be at least 1");
+  if (!(spec.alone_window_s >= 0)) throw InputError("bench-serve: the window alone must not be negative");
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
   // The models: every one the metadata of the server's models lists; the server's training job.
   const TrainingStatus training = client.training_status("");
@@ -240,7 +241,9 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   // 2. Training throughput alone and under requests at the given rate (Note [Training windows]).
   if (!training.model.empty() && spec.throughput_window_s > 0) {
     wait_for_training(client, training.model);
-    const auto window = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.throughput_window_s));
+    const auto seconds = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
+    const auto loaded_window = seconds(spec.throughput_window_s);
+    const auto alone_window = spec.alone_window_s > 0 ? seconds(spec.alone_window_s) : loaded_window;
     const auto first = Clock::now();
     // The job's loss, sampled until `until` (a new step's only), every 100 ms.
     auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {
@@ -262,13 +265,13 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
       const auto t0 = Clock::now();
       w.start_s = std::chrono::duration<double>(t0 - first).count();
       if (!with_requests) {
-        sample_loss(report.loss_alone, first, t0 + window);
-        std::this_thread::sleep_until(t0 + window);
+        sample_loss(report.loss_alone, first, t0 + alone_window);
+        std::this_thread::sleep_until(t0 + alone_window);
       } else {
         const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / spec.request_rate));
         auto next = t0;
         std::size_t k = 0;
-        while (Clock::now() - t0 < window) {
+        while (Clock::now() - t0 < loaded_window) {
           sample_loss(report.loss_with_requests, first, next);
           std::this_thread::sleep_until(next);
           const ModelInfo& info = models[k++ % models.size()];

@@ -22,6 +22,9 @@ struct ServingBenchmarkSpec {
   int gap_ms = 300;                // between them: training resumes before the next
   int batch = 8;
   double throughput_window_s = 10; // training alone, then with requests
+  // The windows alone, where they differ (0: throughput_window_s): a long window under requests
+  // beside a shorter reference alone fits one bounded run (Note [Training windows]).
+  double alone_window_s = 0;
   double request_rate = 1.0;       // requests per second in the second window
   int switches = 0;                // consecutive requests alternating the models (0: skip)
   std::uint64_t seed = 1;
@@ -42,7 +45,8 @@ struct ServingBenchmarkSpec {
 
 // Note [Training windows]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// The job's rate alone and under requests is measured in windows of `throughput_window_s`, in
+// The job's rate alone and under requests is measured in windows of `throughput_window_s` (those
+// alone of `alone_window_s` where it is given), in
 // `rounds` pairs whose order alternates: alone then requests, requests then alone, and so on
 // (the first pair the other way with `requests_first`). A job's rate drifts by itself over
 // minutes (on an H100 a served ResNet-152 job ran 13% faster in its second 100 s than in its
