@@ -60,6 +60,10 @@ Action add_bench_serve_command(CLI::App& app) {
                   "requests then alone, ...), so that a drift of the job's rate weighs on both alike; the rates are "
                   "over all windows of each kind (Note [Training windows])")
       ->check(CLI::Range(1, 1000))->capture_default_str();
+  cmd->add_option("--rate-slice", o->spec.rate_slice_s,
+                  "The job's rate is also reported in slices of this many seconds within each window (how much it "
+                  "moves by itself)")
+      ->check(finite_range(0.1, 3600.0))->capture_default_str();
   cmd->add_option("--switches", o->spec.switches, "Consecutive switches at the end (0: skip)")
       ->check(CLI::Range(0, 10000000))->capture_default_str();
   cmd->add_flag("--requests-first", o->spec.requests_first,
@@ -88,6 +92,10 @@ Action add_bench_serve_command(CLI::App& app) {
       windows.push_back({{"with_requests", w.with_requests}, {"start_s", w.start_s}, {"seconds", w.seconds},
                          {"steps", w.steps}, {"held_s", w.held_s}, {"requests", w.requests}});
     }
+    nlohmann::json slices = nlohmann::json::array();
+    for (const auto& x : r.training_rate_slices) {
+      slices.push_back({{"with_requests", x.with_requests}, {"start_s", x.start_s}, {"seconds", x.seconds}, {"steps", x.steps}});
+    }
     nlohmann::json server = nlohmann::json::object();
     for (const auto& [key, value] : r.server) server[key] = std::isnan(value) ? nlohmann::json(nullptr) : nlohmann::json(value);
     const nlohmann::json out = {
@@ -97,7 +105,8 @@ Action add_bench_serve_command(CLI::App& app) {
                   {"alone_window_s", o->spec.alone_window_s > 0 ? o->spec.alone_window_s : o->spec.throughput_window_s},
                   {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
                   {"shared_memory", o->spec.shared_memory},
-                  {"requests_first", o->spec.requests_first}, {"rounds", o->spec.rounds}}},
+                  {"requests_first", o->spec.requests_first}, {"rounds", o->spec.rounds},
+                  {"rate_slice_s", o->spec.rate_slice_s}}},
         {"cold_latency_ms", cold},
         {"training_steps_per_s", {{"alone", r.training_steps_per_s_alone},
                                   {"with_requests", r.training_steps_per_s_with_requests},
@@ -106,6 +115,7 @@ Action add_bench_serve_command(CLI::App& app) {
                                     {"running_share", r.training_running_share}}},
         {"training_loss", {{"alone", loss_json(r.loss_alone)}, {"with_requests", loss_json(r.loss_with_requests)}}},
         {"training_windows", windows},
+        {"training_rate_slices", slices},
         {"switch_latency_ms", to_json(r.switch_latency_ms)},
         {"server", server}};
     if (o->out_path.empty()) {

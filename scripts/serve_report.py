@@ -246,6 +246,20 @@ def print_drift(raw):
     print()
 
 
+def rate_spread(bench):
+    """The job's rate in bench-serve's slices, lowest to highest per kind; "" without slices."""
+    slices = bench.get("training_rate_slices")
+    if not slices:
+        return ""
+    words = []
+    for kind, name in ((False, "alone"), (True, "under requests")):
+        rates = [x["steps"] / x["seconds"] for x in slices if x["with_requests"] == kind]
+        if rates:
+            words.append(f"{name} {min(rates):.2f}-{max(rates):.2f}")
+    return (f" In {bench['spec']['rate_slice_s']:g} s slices the rate ran {', '.join(words)} steps/s "
+            "(how much it moves by itself).")
+
+
 def print_share(raw):
     """Part `share`: the job's rate over a five-minute stretch under one request per second."""
     path = os.path.join(raw, "share.json")
@@ -268,7 +282,7 @@ def print_share(raw):
     share = rates["with_requests"] / rates["alone"] if rates["alone"] else float("nan")
     print(f"\nAlone {rates['alone']:.2f} steps/s; under requests {rates['with_requests']:.2f} steps/s over "
           f"{sum(w['seconds'] for w in loaded):.0f} s ({rates['requests']} requests): **{100 * share:.1f}%** of alone "
-          f"(target >= 95%); its rate while not held over alone (running share) {held['running_share']:.3f}.")
+          f"(target >= 95%); its rate while not held over alone (running share) {held['running_share']:.3f}.{rate_spread(d)}")
     if server.get("preemption_p99_s") is not None:
         print(f"Server, over the run: preemption p50 {server['preemption_p50_s'] * 1e3:.3f} ms, p99 "
               f"{server['preemption_p99_s'] * 1e3:.3f} ms (target p99 < 1 ms); startup p50 "
@@ -348,7 +362,7 @@ def main():
         windows = (f"windows of {spec['window_s']:g} s with requests and {spec.get('alone_window_s', spec['window_s']):g} s "
                    f"alone, {spec.get('rounds', 1)} pair(s)")
         print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
-              f"in the windows): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%; {windows}).\n")
+              f"in the windows): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%; {windows}).{rate_spread(bench)}\n")
         loss = bench.get("training_loss")
         if loss and loss["alone"]:
             # psw bench-serve's samples of the job's loss (Note [Training objective]); the full

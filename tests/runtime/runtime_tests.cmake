@@ -4,7 +4,8 @@
 if(PSW_HAVE_EXEC)
   add_executable(psw_runtime_tests
     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_training.cpp
-    ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_controller.cpp)
+    ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_controller.cpp
+    ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_serving_benchmark.cpp)
   target_link_libraries(psw_runtime_tests PRIVATE psw_worker psw_server psw_client GTest::gtest GTest::gtest_main)
   target_compile_definitions(psw_runtime_tests PRIVATE
     PSW_SOURCE_DIR="${PROJECT_SOURCE_DIR}"

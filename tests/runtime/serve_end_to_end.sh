@@ -70,7 +70,7 @@ PY
 # alone, alone, with requests, those alone shorter (--alone-window); the rates are each kind's
 # steps over its windows' time.
 "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1 --alone-window 0.5 --rate 2 --batch 1 --switches 0 \
-  --requests-first --rounds 2 --out "$work/bench-rounds.json" 2>/dev/null
+  --requests-first --rounds 2 --rate-slice 0.25 --out "$work/bench-rounds.json" 2>/dev/null
 /usr/bin/python3 - "$work/bench-rounds.json" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -85,6 +85,11 @@ for kind, key in ((True, "with_requests"), (False, "alone")):
     mine = [w for w in windows if w["with_requests"] == kind]
     assert abs(rates[key] - sum(w["steps"] for w in mine) / sum(w["seconds"] for w in mine)) < 1e-9, (rates, mine)
 assert rates["requests"] == sum(w["requests"] for w in windows), d
+# The rate in 0.25 s slices (sampled every 100 ms): some of each kind, each within the run.
+slices = d["training_rate_slices"]
+assert d["spec"]["rate_slice_s"] == 0.25 and {x["with_requests"] for x in slices} == {True, False}, slices
+assert all(x["seconds"] > 0 and x["steps"] >= 0 and x["start_s"] >= 0 for x in slices), slices
+assert len(slices) <= 4 + 2 + 2 + 4, slices
 # The first window's steps, under requests, precede every window's alone.
 assert loss["with_requests"] and loss["alone"], d
 first_loaded = [x for x in loss["with_requests"] if x["elapsed_s"] <= windows[0]["seconds"]]

@@ -195,6 +195,33 @@ double metric_value(const std::string& text, const std::string& name) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+std::vector<TrainingRateSlice> training_rate_slices(const std::vector<TrainingWindow>& windows,
+                                                    std::vector<TrainingLossSample> samples, double slice_s) {
+  if (!(slice_s > 0)) throw InputError("the training rate's slices must be longer than zero seconds");
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const TrainingLossSample& a, const TrainingLossSample& b) { return a.elapsed_s < b.elapsed_s; });
+  // The last sample at or before `t`, or none.
+  const auto at_or_before = [&](double t) -> const TrainingLossSample* {
+    const auto after = std::upper_bound(samples.begin(), samples.end(), t,
+                                        [](double x, const TrainingLossSample& s) { return x < s.elapsed_s; });
+    return after == samples.begin() ? nullptr : &*std::prev(after);
+  };
+  std::vector<TrainingRateSlice> slices;
+  for (const TrainingWindow& w : windows) {
+    const auto whole = static_cast<std::int64_t>(std::floor(w.seconds / slice_s));
+    for (std::int64_t k = 0; k < whole; ++k) {
+      const double a = w.start_s + static_cast<double>(k) * slice_s;
+      const TrainingLossSample* first = at_or_before(a);
+      const TrainingLossSample* last = at_or_before(a + slice_s);
+      // A window's first slice may open at the window before's last sample (a sampling period
+      // or a request earlier): a few of the other kind's steps in a slice of many.
+      if (first == nullptr || last == nullptr || !(last->elapsed_s > first->elapsed_s)) continue;
+      slices.push_back({w.with_requests, first->elapsed_s, last->elapsed_s - first->elapsed_s, last->step - first->step});
+    }
+  }
+  return slices;
+}
+
 ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchmarkSpec& spec,
                                              const std::function<void(const std::string&)>& progress) {
   auto say = [&progress](const std::string& line) {
@@ -202,6 +229,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   };
   if (spec.rounds < 1) throw InputError("bench-serve: the pairs of training windows (rounds) must be at least 1");
   if (!(spec.alone_window_s >= 0)) throw InputError("bench-serve: the window alone must not be negative");
+  if (!(spec.rate_slice_s > 0)) throw InputError("bench-serve: the rate's slices must be longer than zero");
   if (!client.server_ready()) throw Error("the server at " + client.target() + " is not ready");
   // The models: every one the metadata of the server's models lists; the server's training job.
   const TrainingStatus training = client.training_status("");
@@ -309,6 +337,9 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     if (running_s > 0 && report.training_steps_per_s_alone > 0) {
       report.training_running_share = static_cast<double>(loaded_steps) / running_s / report.training_steps_per_s_alone;
     }
+    std::vector<TrainingLossSample> samples = report.loss_alone;
+    samples.insert(samples.end(), report.loss_with_requests.begin(), report.loss_with_requests.end());
+    report.training_rate_slices = training_rate_slices(report.training_windows, std::move(samples), spec.rate_slice_s);
     say("training: " + std::to_string(report.training_steps_per_s_alone) + " steps/s alone, " +
         std::to_string(report.training_steps_per_s_with_requests) + " with requests");
   }

@@ -41,6 +41,8 @@ struct ServingBenchmarkSpec {
   bool requests_first = false;
   // Pairs of windows (Note [Training windows]); each pair in the other order than the one before.
   int rounds = 1;
+  // The job's rate is also reported in slices of this many seconds within each window.
+  double rate_slice_s = 10;
 };
 
 // Note [Training windows]
@@ -70,6 +72,24 @@ struct TrainingLossSample {
   double loss = 0;
 };
 
+// Note [Training windows]: the job's rate within a window, slice by slice, from its sampled
+// steps. A rate that moves by more than the requests could take, alone as beside them, says the
+// windows are too short to tell the requests' cost from the job's drift (results/gpu/README.md,
+// the five-minute run on an H100).
+struct TrainingRateSlice {
+  bool with_requests = false;
+  double start_s = 0;  // since the first window began: the sample that opens the slice
+  double seconds = 0;  // to the sample that closes it
+  std::int64_t steps = 0;
+};
+
+// The slices of `slice_s` seconds in each of `windows` (whole slices only, from the window's
+// start), each from the last of `samples` at or before its start to the last at or before its
+// end; a slice without two distinct samples is left out. `samples` in any order, both kinds
+// together. InputError for a slice of zero or less.
+std::vector<TrainingRateSlice> training_rate_slices(const std::vector<TrainingWindow>& windows,
+                                                    std::vector<TrainingLossSample> samples, double slice_s);
+
 struct ServingBenchmarkReport {
   std::map<std::string, ExactLatencySummary> cold_latency_ms;  // per model, client-observed
   std::vector<TrainingWindow> training_windows;        // in the order they ran
@@ -84,6 +104,7 @@ struct ServingBenchmarkReport {
   // they hold it. Both 0 without the windows.
   double training_held_s_with_requests = 0;
   double training_running_share = 0;
+  std::vector<TrainingRateSlice> training_rate_slices;  // of spec.rate_slice_s, in the windows' order
   ExactLatencySummary switch_latency_ms;                       // the consecutive switches
   int switches = 0;
   // The server's metrics after the run (Prometheus text) and the values read from it.
