@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::input_error_of;
 
-const fs::path& package_dir() { return test_support::aoti_package_dir(); }
+const fs::path& package_dir() { return psw::test_support::aoti_package_dir(); }
 
 const InputSpec kImage{{4, 3, 16, 16}, torch::kFloat32};
 const torch::Device kCuda(torch::kCUDA, 0);

@@ -58,7 +58,7 @@ TEST(TrainingRateSlices, NoSamplesOrNoWholeSliceGiveNone) {
   EXPECT_TRUE(training_rate_slices(kWindows, samples_of_two_rates(), 30).empty());  // both windows shorter
   // Samples only before the window: every slice opens and closes at the same one.
   EXPECT_TRUE(training_rate_slices({{false, 100, 20, 0, 0, 0}}, samples_of_two_rates(), 10).empty());
-  EXPECT_NE(test_support::input_error_of([] { training_rate_slices(kWindows, samples_of_two_rates(), 0); })
+  EXPECT_NE(psw::test_support::input_error_of([] { training_rate_slices(kWindows, samples_of_two_rates(), 0); })
                 .find("longer than zero"),
             std::string::npos);
 }
