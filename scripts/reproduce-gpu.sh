@@ -13,7 +13,7 @@
 # with one psw validate of configs/experiments/h200-fig6.yaml per cycle (part `fig6`: a closed
 # loop), and draws OUT_DIR/figures/fig5.png ... fig9.png with their tables in
 # OUT_DIR/figures/README.md (scripts/gpu_figures.py). The raw runs are archived in
-# OUT_DIR/raw-serve.tar.gz, the run's report in OUT_DIR/<date>-h200-serve.md.
+# OUT_DIR/raw-serve.tar.gz, the run's report in OUT_DIR/<date>-<gpu>-serve.md.
 #
 # The fourteen mechanisms take about 7 minutes on the H200 after the build, Figure 6's four
 # mechanisms at three cycles of three rounds about 4 more (2026-12-02: 4 minutes 5 s, with two
