@@ -102,7 +102,7 @@ Action add_bench_serve_command(CLI::App& app) {
         {"target", target},
         {"spec", {{"cold_requests", o->spec.cold_requests}, {"gap_ms", o->spec.gap_ms}, {"batch", o->spec.batch},
                   {"window_s", o->spec.throughput_window_s},
-                  {"alone_window_s", o->spec.alone_window_s > 0 ? o->spec.alone_window_s : o->spec.throughput_window_s},
+                  {"alone_window_s", o->spec.alone_window()},
                   {"rate", o->spec.request_rate}, {"switches", o->spec.switches},
                   {"shared_memory", o->spec.shared_memory},
                   {"requests_first", o->spec.requests_first}, {"rounds", o->spec.rounds},

@@ -21,8 +21,6 @@ shift || true
 targets=(psw psw-exec)
 [[ -z ${PSW_GPU_SKIP_TESTS:-} ]] && targets+=(psw_gpu_tests)  # the gpu tests only where they run
 source "$root/scripts/gpu-build.sh" "$out" "${targets[@]}"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
-      | tr 'A-Z' 'a-z' || true)
 report="$out/$(date -u +%F)-${gpu:-gpu}-any-model.md"
 if [[ -n ${PSW_GPU_SKIP_TESTS:-} ]]; then
   echo "== gpu tests skipped (PSW_GPU_SKIP_TESTS)"

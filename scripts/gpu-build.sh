@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU host: configure against the CUDA LibTorch of the installed PyTorch (DESIGN.md §7)
 # and build the given targets into $PSW_GPU_BUILD_DIR (default build-gpu). Source it: it sets
-# `build` and exports LD_LIBRARY_PATH for the carried libraries (.gpu-carry, gpu-carry.sh).
+# `build`, `gpu` (the card's short name for report file names: h100, h200, ...; empty for another)
+# and exports LD_LIBRARY_PATH for the carried libraries (.gpu-carry, gpu-carry.sh).
 #
 #   source scripts/gpu-build.sh OUT_DIR TARGET...
 gpu_build_out=$1
@@ -29,3 +30,5 @@ echo "== build ($(date -u +%T))"
 cmake --build "$build" --parallel "$(nproc)" --target "$@" > "$gpu_build_out/build.log" 2>&1 \
   || { grep -E "error|Error" "$gpu_build_out/build.log" | head -40; exit 1; }
 rm -f "$gpu_build_out/configure.log" "$gpu_build_out/build.log"  # kept only on failure: the device tool returns few files
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
+      | tr 'A-Z' 'a-z' || true)

@@ -10,8 +10,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 source "$root/scripts/gpu-build.sh" "$out" psw psw-exec
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
-      | tr 'A-Z' 'a-z' || true)
 log="$out/$(date -u +%F)-${gpu:-gpu}-serve-repository.log"
 {
   echo "# scripts/gpu-serve-repository.sh; do not edit by hand."

@@ -660,8 +660,6 @@ for replay in azure2019 llm; do
     "$out/$(date -u +%F)-replay-$replay-cdf.png" || echo "!! no CDF plot of replay-$replay (matplotlib?)"
 done
 echo "== report ($(date -u +%T))"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
-      | tr 'A-Z' 'a-z' || true)
 report="$out/$(date -u +%F)-${gpu:-gpu}-serve.md"
 PSW="$psw" python3 "$root/scripts/serve_report.py" "$raw" > "$report"
 # One archive of the raw runs (the device tool returns few files).

@@ -47,8 +47,6 @@ done
 ((context > 2049)) || { echo "gpu-workloads: PSW_WORKLOADS_CONTEXT=$context: the buckets need more than 2,049 positions" >&2; exit 2; }
 source "$root/scripts/gpu-build.sh" "$out" psw
 psw="$build/cli/psw"
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200|a100|l4|l40s' | head -1 \
-      | tr 'A-Z' 'a-z' || true)
 gpu=${gpu:-gpu}
 tag=$(echo $parts | tr ' ' '-')  # the parts run, in the files' names: a call per part keeps both
 raw="$out/raw-workloads-$(date -u +%F)-$gpu-$tag"

@@ -3,12 +3,12 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <cstdint>
 
 #include "model_inputs.hpp"
 #include "psw/common/error.hpp"
@@ -74,18 +74,19 @@ std::vector<ModuleConstants> constants_by_module(const std::vector<std::string>&
   // The modules in the order of their paths, numbers as numbers, the root's constants last: the
   // order a model registers its numbered children in, and close to the order its forward reads
   // them, where a package's own listing has no order at all (it comes from a hash map).
-  std::vector<std::pair<std::vector<PathComponent>, std::size_t>> keyed;
+  struct Keyed {
+    bool root;
+    std::vector<PathComponent> path;
+    std::size_t module;
+  };
+  std::vector<Keyed> keyed;
   for (std::size_t m = 0; m < modules.size(); ++m) {
-    keyed.emplace_back(modules[m].module == "(root)" ? std::vector<PathComponent>{} : path_components(modules[m].module), m);
+    keyed.push_back({modules[m].module == "(root)", path_components(modules[m].module), m});
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
-    const bool a_root = modules[a.second].module == "(root)";
-    const bool b_root = modules[b.second].module == "(root)";
-    if (a_root != b_root) return b_root;
-    return std::lexicographical_compare(a.first.begin(), a.first.end(), b.first.begin(), b.first.end());
-  });
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const Keyed& a, const Keyed& b) { return std::tie(a.root, a.path) < std::tie(b.root, b.path); });
   std::vector<ModuleConstants> ordered;
-  for (auto& [key, m] : keyed) ordered.push_back(std::move(modules[m]));
+  for (const Keyed& k : keyed) ordered.push_back(std::move(modules[k.module]));
   return ordered;
 }
 

@@ -271,7 +271,7 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     wait_for_training(client, training.model);
     const auto seconds = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
     const auto loaded_window = seconds(spec.throughput_window_s);
-    const auto alone_window = spec.alone_window_s > 0 ? seconds(spec.alone_window_s) : loaded_window;
+    const auto alone_window = seconds(spec.alone_window());
     const auto first = Clock::now();
     // The job's loss, sampled until `until` (a new step's only), every 100 ms.
     auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {

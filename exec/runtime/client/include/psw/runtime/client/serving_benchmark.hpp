@@ -25,6 +25,7 @@ struct ServingBenchmarkSpec {
   // The windows alone, where they differ (0: throughput_window_s): a long window under requests
   // beside a shorter reference alone fits one bounded run (Note [Training windows]).
   double alone_window_s = 0;
+  double alone_window() const { return alone_window_s > 0 ? alone_window_s : throughput_window_s; }
   double request_rate = 1.0;       // requests per second in the second window
   int switches = 0;                // consecutive requests alternating the models (0: skip)
   std::uint64_t seed = 1;
