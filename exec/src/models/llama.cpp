@@ -87,11 +87,17 @@ Bytes prefill_graph_cache_bytes(const DecoderConfig& config, const std::vector<s
 // (transformers' eager attention: matmul, mask, softmax in fp32, matmul), llama-1b's prefill of
 // 4,095 tokens took 181 ms on an H100 against transformers' 26 ms, and a prefill graph at its
 // context of 8,191 tokens (8.6 GB of scores a layer) did not fit an 80 GB card (results/gpu/README.md,
-// "Served workloads"). Keys and values are repeated over their
-// query heads' group (transformers' repeat_kv), so any 2.x runs it. A prompt from position 0 is
-// causal; one decoded token sees every key; a chunk after a filled cache gets the explicit mask
-// (is_causal would align it from the first key). LibTorch 1.13 (CI's) computes the eager form,
-// which is the same arithmetic but for rounding.
+// "Served workloads"). A prompt from position 0 is causal: its keys and values are repeated over
+// their query heads' group (transformers' repeat_kv), so any 2.x runs it. Every other call (one
+// decoded token, which sees every key; a chunk after a filled cache, which gets the explicit
+// mask, as is_causal would align it from the first key) folds the group into the query rows
+// instead: query heads [j * G, (j + 1) * G) share key/value head j, so their T rows each become
+// G x T rows of one attention over head j's keys, the mask's rows repeated per member. Each row
+// attends as before, but the cache is read once, not copied G times: at a decode step over a
+// cache of 4,096 positions, repeating cost llama-1b 1.1 GB of memory traffic a token (G = 4).
+// The mask is made once per forward, additive in the model's dtype (what the call would make
+// of a boolean one at every layer). LibTorch 1.13 (CI's) computes the eager form, which is the
+// same arithmetic but for rounding.
 #if TORCH_VERSION_MAJOR >= 2
 #define PSW_FUSED_ATTENTION 1
 #endif
@@ -551,7 +557,19 @@ class Llama final : public ZooBase, public Decoder {
         device_position != nullptr
             ? (torch::arange(seen, i64) > *device_position).unsqueeze(0)                           // 1 x capacity
             : torch::arange(seen, i64).unsqueeze(0) > torch::arange(past, seen, i64).unsqueeze(1);  // T x seen
-#ifndef PSW_FUSED_ATTENTION
+#ifdef PSW_FUSED_ATTENTION
+    // Note [Fused attention]: for the folded calls, (G x T) x seen, 0 where a row attends and
+    // -inf where it may not; none for one token that sees every key.
+    const bool causal_prompt = t == seen;
+    torch::Tensor folded_mask;
+    if (!causal_prompt && !(t == 1 && device_position == nullptr)) {
+      folded_mask = torch::zeros({t, seen}, torch::TensorOptions().dtype(dtype()).device(tokens.device()))
+                        .masked_fill(masked, -std::numeric_limits<double>::infinity())
+                        .unsqueeze(0)
+                        .expand({group, t, seen})
+                        .reshape({group * t, seen});
+    }
+#else
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 #endif
 
@@ -574,15 +592,20 @@ class Llama final : public ZooBase, public Decoder {
         v = cache->values(static_cast<std::int64_t>(l), seen);
       }
 #ifdef PSW_FUSED_ATTENTION
-      // Note [Fused attention]: query heads [j * group, (j + 1) * group) share key/value head j.
-      const auto repeat_kv = [&](const torch::Tensor& x) {
-        return group == 1 ? x : x.unsqueeze(2).expand({n, kv_heads, group, seen, d}).reshape({n, heads, seen, d});
-      };
-      const torch::Tensor attended =
-          t == seen ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), {}, 0.0, /*is_causal=*/true)
-          : t == 1 && device_position == nullptr
-              ? at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v))
-              : at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), masked.logical_not());
+      // Note [Fused attention]: query heads [j * group, (j + 1) * group) share key/value head j;
+      // repeated over the group for a causal prompt, folded into the query rows otherwise.
+      torch::Tensor attended;
+      if (causal_prompt) {
+        const auto repeat_kv = [&](const torch::Tensor& kv) {
+          return group == 1 ? kv : kv.unsqueeze(2).expand({n, kv_heads, group, seen, d}).reshape({n, heads, seen, d});
+        };
+        attended = at::scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), {}, 0.0, /*is_causal=*/true);
+      } else {
+        const torch::Tensor folded = q.reshape({n, kv_heads, group * t, d});
+        attended = (folded_mask.defined() ? at::scaled_dot_product_attention(folded, k, v, folded_mask)
+                                          : at::scaled_dot_product_attention(folded, k, v))
+                       .reshape({n, heads, t, d});
+      }
       const torch::Tensor context = attended.transpose(1, 2).reshape({n, t, cfg.hidden});
 #else
       // Grouped-query attention: query heads [j * group, (j + 1) * group) share key/value head
