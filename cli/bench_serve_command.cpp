@@ -114,6 +114,7 @@ Action add_bench_serve_command(CLI::App& app) {
         {"training_with_requests", {{"held_s", r.training_held_s_with_requests},
                                     {"running_share", r.training_running_share}}},
         {"training_loss", {{"alone", loss_json(r.loss_alone)}, {"with_requests", loss_json(r.loss_with_requests)}}},
+        {"training_started_unix_s", r.training_started_unix_s},
         {"training_windows", windows},
         {"training_rate_slices", slices},
         {"switch_latency_ms", to_json(r.switch_latency_ms)},

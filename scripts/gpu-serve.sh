@@ -37,7 +37,9 @@
 #   share       the training job's rate under one request per second over one unbroken stretch of
 #               five minutes, against its rate alone in windows before and after it (PSW_SHARE_WINDOW_S,
 #               default 150: the stretch is two of them; PSW_SHARE_ALONE_S, default 75: each window
-#               alone), raw inputs; the server's preemption and startup latency over those requests
+#               alone), raw inputs; the server's preemption and startup latency over those requests;
+#               the GPU (nvidia-smi) and the host (vmstat) monitored each second beside the job's rate
+#               (raw-serve/share-timeline.png)
 #   gputests    only the `gpu` ctest label (the engine on CUDA, training preempted bit for bit)
 #   link        psw profile --link: the link fitted again into OUT_DIR/profiles/h200-pcie5.yaml, with
 #               the base profile's other costs; calibrate and figures of the same call use it
@@ -275,9 +277,24 @@ if has_part share; then
   share_alone=${PSW_SHARE_ALONE_S:-75}
   echo "== share: ${share_alone} s alone, $((2 * share_window)) s under one request per second, ${share_alone} s alone ($(date -u +%T))"
   start_server "$serve_config" "$raw/serve-share.log"
+  # What moves the job's rate by itself: the GPU's clocks and utilization and the host's CPU use
+  # and steal time, each second, beside the job's rate (scripts/share_timeline.py).
+  monitors=()
+  TZ=UTC nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv,noheader,nounits -l 1 > "$raw/share-gpu.csv" 2> /dev/null &
+  monitors+=($!)
+  if command -v vmstat > /dev/null; then
+    TZ=UTC vmstat -n -t 1 > "$raw/share-host.txt" 2> /dev/null &
+    monitors+=($!)
+  fi
   "$psw" bench-serve --socket "$sock" --cold-requests 0 --batch 8 --window "$share_window" --alone-window "$share_alone" \
     --rounds 2 --rate 1 --switches 0 --out "$raw/share.json" 2> "$raw/share.log" || echo "!! the share's windows failed"
+  kill "${monitors[@]}" 2> /dev/null || true
+  wait "${monitors[@]}" 2> /dev/null || true
   stop_server
+  if [[ -f $raw/share.json ]]; then
+    python3 "$root/scripts/share_timeline.py" "$raw" || echo "!! the share's timeline was not drawn"
+  fi
 fi
 
 if has_part engine; then

@@ -11,6 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psw_json import config_json  # noqa: E402
+from share_timeline import summary as share_monitor_summary  # noqa: E402
 
 
 def load(path):
@@ -287,6 +288,12 @@ def print_share(raw):
         print(f"Server, over the run: preemption p50 {server['preemption_p50_s'] * 1e3:.3f} ms, p99 "
               f"{server['preemption_p99_s'] * 1e3:.3f} ms (target p99 < 1 ms); startup p50 "
               f"{server['startup_p50_s'] * 1e3:.3f} ms, p99 {server['startup_p99_s'] * 1e3:.3f} ms.")
+    # What the machine did meanwhile, where it was monitored (scripts/share_timeline.py).
+    monitors = share_monitor_summary(raw)
+    if monitors:
+        print("\n" + "\n".join(monitors))
+        if os.path.exists(os.path.join(raw, "share-timeline.png")):
+            print("The job's rate in slices beside these, second by second: `share-timeline.png` in the raw folder.")
     print()
 
 

@@ -523,3 +523,7 @@ psw_cli_test(profile_serving.training_from_validation_untrained 2
 psw_cli_test(profile_serving.training_from_validation_without_model 2 "--training-from-validation requires --training-model"
   profile-serving --from-load ${PSW_SIM_DATA}/load-requests.csv --name x --device y --inputs raw --training-from-validation
   ${PSW_SIM_DATA}/validation-batch32)
+
+# scripts/share_timeline.py (the monitors beside a share run's windows, for the serve report):
+# what it keeps of nvidia-smi's and vmstat's rows, on a synthetic run.
+psw_cli_script_test(scripts.share_timeline 60 "/usr/bin/python3 tests/scripts/test_share_timeline.py ${PROJECT_SOURCE_DIR} $out")

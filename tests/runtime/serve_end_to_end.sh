@@ -69,11 +69,16 @@ PY
 # Note [Training windows]: two rounds, the first with requests first: windows with requests,
 # alone, alone, with requests, those alone shorter (--alone-window); the rates are each kind's
 # steps over its windows' time.
+rounds_began=$(date +%s.%N)
 "$psw" bench-serve --socket "$sock" --cold-requests 0 --window 1 --alone-window 0.5 --rate 2 --batch 1 --switches 0 \
   --requests-first --rounds 2 --rate-slice 0.25 --out "$work/bench-rounds.json" 2>/dev/null
-/usr/bin/python3 - "$work/bench-rounds.json" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
+rounds_ended=$(date +%s.%N)
+/usr/bin/python3 - "$work/bench-rounds.json" "$rounds_began" "$rounds_ended" <<'PY' || { echo "FAIL: bench-serve --requests-first --rounds 2"; exit 1; }
 import json, sys
 d = json.load(open(sys.argv[1]))
+# The first window's wall clock, for a monitor's samples: within the run, the windows after it.
+began, ended = float(sys.argv[2]), float(sys.argv[3])
+assert began <= d["training_started_unix_s"] <= ended - 3, (began, d["training_started_unix_s"], ended)
 windows, loss, rates = d["training_windows"], d["training_loss"], d["training_steps_per_s"]
 assert d["spec"]["requests_first"] and d["spec"]["rounds"] == 2 and d["spec"]["alone_window_s"] == 0.5, d["spec"]
 assert [w["with_requests"] for w in windows] == [True, False, False, True], windows

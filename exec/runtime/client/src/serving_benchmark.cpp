@@ -273,6 +273,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     const auto loaded_window = seconds(spec.throughput_window_s);
     const auto alone_window = seconds(spec.alone_window());
     const auto first = Clock::now();
+    report.training_started_unix_s =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     // The job's loss, sampled until `until` (a new step's only), every 100 ms.
     auto sample_loss = [&](std::vector<TrainingLossSample>& into, Clock::time_point since, Clock::time_point until) {
       while (true) {

@@ -106,6 +106,10 @@ struct ServingBenchmarkReport {
   double training_held_s_with_requests = 0;
   double training_running_share = 0;
   std::vector<TrainingRateSlice> training_rate_slices;  // of spec.rate_slice_s, in the windows' order
+  // The wall clock when the first window began (seconds since the Unix epoch; 0 without the
+  // windows): the windows' and slices' start_s count from it, so that what a monitor sampled
+  // meanwhile (the GPU's clocks, the host's load) can be laid beside the job's rate.
+  double training_started_unix_s = 0;
   ExactLatencySummary switch_latency_ms;                       // the consecutive switches
   int switches = 0;
   // The server's metrics after the run (Prometheus text) and the values read from it.
