@@ -217,6 +217,16 @@ void run(const RunOptions& o) {
                            : exec::names_model_file(o.model) ? std::filesystem::path(o.model).stem().string()
                                                                : o.model;
   spec.profile_origin = o.profile_path.empty() ? default_profile_path(name, o.dtype) : o.profile_path;
+  if (o.profile_path.empty() && !std::filesystem::exists(spec.profile_origin)) {
+    // No shipped profile (a decoder in bf16, a user's model): say where one comes from, and
+    // which measured one the project has, rather than only that a file is missing.
+    const std::filesystem::path measured = profile_path_in("configs/models/h200", name, o.dtype);
+    throw InputError(::psw::detail::concat(
+        "no profile of ", name, " in ", o.dtype, " at ", spec.profile_origin, " (the default); give --profile FILE: ",
+        std::filesystem::exists(measured) ? measured.string() + " was measured on an H200, or " : "",
+        "`psw profile --model ", o.model, " --dtype ", o.dtype, " --out DIR` measures one into ",
+        profile_path_in("DIR", name, o.dtype).string()));
+  }
   spec.profile = load_model_profile(spec.profile_origin);
   spec.hardware = load_hardware_profile(o.hardware_path);
   if (!o.plan_path.empty()) {

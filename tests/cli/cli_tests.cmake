@@ -381,6 +381,10 @@ if(PSW_HAVE_EXEC)
   # by name.
   psw_cli_test(run.host_bf16 0 "\"dtype\": \"bf16\"" run --model inception_v3 --backend host --dtype bf16
                --repeat 1 --warmup 0 --batch 1 --format json)
+  # No shipped profile in that dtype (a decoder in bf16): where one comes from, and the measured one.
+  psw_cli_test(run.no_default_profile 2
+               "no profile of llama-1b in bf16 at configs/models/bf16/llama-1b\\.yaml \\(the default\\). give --profile FILE: configs/models/h200/bf16/llama-1b\\.yaml was measured on an H200, or `psw profile --model .* --dtype bf16 --out DIR` measures one into DIR/bf16/llama-1b\\.yaml"
+               run --model llama-1b --dtype bf16 --backend host)
   psw_cli_test(run.bad_dtype 2 "--dtype: unknown dtype 'fp8'.*fp32, bf16, fp16" run --model resnet152 --backend host
                --dtype fp8)
   psw_cli_test(run.profile_of_another_dtype 2 "resnet152\\.yaml: the profile is for dtype 'fp32', not 'bf16'" run
