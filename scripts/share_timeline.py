@@ -75,8 +75,17 @@ def within_run(samples, start, end):
     return [(t - start, v) for t, v in samples if start <= t <= end]
 
 
+class NoWindows(Exception):
+    pass
+
+
 def load(raw):
-    d = json.load(open(os.path.join(raw, "share.json")))
+    path = os.path.join(raw, "share.json")
+    if not os.path.exists(path):
+        raise NoWindows(f"{path}: no such file (psw bench-serve --out writes it)")
+    d = json.load(open(path))
+    if not d.get("training_windows"):
+        raise NoWindows(f"{path} has no training windows (a bench-serve run without --window)")
     start = d.get("training_started_unix_s", 0)
     windows = d["training_windows"]
     end = start + max(w["start_s"] + w["seconds"] for w in windows)
@@ -91,8 +100,11 @@ def spread(samples, key):
 
 
 def summary(raw):
-    """One line per monitor, for the serve report; nothing where none was recorded."""
-    _, _, gpu, host = load(raw)
+    """One line per monitor, for the serve report; nothing where none was recorded (or no windows ran)."""
+    try:
+        _, _, gpu, host = load(raw)
+    except NoWindows:
+        return []
     lines = []
     if gpu:
         sm, util, power, temp = (spread(gpu, k) for k in ("sm_mhz", "utilization_pct", "power_w", "temperature_c"))
@@ -168,11 +180,15 @@ def main(argv):
     if len(args) not in (1, 2):
         sys.exit(__doc__)
     raw = args[0]
-    if "--summary" in argv:
-        for line in summary(raw):
-            print(line)
-        return
-    draw(raw, args[1] if len(args) == 2 else os.path.join(raw, "share-timeline.png"))
+    try:
+        if "--summary" in argv:
+            load(raw)  # says what is missing, where summary() would print nothing
+            for line in summary(raw):
+                print(line)
+            return
+        draw(raw, args[1] if len(args) == 2 else os.path.join(raw, "share-timeline.png"))
+    except NoWindows as e:
+        sys.exit(f"share_timeline: {e}")
 
 
 if __name__ == "__main__":

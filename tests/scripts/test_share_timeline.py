@@ -61,4 +61,16 @@ assert [x.split(" ")[0] for x in summary(os.path.join(out, "gpu-only"))] == ["GP
 # beside them, rather than samples from another time.
 write_run(os.path.join(out, "no-start"), started=0)
 assert summary(os.path.join(out, "no-start")) == []
+# No share.json (bench-serve failed), or one without windows: no lines for the report, and the
+# command says what is missing.
+assert summary(os.path.join(out, "none")) == []
+os.makedirs(os.path.join(out, "empty"))
+with open(os.path.join(out, "empty", "share.json"), "w") as f:
+    json.dump({"training_windows": []}, f)
+assert summary(os.path.join(out, "empty")) == []
+import subprocess  # noqa: E402
+for folder, message in (("none", "share.json: no such file"), ("empty", "has no training windows")):
+    run = subprocess.run([sys.executable, os.path.join(root, "scripts", "share_timeline.py"),
+                          os.path.join(out, folder), "--summary"], capture_output=True, text=True)
+    assert run.returncode != 0 and message in run.stderr and "Traceback" not in run.stderr, run
 print("ok")
