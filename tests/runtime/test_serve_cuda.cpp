@@ -20,6 +20,17 @@ namespace {
 
 using namespace test_support;
 
+// The served model answers seeded inputs of `batch` as `reference` (on the device) computes them.
+void expect_answers_of(Controller& controller, const ServedModelConfig& model, exec::ZooModel& reference, int batch) {
+  torch::NoGradGuard no_grad;
+  reference.to(torch::kCUDA);
+  for (std::uint64_t seed = 11; seed < 13; ++seed) {
+    const torch::Tensor input = reference.example_input(batch, seed);
+    const torch::Tensor expected = reference.forward(input.to(torch::kCUDA)).cpu();
+    EXPECT_LT(relative_error(output_of(controller.infer(request_for(model, input))), expected), 1e-3) << "seed " << seed;
+  }
+}
+
 TEST(ServeCuda, EveryModelAnswersWithItsOwnOutputsThroughItsGraphs) {
   // Batch 2 is the configured batch, so requests replay the captured graphs.
   const ServeConfig config = write_config("cuda-models", R"(
@@ -209,16 +220,7 @@ def forward(self, x):
   const ServeConfig allowed = write_config("cuda-branching-allowed", entry + "    allow_uncaptured: true\n", dir / "profiles");
   auto controller = start(allowed, "cuda");
   ASSERT_TRUE(controller->ready());
-  torch::NoGradGuard no_grad;
-  reference->to(torch::kCUDA);
-  for (std::uint64_t seed = 11; seed < 13; ++seed) {
-    const torch::Tensor input = reference->example_input(2, seed);
-    const torch::Tensor expected = reference->forward(input.to(torch::kCUDA)).cpu();
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for(allowed.models.at(0), input))),
-                             expected),
-              1e-3)
-        << "seed " << seed;
-  }
+  expect_answers_of(*controller, allowed.models.at(0), *reference, 2);
   controller.reset();
   std::error_code ignored;
   remove_tree(dir, ignored);  // not std::filesystem::remove_all: output.hpp says why
@@ -278,16 +280,7 @@ TEST(ServeCuda, APackagesOwnCopiesCountAgainstTheDeviceMemory) {
   auto controller = start(served, "cuda");
   ASSERT_TRUE(controller->ready());
   auto twin = exec::load_torchscript(packages / "cnn.pt", image);
-  torch::NoGradGuard no_grad;
-  twin->to(torch::kCUDA);
-  for (std::uint64_t seed = 11; seed < 13; ++seed) {
-    const torch::Tensor input = twin->example_input(4, seed);
-    const torch::Tensor expected = twin->forward(input.to(torch::kCUDA)).cpu();
-    EXPECT_LT(relative_error(output_of(controller->infer(request_for(served.models.at(0), input))),
-                             expected),
-              1e-3)
-        << "seed " << seed;
-  }
+  expect_answers_of(*controller, served.models.at(0), *twin, 4);
   EXPECT_EQ(controller->stats().failed_requests, 0);
   controller.reset();
   std::error_code ignored;
