@@ -269,6 +269,10 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
   spec.seed = o.seed;
   const runtime::GenerationReport r = runtime::measure_generation(client, spec);
   if (o.format == "json") {
+    nlohmann::json differing = nlohmann::json::array();
+    for (const auto& d : r.differing_calls) {
+      differing.push_back({{"call", d.call}, {"switched", d.switched}, {"from_token", d.from_token}});
+    }
     std::cout << nlohmann::json{{"model_name", r.model},
                                 {"prompt_tokens", r.prompt_tokens},
                                 {"prompt_bucket", r.prompt_bucket},
@@ -277,6 +281,8 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
                                 {"evict_with", o.evict_with},
                                 {"output_ids", r.output_ids},
                                 {"outputs_equal", r.outputs_equal},
+                                {"first_call_switched", r.first_switched},
+                                {"differing_calls", differing},
                                 {"ttft_cold_ms", summary_json(r.ttft_cold_ms)},
                                 {"ttft_warm_ms", summary_json(r.ttft_warm_ms)},
                                 {"tpot_ms", summary_json(r.tpot_ms)}}
@@ -288,6 +294,10 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
               r.prompt_tokens, static_cast<long long>(r.prompt_bucket), o.repeat, o.repeat == 1 ? "" : "s",
               o.evict_with.empty() ? "" : (", each after a request of " + o.evict_with).c_str());
   std::printf("%-12s %s\n", "outputs", r.outputs_equal ? "the same ids from every call" : "ids DIFFER between calls");
+  for (const auto& d : r.differing_calls) {
+    std::printf("%-12s call %d (%s) differs from call 0 (%s) from token %zu\n", "", d.call, d.switched ? "cold" : "warm",
+                r.first_switched ? "cold" : "warm", d.from_token);
+  }
   for (const auto& [label, s] : {std::pair{"ttft cold", r.ttft_cold_ms}, {"ttft warm", r.ttft_warm_ms}, {"per token", r.tpot_ms}}) {
     if (s.count == 0) continue;
     std::printf("%-12s %zu: median %.3f ms, p99 %.3f ms, min %.3f ms\n", label, s.count, s.median_ms, s.p99_ms, s.min_ms);

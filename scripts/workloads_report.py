@@ -83,12 +83,27 @@ def decoder(raw):
             return f"{equal_prefix(a, b)} of {total}"
 
         served16 = bf16[1]["output_ids"]
-        repeatable16 = all(x["outputs_equal"] for x in bf16) and bf16[0]["output_ids"] == served16
         print(f"| {n} | {equal(fp32['output_ids'], ref32['output_ids'])} | {equal(served16, ref32['output_ids'])} "
               f"| {equal(ref16['output_ids'], ref32['output_ids'])} | {equal(served16, ref16['output_ids'])} "
-              f"| {min(ref16['margins']):.4g} | {'yes' if fp32['outputs_equal'] else 'NO'} "
-              f"| {'yes' if repeatable16 else 'NO'} |")
+              f"| {min(ref16['margins']):.4g} | {repeatable({'fp32': fp32})} "
+              f"| {repeatable({'cold': bf16[0], 'warm': bf16[1]})} |")
     print()
+
+
+def repeatable(series):
+    """'yes', or 'NO' with the calls that differed from their series' first and from which token
+    (psw client's differing_calls), and where two series' first calls differ, from which token."""
+    notes = []
+    for name, run in series.items():
+        for d in run.get("differing_calls", []):
+            notes.append(f"{name} call {d['call']} ({'cold' if d['switched'] else 'warm'}) from token {d['from_token']}")
+    firsts = [run["output_ids"] for run in series.values()]
+    for name, ids in list(zip(series, firsts))[1:]:
+        if ids != firsts[0]:
+            notes.append(f"{name} series from token {equal_prefix(ids, firsts[0])}")
+    if all(run["outputs_equal"] for run in series.values()) and not notes:
+        return "yes"
+    return "NO" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def training(raw, figure):

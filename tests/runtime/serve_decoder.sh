@@ -144,6 +144,7 @@ grpc = json.load(open(f"{work}/generate.json"))
 assert grpc["output_ids"] == answer["output_ids"] and grpc["prompt_bucket"] == 16 and grpc["ttft_ms"] > 0, (grpc, answer)
 measured = json.load(open(f"{work}/generate-measured.json"))
 assert measured["output_ids"] == answer["output_ids"] and measured["outputs_equal"], (measured, answer)
+assert measured["differing_calls"] == [] and measured["first_call_switched"] is True, measured
 assert measured["ttft_cold_ms"]["count"] == 3 and measured["ttft_warm_ms"]["count"] == 0, measured
 assert measured["tpot_ms"]["count"] == 3 and 0 < measured["tpot_ms"]["min"] <= measured["tpot_ms"]["max"], measured
 assert measured["prompt_bucket"] == 16 and measured["evict_with"] == "bert_tiny", measured
