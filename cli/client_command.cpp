@@ -271,7 +271,8 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
   if (o.format == "json") {
     nlohmann::json differing = nlohmann::json::array();
     for (const auto& d : r.differing_calls) {
-      differing.push_back({{"call", d.call}, {"switched", d.switched}, {"from_token", d.from_token}});
+      differing.push_back(
+          {{"call", d.call}, {"switched", d.switched}, {"worker", d.worker}, {"from_token", d.from_token}});
     }
     std::cout << nlohmann::json{{"model_name", r.model},
                                 {"prompt_tokens", r.prompt_tokens},
@@ -282,6 +283,7 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
                                 {"output_ids", r.output_ids},
                                 {"outputs_equal", r.outputs_equal},
                                 {"first_call_switched", r.first_switched},
+                                {"first_call_worker", r.first_worker},
                                 {"differing_calls", differing},
                                 {"ttft_cold_ms", summary_json(r.ttft_cold_ms)},
                                 {"ttft_warm_ms", summary_json(r.ttft_warm_ms)},
@@ -295,8 +297,8 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
               o.evict_with.empty() ? "" : (", each after a request of " + o.evict_with).c_str());
   std::printf("%-12s %s\n", "outputs", r.outputs_equal ? "the same ids from every call" : "ids DIFFER between calls");
   for (const auto& d : r.differing_calls) {
-    std::printf("%-12s call %d (%s) differs from call 0 (%s) from token %zu\n", "", d.call, d.switched ? "cold" : "warm",
-                r.first_switched ? "cold" : "warm", d.from_token);
+    std::printf("%-12s call %d (%s, worker %d) differs from call 0 (%s, worker %d) from token %zu\n", "", d.call,
+                d.switched ? "cold" : "warm", d.worker, r.first_switched ? "cold" : "warm", r.first_worker, d.from_token);
   }
   for (const auto& [label, s] : {std::pair{"ttft cold", r.ttft_cold_ms}, {"ttft warm", r.ttft_warm_ms}, {"per token", r.tpot_ms}}) {
     if (s.count == 0) continue;

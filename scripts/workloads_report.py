@@ -91,12 +91,14 @@ def decoder(raw):
 
 
 def repeatable(series):
-    """'yes', or 'NO' with the calls that differed from their series' first and from which token
-    (psw client's differing_calls), and where two series' first calls differ, from which token."""
+    """'yes', or 'NO' with the calls that differed from their series' first, on which worker and from
+    which token (psw client's differing_calls), and where two series' first calls differ, from which
+    token."""
     notes = []
     for name, run in series.items():
         for d in run.get("differing_calls", []):
-            notes.append(f"{name} call {d['call']} ({'cold' if d['switched'] else 'warm'}) from token {d['from_token']}")
+            notes.append(f"{name} call {d['call']} ({'cold' if d['switched'] else 'warm'}, worker {d['worker']}) "
+                         f"from token {d['from_token']}")
     firsts = [run["output_ids"] for run in series.values()]
     for name, ids in list(zip(series, firsts))[1:]:
         if ids != firsts[0]:

@@ -143,7 +143,7 @@ class FakeInferenceService final : public InferenceService {
       throw ServiceError(ServiceError::Code::InvalidArgument, "model '" + model + "' does not generate");
     }
     if (request.input_ids.empty()) throw ServiceError(ServiceError::Code::InvalidArgument, "the prompt is empty");
-    GenerateResponse response{model, request.id, {}, 16, true, 1'000'000, 250'000, 2'000'000};
+    GenerateResponse response{model, request.id, {}, 16, true, 1'000'000, 250'000, 2'000'000, 1};
     for (std::int64_t i = 0; i < request.max_tokens; ++i) {
       const std::int64_t id = request.input_ids.back() + 1 + i;
       if (on_token) on_token({i, id});

@@ -145,6 +145,7 @@ assert grpc["output_ids"] == answer["output_ids"] and grpc["prompt_bucket"] == 1
 measured = json.load(open(f"{work}/generate-measured.json"))
 assert measured["output_ids"] == answer["output_ids"] and measured["outputs_equal"], (measured, answer)
 assert measured["differing_calls"] == [] and measured["first_call_switched"] is True, measured
+assert measured["first_call_worker"] in (0, 1) and answer["worker"] in (0, 1), (measured, answer)
 assert measured["ttft_cold_ms"]["count"] == 3 and measured["ttft_warm_ms"]["count"] == 0, measured
 assert measured["tpot_ms"]["count"] == 3 and 0 < measured["tpot_ms"]["min"] <= measured["tpot_ms"]["max"], measured
 assert measured["prompt_bucket"] == 16 and measured["evict_with"] == "bert_tiny", measured

@@ -1091,6 +1091,7 @@ models:
     EXPECT_GT(r.ttft_ns, 0);
     EXPECT_GT(r.tpot_ns, 0);
     EXPECT_GE(r.server_ns, r.ttft_ns);
+    EXPECT_TRUE(r.worker == 0 || r.worker == 1) << r.worker;  // workers: 2
     ASSERT_EQ(told.size(), static_cast<std::size_t>(kTokens));
     for (std::size_t i = 0; i < told.size(); ++i) {
       EXPECT_EQ(told[i].index, static_cast<std::int64_t>(i));

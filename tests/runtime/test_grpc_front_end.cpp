@@ -198,6 +198,7 @@ TEST_F(GrpcFrontEndTest, GenerateStreamsTheTokensThenTheAnswer) {
   EXPECT_TRUE(r.switched);
   EXPECT_EQ(r.ttft_ns, 1'000'000);
   EXPECT_EQ(r.tpot_ns, 250'000);
+  EXPECT_EQ(r.worker, 1);
   ASSERT_EQ(heard.size(), 4u);
   for (std::size_t i = 0; i < heard.size(); ++i) {
     EXPECT_EQ(heard[i].index, static_cast<std::int64_t>(i));

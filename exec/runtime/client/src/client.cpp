@@ -352,7 +352,7 @@ GenerateResponse Client::generate(const GenerateRequest& request, const TokenSin
       done = true;
       answer = {message.model(),         message.id(),       {message.output_ids().begin(), message.output_ids().end()},
                 message.prompt_bucket(), message.switched(), message.ttft_ns(),
-                message.tpot_ns(),       message.server_ns()};
+                message.tpot_ns(),       message.server_ns(),       message.worker()};
     }
     return reader->Finish();
   });

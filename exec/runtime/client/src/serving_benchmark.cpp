@@ -421,12 +421,13 @@ GenerationReport measure_generation(Client& client, const GenerationSpec& spec) 
       report.output_ids = r.output_ids;
       report.prompt_bucket = r.prompt_bucket;
       report.first_switched = r.switched;
+      report.first_worker = r.worker;
     } else if (r.output_ids != report.output_ids) {
       report.outputs_equal = false;
       const auto [differs, _] = std::mismatch(r.output_ids.begin(), r.output_ids.end(), report.output_ids.begin(),
                                               report.output_ids.end());
       report.differing_calls.push_back(
-          {i, r.switched, static_cast<std::size_t>(std::distance(r.output_ids.begin(), differs))});
+          {i, r.switched, r.worker, static_cast<std::size_t>(std::distance(r.output_ids.begin(), differs))});
     }
     (r.switched ? cold : warm).push_back(static_cast<double>(r.ttft_ns) / 1e6);
     if (r.output_ids.size() > 1) per_token.push_back(static_cast<double>(r.tpot_ns) / 1e6);

@@ -385,7 +385,8 @@ nlohmann::json rest_generate_answer(const GenerateResponse& r) {
                            {"prompt_bucket", r.prompt_bucket},
                            {"switched", r.switched},
                            {"ttft_ms", static_cast<double>(r.ttft_ns) * 1e-6},
-                           {"tpot_ms", static_cast<double>(r.tpot_ns) * 1e-6}};
+                           {"tpot_ms", static_cast<double>(r.tpot_ns) * 1e-6},
+                           {"worker", r.worker}};
   if (!r.id.empty()) answer["id"] = r.id;
   return answer;
 }

@@ -207,6 +207,7 @@ struct Pending {
   std::int64_t first_token_ns = 0;
   std::int64_t last_token_ns = 0;
   std::int64_t prompt_bucket = 0;
+  int worker = -1;  // the one that answered
 };
 
 // Note [Serve trace]: one span of the trace (times: the runtime's monotonic clock, ns).
@@ -986,6 +987,7 @@ struct Controller::State {
       p->first_token_ns = m.value;
       p->last_token_ns = m.value2;
       p->prompt_bucket = m.times[7];
+      p->worker = id;
     }
     p->reply.set_value(std::move(response));
     if (p->stream) p->stream->finish();
@@ -1567,6 +1569,7 @@ GenerateResponse Controller::generate(const GenerateRequest& request, const Toke
   const auto later = static_cast<std::int64_t>(response.output_ids.size()) - 1;
   response.tpot_ns = later > 0 ? (p->last_token_ns - p->first_token_ns) / later : 0;
   response.server_ns = answer.server_ns;
+  response.worker = p->worker;
   return response;
 }
 

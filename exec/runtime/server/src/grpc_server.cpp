@@ -837,6 +837,7 @@ class ControlEndpoint final : public psw::control::Control::Service {
       last.set_ttft_ns(done.ttft_ns);
       last.set_tpot_ns(done.tpot_ns);
       last.set_server_ns(done.server_ns);
+      last.set_worker(done.worker);
       writer->Write(last);
     });
   }

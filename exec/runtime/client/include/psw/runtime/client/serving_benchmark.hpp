@@ -129,8 +129,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
 // cache that keeps the decoder, all but the first find it resident. The server's `switched`
 // flag of each answer sorts its time to first token into cold or warm, so a run cannot report
 // a warm time that was cold. Greedy decoding is deterministic: every call must answer the same
-// ids, and the report says whether they did; where one did not, which call (cold or warm) and
-// from which token, so that a difference can be traced to its cause (a cold prefill's overlap
+// ids, and the report says whether they did; where one did not, which call (cold or warm, on
+// which worker) and from which token, so that a difference can be traced to its cause (a cold prefill's overlap
 // with the copies, a worker, a position in the cache) instead of only being seen.
 struct GenerationSpec {
   std::string model;
@@ -145,6 +145,7 @@ struct GenerationSpec {
 struct DifferingCall {
   int call = 0;                // 0-based, in the order made
   bool switched = false;       // it switched the decoder in (cold)
+  int worker = -1;             // the worker that ran it
   std::size_t from_token = 0;  // the first output position that differs (a length if one is a prefix)
 };
 
@@ -154,6 +155,7 @@ struct GenerationReport {
   std::int64_t prompt_bucket = 0;
   std::vector<std::int64_t> output_ids;  // the first call's
   bool first_switched = false;           // the first call switched the decoder in
+  int first_worker = -1;                 // and the worker that ran it
   bool outputs_equal = true;             // every call answered output_ids
   std::vector<DifferingCall> differing_calls;  // those that did not, in order
   ExactLatencySummary ttft_cold_ms;      // calls that switched the decoder in

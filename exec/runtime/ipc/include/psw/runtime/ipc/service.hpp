@@ -180,6 +180,7 @@ struct GenerateResponse {
   std::int64_t ttft_ns = 0;
   std::int64_t tpot_ns = 0;        // 0 with a single token
   std::int64_t server_ns = 0;      // arrival at the controller to the response ready
+  int worker = -1;                 // the worker that ran it (0-based; -1: not known)
 };
 
 struct TrainingStatus {
