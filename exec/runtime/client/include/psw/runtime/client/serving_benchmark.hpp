@@ -130,8 +130,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
 // flag of each answer sorts its time to first token into cold or warm, so a run cannot report
 // a warm time that was cold. Greedy decoding is deterministic: every call must answer the same
 // ids, and the report says whether they did; where one did not, which call (cold or warm, on
-// which worker) and from which token, so that a difference can be traced to its cause (a cold prefill's overlap
-// with the copies, a worker, a position in the cache) instead of only being seen.
+// which worker) and from which token, so that a difference can be traced to its cause (a cold
+// prefill's overlap with the copies, a worker, a position in the cache) instead of only seen.
 struct GenerationSpec {
   std::string model;
   std::vector<std::int64_t> prompt_ids;
