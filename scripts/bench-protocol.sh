@@ -17,8 +17,11 @@ trap 'rm -f "$json"' EXIT
   echo
   echo "Produced by \`scripts/bench-protocol.sh\` (Google Benchmark, \`tests/bench/protocol_bench.cpp\`); do not"
   echo "edit by hand. One ModelInfer of the fake service's \`double\` model (its output the input's size) with"
-  echo "the input's bytes inside the gRPC message, through psw's front end and client on a Unix socket,"
-  echo "against the same bytes there and back through a Unix socket pair with the system's default buffers"
+  echo "the input's bytes inside the gRPC message, through psw's front end and client on a Unix socket"
+  echo "(the client sends the input from where it is: Note [Raw inputs sent in place] in"
+  echo "\`exec/runtime/client/src/client.cpp\`), beside the same call through the generated stub with the"
+  echo "input copied into the message (as the client sent it before, and as a plain C++ client does),"
+  echo "and against the same bytes there and back through a Unix socket pair with the system's default buffers"
   echo "(an echo thread at the other end) and through memcpy. The gRPC call's split (Note [Protocol split]"
   echo "in \`exec/runtime/client/include/psw/runtime/client/serving_benchmark.hpp\`): \`to server\` is the"
   echo "client's message built to the server's handler entered (serialisation, the socket, the parse),"

@@ -3,13 +3,16 @@
 // on the same host: one ModelInfer of the fake service's "double" model (its output as large as
 // its input) through psw's gRPC front end and client on a Unix socket, beside the same bytes
 // there and back through a plain Unix socket pair and a memcpy. The sizes are ResNet-152's and
-// Inception-v3's inputs at batch 8 (4.8 and 8.6 MB) and a small one. Each gRPC call's split is
-// counted: to_server (message built to the handler entered: serialisation, the socket, the
+// Inception-v3's inputs at batch 8 (4.8 and 8.6 MB) and a small one. Beside psw's client (its
+// raw input sent in place, Note [Raw inputs sent in place] in client.cpp), the same call as the
+// generated stub makes it, the input copied into the message: what the client did before, and
+// what a C++ client written from the protocol does. Each gRPC call's split is counted: to_server (message built to the handler entered: serialisation, the socket, the
 // parse), front_end (the handler: the fake service copies the input into its output) and
 // to_client (the response back), medians in ms. The process keeps its message memory as psw's
 // serving commands do (Note [Message memory]).
 // scripts/bench-protocol.sh writes results/protocol.md from it.
 #include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,11 +25,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "../runtime/fake_inference_service.hpp"
+#include "grpc_service.grpc.pb.h"
 #include "psw/common/output.hpp"
 #include "psw/runtime/client/client.hpp"
 #include "psw/runtime/ipc/message_memory.hpp"
@@ -111,6 +116,43 @@ void BM_GrpcRawInfer(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes * 2);
 }
 
+// The same call through the generated stub: the input copied into the message, which gRPC then
+// serialises (psw's client before Note [Raw inputs sent in place]). Timed whole, as above.
+void BM_GrpcRawInferStubCopied(benchmark::State& state) {
+  const std::int64_t bytes = state.range(0);
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  arguments.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
+  arguments.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);  // as psw's client
+  arguments.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
+  const auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateCustomChannel(server().target(), grpc::InsecureChannelCredentials(), arguments));
+  const InferRequest request = double_request(bytes);
+  const auto call = [&] {
+    inference::ModelInferRequest message;
+    message.set_model_name(request.model);
+    auto* tensor = message.add_inputs();
+    tensor->set_name(request.inputs[0].name);
+    tensor->set_datatype(request.inputs[0].datatype);
+    for (const std::int64_t dim : request.inputs[0].shape) tensor->add_shape(dim);
+    const std::string_view input = request.inputs[0].contents();
+    message.add_raw_input_contents(input.data(), input.size());
+    inference::ModelInferResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = stub->ModelInfer(&context, message, &response);
+    return status.ok() && response.raw_output_contents_size() == 1 &&
+           static_cast<std::int64_t>(response.raw_output_contents(0).size()) == bytes;
+  };
+  (void)call();  // the connection and the server's threads up first
+  for (auto _ : state) {
+    if (!call()) {
+      state.SkipWithError("the generated stub's call failed or its output is not the input's size");
+      break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
 void write_all(int fd, const char* data, std::int64_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd, data, static_cast<std::size_t>(bytes));
@@ -183,6 +225,7 @@ void BM_MemcpyRoundTrip(benchmark::State& state) {
 void sizes(benchmark::internal::Benchmark* b) { b->Arg(8192)->Arg(4816896)->Arg(8582496); }
 
 BENCHMARK(BM_GrpcRawInfer)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcRawInferStubCopied)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_UnixSocketRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
