@@ -22,7 +22,10 @@ export PSW_PYTHON=${PSW_PYTHON:-$(command -v python3)}
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 echo "== configure ($(date -u +%T))"
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DPSW_BUILD_BENCH=OFF \
+# PSW_GPU_BENCH=1: with the benchmarks (tests/bench/; Google Benchmark from .gpu-carry), e.g. the
+# protocol's on this host (psw_protocol_bench).
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DPSW_BUILD_BENCH="$([[ -n ${PSW_GPU_BENCH:-} ]] && echo ON || echo OFF)" \
   -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$root/.gpu-carry/usr" > "$gpu_build_out/configure.log" 2>&1 \
   || { tail -40 "$gpu_build_out/configure.log"; exit 1; }
 grep -E "psw:" "$gpu_build_out/configure.log" || true

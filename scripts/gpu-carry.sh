@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unpacks the Debian packages the GPU host's image lacks (yaml-cpp, CLI11, nlohmann-json,
-# GoogleTest, Eigen, gRPC and protobuf with their dependencies) into .gpu-carry/, which the
+# GoogleTest, Google Benchmark, Eigen, gRPC and protobuf with their dependencies) into .gpu-carry/, which the
 # device tool carries beside the tree (`carry: [".gpu-carry"]`) and scripts/gpu-test.sh puts on
 # CMAKE_PREFIX_PATH.
 set -euo pipefail
@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && apt-get download libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev nlohmann-json3-dev \
-  libgtest-dev libgmock-dev libeigen3-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libeigen3-dev \
   libgrpc++-dev libgrpc-dev libgrpc++1.51 libgrpc29 libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 \
   protobuf-compiler protobuf-compiler-grpc libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2 \
   libssl-dev libssl3 zlib1g-dev libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1)
