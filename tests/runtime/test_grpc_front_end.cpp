@@ -137,6 +137,25 @@ TEST_F(GrpcFrontEndTest, HealthMetadataAndInferRoundTrip) {
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], 2 * in[i]) << "element " << i;
 }
 
+// Note [Raw inputs sent in place] (client.cpp): the client appends a raw input to the message
+// as slices of the caller's bytes; a large one (most of the server's 1 MiB limit, 15 of gRPC's
+// 64 KB frames) arrives whole and in order, and the message's other fields with it.
+TEST_F(GrpcFrontEndTest, ALargeRawInputSentInPlaceArrivesWhole) {
+  start();
+  Client c = client();
+  const InferRequest request = double_request(60'000);  // 960,000 bytes of distinct values
+  const InferResponse response = c.infer(request);
+  EXPECT_EQ(response.id, "request-7");
+  ASSERT_EQ(response.outputs.size(), 1u);
+  EXPECT_EQ(response.outputs[0].shape, (std::vector<std::int64_t>{60'000, 4}));
+  const std::vector<float> in = bytes_to_floats(request.inputs[0].bytes);
+  const std::vector<float> out = bytes_to_floats(response.outputs[0].bytes);
+  ASSERT_EQ(out.size(), in.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) wrong += out[i] != 2 * in[i];
+  EXPECT_EQ(wrong, 0u);
+}
+
 // Note [Repository index]: every listed model with its state; `ready` only the ready ones; a
 // named repository is not this server's.
 TEST_F(GrpcFrontEndTest, TheRepositoryIndexListsEveryModelWithItsState) {

@@ -1,8 +1,9 @@
 #include "psw/runtime/client/client.hpp"
 
 #include <google/protobuf/io/coded_stream.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 
 #include <algorithm>
 #include <climits>
@@ -70,6 +71,9 @@ TensorSpec from_proto(const inference::ModelMetadataResponse::TensorMetadata& te
   return {tensor.name(), tensor.datatype(), {tensor.shape().begin(), tensor.shape().end()}};
 }
 
+// Note [Raw inputs sent in place].
+constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
+
 }  // namespace
 
 struct Client::Impl {
@@ -80,7 +84,7 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<inference::GRPCInferenceService::Stub> inference;
   std::unique_ptr<psw::control::Control::Stub> control;
-  std::unique_ptr<grpc::GenericStub> generic;  // Note [Raw inputs sent in place]
+  std::unique_ptr<grpc::internal::RpcMethod> model_infer;  // Note [Raw inputs sent in place]
 
   // Makes one call with a fresh context (a context serves a single call) and turns a failure
   // into a ServiceError.
@@ -124,7 +128,8 @@ Client::Client(const std::string& target, std::int64_t max_message_bytes) : impl
   impl_->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
   impl_->inference = inference::GRPCInferenceService::NewStub(impl_->channel);
   impl_->control = psw::control::Control::NewStub(impl_->channel);
-  impl_->generic = std::make_unique<grpc::GenericStub>(impl_->channel);
+  impl_->model_infer = std::make_unique<grpc::internal::RpcMethod>(
+      kModelInferMethod, grpc::internal::RpcMethod::NORMAL_RPC, impl_->channel);
 }
 
 Client::~Client() = default;
@@ -259,9 +264,10 @@ namespace {
 // field's entries appended after the rest in their order, so the request is sent as the
 // serialised message without its raw contents, then per raw input the field's key and length
 // and a slice that points at the caller's bytes, which the transport writes to the socket
-// from where they are. The server parses the same message. The call is gRPC's generic one
-// (method by name, bytes in and out), completed on a queue of its own as a blocking call is.
-constexpr const char* kModelInferMethod = "/inference.GRPCInferenceService/ModelInfer";
+// from where they are. The server parses the same message. The call is the one the generated
+// stub makes (gRPC's blocking unary call, which generated code calls by its internal name), with
+// the bytes as its request: gRPC's generic stub, the public way to send bytes, completes a call
+// in two batches on a queue of its own and cost a small request 5-30% more.
 
 // The serialised `message` followed by `raw` as its raw_input_contents entries, in order; the
 // bytes of `raw` are not copied, so they must outlive the call.
@@ -279,31 +285,6 @@ grpc::ByteBuffer request_with_raw_contents(const inference::ModelInferRequest& m
     if (!bytes.empty()) slices.emplace_back(bytes.data(), bytes.size(), grpc::Slice::STATIC_SLICE);
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
-}
-
-// One ModelInfer through the generic stub: `request` sent as it is, the answer parsed into
-// `response`.
-grpc::Status model_infer(grpc::GenericStub& stub, grpc::ClientContext* context, const grpc::ByteBuffer& request,
-                         inference::ModelInferResponse* response) {
-  grpc::CompletionQueue queue;
-  grpc::ByteBuffer answer;
-  grpc::Status status;
-  const std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-      stub.PrepareUnaryCall(context, kModelInferMethod, request, &queue);
-  call->StartCall();
-  call->Finish(&answer, &status, nullptr);
-  void* tag = nullptr;
-  bool ok = false;
-  const bool completed = queue.Next(&tag, &ok);
-  queue.Shutdown();
-  while (queue.Next(&tag, &ok)) {
-  }
-  if (!completed) return {grpc::StatusCode::INTERNAL, "the ModelInfer call's queue closed before its answer"};
-  if (!status.ok()) return status;
-  if (!grpc::SerializationTraits<inference::ModelInferResponse>::Deserialize(&answer, response).ok()) {
-    return {grpc::StatusCode::INTERNAL, "the server's ModelInfer answer is not a ModelInferResponse"};
-  }
-  return status;
 }
 
 }  // namespace
@@ -334,7 +315,9 @@ InferResponse Client::infer(const InferRequest& request, const SharedMemoryPlace
   const grpc::ByteBuffer sent = request_with_raw_contents(message, raw);
   const std::int64_t sent_ns = steady_now_ns();  // Note [Protocol split]
   impl_->call("ModelInfer", [&](grpc::ClientContext* context) {
-    return model_infer(*impl_->generic, context, sent, &response);
+    return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, inference::ModelInferResponse, grpc::ByteBuffer,
+                                             google::protobuf::MessageLite>(impl_->channel.get(), *impl_->model_infer,
+                                                                            context, sent, &response);
   });
   if (response.raw_output_contents_size() != response.outputs_size()) {
     throw ServiceError(ServiceError::Code::Internal,
