@@ -1,9 +1,14 @@
 """The table of scripts/gpu-any-model.sh: one row per model from `psw run --graph --format json`
 (Note [Graph-pipelined switch]), and where the model was also served alone, the client's latency
 (`psw client --shared-memory --format json`, NAME-served.json), with the environment, as Markdown
-on stdout; the rows as JSON.
+on stdout; the rows as JSON: per model psw run's JSON with a summary beside it under flat names
+(model, params_bytes, layers, groups, switch_ms, bound_ms, ratio, outputs_equal and
+outputs_checked, pytorch_pinned_graph_ms: a PyTorch user's pinned copy then graph replay,
+kernels_unresolved: kernels whose argument layout could not be read, which wait for every group).
 
-    any_model_report.py RAW_DIR ENVIRONMENT_SCRIPT JSON_OUT
+    any_model_report.py RAW_DIR ENVIRONMENT JSON_OUT
+ENVIRONMENT: scripts/environment.sh (run here), or a file of its output (Markdown, `.md`) from the
+host the raw runs came from.
 """
 import glob
 import json
@@ -28,7 +33,17 @@ def main(raw, environment, json_out):
     if os.path.exists(export_err) and os.path.getsize(export_err) > 0:
         with open(export_err) as f:
             failures += [("export", line) for line in f.read().splitlines() if line.startswith("export of")]
-    env = subprocess.run(["bash", environment], capture_output=True, text=True).stdout
+    for name, d in rows:
+        d["file"], d["model"] = d["model"], name
+        d |= {"params_bytes": d["param_bytes"], "layers": d["graph"]["layers"], "groups": d["plan"]["groups"],
+              "switch_ms": d["latency_ms"]["median"], "ratio": d["over_bound"],
+              "pytorch_pinned_graph_ms": d["copy_then_replay_ms"]["median"],
+              "kernels_unresolved": d["graph"]["kernels_unread"]}
+    if environment.endswith(".md"):
+        with open(environment) as f:
+            env = f.read()
+    else:
+        env = subprocess.run(["bash", environment], capture_output=True, text=True).stdout
     print("# Any model: user models switched through their captured graphs\n")
     print("Written by `scripts/gpu-any-model.sh`; do not edit by hand. Each model is exported by its own library "
           "(`scripts/export_models.py`, random weights) and run with `psw run --model FILE.pt --graph`: its forward "
