@@ -6,11 +6,12 @@
 // Inception-v3's inputs at batch 8 (4.8 and 8.6 MB) and a small one. Beside psw's client (its
 // raw input sent in place, Note [Raw inputs sent in place] in client.cpp), the same call as the
 // generated stub makes it, the input copied into the message: what the client did before, and
-// what a C++ client written from the protocol does. Each gRPC call's split is counted: to_server (message built to the handler entered: serialisation, the socket, the
-// parse), front_end (the handler: the fake service copies the input into its output) and
-// to_client (the response back), medians in ms. The process keeps its message memory as psw's
-// serving commands do (Note [Message memory]).
-// scripts/bench-protocol.sh writes results/protocol.md from it.
+// what a C++ client written from the protocol does. Each psw call's split is counted: to_server
+// (message built to the handler entered: serialisation, the socket, the parse), front_end (the
+// handler: the fake service copies the input into its output) and to_client (the response
+// back), medians in ms. The process keeps its message memory as psw's serving commands do (Note
+// [Message memory]). scripts/bench-protocol.sh (scripts/gpu-protocol.sh on a GPU host) writes its
+// report through scripts/protocol_report.sh.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>

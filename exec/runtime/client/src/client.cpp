@@ -251,10 +251,6 @@ void set_shared_memory_parameters(Tensor* tensor, const SharedMemoryRef& where) 
   if (where.offset != 0) parameters["shared_memory_offset"].set_int64_param(where.offset);
 }
 
-}  // namespace
-
-namespace {
-
 // Note [Raw inputs sent in place]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A raw input travels inside the ModelInfer message (raw_input_contents, field 7). Put into the
