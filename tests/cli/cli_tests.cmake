@@ -531,3 +531,5 @@ psw_cli_test(profile_serving.training_from_validation_without_model 2 "--trainin
 # scripts/share_timeline.py (the monitors beside a share run's windows, for the serve report):
 # what it keeps of nvidia-smi's and vmstat's rows, on a synthetic run.
 psw_cli_script_test(scripts.share_timeline 60 "/usr/bin/python3 tests/scripts/test_share_timeline.py ${PROJECT_SOURCE_DIR} $out")
+# scripts/any_model_report.py (gpu-any-model.sh's report and any-model.json's summary fields):
+psw_cli_script_test(scripts.any_model_report 60 "/usr/bin/python3 tests/scripts/test_any_model_report.py ${PROJECT_SOURCE_DIR} $out")
