@@ -281,7 +281,7 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
                                 {"calls", o.repeat},
                                 {"evict_with", o.evict_with},
                                 {"output_ids", r.output_ids},
-                                {"outputs_equal", r.outputs_equal},
+                                {"outputs_equal", r.outputs_equal()},
                                 {"first_call_switched", r.first_switched},
                                 {"first_call_worker", r.first_worker},
                                 {"differing_calls", differing},
@@ -295,7 +295,7 @@ void run_generate_measurement(const ClientOptions& o, Client& client) {
   std::printf("%-12s %s, prompt of %zu tokens prefilled at %lld, %d call%s%s\n", "model", r.model.c_str(),
               r.prompt_tokens, static_cast<long long>(r.prompt_bucket), o.repeat, o.repeat == 1 ? "" : "s",
               o.evict_with.empty() ? "" : (", each after a request of " + o.evict_with).c_str());
-  std::printf("%-12s %s\n", "outputs", r.outputs_equal ? "the same ids from every call" : "ids DIFFER between calls");
+  std::printf("%-12s %s\n", "outputs", r.outputs_equal() ? "the same ids from every call" : "ids DIFFER between calls");
   for (const auto& d : r.differing_calls) {
     std::printf("%-12s call %d (%s, worker %d) differs from call 0 (%s, worker %d) from token %zu\n", "", d.call,
                 d.switched ? "cold" : "warm", d.worker, r.first_switched ? "cold" : "warm", r.first_worker, d.from_token);

@@ -423,7 +423,6 @@ GenerationReport measure_generation(Client& client, const GenerationSpec& spec) 
       report.first_switched = r.switched;
       report.first_worker = r.worker;
     } else if (r.output_ids != report.output_ids) {
-      report.outputs_equal = false;
       const auto [differs, _] = std::mismatch(r.output_ids.begin(), r.output_ids.end(), report.output_ids.begin(),
                                               report.output_ids.end());
       report.differing_calls.push_back(

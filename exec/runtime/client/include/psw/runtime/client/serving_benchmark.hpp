@@ -156,11 +156,12 @@ struct GenerationReport {
   std::vector<std::int64_t> output_ids;  // the first call's
   bool first_switched = false;           // the first call switched the decoder in
   int first_worker = -1;                 // and the worker that ran it
-  bool outputs_equal = true;             // every call answered output_ids
-  std::vector<DifferingCall> differing_calls;  // those that did not, in order
+  std::vector<DifferingCall> differing_calls;  // the calls that did not answer output_ids, in order
   ExactLatencySummary ttft_cold_ms;      // calls that switched the decoder in
   ExactLatencySummary ttft_warm_ms;      // calls that found it resident
   ExactLatencySummary tpot_ms;           // per token after the first, every call
+
+  bool outputs_equal() const { return differing_calls.empty(); }  // every call answered output_ids
 };
 
 GenerationReport measure_generation(Client& client, const GenerationSpec& spec);
