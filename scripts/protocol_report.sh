@@ -22,8 +22,10 @@ echo "the input copied into the message (as the client sent it before, and as a 
 echo "against the same bytes there and back through a Unix socket pair with the system's default buffers (an"
 echo "echo thread at the other end) and through memcpy. The gRPC call's split (Note [Protocol split] in"
 echo "\`exec/runtime/client/include/psw/runtime/client/serving_benchmark.hpp\`): \`to server\` is the client's"
-echo "message built to the server's handler entered (serialisation, the socket, the parse), \`to client\` the"
-echo "handler's response complete to the client's call returned. Medians in ms."
+echo "message built to the server's handler holding it (serialisation, the socket), \`front end\` the handler (the"
+echo "message split and the input copied once into the front end's staging, Note [Raw inputs received in place]"
+echo "in \`exec/runtime/server/src/grpc_server.cpp\`, then the fake's copy of it into its output), \`to client\`"
+echo "the handler's response complete to the client's call returned. Medians in ms."
 echo
 cat "$2"
 echo

@@ -7,9 +7,10 @@
 // raw input sent in place, Note [Raw inputs sent in place] in client.cpp), the same call as the
 // generated stub makes it, the input copied into the message: what the client did before, and
 // what a C++ client written from the protocol does. Each psw call's split is counted: to_server
-// (message built to the handler entered: serialisation, the socket, the parse), front_end (the
-// handler: the fake service copies the input into its output) and to_client (the response
-// back), medians in ms. The process keeps its message memory as psw's serving commands do (Note
+// (message built to the handler holding it: serialisation, the socket), front_end (the handler:
+// the message split and the input copied once into the front end's staging as psw serve's does,
+// Note [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the input
+// into its output) and to_client (the response back), medians in ms. The process keeps its message memory as psw's serving commands do (Note
 // [Message memory]). scripts/bench-protocol.sh (scripts/gpu-protocol.sh on a GPU host) writes its
 // report through scripts/protocol_report.sh.
 #include <benchmark/benchmark.h>
@@ -56,7 +57,9 @@ class Server {
     folder_ = pattern;
     psw::runtime::Endpoint endpoint;
     endpoint.unix_path = (folder_ / "psw.sock").string();
-    front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes);
+    // Staging as psw serve's (four slots), each slot as large as the largest input here.
+    front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes, 0,
+                                                              psw::runtime::InputStagingSize{4, 16 << 20});
   }
   ~Server() {
     front_end_->shutdown();

@@ -14,6 +14,7 @@
 // memory (borrowed); an output wanted there is written there, as the controller does.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -49,6 +50,36 @@ class FakeInferenceService final : public InferenceService {
   bool last_cancellable() {
     std::lock_guard lock(mutex_);
     return last_cancellable_;
+  }
+
+  // The registered region the last request's input lay in (its id), 0 when none.
+  std::uint64_t last_input_region() {
+    std::lock_guard lock(mutex_);
+    return last_input_region_;
+  }
+
+  // The regions the front end told of (InferenceService::shared_memory_registered), by id.
+  std::vector<std::uint64_t> regions_told() {
+    std::lock_guard lock(mutex_);
+    return regions_told_;
+  }
+
+  void shared_memory_registered(const BorrowedBytes& region) override {
+    std::lock_guard lock(mutex_);
+    if (region.region != nullptr) regions_told_.push_back(region.region->id);
+  }
+
+  // Hold every "slow" request in infer() until release_slow() (a test's concurrent requests).
+  void hold_slow() {
+    std::lock_guard lock(mutex_);
+    slow_held_ = true;
+  }
+  void release_slow() {
+    {
+      std::lock_guard lock(mutex_);
+      slow_held_ = false;
+    }
+    slow_released_.notify_all();
   }
 
   // Requests whose input reached the service as borrowed shared memory, so far.
@@ -98,7 +129,15 @@ class FakeInferenceService final : public InferenceService {
     if (model != "double" && model != "slow") {
       throw ServiceError(ServiceError::Code::NotFound, "unknown model '" + model + "'");
     }
-    if (model == "slow") std::this_thread::sleep_for(slow_delay);
+    if (model == "slow") {
+      std::unique_lock lock(mutex_);
+      if (slow_held_) {
+        slow_released_.wait(lock, [this] { return !slow_held_; });
+      } else {
+        lock.unlock();
+        std::this_thread::sleep_for(slow_delay);
+      }
+    }
     if (request.inputs.size() != 1 || request.inputs[0].name != "x") {
       throw ServiceError(ServiceError::Code::InvalidArgument, "model '" + model + "' takes one input 'x'");
     }
@@ -128,6 +167,7 @@ class FakeInferenceService final : public InferenceService {
     {
       std::lock_guard lock(mutex_);
       last_input_borrowed_ = x.is_borrowed();
+      last_input_region_ = x.is_borrowed() && x.borrowed.region != nullptr ? x.borrowed.region->id : 0;
       if (last_input_borrowed_) ++borrowed_inputs_;
     }
     return InferResponse{model, "1", request.id, {y}};
@@ -211,6 +251,10 @@ class FakeInferenceService final : public InferenceService {
   std::map<std::string, std::int64_t> requests_;
   TrainingStatus training_;
   bool last_input_borrowed_ = false;
+  std::uint64_t last_input_region_ = 0;
+  std::vector<std::uint64_t> regions_told_;
+  bool slow_held_ = false;
+  std::condition_variable slow_released_;
   std::optional<std::chrono::steady_clock::duration> last_time_left_;
   bool last_cancellable_ = false;
   std::int64_t borrowed_inputs_ = 0;

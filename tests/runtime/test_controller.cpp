@@ -931,6 +931,34 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
   EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 9"), std::string::npos);
 }
 
+// Note [Raw inputs received in place]: the front end's input staging, told to the controller
+// before any request, is mapped once per worker on standby; requests whose inputs lie in its
+// slots are read there in place, a slot reused by the next request included, and nothing is
+// unmapped while the staging lives.
+TEST(Controller, InputsInTheFrontEndsStagingAreReadInPlace) {
+  auto controller = start(single_model_config("staging", 60000));
+  auto bert = exec::make_model("bert_tiny", 0);
+  torch::NoGradGuard no_grad;
+  InputStaging staging(2, 64 * 1024);
+  controller->shared_memory_registered(staging.whole());
+  ASSERT_TRUE(eventually([&] { return controller->stats().region_maps == 2; }, 60s));
+  for (int length = 5; length < 9; ++length) {
+    const torch::Tensor tokens = bert->example_input(1, length);
+    const torch::Tensor expected = bert->forward(tokens);
+    InferRequest request = request_for("bert_tiny", tokens);
+    std::optional<BorrowedBytes> slot = staging.acquire(request.inputs[0].bytes.size());
+    ASSERT_TRUE(slot);
+    std::memcpy(slot->data, request.inputs[0].bytes.data(), slot->size);
+    request.inputs[0].bytes.clear();
+    request.inputs[0].borrowed = std::move(*slot);
+    EXPECT_LT(relative_error(output_of(controller->infer(request)), expected), 1e-5) << length;
+  }
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.inputs_read_in_place, 4);
+  EXPECT_EQ(stats.region_maps, 2);
+  EXPECT_EQ(stats.region_unmaps, 0);
+}
+
 // Note [Inputs read in place]: a training worker takes any message for the controller gone and
 // would stop, so a region registered while it trains is mapped only by the worker on standby,
 // and the job trains on, before and after a request in that region.

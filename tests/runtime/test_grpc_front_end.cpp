@@ -3,6 +3,8 @@
 // endpoint rules of DESIGN.md §5 (socket mode, directory ownership, stale sockets, wildcards).
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,6 +17,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fake_inference_service.hpp"
@@ -25,6 +28,7 @@
 #include "psw/common/serve_config.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 #include "psw/runtime/server/starting_service.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
 #include "../common/input_error.hpp"
 
 namespace psw::runtime {
@@ -154,6 +158,111 @@ TEST_F(GrpcFrontEndTest, ALargeRawInputSentInPlaceArrivesWhole) {
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < in.size(); ++i) wrong += out[i] != 2 * in[i];
   EXPECT_EQ(wrong, 0u);
+}
+
+// How many of `response`'s output values are not twice `request`'s input values (the fake's
+// "double"), or -1 when the sizes differ.
+std::int64_t doubled_wrongly(const InferRequest& request, const InferResponse& response) {
+  if (response.outputs.size() != 1) return -1;
+  const std::vector<float> in = bytes_to_floats(request.inputs[0].bytes);
+  const std::vector<float> out = bytes_to_floats(std::string(response.outputs[0].contents()));
+  if (out.size() != in.size()) return -1;
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) wrong += out[i] != 2 * in[i];
+  return wrong;
+}
+
+// Note [Raw inputs received in place]: with a staging, a raw input reaches the service in a
+// slot of the region the service was told of at start, whole; one larger than a slot keeps its
+// own bytes.
+TEST_F(GrpcFrontEndTest, RawInputsReachTheServiceInTheStagingItWasToldOf) {
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
+                                           InputStagingSize{2, std::size_t{1} << 18});
+  const std::vector<std::uint64_t> told = service_.regions_told();
+  ASSERT_EQ(told.size(), 1u);
+  Client c = client();
+  for (const std::int64_t batch : {3, 10'000, 16'384}) {  // 48 bytes, 160,000, exactly a slot (256 KiB)
+    const InferRequest request = double_request(batch);
+    EXPECT_EQ(doubled_wrongly(request, c.infer(request)), 0) << batch;
+    EXPECT_EQ(service_.last_input_region(), told[0]) << batch;
+  }
+  for (const std::int64_t batch : {16'385, 60'000}) {  // 16 bytes more than a slot, 960,000 bytes
+    const InferRequest large = double_request(batch);
+    EXPECT_EQ(doubled_wrongly(large, c.infer(large)), 0) << batch;
+    EXPECT_FALSE(service_.last_input_borrowed()) << batch;
+    EXPECT_EQ(service_.last_input_region(), 0u) << batch;
+  }
+}
+
+// A request that finds every slot taken keeps its input's bytes itself, and a slot is free
+// again once the request holding it has been answered.
+TEST_F(GrpcFrontEndTest, ARequestFindingEverySlotTakenKeepsItsOwnBytes) {
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
+                                           InputStagingSize{1, std::size_t{1} << 20});
+  const std::uint64_t staging = service_.regions_told().at(0);
+  service_.hold_slow();
+  const InferRequest slow = double_request(5, "slow");
+  std::int64_t slow_wrong = -2;
+  std::thread holder([&] {
+    Client own(server_->target());
+    slow_wrong = doubled_wrongly(slow, own.infer(slow));
+  });
+  for (int i = 0; i < 1000 && service_.requests_received("slow") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(service_.requests_received("slow"), 1);  // holding the only slot
+  Client c = client();
+  const InferRequest meanwhile = double_request(7);
+  EXPECT_EQ(doubled_wrongly(meanwhile, c.infer(meanwhile)), 0);
+  EXPECT_EQ(service_.last_input_region(), 0u);  // no slot: its own bytes
+  service_.release_slow();
+  holder.join();
+  EXPECT_EQ(slow_wrong, 0);
+  const InferRequest after = double_request(9);
+  EXPECT_EQ(doubled_wrongly(after, c.infer(after)), 0);
+  EXPECT_EQ(service_.last_input_region(), staging);  // the slot came back
+}
+
+// The handler splits the message itself: raw contents before the other fields (any order is a
+// valid message) still arrive whole; a truncated or garbled message is INVALID_ARGUMENT.
+TEST_F(GrpcFrontEndTest, ModelInferMessagesAreSplitInAnyFieldOrderAndMalformedOnesRefused) {
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
+                                           InputStagingSize{1, std::size_t{1} << 20});
+  inference::ModelInferRequest whole = raw_double_request();
+  inference::ModelInferRequest raw_only;
+  raw_only.add_raw_input_contents(whole.raw_input_contents(0));
+  whole.clear_raw_input_contents();
+  const std::string raw_first = raw_only.SerializeAsString() + whole.SerializeAsString();
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  const grpc::internal::RpcMethod method("/inference.GRPCInferenceService/ModelInfer",
+                                         grpc::internal::RpcMethod::NORMAL_RPC);
+  const auto call = [&](const std::string& bytes, inference::ModelInferResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice slice(bytes);
+    const grpc::ByteBuffer request(&slice, 1);
+    return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, inference::ModelInferResponse, grpc::ByteBuffer,
+                                             google::protobuf::MessageLite>(channel.get(), method, &context, request,
+                                                                            response);
+  };
+  inference::ModelInferResponse response;
+  const grpc::Status ok = call(raw_first, &response);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  ASSERT_EQ(response.raw_output_contents_size(), 1);
+  EXPECT_EQ(bytes_to_floats(response.raw_output_contents(0)), std::vector<float>(8, 3.0f));
+  EXPECT_EQ(service_.last_input_region(), service_.regions_told().at(0));
+
+  for (const std::string& bad : {raw_first.substr(0, raw_first.size() - 3),  // the last field cut short
+                                 raw_first.substr(0, 10),                     // inside the raw entry
+                                 std::string("\x0f\x01", 2),                // wire type 7
+                                 std::string("\x00", 1)}) {                  // key 0
+    inference::ModelInferResponse refused;
+    const grpc::Status status = call(bad, &refused);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("not a valid message"), std::string::npos) << status.error_message();
+  }
+  const InferRequest still = double_request(2);  // the server is still up
+  EXPECT_EQ(doubled_wrongly(still, client().infer(still)), 0);
 }
 
 // Note [Repository index]: every listed model with its state; `ready` only the ready ones; a
@@ -565,6 +674,28 @@ TEST_F(GrpcFrontEndTest, WhileTheServerStartsItsModelsAreKnownButNotReady) {
   EXPECT_TRUE(c.server_ready());
   const InferResponse answer = c.infer(double_request(2));
   EXPECT_EQ(bytes_to_floats(answer.outputs.front().bytes).size(), 8u);
+  server_.reset();
+}
+
+// A region told while the server starts (the front end's staging, made before the controller)
+// reaches the controller once it is set, unless it is gone by then; one told later goes straight.
+TEST_F(GrpcFrontEndTest, RegionsToldWhileTheServerStartsReachTheServiceOnceSet) {
+  StartingService starting(load_serve_config(std::string(PSW_SOURCE_DIR) + "/configs/serve/host-small.yaml"));
+  server_ = std::make_unique<GrpcFrontEnd>(starting, Endpoint{socket_, ""}, kMaxMessage, 0,
+                                           InputStagingSize{1, 4096});
+  auto gone = std::make_unique<InputStaging>(1, 64);
+  starting.shared_memory_registered(gone->whole());
+  gone.reset();
+  EXPECT_TRUE(service_.regions_told().empty());
+  starting.set(&service_);
+  ASSERT_EQ(service_.regions_told().size(), 1u);  // the front end's staging only
+  InputStaging later(1, 64);
+  starting.shared_memory_registered(later.whole());
+  EXPECT_EQ(service_.regions_told().size(), 2u);
+  EXPECT_EQ(service_.regions_told().back(), later.whole().region->id);
+  const InferRequest request = double_request(4);
+  EXPECT_EQ(doubled_wrongly(request, client().infer(request)), 0);
+  EXPECT_EQ(service_.last_input_region(), service_.regions_told().front());
   server_.reset();
 }
 

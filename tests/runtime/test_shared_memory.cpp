@@ -409,6 +409,72 @@ TEST(SharedMemoryObjects, CreateExclusivelyAndUnlinkOnDestruction) {
   EXPECT_THROW(SharedMemoryObject(unique_shared_memory_key("psw-test-own"), 0), InputError);
 }
 
+// Note [Raw inputs received in place]: each slot is lent to one holder at a time and comes back
+// when the last copy of its lease is gone; an input larger than a slot, or one more holder than
+// slots, gets none. The owner it comes with outlives the lease (a service's weak copy stays
+// valid), and a second mapping of the object (what a worker makes) sees the bytes written.
+TEST(InputStaging, SlotsAreLentOnceAndComeBackWithTheirLastHolder) {
+  InputStaging staging(2, 4096);
+  EXPECT_EQ(staging.slots(), 2u);
+  EXPECT_EQ(staging.slots_free(), 2u);
+  EXPECT_FALSE(staging.acquire(4097).has_value());
+  std::optional<BorrowedBytes> a = staging.acquire(4096);
+  std::optional<BorrowedBytes> b = staging.acquire(1);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->data, b->data);
+  EXPECT_EQ(a->size, 4096u);
+  EXPECT_EQ(a->region, b->region);
+  EXPECT_EQ(a->region->id, staging.whole().region->id);
+  EXPECT_EQ(staging.slots_free(), 0u);
+  EXPECT_FALSE(staging.acquire(1).has_value());
+
+  const std::weak_ptr<void> owner = a->owner;
+  BorrowedBytes copy = *a;  // as a request copied by the service
+  char* lent = a->data;
+  a.reset();
+  EXPECT_EQ(staging.slots_free(), 0u);  // the copy still holds it
+  copy = BorrowedBytes{};
+  EXPECT_EQ(staging.slots_free(), 1u);
+  EXPECT_FALSE(owner.expired());
+  std::optional<BorrowedBytes> again = staging.acquire(16);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->data, lent);
+}
+
+TEST(InputStaging, ItsObjectIsSealedAtItsSizeAndSharedWithAnotherMapping) {
+  InputStaging staging(3, 8192);
+  const BorrowedBytes whole = staging.whole();
+  ASSERT_NE(whole.region, nullptr);
+  EXPECT_EQ(whole.size, 3u * 8192u);
+  EXPECT_EQ(whole.region->byte_size, 3u * 8192u);
+  struct stat info {};
+  ASSERT_EQ(::fstat(whole.region->fd, &info), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(info.st_size), 3u * 8192u);
+  EXPECT_NE(::ftruncate(whole.region->fd, 100), 0);  // sealed: nobody shrinks it under a reader
+
+  void* other = ::mmap(nullptr, whole.size, PROT_READ, MAP_SHARED, whole.region->fd, 0);
+  ASSERT_NE(other, MAP_FAILED);
+  std::optional<BorrowedBytes> slot = staging.acquire(5);
+  ASSERT_TRUE(slot);
+  std::memcpy(slot->data, "bytes", 5);
+  const std::size_t at = static_cast<std::size_t>(slot->data - whole.data);
+  EXPECT_EQ(std::string(static_cast<const char*>(other) + at, 5), "bytes");
+  ::munmap(other, whole.size);
+
+  std::weak_ptr<void> kept;
+  {
+    InputStaging gone(1, 64);
+    kept = gone.whole().owner;
+    EXPECT_FALSE(kept.expired());
+  }
+  EXPECT_TRUE(kept.expired());  // the service sees it gone with its staging
+}
+
+TEST(InputStaging, RefusesNoSlotsAndEmptySlots) {
+  EXPECT_THROW(InputStaging(0, 64), InputError);
+  EXPECT_THROW(InputStaging(2, 0), InputError);
+}
+
 TEST(SharedMemoryOverTcp, IsNotOffered) {
   testing::FakeInferenceService service;
   GrpcFrontEnd tcp(service, Endpoint{"", "127.0.0.1:0"}, kMaxMessage);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -34,6 +35,13 @@ std::string in_quotes(std::string_view text) {
 // --- the registry's mappings -----------------------------------------------------------------
 
 std::string errno_text(int error) { return std::strerror(error); }
+
+// Every region's id, a client's or the server's own (InputStaging): process-wide, not per
+// registry, since a service may see regions of several registries (tests); never reused.
+std::uint64_t next_region_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}
 
 }  // namespace
 
@@ -65,8 +73,6 @@ SharedMemoryRegistry::~SharedMemoryRegistry() = default;
 
 BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, const std::string& key,
                                                     std::uint64_t offset, std::uint64_t byte_size) {
-  // Process-wide, not per registry: a service may see regions of several registries (tests).
-  static std::atomic<std::uint64_t> next_id{1};
   if (name.empty()) invalid("the shared memory region's name is empty");
   if (!is_shared_memory_key(key)) {
     invalid("shared memory key " + in_quotes(key) +
@@ -111,7 +117,7 @@ BorrowedBytes SharedMemoryRegistry::register_region(const std::string& name, con
   if (region->base == MAP_FAILED) invalid(where + ": cannot map it: " + errno_text(errno));
   region->length = static_cast<std::size_t>(length);
   region->data = static_cast<char*>(region->base) + (offset - map_offset);
-  region->handle = SharedRegionHandle{next_id++, region->fd.get(), offset, byte_size, region->data};
+  region->handle = SharedRegionHandle{next_region_id(), region->fd.get(), offset, byte_size, region->data};
   BorrowedBytes whole{region, region->data, static_cast<std::size_t>(byte_size), &region->handle};
   std::lock_guard lock(mutex_);
   // Checked again: another call may have registered the name while this one mapped.
@@ -178,6 +184,90 @@ BorrowedBytes SharedMemoryRegistry::range(const std::string& name, std::int64_t 
   char* data = region->data + offset;
   const SharedRegionHandle* handle = &region->handle;
   return BorrowedBytes{std::shared_ptr<void>(std::move(region)), data, static_cast<std::size_t>(byte_size), handle};
+}
+
+// --- the server's staging of raw inputs (Note [Raw inputs received in place]) -----------------
+
+struct InputStaging::Shared {
+  UniqueFd fd;
+  void* base = MAP_FAILED;
+  std::size_t slot_bytes = 0;
+  std::size_t length = 0;
+  SharedRegionHandle handle;
+  std::mutex mutex;
+  std::vector<char> taken;  // per slot
+
+  Shared() = default;
+  Shared(const Shared&) = delete;
+  Shared& operator=(const Shared&) = delete;
+  ~Shared() {
+    if (base != MAP_FAILED) ::munmap(base, length);
+  }
+};
+
+InputStaging::InputStaging(std::size_t slots, std::size_t slot_bytes) : shared_(std::make_shared<Shared>()) {
+  if (slots == 0 || slot_bytes == 0) {
+    throw InputError("the input staging needs at least one slot of at least one byte, not " + std::to_string(slots) +
+                     " of " + std::to_string(slot_bytes));
+  }
+  if (slot_bytes > std::numeric_limits<std::size_t>::max() / slots ||
+      slots * slot_bytes > static_cast<std::size_t>(std::numeric_limits<off_t>::max())) {
+    throw InputError("the input staging of " + std::to_string(slots) + " slots of " + std::to_string(slot_bytes) +
+                     " bytes is too large to map");
+  }
+  Shared& s = *shared_;
+  s.slot_bytes = slot_bytes;
+  s.length = slots * slot_bytes;
+  s.taken.assign(slots, 0);
+  s.fd = UniqueFd(::memfd_create("psw-input-staging", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!s.fd) throw Error("cannot create the input staging (memfd_create): " + errno_text(errno));
+  if (::ftruncate(s.fd.get(), static_cast<off_t>(s.length)) != 0) {
+    throw Error("cannot size the input staging to " + std::to_string(s.length) + " bytes: " + errno_text(errno));
+  }
+  // Its size fixed for good: the readers' mappings can never fault past its end.
+  if (::fcntl(s.fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    throw Error("cannot seal the input staging's size: " + errno_text(errno));
+  }
+  s.base = ::mmap(nullptr, s.length, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd.get(), 0);
+  if (s.base == MAP_FAILED) throw Error("cannot map the input staging of " + std::to_string(s.length) + " bytes: " + errno_text(errno));
+  s.handle = SharedRegionHandle{next_region_id(), s.fd.get(), 0, s.length, static_cast<char*>(s.base)};
+}
+
+InputStaging::~InputStaging() = default;
+
+std::optional<BorrowedBytes> InputStaging::acquire(std::size_t bytes) {
+  Shared& s = *shared_;
+  if (bytes > s.slot_bytes) return std::nullopt;
+  std::size_t slot = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    const auto free = std::find(s.taken.begin(), s.taken.end(), 0);
+    if (free == s.taken.end()) return std::nullopt;
+    *free = 1;
+    slot = static_cast<std::size_t>(free - s.taken.begin());
+  }
+  char* data = static_cast<char*>(s.base) + slot * s.slot_bytes;
+  // The owner shares the staging's own count (a weak copy of it expires only with the staging);
+  // the lease, a count of its own, gives the slot back.
+  std::shared_ptr<void> owner(shared_, data);
+  std::shared_ptr<void> lease(data, [shared = shared_, slot](void*) {
+    std::lock_guard lock(shared->mutex);
+    shared->taken[slot] = 0;
+  });
+  return BorrowedBytes{std::move(owner), data, bytes, &s.handle, std::move(lease)};
+}
+
+std::size_t InputStaging::slots() const { return shared_->taken.size(); }
+std::size_t InputStaging::slot_bytes() const { return shared_->slot_bytes; }
+
+std::size_t InputStaging::slots_free() const {
+  std::lock_guard lock(shared_->mutex);
+  return static_cast<std::size_t>(std::count(shared_->taken.begin(), shared_->taken.end(), 0));
+}
+
+BorrowedBytes InputStaging::whole() const {
+  char* data = static_cast<char*>(shared_->base);
+  return BorrowedBytes{std::shared_ptr<void>(shared_, data), data, shared_->length, &shared_->handle};
 }
 
 // --- the client's object -----------------------------------------------------------------------

@@ -5,7 +5,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -354,6 +356,127 @@ std::string as_raw(const inference::InferTensorContents& contents, const std::st
 
 }  // namespace typed_contents
 
+// Note [Raw inputs received in place]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A raw input arrives inside the ModelInfer message (raw_input_contents, field 7), which gRPC
+// hands over in the slices it read from the socket. Parsed as a whole by protobuf (what the
+// generated handler does), every input was copied into the message's string, and the controller
+// copied it again into the worker's io segment: two copies of ResNet-152's 4.8 MB input on the
+// host before the device copy (input_copy, 0.4-0.8 ms of the request on the H200's host). So the
+// handler takes the message as bytes (gRPC's streamed-unary form of the method, still one
+// request and one response on the wire) and splits it: every field but the raw contents is parsed
+// by protobuf as usual, and each raw entry is located by its key and length and copied once,
+// straight from the slices into a slot of the front end's input staging (InputStaging: one
+// sealed memfd the service maps like a client's registered region). The service then reads the
+// input in place as it reads a client's shared memory (Note [Inputs read in place] in
+// controller.hpp): on cuda the worker's copy engine reads the page-locked slot. When every slot
+// is taken (more raw requests in flight than slots) or an input is larger than a slot, the bytes
+// are copied out of the slices into the tensor's own string, as the parse did. A slot is held
+// until the handler returns; a request given up while its worker still reads (a deadline that
+// passed mid-run) may find its slot refilled by the next request, which changes only the answer
+// nobody waits for.
+constexpr int kModelInferMethodIndex = 5;  // its place in grpc_service.proto's service
+
+struct ReceivedInfer {
+  struct Range {
+    std::size_t offset = 0;  // in the message
+    std::size_t size = 0;
+  };
+  inference::ModelInferRequest header;  // every field but raw_input_contents
+  std::vector<grpc::Slice> slices;      // the message as received, in order
+  std::vector<Range> raw;               // each raw_input_contents entry, in order
+};
+
+// Calls `piece(data, size)` for each part of [range.offset, range.offset + range.size) of the
+// message, in order.
+template <typename Piece>
+void for_each_piece(const std::vector<grpc::Slice>& slices, ReceivedInfer::Range range, Piece&& piece) {
+  std::size_t start = 0;  // of the current slice in the message
+  for (const grpc::Slice& slice : slices) {
+    if (range.size == 0) return;
+    const std::size_t end = start + slice.size();
+    if (range.offset < end) {
+      const std::size_t at = range.offset - start;
+      const std::size_t take = std::min(range.size, slice.size() - at);
+      piece(reinterpret_cast<const char*>(slice.begin()) + at, take);
+      range.offset += take;
+      range.size -= take;
+    }
+    start = end;
+  }
+}
+
+[[noreturn]] void malformed(const std::string& why) {
+  invalid("the ModelInfer request is not a valid message: " + why);
+}
+
+// Splits a received ModelInfer message (Note [Raw inputs received in place]).
+ReceivedInfer split_received(grpc::ByteBuffer& message) {
+  ReceivedInfer received;
+  if (!message.Dump(&received.slices).ok()) malformed("its bytes could not be read");
+  std::vector<ReceivedInfer::Range> fields;  // every other field, key included
+  {
+    grpc::ProtoBufferReader reader(&message);
+    google::protobuf::io::CodedInputStream in(&reader);
+    in.SetTotalBytesLimit(INT_MAX);
+    constexpr int kRawField = inference::ModelInferRequest::kRawInputContentsFieldNumber;
+    for (;;) {
+      const auto start = static_cast<std::size_t>(in.CurrentPosition());
+      const std::uint32_t key = in.ReadTag();
+      if (key == 0) {
+        if (!in.ConsumedEntireMessage()) malformed("a field key is truncated or zero");
+        break;
+      }
+      const int field = static_cast<int>(key >> 3);
+      const std::uint32_t wire_type = key & 7;
+      bool ok = true;
+      if (wire_type == 2) {  // length-delimited: bytes, strings, messages
+        std::uint32_t length = 0;
+        ok = in.ReadVarint32(&length) && length <= INT_MAX;
+        if (ok && field == kRawField) {
+          received.raw.push_back({static_cast<std::size_t>(in.CurrentPosition()), length});
+          if (!in.Skip(static_cast<int>(length))) malformed("raw_input_contents entry " + std::to_string(received.raw.size() - 1) + " is truncated");
+          continue;
+        }
+        ok = ok && in.Skip(static_cast<int>(length));
+      } else if (wire_type == 0) {
+        std::uint64_t value = 0;
+        ok = in.ReadVarint64(&value);
+      } else if (wire_type == 1 || wire_type == 5) {
+        ok = in.Skip(wire_type == 1 ? 8 : 4);
+      } else {
+        ok = false;  // groups (3, 4) are not in this message; 6 and 7 do not exist
+      }
+      if (!ok) malformed("field " + std::to_string(field) + " is truncated or of an unknown wire type");
+      fields.push_back({start, static_cast<std::size_t>(in.CurrentPosition()) - start});
+    }
+  }
+  std::string header;
+  for (const ReceivedInfer::Range& range : fields) {
+    for_each_piece(received.slices, range, [&header](const char* data, std::size_t size) { header.append(data, size); });
+  }
+  if (!received.header.ParseFromString(header)) malformed("protobuf cannot parse its fields");
+  return received;
+}
+
+// Raw entry `range`'s bytes into `tensor`: a staging slot when one is free and large enough,
+// else the tensor's own string.
+void place_raw(const ReceivedInfer& received, ReceivedInfer::Range range, InputStaging* staging, TensorData& tensor) {
+  if (staging != nullptr && range.size > 0) {
+    if (std::optional<BorrowedBytes> slot = staging->acquire(range.size)) {
+      char* to = slot->data;
+      for_each_piece(received.slices, range, [&to](const char* data, std::size_t size) {
+        std::memcpy(to, data, size);
+        to += size;
+      });
+      tensor.borrowed = std::move(*slot);
+      return;
+    }
+  }
+  tensor.bytes.reserve(range.size);
+  for_each_piece(received.slices, range, [&tensor](const char* data, std::size_t size) { tensor.bytes.append(data, size); });
+}
+
 // A request in the service's terms, and where each of the request's `outputs` goes: a range of a
 // region, or (no owner) back in the response.
 struct ConvertedRequest {
@@ -361,11 +484,14 @@ struct ConvertedRequest {
   std::vector<BorrowedBytes> output_targets;
 };
 
-// Checks what the protocol fixes and moves the raw bytes out of `request` (the service never
-// sees a malformed tensor, and a tensor of hundreds of MiB is not copied). Inputs in shared
-// memory become borrowed ranges of their regions, mapped, never copied here. `registry` is null
-// where the extension is not offered.
-ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const SharedMemoryRegistry* registry) {
+// Checks what the protocol fixes (the service never sees a malformed tensor) and places the raw
+// bytes (Note [Raw inputs received in place]; `staging` may be null). Inputs in shared memory
+// become borrowed ranges of their regions, mapped, never copied here. `registry` is null where
+// the extension is not offered.
+ConvertedRequest to_infer_request(const ReceivedInfer& received, const SharedMemoryRegistry* registry,
+                                  InputStaging* staging) {
+  const inference::ModelInferRequest& request = received.header;
+  const int raw_count = static_cast<int>(received.raw.size());
   if (request.model_name().empty()) invalid("the request names no model (model_name is empty)");
   if (request.inputs_size() == 0) invalid("the request has no inputs");
   // The protocol: raw_input_contents has one entry for each input that is not in shared memory,
@@ -399,7 +525,7 @@ ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const S
   }
   if (first_typed >= 0) {
     const std::string what = "input " + in_quotes(request.inputs(first_typed).name());
-    if (request.raw_input_contents_size() > 0) {
+    if (raw_count > 0) {
       invalid(what + " carries typed `contents` and the request has raw_input_contents: the protocol takes a "
               "request's tensors either typed or raw, not both");
     }
@@ -409,22 +535,22 @@ ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const S
                 " is sent typed, so every input not in shared memory carries its values in `contents`");
       }
     }
-  } else if (request.raw_input_contents_size() != raw_wanted) {
+  } else if (raw_count != raw_wanted) {
     if (first_placed < 0) {
       invalid("the request has " + std::to_string(request.inputs_size()) + " inputs but " +
-              std::to_string(request.raw_input_contents_size()) +
+              std::to_string(raw_count) +
               " raw_input_contents entries; send one entry per input, in the order of `inputs`");
     }
     const auto& input = request.inputs(first_placed);
-    if (request.raw_input_contents_size() > raw_wanted) {
+    if (raw_count > raw_wanted) {
       invalid("input " + in_quotes(input.name()) + " is in shared memory region " +
               in_quotes(placed[static_cast<std::size_t>(first_placed)].region) + ", yet raw_input_contents has " +
-              std::to_string(request.raw_input_contents_size()) + " entries for the " + std::to_string(raw_wanted) +
+              std::to_string(raw_count) + " entries for the " + std::to_string(raw_wanted) +
               " inputs not in shared memory; raw_input_contents carries only those: send a tensor's bytes "
               "either in a region or raw, not both");
     }
     invalid("the request has " + std::to_string(raw_wanted) + " inputs not in shared memory but " +
-            std::to_string(request.raw_input_contents_size()) +
+            std::to_string(raw_count) +
             " raw_input_contents entries; send one entry for each of them, in the order of `inputs`");
   }
   ConvertedRequest converted;
@@ -459,12 +585,14 @@ ConvertedRequest to_infer_request(inference::ModelInferRequest& request, const S
           input.name(), input.datatype(), shape, typed_contents::as_raw(input.contents(), input.datatype(), count, what)});
       continue;
     }
-    std::string& bytes = *request.mutable_raw_input_contents(raw_index++);
-    if (static_cast<std::int64_t>(bytes.size()) != expected) {
-      invalid(what + ": " + std::to_string(bytes.size()) + " bytes of raw contents, but " +
+    const ReceivedInfer::Range range = received.raw[static_cast<std::size_t>(raw_index++)];
+    if (static_cast<std::int64_t>(range.size) != expected) {
+      invalid(what + ": " + std::to_string(range.size) + " bytes of raw contents, but " +
               describe(input.datatype(), shape) + " needs " + std::to_string(expected));
     }
-    converted.request.inputs.push_back(TensorData{input.name(), input.datatype(), shape, std::move(bytes)});
+    TensorData tensor{input.name(), input.datatype(), shape, {}};
+    place_raw(received, range, staging, tensor);
+    converted.request.inputs.push_back(std::move(tensor));
   }
   // Outputs wanted in shared memory: their ranges are looked up now, so that a wrong region fails
   // the request before the model runs, and held until the answer is written.
@@ -528,10 +656,26 @@ class Admission {
 
 class InferenceEndpoint final : public inference::GRPCInferenceService::Service {
  public:
-  InferenceEndpoint(InferenceService& service, const AccessToken* token) : service_(service), admit_(token) {}
+  InferenceEndpoint(InferenceService& service, const AccessToken* token) : service_(service), admit_(token) {
+    // Note [Raw inputs received in place]: ModelInfer takes its message as bytes.
+    MarkMethodStreamed(kModelInferMethodIndex,
+                       new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, inference::ModelInferResponse>(
+                           [this](grpc::ServerContext* context,
+                                  grpc::ServerUnaryStreamer<grpc::ByteBuffer, inference::ModelInferResponse>* stream) {
+                             return model_infer(context, stream);
+                           }));
+  }
 
   // Set before the server starts: whether this endpoint offers system shared memory.
   void offer_shared_memory(bool offer) { shared_memory_offered_ = offer; }
+
+  // Set before the server starts: raw inputs go through `slots` staging slots of `slot_bytes`
+  // (Note [Raw inputs received in place]), which the service is told of as a region.
+  void stage_inputs(std::size_t slots, std::size_t slot_bytes) {
+    staging_ = std::make_unique<InputStaging>(slots, slot_bytes);
+    // So that the service maps it where it reads inputs before the first request does.
+    service_.shared_memory_registered(staging_->whole());
+  }
 
   grpc::Status ServerLive(grpc::ServerContext* context, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* response) override {
@@ -574,16 +718,20 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
     });
   }
 
-  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
-                          inference::ModelInferResponse* response) override {
+  // ModelInfer, its message as gRPC received it (Note [Raw inputs received in place]).
+  grpc::Status model_infer(grpc::ServerContext* context,
+                           grpc::ServerUnaryStreamer<grpc::ByteBuffer, inference::ModelInferResponse>* stream) {
     if (grpc::Status refused = admit_(context); !refused.ok()) return refused;
+    grpc::ByteBuffer message;
+    if (!stream->Read(&message)) return {grpc::StatusCode::INVALID_ARGUMENT, "the ModelInfer call carried no request"};
     const std::int64_t received_ns = steady_now_ns();  // Note [Protocol split]
-    return answer([&] {
-      // The synchronous API hands the request as const, but the object is the call's own and
-      // is only destroyed after this handler returns: moving its raw bytes out saves a copy of
-      // every input.
-      auto& owned_request = const_cast<inference::ModelInferRequest&>(*request);
-      ConvertedRequest converted = to_infer_request(owned_request, shared_memory_offered_ ? &registry_ : nullptr);
+    inference::ModelInferResponse reply;
+    inference::ModelInferResponse* response = &reply;
+    grpc::Status status = answer([&] {
+      const ReceivedInfer received = split_received(message);
+      const inference::ModelInferRequest* request = &received.header;
+      ConvertedRequest converted =
+          to_infer_request(received, shared_memory_offered_ ? &registry_ : nullptr, staging_.get());
       // Note [Deadlines]: the client's deadline and its cancellation reach the service.
       const auto deadline = context->deadline();
       if (deadline != std::chrono::system_clock::time_point::max()) {
@@ -647,6 +795,11 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
       (*response->mutable_parameters())["psw_received_ns"].set_int64_param(received_ns);
       (*response->mutable_parameters())["psw_replied_ns"].set_int64_param(steady_now_ns());
     });
+    // As the last message: sent together with the status, as a unary handler's answer is.
+    if (status.ok() && !stream->Write(reply, grpc::WriteOptions().set_last_message())) {
+      return {grpc::StatusCode::CANCELLED, "the client went away before the answer"};
+    }
+    return status;
   }
 
   // Note [Repository index] (model_lookup.hpp).
@@ -742,6 +895,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
   Admission admit_;
   bool shared_memory_offered_ = false;
   SharedMemoryRegistry registry_;
+  std::unique_ptr<InputStaging> staging_;  // Note [Raw inputs received in place]; null: none
 };
 
 // --- control -----------------------------------------------------------------------------------
@@ -878,7 +1032,7 @@ struct GrpcFrontEnd::Impl {
 };
 
 GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
-                           int max_threads)
+                           int max_threads, InputStagingSize staging)
     : impl_(std::make_unique<Impl>(service, endpoint.token)) {
   if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
     throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
@@ -917,6 +1071,7 @@ GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, 
   int selected_port = 0;
   builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
   impl_->inference.offer_shared_memory(!tcp.has_value());
+  if (staging.slots > 0) impl_->inference.stage_inputs(staging.slots, staging.slot_bytes);
   builder.RegisterService(&impl_->inference);
   builder.RegisterService(&impl_->control);
   {

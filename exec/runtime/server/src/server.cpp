@@ -25,8 +25,31 @@ StartingService::StartingService(const ServeConfig& config) {
 }
 
 void StartingService::set(InferenceService* service) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  service_ = service;
+  std::vector<EarlyRegion> early;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    service_ = service;
+    if (service != nullptr) early.swap(early_regions_);
+  }
+  for (EarlyRegion& region : early) {
+    region.bytes.owner = region.owner.lock();
+    if (region.bytes.owner) service->shared_memory_registered(region.bytes);
+  }
+}
+
+void StartingService::shared_memory_registered(const BorrowedBytes& region) {
+  InferenceService* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s = service_;
+    if (s == nullptr) {
+      BorrowedBytes kept = region;
+      kept.owner.reset();
+      kept.lease.reset();
+      early_regions_.push_back({region.owner, std::move(kept)});
+    }
+  }
+  if (s != nullptr) s->shared_memory_registered(region);
 }
 
 InferenceService* StartingService::get() {
@@ -98,6 +121,10 @@ std::string StartingService::metrics_text() {
   return s == nullptr ? std::string("# psw: starting\n") : s->metrics_text();
 }
 
+namespace {
+constexpr std::size_t kInputStagingSlots = 4;
+}  // namespace
+
 int run_server(const ServerOptions& options) {
   // Every thread started from here on inherits the blocked signals; this thread waits for them.
   sigset_t signals;
@@ -128,7 +155,10 @@ int run_server(const ServerOptions& options) {
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
   // Note [Backpressure]: threads for every request the queue admits, and a few for the rest.
-  GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16);
+  // Note [Raw inputs received in place]: slots for the request running and a few waiting (one
+  // GPU serves one at a time); beyond them an input is kept in its own string.
+  const InputStagingSize staging{kInputStagingSlots, static_cast<std::size_t>(options.config.max_tensor_bytes)};
+  GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16, staging);
   log("listening on " + server.target());
   // Before the workers start, so that a bad address fails at once; it answers from the
   // controller once there is one.

@@ -196,10 +196,11 @@ struct ServingProfileSpec {
 // (InferResponse::client_sent_ns, front_end_received_ns, front_end_replied_ns), so that a cost
 // is found before anything is changed:
 //   build      the client's call entered to its message built (the input copied into it)
-//   to_server  message built to the front end's handler entered: gRPC's serialisation, the
-//              bytes through the socket (HTTP/2 framing, flow control), the server's parse
-//   front_end  the handler's time less the controller's (psw_server_ns): the request's checks
-//              and conversion, and the response's building
+//   to_server  message built to the front end's handler holding the message: gRPC's
+//              serialisation, the bytes through the socket (HTTP/2 framing, flow control)
+//   front_end  the handler's time less the controller's (psw_server_ns): the message's split,
+//              the request's checks and conversion (the raw inputs' one copy: Note [Raw inputs
+//              received in place] in grpc_server.cpp), and the response's building
 //   to_client  the handler's response complete to the client's call returned: the response's
 //              serialisation, the socket, the client's parse and its reading of the outputs
 // Valid only with the client on the server's host (psw serve's Unix socket or loopback).

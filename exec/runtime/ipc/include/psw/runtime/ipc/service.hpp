@@ -43,6 +43,9 @@ struct BorrowedBytes {
   // The registered region holding [data, data + size), kept alive by `owner`; null when the
   // bytes are not in one (a test's own memory), and then they can only be copied.
   const SharedRegionHandle* region = nullptr;
+  // Held for as long as the bytes are in use, where they lie in a slot of the server's own that
+  // is reused after (Note [Raw inputs received in place]: InputStaging); null otherwise.
+  std::shared_ptr<void> lease{};
 };
 
 // One tensor as it crosses the protocol: KServe v2 datatype names ("FP32", "FP16", "BF16",

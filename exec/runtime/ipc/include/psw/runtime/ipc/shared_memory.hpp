@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,5 +117,38 @@ class SharedMemoryObject {
 
 // "/<prefix>-<pid>-<n>": a name no other process and no earlier call of this one uses.
 std::string unique_shared_memory_key(std::string_view prefix);
+
+// Note [Raw inputs received in place] (grpc_server.cpp): where the front end puts a request's raw
+// input as it takes it out of the received message, so that the service reads it in place as it
+// reads a client's registered region (Note [Inputs read in place] in controller.hpp) instead of
+// copying it once more. `slots` slots of `slot_bytes` each in one anonymous shared memory object
+// (memfd, sealed at its size, so nobody can shrink it under a reader), mapped read-write, with a
+// region handle of its own (an id from the registry's sequence). Thread-safe.
+class InputStaging {
+ public:
+  // Throws psw::Error when the object cannot be created or mapped; psw::InputError for zero
+  // slots or a zero slot size.
+  InputStaging(std::size_t slots, std::size_t slot_bytes);
+  ~InputStaging();
+  InputStaging(const InputStaging&) = delete;
+  InputStaging& operator=(const InputStaging&) = delete;
+
+  // The first `bytes` of a free slot, borrowed: `owner` keeps the mapping (a service that notes
+  // the region keeps it mapped for as long as this staging lives), `lease` holds the slot, free
+  // again once the last copy of the result is gone. nullopt when `bytes` is more than a slot
+  // holds or every slot is taken: the caller keeps the bytes itself.
+  std::optional<BorrowedBytes> acquire(std::size_t bytes);
+
+  // Every slot, borrowed with no lease (for InferenceService::shared_memory_registered).
+  BorrowedBytes whole() const;
+
+  std::size_t slots() const;
+  std::size_t slot_bytes() const;
+  std::size_t slots_free() const;
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+};
 
 }  // namespace psw::runtime

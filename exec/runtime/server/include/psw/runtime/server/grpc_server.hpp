@@ -10,6 +10,7 @@
 //
 // No gRPC or protobuf type appears here, so the controller and `psw` need not see them.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,14 @@ struct Endpoint {
 // checked when a server binds (GrpcFrontEnd), not here, so that a client may call this too.
 std::string default_socket_path();
 
+// Note [Raw inputs received in place] (grpc_server.cpp): the front end copies each raw input
+// once, into one of `slots` slots of `slot_bytes` that the service reads in place; an input that
+// finds no free slot large enough is kept in its own string. 0 slots: none.
+struct InputStagingSize {
+  std::size_t slots = 0;
+  std::size_t slot_bytes = 0;
+};
+
 // The gRPC server. Listening when constructed; every call runs on gRPC's own threads (the
 // synchronous API) and is forwarded to `service`, which must outlive the front end.
 //
@@ -54,8 +63,9 @@ class GrpcFrontEnd {
   // malformed TCP address, a port in use, or a max_message_bytes outside [1, 2^31 - 1]. A stale
   // socket file (nobody answers on it) is removed and replaced. `max_threads` bounds the
   // threads that handle calls (Note [Backpressure] in controller.hpp); 0: gRPC's default.
+  // psw::Error when the input staging cannot be created.
   GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
-               int max_threads = 0);
+               int max_threads = 0, InputStagingSize staging = {});
   ~GrpcFrontEnd();  // shutdown()
   GrpcFrontEnd(const GrpcFrontEnd&) = delete;
   GrpcFrontEnd& operator=(const GrpcFrontEnd&) = delete;

@@ -5,6 +5,7 @@
 // model the config does not serve is NOT_FOUND, as later. Once the controller is up, set() it
 // and every call is forwarded to it.
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ class StartingService final : public InferenceService {
   void unload_model(const std::string& name) override;
   std::vector<ModelIndexEntry> unloaded_models() override;
   std::string metrics_text() override;
+  // Forwarded, or kept until set(): a region registered while the server starts (the front end's
+  // input staging, Note [Raw inputs received in place]) is mapped by the workers before the
+  // first request reads it.
+  void shared_memory_registered(const BorrowedBytes& region) override;
 
  private:
   InferenceService* get();
@@ -42,6 +47,12 @@ class StartingService final : public InferenceService {
   std::mutex mutex_;
   InferenceService* service_ = nullptr;
   std::vector<ModelInfo> starting_;  // the configured models, not ready
+  // Registered before set(), weakly: one unregistered meanwhile is not told.
+  struct EarlyRegion {
+    std::weak_ptr<void> owner;
+    BorrowedBytes bytes;  // without its owner
+  };
+  std::vector<EarlyRegion> early_regions_;
 };
 
 }  // namespace psw::runtime
