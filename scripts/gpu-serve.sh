@@ -11,7 +11,8 @@
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
-#               host and device memory before and after, each process's device memory
+#               host and device memory before and after, each process's device memory; then the
+#               raw cold requests again on a server without the input staging (input_staging_slots: 0)
 #   mechanisms  one server per mechanism the server runs: cold requests while training; the
 #               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
@@ -250,6 +251,15 @@ if has_part main; then
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory-after-switches.csv" || true
   fi
   stop_server
+  # The same raw cold requests on a server without the front end's input staging (Note [Raw
+  # inputs received in place]): each input kept in its own string and copied by the controller
+  # into the worker's io segment, as before the staging; side by side in this session.
+  echo "== serve without input staging ($(date -u +%T))"
+  if start_server "$serve_config" "$raw/serve-no-staging.log" --set input_staging_slots=0; then
+    "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
+      --switches 0 --out "$raw/bench-no-staging.json" || true
+    stop_server
+  fi
 fi
 
 if has_part drift; then

@@ -339,6 +339,30 @@ def main():
             m = shm.get(model, {"median_ms": float("nan"), "p99_ms": float("nan")})
             print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {m['median_ms']:.3f} | {m['p99_ms']:.3f} | {run:.3f} | "
                   f"{c['median_ms'] / run:.2f} | {m['median_ms'] / run:.2f} |")
+        no_staging_path = os.path.join(raw, "bench-no-staging.json")
+        no_staging = load(no_staging_path)["cold_latency_ms"] if os.path.exists(no_staging_path) else None
+        print()
+        print("### The raw input's cost: client median less `psw run --graph`'s switch (ms)\n")
+        print("Raw inputs as the server receives them (Note [Raw inputs received in place]: copied once from")
+        print("gRPC's buffers into the front end's staging, read there by the worker)" +
+              (", and on a second server of the same session without the staging (`input_staging_slots: 0`: the" if no_staging else "."))
+        if no_staging:
+            print("input kept in its own string, then copied by the controller into the worker's io segment).")
+        print()
+        targets = {"resnet152": "<= 1.5", "inception_v3": "<= 2.5"}
+        header = "| model | raw |" + (" raw, no staging |" if no_staging else "") + " shared memory | target, raw |"
+        print(header)
+        print("|---|---:|" + ("---:|" if no_staging else "") + "---:|---|")
+        for model, c in sorted(bench["cold_latency_ms"].items()):
+            run_path = os.path.join(raw, f"run-{model}.json")
+            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            m = shm.get(model, {"median_ms": float("nan")})
+            row = f"| {model} | {c['median_ms'] - run:.3f} |"
+            if no_staging:
+                n = no_staging.get(model, {"median_ms": float("nan")})
+                row += f" {n['median_ms'] - run:.3f} |"
+            row += f" {m['median_ms'] - run:.3f} | {targets.get(model, '')} |"
+            print(row)
         server = bench["server"]
         print()
         print("## The server's own times (its metrics, over every request of the run)\n")
@@ -348,7 +372,8 @@ def main():
         print(f"| preemption: request arrival to training stopped at a layer boundary ({server['preemptions']:.0f} preemptions) | {server['preemption_p50_s'] * 1e3:.3f} | {server['preemption_p99_s'] * 1e3:.3f} | p99 < 1 ms |")
         if server.get("server_latency_p50_s") is not None:
             print(f"| request arrival at the controller to reply ready (every model; the rest of the client's time is gRPC and copies) | {server['server_latency_p50_s'] * 1e3:.3f} | {server['server_latency_p99_s'] * 1e3:.3f} | |")
-        phases = [("queue", "arrival until a worker takes it"), ("input_copy", "input into the worker's io segment"),
+        phases = [("queue", "arrival until a worker takes it"),
+                  ("input_copy", "input into the worker's io segment (0 for one read in place: shared memory, staging)"),
                   ("to_worker", "message to the worker"), ("device_startup", "worker receipt to first layer computing"),
                   ("input_to_device", "(of which: the input's copy to the device)"),
                   ("compute", "first layer to the forward's end"), ("output", "output back to the host"),

@@ -194,6 +194,19 @@ TEST(ServeConfig, TheDeviceMemoryLimitIsBytesOrNone) {
             std::string::npos);
 }
 
+// Note [Raw inputs received in place]: the front end's staging slots, four unless set, none at 0.
+TEST(ServeConfig, TheInputStagingSlotsAreACountOrNone) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = "hardware: ../hardware/h200-pcie5.yaml\nprofiles: ../models\nmodels:\n  - name: bert_tiny\n";
+  EXPECT_EQ(parse_serve_config(head, origin).input_staging_slots, 4);
+  EXPECT_EQ(parse_serve_config(head + "input_staging_slots: 0\n", origin).input_staging_slots, 0);
+  for (const char* bad : {"input_staging_slots: -1\n", "input_staging_slots: 65\n", "input_staging_slots: many\n"}) {
+    EXPECT_NE(input_error_of([&] { parse_serve_config(head + bad, origin); }).find("input_staging_slots"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 // Note [TorchScript models]: a user's file served under its stem, with its input's shape; the
 // keys are refused elsewhere and mistakes named.
 TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {

@@ -15,6 +15,7 @@
 //   device_memory_bytes: 0         # Note [Device memory limit]; 0: as much as the device has
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
 //   max_queue: 256                 # requests waiting or running; more are RESOURCE_EXHAUSTED
+//   input_staging_slots: 4         # raw inputs copied once, into slots of max_tensor_bytes; 0: none
 //   dispatch: overlap              # overlap: a request starts while training stops; after-stop
 //   models:
 //     - name: resnet152
@@ -197,6 +198,11 @@ struct ServeConfig {
   // Note [Backpressure] (controller.hpp): requests waiting or running at once; one more is
   // answered RESOURCE_EXHAUSTED at once, and the front end's threads are bounded from it.
   int max_queue = 256;
+  // Note [Raw inputs received in place] (grpc_server.cpp): slots of max_tensor_bytes each that the
+  // gRPC front end copies raw inputs into once and the workers read in place (page-locked on
+  // cuda: slots x max_tensor_bytes of host memory); a raw input that finds none free keeps its
+  // own bytes, which the controller copies into the worker's io segment. 0: none.
+  int input_staging_slots = 4;
   DispatchPolicy dispatch = DispatchPolicy::Overlap;
   // Note [Placement]: copy every layer on a switch (the paper), or let the plan leave layers the
   // device reads only a little of (BERT's embedding tables) in pinned host memory, read in place.

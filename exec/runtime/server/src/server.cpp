@@ -121,10 +121,6 @@ std::string StartingService::metrics_text() {
   return s == nullptr ? std::string("# psw: starting\n") : s->metrics_text();
 }
 
-namespace {
-constexpr std::size_t kInputStagingSlots = 4;
-}  // namespace
-
 int run_server(const ServerOptions& options) {
   // Every thread started from here on inherits the blocked signals; this thread waits for them.
   sigset_t signals;
@@ -155,9 +151,10 @@ int run_server(const ServerOptions& options) {
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
   // Note [Backpressure]: threads for every request the queue admits, and a few for the rest.
-  // Note [Raw inputs received in place]: slots for the request running and a few waiting (one
-  // GPU serves one at a time); beyond them an input is kept in its own string.
-  const InputStagingSize staging{kInputStagingSlots, static_cast<std::size_t>(options.config.max_tensor_bytes)};
+  // Note [Raw inputs received in place]: by default slots for the request running and a few
+  // waiting (one GPU serves one at a time); beyond them an input is kept in its own string.
+  const InputStagingSize staging{static_cast<std::size_t>(options.config.input_staging_slots),
+                                 static_cast<std::size_t>(options.config.max_tensor_bytes)};
   GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16, staging);
   log("listening on " + server.target());
   // Before the workers start, so that a bad address fails at once; it answers from the
