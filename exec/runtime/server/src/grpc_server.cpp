@@ -435,7 +435,9 @@ ReceivedInfer split_received(grpc::ByteBuffer& message) {
         ok = in.ReadVarint32(&length) && length <= INT_MAX;
         if (ok && field == kRawField) {
           received.raw.push_back({static_cast<std::size_t>(in.CurrentPosition()), length});
-          if (!in.Skip(static_cast<int>(length))) malformed("raw_input_contents entry " + std::to_string(received.raw.size() - 1) + " is truncated");
+          if (!in.Skip(static_cast<int>(length))) {
+            malformed("raw_input_contents entry " + std::to_string(received.raw.size() - 1) + " is truncated");
+          }
           continue;
         }
         ok = ok && in.Skip(static_cast<int>(length));
