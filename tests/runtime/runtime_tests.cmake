@@ -55,6 +55,9 @@ if(PSW_HAVE_EXEC)
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
   # Then 10,000 requests with 10 ms deadlines: threads and RSS bounded, latency afterwards as before.
   psw_serve_script_test(deadlines serve_deadlines.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
+  # Alone: it compares a request's latency before and after the flood, which a test beside it on
+  # the same cores (a training job's) moves five- to sevenfold.
+  set_tests_properties(cli.serve.deadlines PROPERTIES RUN_SERIAL TRUE)
   # psw load against a host-backend server: the simulator's arrivals, every request answered,
   # an unserved model refused.
   psw_serve_script_test(load load_end_to_end.sh 300 50)
