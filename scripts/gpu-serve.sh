@@ -108,7 +108,8 @@
 # job), in the server and in the figures' experiments; part `figures` only (the others' experiments
 # train ResNet-152, and psw validate refuses a server that trains another model).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
-# and PSW_SWITCHES (10000) size the main part. A device call runs 10 minutes at most: run the
+# and PSW_SWITCHES (10000) size the main part; PSW_RUN_PLACEMENTS ("copy auto") names the
+# placements its psw run switches are measured under (copy: the ratios' denominator). A device call runs 10 minutes at most: run the
 # parts as several calls (the build is kept while the machine is).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -232,8 +233,7 @@ run_switches() {  # PLACEMENT
 }
 if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"
-  run_switches copy
-  run_switches auto
+  for placement in ${PSW_RUN_PLACEMENTS:-copy auto}; do run_switches "$placement"; done
   echo "== serve ($(date -u +%T))"
   start_server "$serve_config" "$raw/serve.log" --trace "$raw/serve.trace.json"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader > "$raw/device-memory.csv" || true
