@@ -57,9 +57,7 @@ class Server {
     folder_ = pattern;
     psw::runtime::Endpoint endpoint;
     endpoint.unix_path = (folder_ / "psw.sock").string();
-    // Staging as psw serve's (four slots), each slot as large as the largest input here.
-    front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes, 0,
-                                                              psw::runtime::InputStagingSize{4, 16 << 20});
+    front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes, 0, &staging_);
   }
   ~Server() {
     front_end_->shutdown();
@@ -75,6 +73,8 @@ class Server {
  private:
   psw::runtime::testing::FakeInferenceService service_;
   std::filesystem::path folder_;
+  // Staging as psw serve's (four slots), each slot as large as the largest input here.
+  psw::runtime::InputStaging staging_{4, 16 << 20};
   std::unique_ptr<psw::runtime::GrpcFrontEnd> front_end_;
 };
 

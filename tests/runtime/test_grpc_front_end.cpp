@@ -176,8 +176,8 @@ std::int64_t doubled_wrongly(const InferRequest& request, const InferResponse& r
 // slot of the region the service was told of at start, whole; one larger than a slot keeps its
 // own bytes.
 TEST_F(GrpcFrontEndTest, RawInputsReachTheServiceInTheStagingItWasToldOf) {
-  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
-                                           InputStagingSize{2, std::size_t{1} << 18});
+  InputStaging staging(2, std::size_t{1} << 18);
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0, &staging);
   const std::vector<std::uint64_t> told = service_.regions_told();
   ASSERT_EQ(told.size(), 1u);
   Client c = client();
@@ -191,14 +191,14 @@ TEST_F(GrpcFrontEndTest, RawInputsReachTheServiceInTheStagingItWasToldOf) {
     EXPECT_EQ(doubled_wrongly(large, c.infer(large)), 0) << batch;
     EXPECT_FALSE(service_.last_input_borrowed()) << batch;
     EXPECT_EQ(service_.last_input_region(), 0u) << batch;
-  }
+  }  server_.reset();  // before its staging
 }
 
 // A request that finds every slot taken keeps its input's bytes itself, and a slot is free
 // again once the request holding it has been answered.
 TEST_F(GrpcFrontEndTest, ARequestFindingEverySlotTakenKeepsItsOwnBytes) {
-  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
-                                           InputStagingSize{1, std::size_t{1} << 20});
+  InputStaging one_slot(1, std::size_t{1} << 20);
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0, &one_slot);
   const std::uint64_t staging = service_.regions_told().at(0);
   service_.hold_slow();
   const InferRequest slow = double_request(5, "slow");
@@ -220,14 +220,14 @@ TEST_F(GrpcFrontEndTest, ARequestFindingEverySlotTakenKeepsItsOwnBytes) {
   EXPECT_EQ(slow_wrong, 0);
   const InferRequest after = double_request(9);
   EXPECT_EQ(doubled_wrongly(after, c.infer(after)), 0);
-  EXPECT_EQ(service_.last_input_region(), staging);  // the slot came back
+  EXPECT_EQ(service_.last_input_region(), staging);  // the slot came back  server_.reset();  // before its staging
 }
 
 // The handler splits the message itself: raw contents before the other fields (any order is a
 // valid message) still arrive whole; a truncated or garbled message is INVALID_ARGUMENT.
 TEST_F(GrpcFrontEndTest, ModelInferMessagesAreSplitInAnyFieldOrderAndMalformedOnesRefused) {
-  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0,
-                                           InputStagingSize{1, std::size_t{1} << 20});
+  InputStaging staging(1, std::size_t{1} << 20);
+  server_ = std::make_unique<GrpcFrontEnd>(service_, Endpoint{socket_, ""}, kMaxMessage, 0, &staging);
   inference::ModelInferRequest whole = raw_double_request();
   inference::ModelInferRequest raw_only;
   raw_only.add_raw_input_contents(whole.raw_input_contents(0));
@@ -262,7 +262,7 @@ TEST_F(GrpcFrontEndTest, ModelInferMessagesAreSplitInAnyFieldOrderAndMalformedOn
     EXPECT_NE(status.error_message().find("not a valid message"), std::string::npos) << status.error_message();
   }
   const InferRequest still = double_request(2);  // the server is still up
-  EXPECT_EQ(doubled_wrongly(still, client().infer(still)), 0);
+  EXPECT_EQ(doubled_wrongly(still, client().infer(still)), 0);  server_.reset();  // before its staging
 }
 
 // Note [Repository index]: every listed model with its state; `ready` only the ready ones; a
@@ -681,8 +681,8 @@ TEST_F(GrpcFrontEndTest, WhileTheServerStartsItsModelsAreKnownButNotReady) {
 // reaches the controller once it is set, unless it is gone by then; one told later goes straight.
 TEST_F(GrpcFrontEndTest, RegionsToldWhileTheServerStartsReachTheServiceOnceSet) {
   StartingService starting(load_serve_config(std::string(PSW_SOURCE_DIR) + "/configs/serve/host-small.yaml"));
-  server_ = std::make_unique<GrpcFrontEnd>(starting, Endpoint{socket_, ""}, kMaxMessage, 0,
-                                           InputStagingSize{1, 4096});
+  InputStaging staging(1, 4096);
+  server_ = std::make_unique<GrpcFrontEnd>(starting, Endpoint{socket_, ""}, kMaxMessage, 0, &staging);
   auto gone = std::make_unique<InputStaging>(1, 64);
   starting.shared_memory_registered(gone->whole());
   gone.reset();

@@ -13,6 +13,7 @@
 #include "fake_inference_service.hpp"
 #include "psw/common/error.hpp"
 #include "psw/runtime/server/http_server.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
 #include "../common/input_error.hpp"
 
 namespace psw::runtime {
@@ -129,6 +130,38 @@ TEST_F(HttpFrontEndTest, InferWithTheBinaryTensorExtension) {
   std::vector<float> doubled;
   for (float v : x) doubled.push_back(2 * v);
   EXPECT_EQ(r->body.substr(length), floats_as_bytes(doubled));
+}
+
+// Note [Raw inputs received in place]: with a staging, binary input data reaches the service in
+// a slot of the region it was told of; values given as JSON `data` keep their own bytes.
+TEST(HttpFrontEndStaging, BinaryInputsReachTheServiceInTheStaging) {
+  testing::FakeInferenceService service;
+  InputStaging staging(2, 4096);
+  HttpFrontEnd server(service, "127.0.0.1:0", 1 << 20, nullptr, &staging);
+  ASSERT_EQ(service.regions_told().size(), 1u);
+  httplib::Client client(server.url());
+  const std::vector<float> x = {0.25f, 1, 2, 3, 4, 5, 6, 7};
+  const std::string json = nlohmann::json{{"inputs", {{{"name", "x"}, {"shape", {2, 4}}, {"datatype", "FP32"},
+                                                       {"parameters", {{"binary_data_size", 32}}}}}}}
+                               .dump();
+  httplib::Headers headers = {{"Inference-Header-Content-Length", std::to_string(json.size())}};
+  const httplib::Result binary =
+      client.Post("/v2/models/double/infer", headers, json + floats_as_bytes(x), "application/octet-stream");
+  ASSERT_TRUE(binary);
+  ASSERT_EQ(binary->status, 200) << binary->body;
+  EXPECT_EQ(nlohmann::json::parse(binary->body)["outputs"][0]["data"],
+            nlohmann::json({0.5, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(service.last_input_region(), service.regions_told()[0]);
+  EXPECT_EQ(staging.slots_free(), 2u);  // given back with the answer
+
+  const std::string as_json =
+      nlohmann::json{{"inputs", {{{"name", "x"}, {"shape", {1, 4}}, {"datatype", "FP32"}, {"data", {1, 2, 3, 4}}}}}}
+          .dump();
+  const httplib::Result typed = client.Post("/v2/models/double/infer", as_json, "application/json");
+  ASSERT_TRUE(typed);
+  ASSERT_EQ(typed->status, 200) << typed->body;
+  EXPECT_EQ(service.last_input_region(), 0u);
+  server.shutdown();
 }
 
 TEST_F(HttpFrontEndTest, BadRequestsGetTheProtocolsErrorsAndStatuses) {

@@ -189,7 +189,7 @@ nlohmann::json json_object_of(std::string_view body) {
 
 // parse_rest_infer's body, inside this namespace (its helpers' names are its own).
 RestInferRequest parse_infer(std::string_view body, const std::optional<std::string>& header_length,
-                             const std::string& model, const std::string& version) {
+                             const std::string& model, const std::string& version, InputStaging* staging) {
   std::string_view binary;
   if (header_length) {
     const std::string& text = *header_length;
@@ -259,7 +259,14 @@ RestInferRequest parse_infer(std::string_view body, const std::optional<std::str
         invalid(what + ": the binary data after the JSON ends " + std::to_string(binary_used + size - binary.size()) +
                 " bytes short (Inference-Header-Content-Length)");
       }
-      tensor.bytes.assign(binary.substr(binary_used, size));
+      const std::string_view contents = binary.substr(binary_used, size);
+      std::optional<BorrowedBytes> slot = staging != nullptr && size > 0 ? staging->acquire(size) : std::nullopt;
+      if (slot) {
+        std::memcpy(slot->data, contents.data(), contents.size());
+        tensor.borrowed = std::move(*slot);
+      } else {
+        tensor.bytes.assign(contents);
+      }
       binary_used += size;
     } else {
       if (data == nullptr) invalid(what + " has no `data` (nor parameters.binary_data_size)");
@@ -326,8 +333,8 @@ GenerateRequest parse_generate(std::string_view body, const std::string& model) 
 }  // namespace rest_codec
 
 RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
-                                  const std::string& model, const std::string& version) {
-  return rest_codec::parse_infer(body, header_length, model, version);
+                                  const std::string& model, const std::string& version, InputStaging* staging) {
+  return rest_codec::parse_infer(body, header_length, model, version, staging);
 }
 
 RestInferAnswer encode_rest_infer(const RestInferRequest& parsed, const InferResponse& result) {

@@ -671,11 +671,11 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
   // Set before the server starts: whether this endpoint offers system shared memory.
   void offer_shared_memory(bool offer) { shared_memory_offered_ = offer; }
 
-  // Set before the server starts: raw inputs go through `slots` staging slots of `slot_bytes`
-  // (Note [Raw inputs received in place]), which the service is told of as a region.
-  void stage_inputs(std::size_t slots, std::size_t slot_bytes) {
-    staging_ = std::make_unique<InputStaging>(slots, slot_bytes);
-    // So that the service maps it where it reads inputs before the first request does.
+  // Set before the server starts: raw inputs go through `staging`'s slots (Note [Raw inputs
+  // received in place]), which the service is told of as a region, so that it maps it where it
+  // reads inputs before the first request does.
+  void stage_inputs(InputStaging* staging) {
+    staging_ = staging;
     service_.shared_memory_registered(staging_->whole());
   }
 
@@ -733,7 +733,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
       const ReceivedInfer received = split_received(message);
       const inference::ModelInferRequest* request = &received.header;
       ConvertedRequest converted =
-          to_infer_request(received, shared_memory_offered_ ? &registry_ : nullptr, staging_.get());
+          to_infer_request(received, shared_memory_offered_ ? &registry_ : nullptr, staging_);
       // Note [Deadlines]: the client's deadline and its cancellation reach the service.
       const auto deadline = context->deadline();
       if (deadline != std::chrono::system_clock::time_point::max()) {
@@ -897,7 +897,7 @@ class InferenceEndpoint final : public inference::GRPCInferenceService::Service 
   Admission admit_;
   bool shared_memory_offered_ = false;
   SharedMemoryRegistry registry_;
-  std::unique_ptr<InputStaging> staging_;  // Note [Raw inputs received in place]; null: none
+  InputStaging* staging_ = nullptr;  // Note [Raw inputs received in place]; null: none
 };
 
 // --- control -----------------------------------------------------------------------------------
@@ -1034,7 +1034,7 @@ struct GrpcFrontEnd::Impl {
 };
 
 GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
-                           int max_threads, InputStagingSize staging)
+                           int max_threads, InputStaging* staging)
     : impl_(std::make_unique<Impl>(service, endpoint.token)) {
   if (endpoint.unix_path.empty() == endpoint.tcp_address.empty()) {
     throw InputError("a server endpoint needs exactly one of a Unix socket path and a TCP address");
@@ -1073,7 +1073,7 @@ GrpcFrontEnd::GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, 
   int selected_port = 0;
   builder.AddListeningPort(listen_uri, grpc::InsecureServerCredentials(), &selected_port);
   impl_->inference.offer_shared_memory(!tcp.has_value());
-  if (staging.slots > 0) impl_->inference.stage_inputs(staging.slots, staging.slot_bytes);
+  if (staging != nullptr) impl_->inference.stage_inputs(staging);
   builder.RegisterService(&impl_->inference);
   builder.RegisterService(&impl_->control);
   {

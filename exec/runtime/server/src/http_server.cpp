@@ -37,13 +37,13 @@ HttpAnswer error_answer(int status, const std::string& message) {
 }
 
 // The inference call: the request parsed, to the service, the answer back in the protocol's form.
-HttpAnswer infer(InferenceService& service, const std::string& model, const std::string& version,
-                 const httplib::Request& http) {
+HttpAnswer infer(InferenceService& service, InputStaging* staging, const std::string& model,
+                 const std::string& version, const httplib::Request& http) {
   std::optional<std::string> header_length;
   if (http.has_header("Inference-Header-Content-Length")) {
     header_length = http.get_header_value("Inference-Header-Content-Length");
   }
-  const RestInferRequest parsed = parse_rest_infer(http.body, header_length, model, version);
+  const RestInferRequest parsed = parse_rest_infer(http.body, header_length, model, version, staging);
   RestInferAnswer answer = encode_rest_infer(parsed, service.infer(parsed.request));
   HttpAnswer out;
   out.body = std::move(answer.body);
@@ -139,6 +139,7 @@ class GenerationRelay {
 
 struct HttpFrontEnd::Impl {
   InferenceService& service;
+  InputStaging* staging = nullptr;  // Note [Raw inputs received in place]; null: none
   httplib::Server server;
   std::thread thread;
   std::string url;
@@ -230,7 +231,7 @@ struct HttpFrontEnd::Impl {
       answer(r, [&] { return truth(find_served_model(service, q.matches[1], q.matches[2]).ready); });
     });
     server.Post(model + "/infer", [this](const httplib::Request& q, httplib::Response& r) {
-      answer(r, [&] { return rest::infer(service, q.matches[1], q.matches[2], q); });
+      answer(r, [&] { return rest::infer(service, staging, q.matches[1], q.matches[2], q); });
     });
     // Note [Generate call]: the model's version is checked as infer's is.
     server.Post(model + "/generate", [this](const httplib::Request& q, httplib::Response& r) {
@@ -281,8 +282,9 @@ struct HttpFrontEnd::Impl {
 };
 
 HttpFrontEnd::HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes,
-                           const AccessToken* token)
+                           const AccessToken* token, InputStaging* staging)
     : impl_(std::make_unique<Impl>(service)) {
+  impl_->staging = staging;
   const HostPort where = parse_tcp_address(address);
   check_tcp_host(address, where);
   impl_->routes();
@@ -316,6 +318,8 @@ HttpFrontEnd::HttpFrontEnd(InferenceService& service, const std::string& address
     throw InputError("--http-listen " + address + ": the port is in use or the address is not one of this host's");
   }
   impl_->url = "http://" + (where.bracketed ? "[" + where.host + "]" : where.host) + ":" + std::to_string(port);
+  // So that the service maps the staging where it reads inputs before the first request does.
+  if (staging != nullptr) service.shared_memory_registered(staging->whole());
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
   // Running before the constructor returns: a stop() before the loop starts would be lost and
   // the loop would then run for ever.

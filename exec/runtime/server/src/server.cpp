@@ -151,11 +151,15 @@ int run_server(const ServerOptions& options) {
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
   // Note [Backpressure]: threads for every request the queue admits, and a few for the rest.
-  // Note [Raw inputs received in place]: by default slots for the request running and a few
-  // waiting (one GPU serves one at a time); beyond them an input is kept in its own string.
-  const InputStagingSize staging{static_cast<std::size_t>(options.config.input_staging_slots),
-                                 static_cast<std::size_t>(options.config.max_tensor_bytes)};
-  GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16, staging);
+  // Note [Raw inputs received in place]: one staging for both front ends, by default slots for
+  // the request running and a few waiting (one GPU serves one at a time); beyond them an input
+  // is kept in its own string.
+  std::unique_ptr<InputStaging> staging;
+  if (options.config.input_staging_slots > 0) {
+    staging = std::make_unique<InputStaging>(static_cast<std::size_t>(options.config.input_staging_slots),
+                                             static_cast<std::size_t>(options.config.max_tensor_bytes));
+  }
+  GrpcFrontEnd server(front, endpoint, max_message, options.config.max_queue + 16, staging.get());
   log("listening on " + server.target());
   // Before the workers start, so that a bad address fails at once; it answers from the
   // controller once there is one.
@@ -169,7 +173,7 @@ int run_server(const ServerOptions& options) {
   std::unique_ptr<HttpFrontEnd> http;
   if (!options.http_address.empty()) {
     try {
-      http = std::make_unique<HttpFrontEnd>(front, options.http_address, max_message, required);
+      http = std::make_unique<HttpFrontEnd>(front, options.http_address, max_message, required, staging.get());
     } catch (...) {
       metrics.reset();
       server.shutdown(0);

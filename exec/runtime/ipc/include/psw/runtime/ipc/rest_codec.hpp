@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "psw/runtime/ipc/service.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"  // InputStaging
 
 namespace psw::runtime {
 
@@ -34,8 +35,11 @@ struct RestInferRequest {
   std::vector<RestOutput> outputs;
   bool all_binary = false;
 };
+// With `staging`, an input's binary data goes into a free slot of it, read there by the
+// service (Note [Raw inputs received in place] in grpc_server.cpp), else into the tensor's string.
 RestInferRequest parse_rest_infer(std::string_view body, const std::optional<std::string>& header_length,
-                                  const std::string& model, const std::string& version);
+                                  const std::string& model, const std::string& version,
+                                  InputStaging* staging = nullptr);
 
 // The answer to `parsed` in the binding's form: the JSON (model, version, the request's id, the
 // server's times as parameters, the outputs asked for, every output where none was) and after

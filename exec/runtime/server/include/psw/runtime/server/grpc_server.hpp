@@ -10,12 +10,12 @@
 //
 // No gRPC or protobuf type appears here, so the controller and `psw` need not see them.
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "psw/runtime/ipc/access_token.hpp"
+#include "psw/runtime/ipc/shared_memory.hpp"
 #include "psw/runtime/ipc/service.hpp"
 
 namespace psw::runtime {
@@ -34,14 +34,6 @@ struct Endpoint {
 // `psw-<uid>`) is created with mode 0700 when missing; whether an existing one is safe to use is
 // checked when a server binds (GrpcFrontEnd), not here, so that a client may call this too.
 std::string default_socket_path();
-
-// Note [Raw inputs received in place] (grpc_server.cpp): the front end copies each raw input
-// once, into one of `slots` slots of `slot_bytes` that the service reads in place; an input that
-// finds no free slot large enough is kept in its own string. 0 slots: none.
-struct InputStagingSize {
-  std::size_t slots = 0;
-  std::size_t slot_bytes = 0;
-};
 
 // The gRPC server. Listening when constructed; every call runs on gRPC's own threads (the
 // synchronous API) and is forwarded to `service`, which must outlive the front end.
@@ -63,9 +55,11 @@ class GrpcFrontEnd {
   // malformed TCP address, a port in use, or a max_message_bytes outside [1, 2^31 - 1]. A stale
   // socket file (nobody answers on it) is removed and replaced. `max_threads` bounds the
   // threads that handle calls (Note [Backpressure] in controller.hpp); 0: gRPC's default.
-  // psw::Error when the input staging cannot be created.
+  // Note [Raw inputs received in place]: with `staging` (which must outlive the front end; the
+  // service is told of it at once), each raw input is copied once, into a free slot of it that
+  // the service reads in place; without, or when no slot is free, into the tensor's own string.
   GrpcFrontEnd(InferenceService& service, const Endpoint& endpoint, std::int64_t max_message_bytes,
-               int max_threads = 0, InputStagingSize staging = {});
+               int max_threads = 0, InputStaging* staging = nullptr);
   ~GrpcFrontEnd();  // shutdown()
   GrpcFrontEnd(const GrpcFrontEnd&) = delete;
   GrpcFrontEnd& operator=(const GrpcFrontEnd&) = delete;

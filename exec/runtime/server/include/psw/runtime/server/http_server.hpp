@@ -52,9 +52,11 @@ class HttpFrontEnd {
   // address that cannot be used (malformed, a wildcard, a port in use). Requests larger than
   // `max_body_bytes` are refused (413).
   // Note [Remote access]: with `token`, every request must carry `Authorization: Bearer TOKEN`
-  // (else 401); it must outlive the front end.
+  // (else 401); it must outlive the front end. With `staging` (which must outlive it too; the
+  // service is told of it at once), binary input data is copied into its free slots, read there
+  // in place (Note [Raw inputs received in place] in grpc_server.cpp).
   HttpFrontEnd(InferenceService& service, const std::string& address, std::int64_t max_body_bytes,
-               const AccessToken* token = nullptr);
+               const AccessToken* token = nullptr, InputStaging* staging = nullptr);
   ~HttpFrontEnd();  // shutdown()
   HttpFrontEnd(const HttpFrontEnd&) = delete;
   HttpFrontEnd& operator=(const HttpFrontEnd&) = delete;
