@@ -4,7 +4,7 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-<gpu>-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start
+#     (parts: main staging placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start
 #      protocol burst validate figures fig6 replay-azure2019 replay-llm llm share; `all` is every part but link,
 #      burst, calibrate-load, calibrate-start, engine, drift, share, figures, fig6, the two replays and llm)
 #
@@ -13,6 +13,8 @@
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
 #               host and device memory before and after, each process's device memory; then the
 #               raw cold requests again on a server without the input staging (input_staging_slots: 0)
+#   staging     main's raw cold requests only, on a server with the input staging and on one without,
+#               then psw run's switches (a short call where device time is short; not with main)
 #   mechanisms  one server per mechanism the server runs: cold requests while training; the
 #               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
@@ -115,8 +117,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift && $1 != share) ]]; }
-known_parts=" main placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share all "
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift && $1 != share && $1 != staging) ]]; }
+known_parts=" main staging placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share all "
 for p in ${part//,/ }; do
   [[ $known_parts == *" $p "* ]] || { echo "gpu-serve: part '$p' is not one of:$known_parts" >&2; exit 2; }
 done
@@ -231,6 +233,23 @@ run_switches() {  # PLACEMENT
       "$raw/run-$model$suffix.json" "$model placement $placement"
   done
 }
+# Part staging: main's raw cold requests alone, on a server with the input staging (bench.json,
+# as main's) and on one without (bench-no-staging.json), then psw run's switches; instead of main
+# where device time is short (no training windows, no shared memory, no switches).
+if has_part staging && ! has_part main; then
+  for variant in staging no-staging; do
+    echo "== raw cold requests, $variant ($(date -u +%T))"
+    variant_sets=()
+    [[ $variant == no-staging ]] && variant_sets=(--set input_staging_slots=0)
+    if start_server "$serve_config" "$raw/serve-$variant.log" "${variant_sets[@]}"; then
+      "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
+        --switches 0 --out "$raw/$([[ $variant == staging ]] && echo bench || echo bench-no-staging).json" || true
+      stop_server
+    fi
+  done
+  echo "== psw run --graph, the same session ($(date -u +%T))"
+  run_switches copy
+fi
 if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"
   for placement in ${PSW_RUN_PLACEMENTS:-copy auto}; do run_switches "$placement"; done

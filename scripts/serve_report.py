@@ -363,6 +363,15 @@ def main():
                 row += f" {n['median_ms'] - run:.3f} |"
             row += f" {m['median_ms'] - run:.3f} | {targets.get(model, '')} |"
             print(row)
+        if no_staging:
+            # The controller's copy the staging removes, from each server's own phases.
+            phases_of = lambda b: (b["server"].get("phase_input_copy_p50_s"), b["server"].get("phase_input_copy_p99_s"))
+            with_copy, without_copy = phases_of(bench), phases_of(load(no_staging_path))
+            if None not in with_copy + without_copy:
+                print()
+                print(f"The controller's `input_copy` phase over every request: p50 {with_copy[0] * 1e3:.3f} ms, p99 "
+                      f"{with_copy[1] * 1e3:.3f} ms with the staging; p50 {without_copy[0] * 1e3:.3f} ms, p99 "
+                      f"{without_copy[1] * 1e3:.3f} ms without.")
         server = bench["server"]
         print()
         print("## The server's own times (its metrics, over every request of the run)\n")
