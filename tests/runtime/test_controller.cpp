@@ -959,6 +959,30 @@ TEST(Controller, InputsInTheFrontEndsStagingAreReadInPlace) {
   EXPECT_EQ(stats.region_unmaps, 0);
 }
 
+// A caller who gives up while its worker reads the input from a staging slot does not free the
+// slot: the controller holds it until the worker has answered.
+TEST(Controller, AStagingSlotStaysHeldUntilTheWorkerAnswersAGivenUpRequest) {
+  auto controller = start(write_host_config("staging-held", "workers: 2\nrequest_timeout_ms: 300000\n"
+                                                        "models:\n  - name: bert_tiny\n    batch: 8\n"));
+  auto bert = exec::make_model("bert_tiny", 0);
+  const torch::Tensor slow = bert->example_input(512, 4);  // seconds on the host's cores
+  InputStaging staging(1, 1 << 20);
+  controller->shared_memory_registered(staging.whole());
+  ASSERT_TRUE(eventually([&] { return controller->stats().region_maps == 2; }, 60s));
+  {
+    InferRequest request = request_for("bert_tiny", slow);
+    std::optional<BorrowedBytes> slot = staging.acquire(request.inputs[0].bytes.size());
+    ASSERT_TRUE(slot);
+    std::memcpy(slot->data, request.inputs[0].bytes.data(), slot->size);
+    request.inputs[0].bytes.clear();
+    request.inputs[0].borrowed = std::move(*slot);
+    request.deadline = std::chrono::steady_clock::now() + 300ms;
+    expect_code([&] { controller->infer(request); }, ServiceError::Code::DeadlineExceeded, "while its worker ran it");
+  }
+  EXPECT_EQ(staging.slots_free(), 0u) << "the slot was freed while the worker still read it";
+  EXPECT_TRUE(eventually([&] { return staging.slots_free() == 1; }, 120s));
+}
+
 // Note [Inputs read in place]: a training worker takes any message for the controller gone and
 // would stop, so a region registered while it trains is mapped only by the worker on standby,
 // and the job trains on, before and after a request in that region.

@@ -191,6 +191,10 @@ struct Pending {
   // megabytes): infer() waits for the reply, and takes the request out of the queue when it
   // gives up, so the tensor outlives every read.
   const TensorData* input = nullptr;
+  // Note [Raw inputs received in place]: the staging slot the input lies in, held until the
+  // worker has answered, so that a caller who gives up while its worker reads does not free the
+  // slot for the next request under that read.
+  std::shared_ptr<void> input_lease;
   std::vector<OutputDestination> output_destinations;  // outputs the client wants in its shared memory
   int model = -1;
   std::shared_ptr<const ServedSlot> served;
@@ -1502,6 +1506,7 @@ InferResponse Controller::infer(const InferRequest& request) {
   p->version = request.version;
   p->request_id = request.id;
   p->input = &input;
+  p->input_lease = input.borrowed.lease;
   p->output_destinations = request.output_destinations;
   return s.queue_and_wait(p, request.deadline, request.cancelled, request.model, nullptr);
 }

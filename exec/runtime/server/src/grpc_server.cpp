@@ -372,9 +372,9 @@ std::string as_raw(const inference::InferTensorContents& contents, const std::st
 // controller.hpp): on cuda the worker's copy engine reads the page-locked slot. When every slot
 // is taken (more raw requests in flight than slots) or an input is larger than a slot, the bytes
 // are copied out of the slices into the tensor's own string, as the parse did. A slot is held
-// until the handler returns; a request given up while its worker still reads (a deadline that
-// passed mid-run) may find its slot refilled by the next request, which changes only the answer
-// nobody waits for.
+// until the handler returns, and by the controller until the worker has answered: a caller who
+// gives up while its worker reads (a deadline that passed mid-run) does not free the slot under
+// that read.
 constexpr int kModelInferMethodIndex = 5;  // its place in grpc_service.proto's service
 
 struct ReceivedInfer {
