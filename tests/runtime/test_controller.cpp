@@ -697,11 +697,19 @@ TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {
     EXPECT_EQ(e.code(), ServiceError::Code::Unavailable) << e.what();
     EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
   }
-  ASSERT_TRUE(eventually([&] { return controller->ready(); }, 300s));
+  // Ready again with no process of before left: the controller may see the second death late,
+  // and a request sent to that worker meanwhile would fail with it (seen once in CI).
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (pid_t now : controller->worker_pids()) {
+          if (std::find(pids.begin(), pids.end(), now) != pids.end()) return false;
+        }
+        return controller->ready();
+      },
+      300s));
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
   EXPECT_GE(controller->stats().worker_restarts, 1);
-  for (pid_t pid : controller->worker_pids()) EXPECT_EQ(std::count(pids.begin(), pids.end(), pid), 0);
 }
 
 TEST(Controller, AHungWorkerIsReplacedByTheWatchdog) {
