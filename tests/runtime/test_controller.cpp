@@ -679,6 +679,19 @@ TEST(Controller, PlacementAutoReadsLayersInPlaceWithTheSameOutputs) {
   }
 }
 
+// Whether `controller` becomes ready with none of `pids` among its workers within 300 s: after
+// its workers were killed, the controller may see the second death late.
+bool ready_with_none_of(Controller& controller, const std::vector<pid_t>& pids) {
+  return eventually(
+      [&] {
+        for (pid_t now : controller.worker_pids()) {
+          if (std::find(pids.begin(), pids.end(), now) != pids.end()) return false;
+        }
+        return controller.ready();
+      },
+      300s);
+}
+
 TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {
   auto controller = start(single_model_config("crash", 60000));
   auto bert = exec::make_model("bert_tiny", 0);
@@ -699,14 +712,7 @@ TEST(Controller, ACrashedWorkerIsReplacedAndItsRequestAnswered) {
   }
   // Ready again with no process of before left: the controller may see the second death late,
   // and a request sent to that worker meanwhile would fail with it (seen once in CI).
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (pid_t now : controller->worker_pids()) {
-          if (std::find(pids.begin(), pids.end(), now) != pids.end()) return false;
-        }
-        return controller->ready();
-      },
-      300s));
+  ASSERT_TRUE(ready_with_none_of(*controller, pids));
   torch::NoGradGuard no_grad;
   EXPECT_LT(relative_error(output_of(controller->infer(request_for("bert_tiny", tokens))), bert->forward(tokens)), 1e-5);
   EXPECT_GE(controller->stats().worker_restarts, 1);
@@ -725,14 +731,7 @@ TEST(Controller, AHungWorkerIsReplacedByTheWatchdog) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s);
   for (pid_t pid : pids) ::kill(pid, SIGKILL);  // the one the watchdog did not need
   // Ready again with no process of before left (the controller may see the second death late).
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (pid_t now : controller->worker_pids()) {
-          if (std::find(pids.begin(), pids.end(), now) != pids.end()) return false;
-        }
-        return controller->ready();
-      },
-      300s));
+  ASSERT_TRUE(ready_with_none_of(*controller, pids));
   // It serves again. A fresh worker's first request can itself run past the 5 s limit on a
   // loaded 2-core CI machine (its first forward initializes LibTorch; it happened once with the
   // load end-to-end test training beside it): the watchdog then replaces that worker too, which
