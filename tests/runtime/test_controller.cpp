@@ -938,6 +938,18 @@ TEST(Controller, WorkersReadRegisteredInputsInPlace) {
   EXPECT_NE(controller->metrics_text().find("psw_inputs_read_in_place_total 9"), std::string::npos);
 }
 
+// `request` with its input moved into a slot of `staging`, as the front end places a raw input
+// (its own bytes kept where no slot is free).
+InferRequest in_staging(InputStaging& staging, InferRequest request) {
+  TensorData& input = request.inputs.at(0);
+  if (std::optional<BorrowedBytes> slot = staging.acquire(input.bytes.size())) {
+    std::memcpy(slot->data, input.bytes.data(), slot->size);
+    input.bytes.clear();
+    input.borrowed = std::move(*slot);
+  }
+  return request;
+}
+
 // Note [Raw inputs received in place]: the front end's input staging, told to the controller
 // before any request, is mapped once per worker on standby; requests whose inputs lie in its
 // slots are read there in place, a slot reused by the next request included, and nothing is
@@ -952,12 +964,8 @@ TEST(Controller, InputsInTheFrontEndsStagingAreReadInPlace) {
   for (int length = 5; length < 9; ++length) {
     const torch::Tensor tokens = bert->example_input(1, length);
     const torch::Tensor expected = bert->forward(tokens);
-    InferRequest request = request_for("bert_tiny", tokens);
-    std::optional<BorrowedBytes> slot = staging.acquire(request.inputs[0].bytes.size());
-    ASSERT_TRUE(slot);
-    std::memcpy(slot->data, request.inputs[0].bytes.data(), slot->size);
-    request.inputs[0].bytes.clear();
-    request.inputs[0].borrowed = std::move(*slot);
+    const InferRequest request = in_staging(staging, request_for("bert_tiny", tokens));
+    ASSERT_TRUE(request.inputs[0].is_borrowed());
     EXPECT_LT(relative_error(output_of(controller->infer(request)), expected), 1e-5) << length;
   }
   const ControllerStats stats = controller->stats();
@@ -977,12 +985,8 @@ TEST(Controller, AStagingSlotStaysHeldUntilTheWorkerAnswersAGivenUpRequest) {
   controller->shared_memory_registered(staging.whole());
   ASSERT_TRUE(eventually([&] { return controller->stats().region_maps == 2; }, 60s));
   {
-    InferRequest request = request_for("bert_tiny", slow);
-    std::optional<BorrowedBytes> slot = staging.acquire(request.inputs[0].bytes.size());
-    ASSERT_TRUE(slot);
-    std::memcpy(slot->data, request.inputs[0].bytes.data(), slot->size);
-    request.inputs[0].bytes.clear();
-    request.inputs[0].borrowed = std::move(*slot);
+    InferRequest request = in_staging(staging, request_for("bert_tiny", slow));
+    ASSERT_TRUE(request.inputs[0].is_borrowed());
     request.deadline = std::chrono::steady_clock::now() + 300ms;
     expect_code([&] { controller->infer(request); }, ServiceError::Code::DeadlineExceeded, "while its worker ran it");
   }
