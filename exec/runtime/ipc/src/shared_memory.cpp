@@ -258,7 +258,6 @@ std::optional<BorrowedBytes> InputStaging::acquire(std::size_t bytes) {
 }
 
 std::size_t InputStaging::slots() const { return shared_->taken.size(); }
-std::size_t InputStaging::slot_bytes() const { return shared_->slot_bytes; }
 
 std::size_t InputStaging::slots_free() const {
   std::lock_guard lock(shared_->mutex);

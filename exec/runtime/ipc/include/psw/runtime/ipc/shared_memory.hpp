@@ -143,7 +143,6 @@ class InputStaging {
   BorrowedBytes whole() const;
 
   std::size_t slots() const;
-  std::size_t slot_bytes() const;
   std::size_t slots_free() const;
 
  private:
