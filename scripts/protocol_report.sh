@@ -25,7 +25,11 @@ echo "\`exec/runtime/client/include/psw/runtime/client/serving_benchmark.hpp\`):
 echo "message built to the server's handler holding it (serialisation, the socket), \`front end\` the handler (the"
 echo "message split and the input copied once into the front end's staging, Note [Raw inputs received in place]"
 echo "in \`exec/runtime/server/src/grpc_server.cpp\`, then the fake's copy of it into its output), \`to client\`"
-echo "the handler's response complete to the client's call returned. Medians in ms."
+echo "the handler's response complete to the client's call returned. Medians in ms. The second table makes the"
+echo "psw call and the memcpy again with 150 ms of idle before each, as the serve benchmark's cold requests"
+echo "come: a buffer the processor has not touched for that long is no longer in its caches, and every copy"
+echo "of the request's bytes (the kernel's into and out of the socket, the front end's one) is then paid at"
+echo "the memory's speed."
 echo
 cat "$2"
 echo

@@ -1,24 +1,26 @@
 // The protocol's part of a request whose input travels inside the gRPC message (Note [Protocol
 // split] in psw/runtime/client/serving_benchmark.hpp), against the floor of moving the same bytes
-// on the same host: one ModelInfer of the fake service's "double" model (its output as large as
-// its input) through psw's gRPC front end and client on a Unix socket, beside the same bytes
-// there and back through a plain Unix socket pair and a memcpy. The sizes are ResNet-152's and
-// Inception-v3's inputs at batch 8 (4.8 and 8.6 MB) and a small one. Beside psw's client (its
-// raw input sent in place, Note [Raw inputs sent in place] in client.cpp), the same call as the
-// generated stub makes it, the input copied into the message: what the client did before, and
-// what a C++ client written from the protocol does. Each psw call's split is counted: to_server
-// (message built to the handler holding it: serialisation, the socket), front_end (the handler:
-// the message split and the input copied once into the front end's staging as psw serve's does,
-// Note [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the input
-// into its output) and to_client (the response back), medians in ms. The process keeps its message memory as psw's serving commands do (Note
-// [Message memory]). scripts/bench-protocol.sh (scripts/gpu-protocol.sh on a GPU host) writes its
-// report through scripts/protocol_report.sh.
+// on the same host: one ModelInfer of the fake service's "double" model (its output as large as its
+// input) through psw's gRPC front end and client on a Unix socket, beside the same bytes there and
+// back through a plain Unix socket pair and a memcpy. The sizes are ResNet-152's and Inception-v3's
+// inputs at batch 8 (4.8 and 8.6 MB) and a small one. Beside psw's client (its raw input sent in
+// place, Note [Raw inputs sent in place] in client.cpp), the same call as the generated stub makes
+// it, the input copied into the message: what the client did before, and what a C++ client written
+// from the protocol does. The psw call and the memcpy are measured again with 150 ms idle before
+// each, as cold requests come: what a gap costs. Each psw call's split is counted: to_server
+// (message built to the handler holding it: serialisation, the socket), front_end (the handler: the
+// message split and the input copied once into the front end's staging as psw serve's does, Note
+// [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the input into
+// its output) and to_client (the response back), medians in ms. The process keeps its message
+// memory as psw's serving commands do (Note [Message memory]). scripts/bench-protocol.sh
+// (scripts/gpu-protocol.sh on a GPU host) writes its report through scripts/protocol_report.sh.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -97,13 +99,26 @@ InferRequest double_request(std::int64_t bytes) {
   return request;
 }
 
-void BM_GrpcRawInfer(benchmark::State& state) {
+// Calls that come `gap` apart (0: back to back), the client and the server idle in between, as
+// the serve benchmark's cold requests come (--gap-ms 150). The gap is left out of the timing.
+constexpr std::chrono::milliseconds kColdGap{150};
+
+void idle_before(benchmark::State& state, std::chrono::milliseconds gap) {
+  if (gap.count() == 0) return;
+  state.PauseTiming();
+  std::this_thread::sleep_for(gap);
+  state.ResumeTiming();
+}
+
+// One psw call per iteration, split as Note [Protocol split] says.
+void grpc_raw_infer(benchmark::State& state, std::chrono::milliseconds gap) {
   const std::int64_t bytes = state.range(0);
   Client client(server().target(), kMaxMessageBytes);
   const InferRequest request = double_request(bytes);
   (void)client.infer(request);  // the connection and the server's threads up first
   std::vector<double> to_server, front_end, to_client;
   for (auto _ : state) {
+    idle_before(state, gap);
     const InferResponse response = client.infer(request);
     const std::int64_t returned_ns = psw::runtime::steady_now_ns();
     if (response.outputs.empty() || static_cast<std::int64_t>(response.outputs[0].contents().size()) != bytes) {
@@ -119,6 +134,9 @@ void BM_GrpcRawInfer(benchmark::State& state) {
   state.counters["to_client_ms"] = median_ms(to_client);
   state.SetBytesProcessed(state.iterations() * bytes * 2);
 }
+
+void BM_GrpcRawInfer(benchmark::State& state) { grpc_raw_infer(state, std::chrono::milliseconds{0}); }
+void BM_GrpcRawInferSpaced(benchmark::State& state) { grpc_raw_infer(state, kColdGap); }
 
 // The same call through the generated stub: the input copied into the message, which gRPC then
 // serialises (psw's client before Note [Raw inputs sent in place]). Timed whole, as above.
@@ -210,12 +228,14 @@ void BM_UnixSocketRoundTrip(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes * 2);
 }
 
-// The same bytes copied once in memory, there and back.
-void BM_MemcpyRoundTrip(benchmark::State& state) {
+// The same bytes copied once in memory, there and back: back to back, the buffers stay in the
+// processor's caches; 150 ms apart, what is left of them there after an idle gap.
+void memcpy_round_trip(benchmark::State& state, std::chrono::milliseconds gap) {
   const std::int64_t bytes = state.range(0);
   std::string a(static_cast<std::size_t>(bytes), '\x3f');
   std::string b(static_cast<std::size_t>(bytes), '\0');
   for (auto _ : state) {
+    idle_before(state, gap);
     std::memcpy(b.data(), a.data(), a.size());
     benchmark::ClobberMemory();
     std::memcpy(a.data(), b.data(), b.size());
@@ -223,6 +243,9 @@ void BM_MemcpyRoundTrip(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * bytes * 2);
 }
+
+void BM_MemcpyRoundTrip(benchmark::State& state) { memcpy_round_trip(state, std::chrono::milliseconds{0}); }
+void BM_MemcpyRoundTripSpaced(benchmark::State& state) { memcpy_round_trip(state, kColdGap); }
 
 // 8 KB (BERT-base's tokens), ResNet-152's 8 x 3 x 224 x 224 and Inception-v3's 8 x 3 x 299 x 299
 // FP32 inputs.
@@ -232,6 +255,9 @@ BENCHMARK(BM_GrpcRawInfer)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillis
 BENCHMARK(BM_GrpcRawInferStubCopied)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_UnixSocketRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+// 20 calls 150 ms apart: 3 s a size, whatever --benchmark_min_time says.
+BENCHMARK(BM_GrpcRawInferSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemcpyRoundTripSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
