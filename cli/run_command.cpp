@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -32,6 +33,7 @@
 #include "psw/exec/model_zoo.hpp"
 #include "psw/exec/graph_switch.hpp"
 #include "psw/exec/switch_benchmark.hpp"
+#include "psw/runtime/ipc/cpu_latency.hpp"
 
 namespace psw::cli {
 
@@ -60,6 +62,7 @@ struct RunOptions {
   ModelInputOptions input;  // a TorchScript model's
   std::string graph_out;    // a TorchScript model with --graph: its capture as read (psw graph's file)
   std::string profile_out;  // ... and its per-layer profile measured from the capture
+  std::optional<std::int32_t> cpu_wakeup_latency_us;  // Note [CPU wake-up latency]
 };
 
 // "a, b, c and 12 more": a report's names, short enough for one line of the table.
@@ -449,7 +452,13 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--placement", options->placement,
                   "copy (every layer) | auto (the planner reads layers such as embeddings in place where cheaper)")
       ->capture_default_str();
+  cmd->add_option("--cpu-wakeup-latency-us", options->cpu_wakeup_latency_us,
+                  "Hold the host's CPU wake-up latency this low while measuring, as a server with the serve "
+                  "config's cpu_wakeup_latency_us does (/dev/cpu_dma_latency: root)")
+      ->check(CLI::Range(0, 1'000'000));
   return [options, batch] {
+    std::optional<runtime::CpuWakeupLatency> wakeup_latency;
+    if (options->cpu_wakeup_latency_us) wakeup_latency.emplace(*options->cpu_wakeup_latency_us);
     // A shipped decoder by its name (llama-8b), from the project root as the other defaults.
     auto resolved = *options;
     resolved.model = exec::zoo_model_argument(options->model, "configs/zoo");

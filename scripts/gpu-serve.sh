@@ -13,8 +13,9 @@
 #               training throughput alone and at 1 request/s, 10,000 consecutive switches with
 #               host and device memory before and after, each process's device memory; then the
 #               raw cold requests again on a server without the input staging (input_staging_slots: 0)
-#   staging     main's raw cold requests only, on a server with the input staging and on one without,
-#               then psw run's switches (a short call where device time is short; not with main)
+#   staging     main's raw cold requests only, on a server with the input staging, on one without, and
+#               on one with the staging and the CPU wake-up latency held at 0 (root), then psw run's
+#               switches, also held (a short call where device time is short; not with main)
 #   mechanisms  one server per mechanism the server runs: cold requests while training; the
 #               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
 #   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
@@ -222,33 +223,41 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
   done
 }
 
-# psw run's graph switch of each model under PLACEMENT, the ratios' denominator (same session).
-run_switches() {  # PLACEMENT
-  local placement=$1 model suffix
+# psw run's graph switch of each model under PLACEMENT, the ratios' denominator (same session);
+# with `held`, under the CPU wake-up latency held at 0 as the held server's (run-MODEL-held.json).
+run_switches() {  # PLACEMENT [held]
+  local placement=$1 model suffix held_flags=()
   suffix=$([[ $placement == auto ]] && echo "-auto" || true)
+  if [[ ${2:-} == held ]]; then suffix+=-held; held_flags=(--cpu-wakeup-latency-us 0); fi
   for model in resnet152 inception_v3 bert_base; do
     (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --placement "$placement" --repeat 100 \
-      --format json) > "$raw/run-$model$suffix.json"
+      --format json ${held_flags[@]+"${held_flags[@]}"}) > "$raw/run-$model$suffix.json"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], "graph switch %.3f ms" % d["latency_ms"]["median"])' \
       "$raw/run-$model$suffix.json" "$model placement $placement"
   done
 }
 # Part staging: main's raw cold requests alone, on a server with the input staging (bench.json,
-# as main's) and on one without (bench-no-staging.json), then psw run's switches; instead of main
-# where device time is short (no training windows, no shared memory, no switches).
+# as main's), on one without (bench-no-staging.json) and on one with the staging and the host's
+# CPU wake-up latency held at 0 (bench-held.json, Note [CPU wake-up latency]: needs root), then
+# psw run's switches, also under the hold; instead of main where device time is short (no
+# training windows, no shared memory, no switches).
 if has_part staging && ! has_part main; then
-  for variant in staging no-staging; do
+  for variant in staging no-staging held; do
     echo "== raw cold requests, $variant ($(date -u +%T))"
     variant_sets=()
-    [[ $variant == no-staging ]] && variant_sets=(--set input_staging_slots=0)
+    case $variant in
+      no-staging) variant_sets=(--set input_staging_slots=0) ;;
+      held) variant_sets=(--set cpu_wakeup_latency_us=0) ;;
+    esac
     if start_server "$serve_config" "$raw/serve-$variant.log" "${variant_sets[@]}"; then
       "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 \
-        --switches 0 --out "$raw/$([[ $variant == staging ]] && echo bench || echo bench-no-staging).json" || true
+        --switches 0 --out "$raw/$([[ $variant == staging ]] && echo bench || echo "bench-$variant").json" || true
       stop_server
     fi
   done
   echo "== psw run --graph, the same session ($(date -u +%T))"
   run_switches copy
+  run_switches copy held || echo "!! psw run under the held CPU wake-up latency failed"
 fi
 if has_part main; then
   echo "== psw run --graph, the same session ($(date -u +%T))"

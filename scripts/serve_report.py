@@ -341,6 +341,8 @@ def main():
                   f"{c['median_ms'] / run:.2f} | {m['median_ms'] / run:.2f} |")
         no_staging_path = os.path.join(raw, "bench-no-staging.json")
         no_staging = load(no_staging_path)["cold_latency_ms"] if os.path.exists(no_staging_path) else None
+        held_path = os.path.join(raw, "bench-held.json")
+        held = load(held_path)["cold_latency_ms"] if os.path.exists(held_path) else None
         print()
         print("### The raw input's cost: client median less `psw run --graph`'s switch (ms)\n")
         print("Raw inputs as the server receives them (Note [Raw inputs received in place]: copied once from")
@@ -348,19 +350,30 @@ def main():
               (", and on a second server of the same session without the staging (`input_staging_slots: 0`: the" if no_staging else "."))
         if no_staging:
             print("input kept in its own string, then copied by the controller into the worker's io segment).")
+        if held:
+            print("`held`: a server with the staging and the host's CPU wake-up latency held at 0 (`cpu_wakeup_latency_us: 0`,")
+            print("Note [CPU wake-up latency]), less `psw run --graph --cpu-wakeup-latency-us 0`'s switch.")
         print()
         targets = {"resnet152": "<= 1.5", "inception_v3": "<= 2.5"}
-        header = "| model | raw |" + (" raw, no staging |" if no_staging else "") + " shared memory | target, raw |"
+        header = ("| model | raw |" + (" raw, no staging |" if no_staging else "") + (" raw, held |" if held else "") +
+                  " shared memory | target, raw |")
         print(header)
-        print("|---|---:|" + ("---:|" if no_staging else "") + "---:|---|")
+        print("|---|---:|" + ("---:|" if no_staging else "") + ("---:|" if held else "") + "---:|---|")
+
+        def run_median(model, suffix=""):
+            path = os.path.join(raw, f"run-{model}{suffix}.json")
+            return load(path)["latency_ms"]["median"] if os.path.exists(path) else float("nan")
+
         for model, c in sorted(bench["cold_latency_ms"].items()):
-            run_path = os.path.join(raw, f"run-{model}.json")
-            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            run = run_median(model)
             m = shm.get(model, {"median_ms": float("nan")})
             row = f"| {model} | {c['median_ms'] - run:.3f} |"
             if no_staging:
                 n = no_staging.get(model, {"median_ms": float("nan")})
                 row += f" {n['median_ms'] - run:.3f} |"
+            if held:
+                h = held.get(model, {"median_ms": float("nan")})
+                row += f" {h['median_ms'] - run_median(model, '-held'):.3f} |"
             row += f" {m['median_ms'] - run:.3f} | {targets.get(model, '')} |"
             print(row)
         if no_staging:

@@ -257,6 +257,9 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
       milliseconds(r.optional_integer("request_timeout_ms", 10, 3'600'000).value_or(10'000));
   config.max_queue = static_cast<int>(r.optional_integer("max_queue", 1, 100'000).value_or(256));
   config.input_staging_slots = static_cast<int>(r.optional_integer("input_staging_slots", 0, 64).value_or(4));
+  if (const auto latency = r.optional_integer("cpu_wakeup_latency_us", 0, 1'000'000)) {
+    config.cpu_wakeup_latency_us = static_cast<std::int32_t>(*latency);
+  }
   config.dispatch = optional_choice(
       r, "dispatch", {{"overlap", DispatchPolicy::Overlap}, {"after-stop", DispatchPolicy::AfterStop}},
       DispatchPolicy::Overlap);

@@ -361,6 +361,9 @@ if(PSW_HAVE_EXEC)
   # BERT-Tiny where the subject is the command, not the model (its analytic profile: no H200 one).
   psw_cli_test(run.host_json 0 "\"ready_ms\"" run --model bert_tiny --profile ${PSW_MODELS}/bert_tiny.yaml --backend host
                --mode per-layer-pipeline --repeat 1 --warmup 0 --batch 1 --format json)
+  # Note [CPU wake-up latency]: a limit out of range is refused before anything runs.
+  psw_cli_test(run.cpu_wakeup_latency_negative 2 "--cpu-wakeup-latency-us: Value -1 not in range 0 to 1000000"
+               run --model bert_tiny --backend host --cpu-wakeup-latency-us -1)
   # No optimisation in one process: the per-layer copies, the forward after the last.
   psw_cli_test(run.host_no_optimization 0 "latency +median" run --model bert_tiny --profile ${PSW_MODELS}/bert_tiny.yaml
                --backend host --mode no-optimization --repeat 1 --warmup 0 --batch 1)

@@ -207,6 +207,20 @@ TEST(ServeConfig, TheInputStagingSlotsAreACountOrNone) {
   }
 }
 
+// Note [CPU wake-up latency]: held only where the config asks, in microseconds from 0.
+TEST(ServeConfig, TheCpuWakeupLatencyIsHeldOnlyWhereAsked) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = "hardware: ../hardware/h200-pcie5.yaml\nprofiles: ../models\nmodels:\n  - name: bert_tiny\n";
+  EXPECT_FALSE(parse_serve_config(head, origin).cpu_wakeup_latency_us.has_value());
+  EXPECT_EQ(parse_serve_config(head + "cpu_wakeup_latency_us: 0\n", origin).cpu_wakeup_latency_us, 0);
+  EXPECT_EQ(parse_serve_config(head + "cpu_wakeup_latency_us: 20\n", origin).cpu_wakeup_latency_us, 20);
+  for (const char* bad : {"cpu_wakeup_latency_us: -1\n", "cpu_wakeup_latency_us: 1000001\n", "cpu_wakeup_latency_us: low\n"}) {
+    EXPECT_NE(input_error_of([&] { parse_serve_config(head + bad, origin); }).find("cpu_wakeup_latency_us"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 // Note [TorchScript models]: a user's file served under its stem, with its input's shape; the
 // keys are refused elsewhere and mistakes named.
 TEST(ServeConfig, ATorchScriptModelNamesItsFileAndInput) {

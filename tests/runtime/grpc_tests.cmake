@@ -8,6 +8,7 @@ add_executable(psw_grpc_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_shared_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_client_tools.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_message_memory.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_cpu_latency.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_cycles.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_load_shared_memory.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/runtime/test_http_front_end.cpp

@@ -52,6 +52,8 @@ if(PSW_HAVE_EXEC)
   psw_serve_script_test(repository serve_repository.sh 300 30)
   # docs/examples/: curl, a requests client and a grpcio client against a live server.
   psw_serve_script_test(examples serve_examples.sh 300 10 ${PSW_PROTO_PYTHON_ARG})
+  # cpu_wakeup_latency_us: held while serving, or refused at start saying why (Note [CPU wake-up latency]).
+  psw_serve_script_test(cpu_latency serve_cpu_latency.sh 300 6)
   # Callers that give up (50 ms deadlines, 200 at once): withdrawn, never run; threads bounded.
   # Then 10,000 requests with 10 ms deadlines: threads and RSS bounded, latency afterwards as before.
   psw_serve_script_test(deadlines serve_deadlines.sh 300 10 ${PSW_PROTO_PYTHON_ARG})

@@ -16,6 +16,7 @@
 //   request_timeout_ms: 10000      # a worker that takes longer is replaced (watchdog)
 //   max_queue: 256                 # requests waiting or running; more are RESOURCE_EXHAUSTED
 //   input_staging_slots: 4         # raw inputs copied once, into slots of max_tensor_bytes; 0: none
+//   cpu_wakeup_latency_us: 0       # the host's CPU wake-up latency held this low while serving (root)
 //   dispatch: overlap              # overlap: a request starts while training stops; after-stop
 //   models:
 //     - name: resnet152
@@ -203,6 +204,9 @@ struct ServeConfig {
   // cuda: slots x max_tensor_bytes of host memory); a raw input that finds none free keeps its
   // own bytes, which the controller copies into the worker's io segment. 0: none.
   int input_staging_slots = 4;
+  // Note [CPU wake-up latency] (cpu_latency.hpp): the system's CPU wake-up latency limit that
+  // psw serve holds while it runs, in microseconds (0: idle CPUs poll); none: the system's own.
+  std::optional<std::int32_t> cpu_wakeup_latency_us;
   DispatchPolicy dispatch = DispatchPolicy::Overlap;
   // Note [Placement]: copy every layer on a switch (the paper), or let the plan leave layers the
   // device reads only a little of (BERT's embedding tables) in pinned host memory, read in place.

@@ -11,6 +11,7 @@
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
+#include "psw/runtime/ipc/cpu_latency.hpp"
 #include "psw/runtime/server/controller.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 #include "psw/runtime/server/http_server.hpp"
@@ -147,6 +148,18 @@ int run_server(const ServerOptions& options) {
   auto log = [&options](const std::string& line) {
     if (options.log) options.log(line);
   };
+  // Note [CPU wake-up latency]: held from before the first request can come until the server's
+  // last process is gone; refused at once where the host does not allow it.
+  std::optional<CpuWakeupLatency> wakeup_latency;
+  if (const auto& latency = options.config.cpu_wakeup_latency_us) {
+    try {
+      wakeup_latency.emplace(*latency);
+    } catch (const Error& e) {
+      throw Error(options.config.path.string() + ": cpu_wakeup_latency_us: " + e.what() + " (or leave the key out)");
+    }
+    log("CPU wake-up latency held at " + std::to_string(*latency) + " us (in force: " +
+        std::to_string(wakeup_latency->in_force_us()) + " us)");
+  }
   StartingService front(options.config);
   // The largest message carries one tensor plus its framing.
   const std::int64_t max_message = std::min<std::int64_t>(options.config.max_tensor_bytes + (1 << 20), (1LL << 31) - 1);
