@@ -110,6 +110,9 @@
 # model instead of ResNet-152 (Note [MPS contention]: how the slowdown depends on the training
 # job), in the server and in the figures' experiments; part `figures` only (the others' experiments
 # train ResNet-152, and psw validate refuses a server that trains another model).
+# PSW_CPU_WAKEUP_LATENCY_US runs the servers this script starts (not psw validate's) with the host's CPU wake-up latency held at
+# that many microseconds (cpu_wakeup_latency_us, Note [CPU wake-up latency]; needs root) and every
+# psw run under the same hold (--cpu-wakeup-latency-us).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part; PSW_RUN_PLACEMENTS ("copy auto") names the
 # placements its psw run switches are measured under (copy: the ratios' denominator). A device call runs 10 minutes at most: run the
@@ -189,6 +192,11 @@ stop_server() {
 serve_config=$root/configs/serve/h200.yaml
 serve_sets=()
 if [[ -n ${PSW_TRAINING_BATCH:-} ]]; then serve_sets+=(--set "training.batch=$PSW_TRAINING_BATCH"); fi
+if [[ -n ${PSW_CPU_WAKEUP_LATENCY_US:-} ]]; then
+  [[ $PSW_CPU_WAKEUP_LATENCY_US =~ ^[0-9]+$ ]] || {
+    echo "gpu-serve: PSW_CPU_WAKEUP_LATENCY_US='$PSW_CPU_WAKEUP_LATENCY_US': expected microseconds (0 or more)" >&2; exit 2; }
+  serve_sets+=(--set "cpu_wakeup_latency_us=$PSW_CPU_WAKEUP_LATENCY_US")
+fi
 if [[ -n ${PSW_TRAINING_MODEL:-} ]]; then
   serve_sets+=(--set "training.model=$PSW_TRAINING_MODEL")
   # The model's own training input: Inception-v3 takes 299 x 299 images (at least 291), BERT-base
@@ -228,7 +236,8 @@ server_processes() {  # pid, rss (KiB) and role of the server and its children
 run_switches() {  # PLACEMENT [held]
   local placement=$1 model suffix held_flags=()
   suffix=$([[ $placement == auto ]] && echo "-auto" || true)
-  if [[ ${2:-} == held ]]; then suffix+=-held; held_flags=(--cpu-wakeup-latency-us 0); fi
+  if [[ ${2:-} == held ]]; then suffix+=-held; held_flags=(--cpu-wakeup-latency-us 0)
+  elif [[ -n ${PSW_CPU_WAKEUP_LATENCY_US:-} ]]; then held_flags=(--cpu-wakeup-latency-us "$PSW_CPU_WAKEUP_LATENCY_US"); fi
   for model in resnet152 inception_v3 bert_base; do
     (cd "$root" && "$psw" run --model "$model" --mode pipeswitch --graph --placement "$placement" --repeat 100 \
       --format json ${held_flags[@]+"${held_flags[@]}"}) > "$raw/run-$model$suffix.json"
