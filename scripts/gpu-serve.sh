@@ -110,9 +110,9 @@
 # model instead of ResNet-152 (Note [MPS contention]: how the slowdown depends on the training
 # job), in the server and in the figures' experiments; part `figures` only (the others' experiments
 # train ResNet-152, and psw validate refuses a server that trains another model).
-# PSW_CPU_WAKEUP_LATENCY_US runs the servers this script starts (not psw validate's) with the host's CPU wake-up latency held at
-# that many microseconds (cpu_wakeup_latency_us, Note [CPU wake-up latency]; needs root) and every
-# psw run under the same hold (--cpu-wakeup-latency-us).
+# PSW_CPU_WAKEUP_LATENCY_US runs the servers this script starts (not psw validate's) with the
+# host's CPU wake-up latency held at that many microseconds (cpu_wakeup_latency_us, Note [CPU
+# wake-up latency]; needs root), and every psw run under the same hold (--cpu-wakeup-latency-us).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part; PSW_RUN_PLACEMENTS ("copy auto") names the
 # placements its psw run switches are measured under (copy: the ratios' denominator). A device call runs 10 minutes at most: run the
