@@ -14,11 +14,20 @@
 #   PSW_GPU_SKIP_TESTS=1: without the gpu tests; PSW_GPU_REPEAT: measured switches (50) and requests
 #   PSW_GPU_SKIP_SERVE=1: without serving the models
 #   PSW_GPU_DEADLINE=EPOCH_SECONDS: models not started by then are skipped (a device call's limit)
+#   PSW_CPU_WAKEUP_LATENCY_US: the servers and psw run with the host's CPU wake-up latency held there
+#     (Note [CPU wake-up latency]; needs root)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 shift || true
 targets=(psw psw-exec)
+held_config= held_flags=()
+if [[ -n ${PSW_CPU_WAKEUP_LATENCY_US:-} ]]; then
+  [[ $PSW_CPU_WAKEUP_LATENCY_US =~ ^[0-9]+$ ]] || {
+    echo "gpu-any-model: PSW_CPU_WAKEUP_LATENCY_US='$PSW_CPU_WAKEUP_LATENCY_US': expected microseconds (0 or more)" >&2; exit 2; }
+  held_config="cpu_wakeup_latency_us: $PSW_CPU_WAKEUP_LATENCY_US"
+  held_flags=(--cpu-wakeup-latency-us "$PSW_CPU_WAKEUP_LATENCY_US")
+fi
 [[ -z ${PSW_GPU_SKIP_TESTS:-} ]] && targets+=(psw_gpu_tests)  # the gpu tests only where they run
 source "$root/scripts/gpu-build.sh" "$out" "${targets[@]}"
 report="$out/$(date -u +%F)-${gpu:-gpu}-any-model.md"
@@ -54,6 +63,7 @@ cache: off
 hardware: $hardware
 profiles: $dir/profiles
 request_timeout_ms: 120000
+$held_config
 models:
   - name: $name
     torchscript: $file
@@ -97,7 +107,7 @@ while read -r name file dtype output specs; do
   for spec in $specs; do args+=(--input-shape "${spec%%:*}" --input-dtype "${spec##*:}"); done
   if (cd "$root" && "$build/cli/psw-exec" run --model "$file" --dtype "$dtype" "${args[@]}" --graph --hardware "$hardware" \
         --repeat "${PSW_GPU_REPEAT:-50}" --graph-out "$raw/$name-graph.json" --profile-out "$raw/$name.yaml" \
-        --format json) > "$raw/$name.json" 2> "$raw/$name.err"; then
+        --format json ${held_flags[@]+"${held_flags[@]}"}) > "$raw/$name.json" 2> "$raw/$name.err"; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("cold %.3f ms, bound %.3f ms (%.3f x), copy-then-replay %.3f ms, %d/%d equal" % (d["latency_ms"]["median"], d["bound_ms"], d["over_bound"], d["copy_then_replay_ms"]["median"], d["outputs_equal"], d["outputs_checked"]))' "$raw/$name.json"
   else
     echo "!! $name: $(tail -1 "$raw/$name.err")"
