@@ -29,7 +29,9 @@ echo "the handler's response complete to the client's call returned. Medians in 
 echo "psw call and the memcpy again with 150 ms of idle before each, as the serve benchmark's cold requests"
 echo "come: a buffer the processor has not touched for that long is no longer in its caches, and every copy"
 echo "of the request's bytes (the kernel's into and out of the socket, the front end's one) is then paid at"
-echo "the memory's speed."
+echo "the memory's speed. Its \`held\` columns hold the host's CPU wake-up latency at 0 while they run"
+echo "(Note [CPU wake-up latency] in \`exec/runtime/ipc/include/psw/runtime/ipc/cpu_latency.hpp\`; root), as"
+echo "\`psw serve\` does with \`cpu_wakeup_latency_us: 0\`."
 echo
 cat "$2"
 echo

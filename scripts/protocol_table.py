@@ -30,18 +30,30 @@ def main(path: str) -> None:
         return
     print()
     print("The same psw call and memcpy with the host idle for 150 ms before each (20 each), as cold requests "
-          "come, against the back-to-back medians above:")
+          "come, against the back-to-back medians above; `held`: the same again with the host's CPU wake-up "
+          "latency held at 0 (Note [CPU wake-up latency]: idle CPUs poll instead of halting):")
     print()
     print("| input | gRPC call, 150 ms apart | to server | front end | to client | ÷ back to back "
-          "| memcpy there and back, 150 ms apart | ÷ back to back |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "| held | ÷ not held | memcpy there and back, 150 ms apart | ÷ back to back | held |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    skipped = set()
     for size in sorted(rows):
         r = rows[size]
         g, gs = r["BM_GrpcRawInfer"], r["BM_GrpcRawInferSpaced"]
         m, ms = r["BM_MemcpyRoundTrip"], r["BM_MemcpyRoundTripSpaced"]
+        gh, mh = r.get("BM_GrpcRawInferSpacedHeld"), r.get("BM_MemcpyRoundTripSpacedHeld")
+        for h in (gh, mh):
+            if h is not None and h.get("error_occurred"):
+                skipped.add(h.get("error_message", "skipped"))
+        held_ok = lambda h: h is not None and not h.get("error_occurred")
+        gh_cells = f"{gh['ms']:.3f} | {gh['ms'] / gs['ms']:.2f}" if held_ok(gh) else "- | -"
+        mh_cell = f"{mh['ms']:.3f}" if held_ok(mh) else "-"
         print(f"| {NAMES.get(size, f'{size:,} bytes')} | {gs['ms']:.3f} | {gs['to_server_ms']:.3f} "
               f"| {gs['front_end_ms']:.3f} | {gs['to_client_ms']:.3f} | {gs['ms'] / g['ms']:.2f} "
-              f"| {ms['ms']:.3f} | {ms['ms'] / m['ms']:.2f} |")
+              f"| {gh_cells} | {ms['ms']:.3f} | {ms['ms'] / m['ms']:.2f} | {mh_cell} |")
+    for message in sorted(skipped):
+        print()
+        print(f"Not held: {message}")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@
 // place, Note [Raw inputs sent in place] in client.cpp), the same call as the generated stub makes
 // it, the input copied into the message: what the client did before, and what a C++ client written
 // from the protocol does. The psw call and the memcpy are measured again with 150 ms idle before
-// each, as cold requests come: what a gap costs. Each psw call's split is counted: to_server
-// (message built to the handler holding it: serialisation, the socket), front_end (the handler: the
-// message split and the input copied once into the front end's staging as psw serve's does, Note
-// [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the input into
-// its output) and to_client (the response back), medians in ms. The process keeps its message
-// memory as psw's serving commands do (Note [Message memory]). scripts/bench-protocol.sh
+// each, as cold requests come: what a gap costs; and again with the host's CPU wake-up latency held
+// at 0 as psw serve can hold it (Note [CPU wake-up latency]). Each psw call's split is counted:
+// to_server (message built to the handler holding it: serialisation, the socket), front_end (the
+// handler: the message split and the input copied once into the front end's staging as psw serve's
+// does, Note [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the
+// input into its output) and to_client (the response back), medians in ms. The process keeps its
+// message memory as psw's serving commands do (Note [Message memory]). scripts/bench-protocol.sh
 // (scripts/gpu-protocol.sh on a GPU host) writes its report through scripts/protocol_report.sh.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
@@ -27,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,8 +38,10 @@
 
 #include "../runtime/fake_inference_service.hpp"
 #include "grpc_service.grpc.pb.h"
+#include "psw/common/error.hpp"
 #include "psw/common/output.hpp"
 #include "psw/runtime/client/client.hpp"
+#include "psw/runtime/ipc/cpu_latency.hpp"
 #include "psw/runtime/ipc/message_memory.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
 
@@ -137,6 +141,23 @@ void grpc_raw_infer(benchmark::State& state, std::chrono::milliseconds gap) {
 
 void BM_GrpcRawInfer(benchmark::State& state) { grpc_raw_infer(state, std::chrono::milliseconds{0}); }
 void BM_GrpcRawInferSpaced(benchmark::State& state) { grpc_raw_infer(state, kColdGap); }
+
+// The spaced calls again with the host's CPU wake-up latency held at 0 (Note [CPU wake-up
+// latency]: idle CPUs poll instead of halting), as psw serve holds it with cpu_wakeup_latency_us;
+// where this process may not open the kernel's file, the run says so in place of a time.
+template <void (*Measure)(benchmark::State&, std::chrono::milliseconds)>
+void held(benchmark::State& state) {
+  std::optional<psw::runtime::CpuWakeupLatency> hold;
+  try {
+    hold.emplace(0);
+  } catch (const psw::Error& e) {
+    state.SkipWithError(e.what());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  Measure(state, kColdGap);
+}
 
 // The same call through the generated stub: the input copied into the message, which gRPC then
 // serialises (psw's client before Note [Raw inputs sent in place]). Timed whole, as above.
@@ -246,6 +267,8 @@ void memcpy_round_trip(benchmark::State& state, std::chrono::milliseconds gap) {
 
 void BM_MemcpyRoundTrip(benchmark::State& state) { memcpy_round_trip(state, std::chrono::milliseconds{0}); }
 void BM_MemcpyRoundTripSpaced(benchmark::State& state) { memcpy_round_trip(state, kColdGap); }
+void BM_GrpcRawInferSpacedHeld(benchmark::State& state) { held<grpc_raw_infer>(state); }
+void BM_MemcpyRoundTripSpacedHeld(benchmark::State& state) { held<memcpy_round_trip>(state); }
 
 // 8 KB (BERT-base's tokens), ResNet-152's 8 x 3 x 224 x 224 and Inception-v3's 8 x 3 x 299 x 299
 // FP32 inputs.
@@ -258,6 +281,8 @@ BENCHMARK(BM_MemcpyRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMil
 // 20 calls 150 ms apart: 3 s a size, whatever --benchmark_min_time says.
 BENCHMARK(BM_GrpcRawInferSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTripSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrpcRawInferSpacedHeld)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemcpyRoundTripSpacedHeld)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
