@@ -6,11 +6,7 @@
 #   load_end_to_end.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 # BERT-Tiny served and trained beside it (its requests and steps take milliseconds on the CPU,
 # so that a second of training holds many steps): the configs of tests/data/sim/ (load-*.yaml,
 # validate-periodic.yaml) describe this server.

@@ -6,11 +6,7 @@
 #   serve_cpu_latency.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 serve_config=configs/serve/host-tiny.yaml
 if [[ -w /dev/cpu_dma_latency ]]; then
   start_ready_server --set cpu_wakeup_latency_us=0

@@ -5,11 +5,7 @@
 #   serve_daemon_death.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 serve_config=configs/serve/host-tiny.yaml  # any server: BERT-Tiny starts in seconds
 start_ready_server
 children=$(pgrep -P "$server" | tr '\n' ' ')

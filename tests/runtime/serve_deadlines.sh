@@ -16,11 +16,7 @@
 set -euo pipefail
 psw=$1
 proto=$2
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 serve_config=configs/serve/host-tiny.yaml
 start_ready_server --set max_queue=16 --set training.autostart=false
 /usr/bin/python3 - "$proto" "$sock" "$server" > "$work/clients.log" 2>&1 <<'PY' || { cat "$work/clients.log"; tail -20 "$work/serve.log"; echo "FAIL"; exit 1; }

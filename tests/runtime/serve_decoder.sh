@@ -12,11 +12,7 @@
 set -euo pipefail
 psw=$1
 proto=$2
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 root=$PWD
 "$psw" profile --model configs/zoo/llama-tiny.yaml --dtype bf16 --backend host --batch 1 --prompt-tokens 32 \
   --decode-tokens 4 --repeat 2 --out "$work/profiles" > /dev/null

@@ -10,11 +10,7 @@
 set -euo pipefail
 psw=$1
 proto=$2
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 tiny_config_with_fp32_model
 start_ready_server --trace "$work/trace.json" --metrics-listen 127.0.0.1:0
 test "$(stat -c %a "$sock")" = 600 || { echo "FAIL: socket mode $(stat -c %a "$sock")"; exit 1; }

@@ -7,11 +7,7 @@
 set -euo pipefail
 psw=$1
 proto=$2
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 # The examples ask for configs/serve/host-small.yaml's models by name; none of them trains, so its
 # ResNet-152 job is left out (on a CPU it takes a third of the server's start and the cores its
 # requests need).

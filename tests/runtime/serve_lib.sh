@@ -1,6 +1,13 @@
-# Shared by the psw serve script tests: start a host-backend server in the background and wait
-# until it is ready. Sets `server` (its pid); needs `psw`, `work` and `sock`; serves
-# `serve_config` where set, else configs/serve/host-small.yaml, on PSW_SERVE_BACKEND (default host).
+# Shared by the psw serve script tests. Sourcing it makes `work`, a fresh folder that is removed
+# at exit (with the server killed if one is left), and `sock`, the server's socket in it.
+work=$(mktemp -d)
+sock=$work/run/psw.sock
+cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+
+# Start a host-backend server in the background and wait until it is ready. Sets `server` (its
+# pid); needs `psw`; serves `serve_config` where set, else configs/serve/host-small.yaml, on
+# PSW_SERVE_BACKEND (default host).
 start_ready_server() {  # EXTRA_ARGS...
   "$psw" serve --config "${serve_config:-configs/serve/host-small.yaml}" --backend "${PSW_SERVE_BACKEND:-host}" --socket "$sock" "$@" 2> "$work/serve.log" &
   server=$!

@@ -12,11 +12,7 @@
 #   serve_repository.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 tiny_config_with_fp32_model
 "$psw" profile --model "$work/torchscript/classifier.pt" --input-shape 1,3,16,16 --batch 1 --backend host --repeat 2 \
   --out "$work/profiles" > "$work/profile.log" 2>&1 || { cat "$work/profile.log"; echo "FAIL: psw profile of classifier.pt"; exit 1; }

@@ -8,11 +8,7 @@
 #   serve_rest.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 tiny_config_with_fp32_model
 start_ready_server --http-listen 127.0.0.1:0
 url=$(sed -n 's/^psw serve: REST on \(http:[^ ]*\)$/\1/p' "$work/serve.log")

@@ -14,11 +14,7 @@
 #   serve_training_loss.sh PSW
 set -euo pipefail
 psw=$1
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 serve_config=configs/serve/host-tiny.yaml
 steps=200
 run_job() {  # LABEL REQUESTS(yes|no)

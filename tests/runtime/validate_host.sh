@@ -16,11 +16,7 @@
 set -euo pipefail
 psw=$1
 tolerance=${PSW_HOST_VALIDATE_TOLERANCE:-0.6}
-work=$(mktemp -d)
-sock=$work/run/psw.sock
-cleanup() { [[ -n ${server:-} ]] && kill -KILL "$server" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-source "$(dirname "$0")/serve_lib.sh"
+source "$(dirname "$0")/serve_lib.sh"  # sets work (removed at exit) and sock
 
 # 1. This machine's profiles: BERT-base's layers at batch 1 (the smallest of the zoo's inputs on a
 # CPU) and the host backend's copies.
