@@ -8,10 +8,11 @@
 // the kernel's idle driver puts an idle CPU into the deepest state whose exit latency the
 // system allows; on this project's virtual machines (cpuidle driver `haltpoll`, guest halt
 // polling off) that state is a halt that exits to the hypervisor, and waking from it costs tens
-// to hundreds of microseconds per hop. Measured on the 2-core host (tests/bench/protocol_bench.cpp,
-// 20 calls 150 ms apart): an 8 KB ModelInfer took 1.01 ms with the system's default limit and
-// 0.65 ms with it held at 0; a 4.8 MB one 10.3 and 8.6 ms, and a cold 4.8 MB memcpy 1.1 and
-// 0.8 ms (the halted CPU's caches are the hypervisor's to reuse).
+// to hundreds of microseconds per hop. Measured on the 2-core host (results/protocol.md,
+// tests/bench/protocol_bench.cpp, 20 calls 150 ms apart): with the limit held at 0, an 8 KB
+// ModelInfer took 0.76 x as long as without (0.78 against 1.03 ms), a 4.8 MB one 0.84 x (9.6
+// against 11.4 ms), and a cold memcpy of the 4.8 MB there and back 0.79 x (a halted CPU's caches
+// are the hypervisor's to reuse).
 //
 // The kernel's interface for this is the CPU latency QoS request (Documentation/power/
 // pm_qos_interface.rst): a process that opens /dev/cpu_dma_latency and writes a 32-bit
