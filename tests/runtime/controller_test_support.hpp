@@ -103,10 +103,13 @@ inline std::filesystem::path fresh_decisions_path() {
          ("psw-decisions-" + std::to_string(::getpid()) + "-" + std::to_string(++count) + ".jsonl");
 }
 
-inline ControllerUnderTest start(const ServeConfig& config, const std::string& backend = "host") {
+// `regions`: mapped by every worker at its start (ControllerOptions::regions).
+inline ControllerUnderTest start(const ServeConfig& config, const std::string& backend = "host",
+                                 std::vector<BorrowedBytes> regions = {}) {
   ControllerOptions options;
   options.config = config;
   options.backend = backend;
+  options.regions = std::move(regions);
   options.exec_path = PSW_EXEC_PATH;
   options.decisions = fresh_decisions_path();
   // PSW_TEST_LOG=1 prints the controller's log (workers started, replaced, ...) as it comes;

@@ -994,6 +994,43 @@ TEST(Controller, AStagingSlotStaysHeldUntilTheWorkerAnswersAGivenUpRequest) {
   EXPECT_TRUE(eventually([&] { return staging.slots_free() == 1; }, 120s));
 }
 
+// Regions the controller is given at its start (psw serve's input staging) are mapped by every
+// worker before the training job starts, the one that trains among them, so that no worker's
+// first request in the staging waits for a map; told after the start, a region would reach only
+// the worker on standby until the training one served a request.
+TEST(Controller, RegionsGivenAtTheStartAreMappedByEveryWorkerBeforeTrainingStarts) {
+  const ServeConfig config = write_host_config("regions-at-start", R"(
+workers: 2
+request_timeout_ms: 120000
+models:
+  - name: bert_tiny
+    batch: 1
+training:
+  model: bert_tiny
+  batch: 2
+  input_size: 16
+  seed: 1
+  autostart: true
+)");
+  InputStaging staging(2, 64 * 1024);
+  auto controller = start(config, "host", {staging.whole()});
+  EXPECT_EQ(controller->stats().region_maps, 2) << "both workers map the staging before the controller is up";
+  ASSERT_TRUE(eventually([&] { return controller->training_status("bert_tiny").running; }, 60s));
+  // Told again, as the front ends tell their staging once the controller is up: nothing new.
+  controller->shared_memory_registered(staging.whole());
+  auto bert = exec::make_model("bert_tiny", 0);
+  torch::NoGradGuard no_grad;
+  for (int length = 5; length < 7; ++length) {
+    const torch::Tensor tokens = bert->example_input(1, length);
+    const InferRequest request = in_staging(staging, request_for("bert_tiny", tokens));
+    ASSERT_TRUE(request.inputs[0].is_borrowed());
+    EXPECT_LT(relative_error(output_of(controller->infer(request)), bert->forward(tokens)), 1e-5) << length;
+  }
+  const ControllerStats stats = controller->stats();
+  EXPECT_EQ(stats.inputs_read_in_place, 2);
+  EXPECT_EQ(stats.region_maps, 2);
+}
+
 // Note [Inputs read in place]: a training worker takes any message for the controller gone and
 // would stop, so a region registered while it trains is mapped only by the worker on standby,
 // and the job trains on, before and after a request in that region.

@@ -1250,6 +1250,13 @@ Controller::Controller(ControllerOptions options) : state_(std::make_unique<Stat
       s.worker_ready(w, s.expect(w.socket.get(), MessageType::Ready, "worker " + std::to_string(w.id), 600'000));
     }
     s.all_ready = true;
+    // Mapped now, while every worker is on standby: the one about to train would otherwise map
+    // them only with its first request.
+    for (const BorrowedBytes& region : s.options.regions) {
+      if (region.region != nullptr && region.owner != nullptr) s.note_region(region);
+    }
+    s.options.regions.clear();  // the controller keeps regions alive by its requests only
+    for (auto& w : s.workers) s.update_mapped_regions(w);
     if (config.training && config.training->autostart) {
       s.feed(PolicyEvent{.kind = PolicyEvent::Kind::TrainingStartRequested});
     }

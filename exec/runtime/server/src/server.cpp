@@ -194,8 +194,14 @@ int run_server(const ServerOptions& options) {
     }
     log("REST on " + http->url());
   }
-  ControllerOptions controller_options{options.config, options.backend, options.exec_path, options.log,
-                                       options.decisions_path};
+  ControllerOptions controller_options;
+  controller_options.config = options.config;
+  controller_options.backend = options.backend;
+  controller_options.exec_path = options.exec_path;
+  controller_options.log = options.log;
+  controller_options.decisions = options.decisions_path;
+  // Mapped by every worker before the training job starts (ControllerOptions::regions).
+  if (staging) controller_options.regions.push_back(staging->whole());
   std::unique_ptr<Controller> controller;
   try {
     controller = std::make_unique<Controller>(controller_options);

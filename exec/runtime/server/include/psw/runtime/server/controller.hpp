@@ -74,6 +74,11 @@ struct ControllerOptions {
   // Note [Decision log] (server_policy.hpp): where to write every event with its actions, as
   // JSON lines; empty: nowhere.
   std::filesystem::path decisions;
+  // Note [Inputs read in place]: regions every worker maps at its start, before the training job
+  // starts, as if registered then: psw serve's input staging (Note [Raw inputs received in
+  // place]). A region told later reaches a training worker only with its first request, whose
+  // latency then includes the map (page-locking the region on cuda).
+  std::vector<BorrowedBytes> regions;
 };
 
 // What the controller has measured since it started (tests and results read these).
