@@ -12,7 +12,10 @@
 // tests/bench/protocol_bench.cpp, 20 calls 150 ms apart): with the limit held at 0, an 8 KB
 // ModelInfer took 0.76 x as long as without (0.78 against 1.03 ms), a 4.8 MB one 0.84 x (9.6
 // against 11.4 ms), and a cold memcpy of the 4.8 MB there and back 0.79 x (a halted CPU's caches
-// are the hypervisor's to reuse).
+// are the hypervisor's to reuse). On a 16-core H100 host the same benchmark went the other way
+// (results/gpu/2026-12-07-h100-protocol.md: 1.17-1.33 x as long held), and served raw cold
+// requests moved by -0.4 to +0.7 ms: whether it pays depends on the host, so it is measured
+// there, side by side (scripts/gpu-serve.sh part `staging`), before it is turned on.
 //
 // The kernel's interface for this is the CPU latency QoS request (Documentation/power/
 // pm_qos_interface.rst): a process that opens /dev/cpu_dma_latency and writes a 32-bit
