@@ -999,19 +999,7 @@ TEST(Controller, AStagingSlotStaysHeldUntilTheWorkerAnswersAGivenUpRequest) {
 // first request in the staging waits for a map; told after the start, a region would reach only
 // the worker on standby until the training one served a request.
 TEST(Controller, RegionsGivenAtTheStartAreMappedByEveryWorkerBeforeTrainingStarts) {
-  const ServeConfig config = write_host_config("regions-at-start", R"(
-workers: 2
-request_timeout_ms: 120000
-models:
-  - name: bert_tiny
-    batch: 1
-training:
-  model: bert_tiny
-  batch: 2
-  input_size: 16
-  seed: 1
-  autostart: true
-)");
+  const ServeConfig config = bert_beside_training("regions-at-start-", "pipeswitch");
   InputStaging staging(2, 64 * 1024);
   auto controller = start(config, "host", {staging.whole()});
   EXPECT_EQ(controller->stats().region_maps, 2) << "both workers map the staging before the controller is up";
