@@ -19,6 +19,12 @@ def load(path):
         return json.load(f)
 
 
+def run_median(raw, model, suffix=""):
+    """`psw run --graph`'s median switch of `model` in run-MODEL{suffix}.json; NaN where not run."""
+    path = os.path.join(raw, f"run-{model}{suffix}.json")
+    return load(path)["latency_ms"]["median"] if os.path.exists(path) else float("nan")
+
+
 def processes(path):
     rows = []
     if os.path.exists(path):
@@ -334,8 +340,7 @@ def main():
         print("| model | client median, raw (ms) | p99 (ms) | client median, shared memory (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio raw | ratio shared memory (target <= 1.15) |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for model, c in sorted(bench["cold_latency_ms"].items()):
-            run_path = os.path.join(raw, f"run-{model}.json")
-            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            run = run_median(raw, model)
             m = shm.get(model, {"median_ms": float("nan"), "p99_ms": float("nan")})
             print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {m['median_ms']:.3f} | {m['p99_ms']:.3f} | {run:.3f} | "
                   f"{c['median_ms'] / run:.2f} | {m['median_ms'] / run:.2f} |")
@@ -359,13 +364,8 @@ def main():
                   " shared memory | target, raw |")
         print(header)
         print("|---|---:|" + ("---:|" if no_staging else "") + ("---:|" if held else "") + "---:|---|")
-
-        def run_median(model, suffix=""):
-            path = os.path.join(raw, f"run-{model}{suffix}.json")
-            return load(path)["latency_ms"]["median"] if os.path.exists(path) else float("nan")
-
         for model, c in sorted(bench["cold_latency_ms"].items()):
-            run = run_median(model)
+            run = run_median(raw, model)
             m = shm.get(model, {"median_ms": float("nan")})
             row = f"| {model} | {c['median_ms'] - run:.3f} |"
             if no_staging:
@@ -373,7 +373,7 @@ def main():
                 row += f" {n['median_ms'] - run:.3f} |"
             if held:
                 h = held.get(model, {"median_ms": float("nan")})
-                row += f" {h['median_ms'] - run_median(model, '-held'):.3f} |"
+                row += f" {h['median_ms'] - run_median(raw, model, '-held'):.3f} |"
             row += f" {m['median_ms'] - run:.3f} | {targets.get(model, '')} |"
             print(row)
         if no_staging:
@@ -461,8 +461,7 @@ def main():
         print("| model | client median, shared memory (ms) | p99 (ms) | client median, raw (ms) | `psw run --graph --placement auto` (ms) | ratio shared memory |")
         print("|---|---:|---:|---:|---:|---:|")
         for model, c in sorted(auto["cold_latency_ms"].items()):
-            run_path = os.path.join(raw, f"run-{model}-auto.json")
-            run = load(run_path)["latency_ms"]["median"] if os.path.exists(run_path) else float("nan")
+            run = run_median(raw, model, "-auto")
             r = raw_auto.get(model, {"median_ms": float("nan")})
             # No `psw run` in this call (the part ran without `main`): no ratio, said as such.
             run_cell, ratio_cell = (f"{run:.3f}", f"{c['median_ms'] / run:.2f}") if run == run else ("not run", "-")
