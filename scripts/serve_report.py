@@ -267,6 +267,27 @@ def rate_spread(bench):
             "(how much it moves by itself).")
 
 
+def print_preemption_split(server):
+    """Note [Preemption phases]: where the preemptions' time went and where in the step the job was."""
+    if server.get("preemption_drain_p99_s") is None:
+        return
+    print("\nWhere the preemptions' time goes (Note [Preemption phases]; p50s need not add up):\n")
+    print("| phase | p50 (ms) | p99 (ms) |")
+    print("|---|---:|---:|")
+    for key, what in [("signal", "arrival until the controller wrote the stop flag"),
+                      ("to_boundary", "the flag until the job's host thread read it at a layer boundary"),
+                      ("drain", "the boundary until the device had done the training work queued before it")]:
+        print(f"| {key}: {what} | {server[f'preemption_{key}_p50_s'] * 1e3:.3f} | {server[f'preemption_{key}_p99_s'] * 1e3:.3f} |")
+    print("\nThe preemptions by where in its step the job read the stop:\n")
+    print("| boundary | preemptions | p50 (ms) | p99 (ms) |")
+    print("|---|---:|---:|---:|")
+    for place in ("step_start", "forward", "backward", "update"):
+        count = server.get(f"preemptions_at_{place}") or 0
+        cells = (f"{server[f'preemption_at_{place}_p50_s'] * 1e3:.3f} | {server[f'preemption_at_{place}_p99_s'] * 1e3:.3f}"
+                 if count else " | ")
+        print(f"| {place} | {count:.0f} | {cells} |")
+
+
 def print_share(raw):
     """Part `share`: the job's rate over a five-minute stretch under one request per second."""
     path = os.path.join(raw, "share.json")
@@ -294,6 +315,7 @@ def print_share(raw):
         print(f"Server, over the run: preemption p50 {server['preemption_p50_s'] * 1e3:.3f} ms, p99 "
               f"{server['preemption_p99_s'] * 1e3:.3f} ms (target p99 < 1 ms); startup p50 "
               f"{server['startup_p50_s'] * 1e3:.3f} ms, p99 {server['startup_p99_s'] * 1e3:.3f} ms.")
+    print_preemption_split(server)
     # What the machine did meanwhile, where it was monitored (scripts/share_timeline.py).
     monitors = share_monitor_summary(raw)
     if monitors:
@@ -408,6 +430,7 @@ def main():
             print("|---|---:|---:|")
             for key, what in phases:
                 print(f"| {key}: {what} | {server[f'phase_{key}_p50_s'] * 1e3:.3f} | {server[f'phase_{key}_p99_s'] * 1e3:.3f} |")
+        print_preemption_split(server)
         t = bench["training_steps_per_s"]
         print()
         print("## Training throughput\n")

@@ -97,7 +97,7 @@ first_loaded = [x for x in loss["with_requests"] if x["elapsed_s"] <= windows[0]
 assert first_loaded and first_loaded[-1]["step"] <= loss["alone"][0]["step"], loss
 PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
-/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s" "$work/bench.json"
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s; assert sum(s['preemptions_at_' + b] for b in ('step_start', 'forward', 'backward', 'update')) == s['preemptions'] and s['preemption_drain_p99_s'] >= 0, s" "$work/bench.json"
 # Note [Training held]: preempted, so held for a while.
 "$psw" client --socket "$sock" --train-status bert_tiny --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['preemptions'] >= 1 and t['held_s'] > 0, t" \

@@ -141,6 +141,20 @@ training:
   EXPECT_EQ(stats.transfers, 4);  // cache off: every request switches its model in
   EXPECT_GE(stats.preemptions, 1);
   EXPECT_EQ(stats.preemption_ns.size(), static_cast<std::size_t>(stats.preemptions));
+  // Note [Preemption phases]: every preemption split, its phases adding up to it exactly, and
+  // counted at one place of the step.
+  for (const auto& phase : stats.preemption_phase_ns) ASSERT_EQ(phase.size(), stats.preemption_ns.size());
+  for (std::size_t p = 0; p < stats.preemption_ns.size(); ++p) {
+    std::int64_t sum = 0;
+    for (std::size_t k = 0; k < kPreemptionPhases; ++k) {
+      EXPECT_GE(stats.preemption_phase_ns[k][p], 0) << kPreemptionPhaseNames[k];
+      sum += stats.preemption_phase_ns[k][p];
+    }
+    EXPECT_EQ(sum, stats.preemption_ns[p]) << "preemption " << p;
+  }
+  std::size_t by_boundary = 0;
+  for (const auto& place : stats.preemption_by_boundary_ns) by_boundary += place.size();
+  EXPECT_EQ(by_boundary, stats.preemption_ns.size());
   // Note [Request phases]: per request, the phases add up to the server's latency exactly (the
   // input's copy to the device is a part of the device's startup, not a phase beside it).
   for (const auto& phase : stats.phase_ns) ASSERT_EQ(phase.size(), stats.latency_ns.size());
@@ -172,6 +186,12 @@ training:
   EXPECT_GT(stats.training_held_ns, 0);
   EXPECT_NE(metrics.find("psw_training_held_seconds_total "), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("psw_request_phase_seconds{phase=\"device_startup\",quantile=\"0.99\"}"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("psw_preemption_phase_seconds_count{phase=\"drain\"} " + std::to_string(stats.preemptions)),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("psw_preemption_by_boundary_seconds{boundary=\"backward\",quantile=\"0.99\"}"),
+            std::string::npos)
       << metrics;
 }
 

@@ -232,21 +232,31 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
   std::atomic<std::uint32_t> stop{kStopNone};
   std::int64_t passed = 0;
   std::int64_t trip_at = -1;
-  model.on_gate = [&] {
-    if (passed++ == trip_at) stop.store(kStopPause);
+  std::int64_t tripped_ns = 0;
+  auto trip = [&] {
+    if (passed++ != trip_at) return;
+    tripped_ns = monotonic_ns();
+    stop.store(kStopPause);
   };
+  model.on_gate = trip;
   for (auto& layer : model.layers()) {
     for (auto& t : layer.tensors) {
       if (t.requires_grad()) t.register_hook([&](torch::Tensor g) {
-          if (passed++ == trip_at) stop.store(kStopPause);
+          trip();
           return g;
         });
     }
   }
   int pauses = 0;
   const std::int64_t per_step = 12;  // 4 gates, 8 parameter hooks
+  // Note [Preemption phases]: each pause knows when and where in the step the job read its stop.
+  std::array<int, kTrainingBoundaries> paused_at{};
   auto pause = [&] {
     ++pauses;
+    const TrainingJob::StopSeen& seen = job.stop_seen();
+    EXPECT_GE(seen.ns, tripped_ns);
+    EXPECT_LE(seen.ns, monotonic_ns());
+    ++paused_at.at(static_cast<std::size_t>(seen.where));
     stop.store(kStopNone);
     return true;
   };
@@ -257,8 +267,15 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
     const TrainingJob::Result r = job.run(++step, stop, {}, pause);
     ASSERT_EQ(r.outcome, TrainingJob::Outcome::ReachedTarget);
   }
-  // A pause set at the last hook of a step is seen between steps: the job pauses there.
+  // A pause set at the last hook of a step is seen at the update's first boundary.
   EXPECT_GE(pauses, 1000);
+  EXPECT_GT(paused_at[static_cast<std::size_t>(TrainingBoundary::Forward)], 100);
+  EXPECT_GT(paused_at[static_cast<std::size_t>(TrainingBoundary::Backward)], 100);
+  EXPECT_GT(paused_at[static_cast<std::size_t>(TrainingBoundary::Update)], 0);
+  // A stop standing when a step would start is read there.
+  stop.store(kStopAbort);
+  EXPECT_EQ(job.run(step + 1, stop).outcome, TrainingJob::Outcome::Preempted);
+  EXPECT_EQ(job.stop_seen().where, TrainingBoundary::StepStart);
   TinyModel reference_model(7);
   Segment reference = make_segment(reference_model, config);
   TrainingJob uninterrupted(reference_model, config, reference.bytes, reference.header());

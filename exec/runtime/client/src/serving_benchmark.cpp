@@ -383,12 +383,24 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
            {"training_iterations", "psw_training_iterations_total"}}) {
     report.server[key] = metric_value(report.metrics, metric);
   }
-  // Note [Request phases]: where the server's time went.
-  for (const char* phase : kRequestPhaseNames) {
+  // Note [Request phases], Note [Preemption phases]: where the server's and the preemptions' time
+  // went, and where in the step the job read its stop (phase_<phase>_p50_s, preemption_<phase>_p99_s,
+  // preemption_at_<boundary>_p99_s, preemptions_at_<boundary>).
+  auto split = [&report](const std::string& metric, const std::string& label, const char* value, const std::string& key) {
+    const std::string labels = label + "=\"" + value + "\"";
     for (const char* q : {"0.5", "0.99"}) {
-      const std::string metric = std::string("psw_request_phase_seconds{phase=\"") + phase + "\",quantile=\"" + q + "\"}";
-      report.server[std::string("phase_") + phase + (q[2] == '5' ? "_p50_s" : "_p99_s")] = metric_value(report.metrics, metric);
+      report.server[key + (q[2] == '5' ? "_p50_s" : "_p99_s")] =
+          metric_value(report.metrics, metric + "{" + labels + ",quantile=\"" + q + "\"}");
     }
+    return metric_value(report.metrics, metric + "_count{" + labels + "}");
+  };
+  for (const char* phase : kRequestPhaseNames) split("psw_request_phase_seconds", "phase", phase, std::string("phase_") + phase);
+  for (const char* phase : kPreemptionPhaseNames) {
+    split("psw_preemption_phase_seconds", "phase", phase, std::string("preemption_") + phase);
+  }
+  for (const char* place : kTrainingBoundaryNames) {
+    report.server[std::string("preemptions_at_") + place] =
+        split("psw_preemption_by_boundary_seconds", "boundary", place, std::string("preemption_at_") + place);
   }
   return report;
 }

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -232,6 +233,13 @@ void record_sample(std::vector<std::int64_t>& samples, std::int64_t ns) {
   samples.push_back(ns);
 }
 
+// The q-quantile of sorted samples (the nearest rank), in seconds; 0 with none.
+double quantile_seconds(const std::vector<std::int64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return static_cast<double>(sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
+}
+
 // The latency histogram's upper bounds, in seconds (Prometheus `le`).
 constexpr double kLatencyBuckets[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
 
@@ -289,6 +297,7 @@ struct Controller::State {
   bool training_stopped_by_client = false;
   std::int64_t training_target = 0;
   std::int64_t stop_requested_for_arrival_ns = 0;  // the request that caused the stop
+  std::int64_t stop_flag_written_ns = 0;           // and when its stop flag was written
   // Note [Training checkpoint], Note [Repository load]: the daemon's answer to the call in
   // flight (a checkpoint, a load), if any, with the descriptors it carries.
   struct DaemonAnswer {
@@ -324,6 +333,29 @@ struct Controller::State {
   // controller sums the time from stopped to running again (TrainingStatus::held_ns), so that a
   // client can split the job's loss under load into the time it was held and its rate while it
   // ran (psw validate's training rows); the simulator reports the same hold (training_held_ms).
+  // Note [Preemption phases]: the split of the preemption just recorded, from the worker's
+  // TrainStopped (times[2]: the stop read at a boundary, times[3]: where). A read before this stop's
+  // flag was written is an earlier stop's (the job was stopped at the target meanwhile): no split.
+  void record_preemption_split(const Message& m) {
+    const std::int64_t seen = m.times[2];
+    const std::int64_t where = m.times[3];
+    if (seen < stop_flag_written_ns || seen > m.times[1] || where < 0 ||
+        where >= static_cast<std::int64_t>(kTrainingBoundaries)) {
+      return;
+    }
+    auto phase = [this](PreemptionPhase k, std::int64_t ns) {
+      record_sample(stats.preemption_phase_ns[static_cast<std::size_t>(k)], ns);
+    };
+    phase(PreemptionPhase::Signal, stop_flag_written_ns - stop_requested_for_arrival_ns);
+    phase(PreemptionPhase::ToBoundary, seen - stop_flag_written_ns);
+    phase(PreemptionPhase::Drain, m.times[1] - seen);
+    record_sample(stats.preemption_by_boundary_ns[static_cast<std::size_t>(where)],
+                  m.times[1] - stop_requested_for_arrival_ns);
+    const std::string place = kTrainingBoundaryNames[where];
+    add_span({"to a boundary (" + place + ")", "training", stop_flag_written_ns, seen,
+              "the stop flag written to the job's host thread reading it at a layer boundary"});
+    add_span({"device drain", "training", seen, m.times[1], "the training work queued before the boundary"});
+  }
   std::int64_t training_held_ns(std::int64_t now) const {
     return stats.training_held_ns + (held_since_ns > 0 ? now - held_since_ns : 0);
   }
@@ -665,6 +697,7 @@ struct Controller::State {
         control_of(a.worker).stop.store(a.mode == StopMode::Pause ? kStopPause : kStopAbort, std::memory_order_release);
         const auto it = pending.find(a.request);
         stop_requested_for_arrival_ns = a.request != 0 && it != pending.end() ? it->second->arrival_ns : 0;
+        stop_flag_written_ns = monotonic_ns();
         workers[static_cast<std::size_t>(a.worker)].busy_since_ns = monotonic_ns();
         return;
       }
@@ -1035,6 +1068,7 @@ struct Controller::State {
           ++stats.preemptions;
           if (e.stop == TrainingStop::Abandoned) ++stats.preemptions_abandoning_step;
           record_sample(stats.preemption_ns, m.times[1] - stop_requested_for_arrival_ns);
+          record_preemption_split(m);
           held_since_ns = m.times[1];
         }
         if (stop_requested_for_arrival_ns > 0 && e.stop != TrainingStop::ReachedTarget) {
@@ -2076,15 +2110,22 @@ std::string Controller::metrics_text() {
     std::sort(ns.begin(), ns.end());
     double sum = 0;
     for (std::int64_t v : ns) sum += static_cast<double>(v) * 1e-9;
-    for (double q : {0.5, 0.9, 0.99}) {
-      double value = 0;
-      if (!ns.empty()) {
-        const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
-        value = static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
-      }
-      out << name << "{quantile=\"" << q << "\"} " << value << "\n";
-    }
+    for (double q : {0.5, 0.9, 0.99}) out << name << "{quantile=\"" << q << "\"} " << quantile_seconds(ns, q) << "\n";
     out << name << "_sum " << sum << "\n" << name << "_count " << ns.size() << "\n";
+  };
+  // A time split by a label (one sample list per label value): p50, p99 and the count of each.
+  auto split_summary = [&out](const char* name, const char* help, const char* label, std::span<const char* const> values,
+                              std::span<const std::vector<std::int64_t>> samples) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      std::vector<std::int64_t> ns = samples[k];
+      std::sort(ns.begin(), ns.end());
+      const std::string labels = std::string(label) + "=\"" + values[k] + "\"";
+      for (double q : {0.5, 0.99}) {
+        out << name << "{" << labels << ",quantile=\"" << q << "\"} " << quantile_seconds(ns, q) << "\n";
+      }
+      out << name << "_count{" << labels << "} " << ns.size() << "\n";
+    }
   };
   summary("psw_preemption_latency_seconds", "Request arrival at the controller to training stopped at a layer boundary.",
           s.stats.preemption_ns);
@@ -2092,18 +2133,14 @@ std::string Controller::metrics_text() {
           s.stats.startup_ns);
   summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
           s.stats.latency_ns);
-  // Note [Request phases]: one summary, labelled by phase.
-  out << "# HELP psw_request_phase_seconds Where a request's time at the server goes, by phase.\n"
-      << "# TYPE psw_request_phase_seconds summary\n";
-  for (std::size_t k = 0; k < kRequestPhases; ++k) {
-    std::vector<std::int64_t> ns = s.stats.phase_ns[k];
-    std::sort(ns.begin(), ns.end());
-    for (double q : {0.5, 0.99}) {
-      const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(ns.size())));
-      const double value = ns.empty() ? 0 : static_cast<double>(ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)]) * 1e-9;
-      out << "psw_request_phase_seconds{phase=\"" << kRequestPhaseNames[k] << "\",quantile=\"" << q << "\"} " << value << "\n";
-    }
-  }
+  // Note [Request phases], Note [Preemption phases]: summaries labelled by phase.
+  split_summary("psw_request_phase_seconds", "Where a request's time at the server goes, by phase.", "phase",
+                kRequestPhaseNames, s.stats.phase_ns);
+  split_summary("psw_preemption_phase_seconds", "Where a preemption's time goes, by phase.", "phase",
+                kPreemptionPhaseNames, s.stats.preemption_phase_ns);
+  split_summary("psw_preemption_by_boundary_seconds",
+                "Request arrival to training stopped, by where in its step the job read the stop.", "boundary",
+                kTrainingBoundaryNames, s.stats.preemption_by_boundary_ns);
   gauge("psw_resident_models", "Models whose parameters are on the device.",
         static_cast<std::int64_t>(s.policy->resident().size()));
   // Note [Processes a server starts with] (sim/src/simulated_server.cpp): what psw load reads when its

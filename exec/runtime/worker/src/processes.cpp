@@ -692,6 +692,8 @@ class Worker {
   // an eager switch's host times (times[5..6]).
   void record_device_times(exec::PipelineEngine& engine, bool eager_switch, Message& reply);
   void train(const Message& m, Message& reply);
+  // TrainStopped's times[2] and [3]: when and where the job read its stop (Note [Preemption phases]).
+  void note_stop_seen(Message& stopped) const;
   // Between training steps and while paused: whether the controller went away (a hang-up, or
   // any message but DropModel, which is handled here: Note [Repository load]).
   bool socket_calls_off_training();
@@ -1297,6 +1299,7 @@ void Worker::train(const Message& m, Message& reply) {
     paused.value = committed_steps(training_->header());
     paused.value2 = kTrainPaused;
     paused.times[1] = monotonic_ns();
+    note_stop_seen(paused);
     send_message(socket, paused);
     return wait_while_paused(*own_control_, resumes, controller_gone);
   };
@@ -1307,6 +1310,14 @@ void Worker::train(const Message& m, Message& reply) {
   reply.times[1] = monotonic_ns();
   reply.value = result.completed_steps;
   reply.value2 = result.outcome == TrainingJob::Outcome::Preempted ? kTrainAbandoned : kTrainReachedTarget;
+  note_stop_seen(reply);
+}
+
+void Worker::note_stop_seen(Message& stopped) const {
+  // Note [Preemption phases]: where and when the job read the stop, for the controller's split.
+  const TrainingJob::StopSeen& seen = training_->stop_seen();
+  stopped.times[2] = seen.ns;
+  stopped.times[3] = static_cast<std::int64_t>(seen.where);
 }
 
 bool Worker::socket_calls_off_training() {

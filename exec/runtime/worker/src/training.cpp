@@ -333,7 +333,7 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
   // Backward boundaries: a gradient hook on every parameter (the zoo's gates cover the forward).
   for (auto& p : parameters_) {
     p.register_hook([this](torch::Tensor grad) {
-      if (stop_ != nullptr) boundary();
+      if (stop_ != nullptr) boundary(TrainingBoundary::Backward);
       return grad;
     });
   }
@@ -412,15 +412,21 @@ torch::Tensor TrainingJob::labels_of_step(std::int64_t step, std::int64_t classe
   return labels_.at(static_cast<std::size_t>(step % kDataPool));
 }
 
-void TrainingJob::boundary() {
-  if (boundary_hook_) boundary_hook_();
+std::uint32_t TrainingJob::read_stop(TrainingBoundary where) {
   const std::uint32_t s = stop_->load(std::memory_order_acquire);
+  if (s != kStopNone) stop_seen_ = StopSeen{where, monotonic_ns()};
+  return s;
+}
+
+void TrainingJob::boundary(TrainingBoundary where) {
+  if (boundary_hook_) boundary_hook_();
+  const std::uint32_t s = read_stop(where);
   if (s == kStopNone) return;
   if (s == kStopPause && pause_ && pause_()) return;
   throw Preempted{};
 }
 
-void TrainingJob::update(const std::atomic<std::uint32_t>& stop, std::int64_t step) {
+void TrainingJob::update(std::int64_t step) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   grads.reserve(parameters_.size());
@@ -430,9 +436,9 @@ void TrainingJob::update(const std::atomic<std::uint32_t>& stop, std::int64_t st
   }
   // Pause points inside the update (Note [Preemption without loss]): waiting here loses
   // nothing; an abort is honoured only after the commit.
-  auto update_boundary = [&stop, this] {
+  auto update_boundary = [this] {
     if (boundary_hook_) boundary_hook_();
-    if (stop.load(std::memory_order_acquire) == kStopPause && pause_) pause_();
+    if (read_stop(TrainingBoundary::Update) == kStopPause && pause_) pause_();
   };
   std::vector<std::vector<torch::Tensor>>& moments = slots_[bound_slot_].moments;
   if (config_.optimizer == TrainingOptimizer::Sgd) {
@@ -481,8 +487,8 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
   stop_ = &stop;
   pause_ = pause;
   // A pause asked for between steps is honoured there too (nothing of a step in flight).
-  auto stopped = [&stop, this] {
-    const std::uint32_t s = stop.load(std::memory_order_acquire);
+  auto stopped = [this] {
+    const std::uint32_t s = read_stop(TrainingBoundary::StepStart);
     if (s == kStopNone) return false;
     return !(s == kStopPause && pause_ && pause_());
   };
@@ -500,7 +506,7 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     const torch::Tensor input = input_of_step(done);
     double loss_value = 0;
     try {
-      const std::vector<torch::Tensor> outs = model_.training_outputs(input, [this](std::size_t) { boundary(); });
+      const std::vector<torch::Tensor> outs = model_.training_outputs(input, [this](std::size_t) { boundary(TrainingBoundary::Forward); });
       const torch::Tensor labels = labels_of_step(done, outs.at(0).size(1));
       torch::Tensor loss = torch::nn::functional::cross_entropy(outs[0].to(torch::kFloat32), labels);
       for (std::size_t i = 1; i < outs.size(); ++i) {
@@ -516,7 +522,7 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
       if (stop.load(std::memory_order_acquire) == kStopNone) throw;
       return result(Outcome::Preempted);
     }
-    update(stop, done + 1);
+    update(done + 1);
     commit(done + 1, loss_value);
     if (on_step && !on_step(done + 1, loss_value)) return result(Outcome::Preempted);
   }

@@ -72,7 +72,9 @@ enum class MessageType : std::uint32_t {
   Infer,            // controller -> worker: run `model` on the input in the io segment
   InferDone,        // worker -> controller: output in the io segment
   Train,            // controller -> worker: train `model` until step `value` or preempted
-  TrainStopped,     // worker -> controller: stopped at a layer boundary or at the target
+  // worker -> controller: stopped at a layer boundary or at the target; times[1] stopped (the
+  // device done), times[2] and [3] when and where the job read the stop (Note [Preemption phases]).
+  TrainStopped,
   Cleanup,          // controller -> worker: drop the task's state (off the critical path)
   CleanupDone,      // worker -> controller
   Shutdown,         // controller -> daemon/worker: exit

@@ -26,4 +26,24 @@ inline constexpr const char* kRequestPhaseNames[] = {"queue",         "input_cop
                                                      "device_startup", "compute",    "output",    "reply"};
 inline constexpr std::size_t kRequestPhases = std::size(kRequestPhaseNames);
 
+// Note [Preemption phases]: where a preemption's time goes, from the request's arrival at the
+// controller to the training job stopped at a layer boundary (psw_preemption_latency_seconds):
+//   signal       arrival until the controller has written the stop flag (the policy's decision)
+//   to_boundary  the flag written until the job's host thread reads it at a layer boundary: the
+//                host work between two boundaries, and the host's waits on the device there (the
+//                lookahead's bound, Note [Bounded lookahead]; the step's own synchronisations)
+//   drain        the boundary until the device has done the training work queued before it
+// The three add up to the preemption exactly. The boundary is counted by where in the step it
+// lies, so that a tail can be traced to the part of the step it comes from.
+enum class PreemptionPhase { Signal, ToBoundary, Drain };
+inline constexpr const char* kPreemptionPhaseNames[] = {"signal", "to_boundary", "drain"};
+inline constexpr std::size_t kPreemptionPhases = std::size(kPreemptionPhaseNames);
+
+// Where in a training step the job saw a stop (TrainingJob, Note [Preemption without loss]):
+// before the step's first layer (between steps, or the step's state slot being copied), at a
+// layer of the forward, at a parameter's gradient in the backward, between the update's operations.
+enum class TrainingBoundary { StepStart, Forward, Backward, Update };
+inline constexpr const char* kTrainingBoundaryNames[] = {"step_start", "forward", "backward", "update"};
+inline constexpr std::size_t kTrainingBoundaries = std::size(kTrainingBoundaryNames);
+
 }  // namespace psw::runtime

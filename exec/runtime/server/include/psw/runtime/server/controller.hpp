@@ -127,6 +127,10 @@ struct ControllerStats {
   std::int64_t region_unmaps = 0;         // UnmapInput messages sent
   // Per request (the most recent 50,000 to 100,000: kMaxSamples in controller.cpp).
   std::vector<std::int64_t> preemption_ns;  // request arrival -> training stopped, per preemption
+  // Note [Preemption phases]: per preemption whose worker said where it read the stop, by
+  // PreemptionPhase (adding up to its preemption_ns), and the preemptions by the boundary's place.
+  std::array<std::vector<std::int64_t>, kPreemptionPhases> preemption_phase_ns;
+  std::array<std::vector<std::int64_t>, kTrainingBoundaries> preemption_by_boundary_ns;
   std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
   std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
   std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;  // by RequestPhase, per request

@@ -63,6 +63,7 @@
 #include "psw/exec/parameter_store.hpp"
 #include "psw/exec/torchscript.hpp"
 #include "psw/runtime/ipc/ipc.hpp"
+#include "psw/runtime/ipc/request_phases.hpp"
 
 namespace psw::runtime {
 
@@ -162,6 +163,13 @@ class TrainingJob {
   // Seeded labels in [0, classes) of step `step`'s batch (Note [Training objective]).
   torch::Tensor labels_of_step(std::int64_t step, std::int64_t classes) const;
   const TrainingHeader& header() const { return *header_; }
+  // The last time the job read a non-zero stop flag (Note [Preemption phases]): where in the step
+  // and when (monotonic_ns, the host's steady clock); `ns` 0 before any.
+  struct StopSeen {
+    TrainingBoundary where = TrainingBoundary::StepStart;
+    std::int64_t ns = 0;
+  };
+  const StopSeen& stop_seen() const { return stop_seen_; }
 
  private:
   struct Preempted : std::runtime_error {
@@ -174,7 +182,7 @@ class TrainingJob {
     std::vector<std::vector<torch::Tensor>> moments; // per optimizer buffer, per trained parameter
   };
   void bind(int slot);
-  void update(const std::atomic<std::uint32_t>& stop, std::int64_t step);
+  void update(std::int64_t step);
   void commit(std::int64_t steps, double loss);
   exec::ZooModel& model_;
   TrainingJobConfig config_;
@@ -190,7 +198,9 @@ class TrainingJob {
   mutable std::vector<torch::Tensor> labels_;  // per pool entry, made at the first step
   mutable std::int64_t label_classes_ = 0;     // the output width they were made for
   // At a layer boundary: the hook, then stop or pause as the flag says (throws Preempted).
-  void boundary();
+  void boundary(TrainingBoundary where);
+  // The stop flag as read at `where`, noted in stop_seen_ when it is set.
+  std::uint32_t read_stop(TrainingBoundary where);
   void crash_point() const {
     if (boundary_hook_) boundary_hook_();
   }
@@ -198,6 +208,7 @@ class TrainingJob {
   std::function<bool()> pause_;
   std::function<void()> boundary_hook_;
   std::function<void()> device_fence_;
+  StopSeen stop_seen_;
 };
 
 }  // namespace psw::runtime
