@@ -18,7 +18,7 @@
 #               switches, also held (a short call where device time is short; not with main)
 #   mechanisms  one server per mechanism the server runs: cold requests while training; the
 #               simulator's prediction of the same case beside them (h200-serve.yaml, psw compare-serve)
-#   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop)
+#   dispatch    pipeswitch with `dispatch: after-stop` (requests wait for training to stop; PSW_COLD_REQUESTS per model)
 #   placement   the server with `placement: auto` (layers read in place): cold requests, shared
 #               memory and raw inputs
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
@@ -433,7 +433,7 @@ fi
 if has_part dispatch; then
   echo "== dispatch after-stop ($(date -u +%T))"
   if start_server "$serve_config" "$raw/serve-after-stop.log" --set dispatch=after-stop; then
-    "$psw" bench-serve --socket "$sock" --cold-requests 30 --gap-ms 150 --batch 8 --window 0 --switches 0 \
+    "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 0 --switches 0 \
       --out "$raw/dispatch-after-stop.json" || true
     stop_server
   fi

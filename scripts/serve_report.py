@@ -542,7 +542,9 @@ def main():
             print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} |")
         print(f"\nStartup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; preemption p50 "
               f"{s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms; arrival to reply p50 "
-              f"{s['server_latency_p50_s'] * 1e3:.3f} ms.\n")
+              f"{s['server_latency_p50_s'] * 1e3:.3f} ms.")
+        print_preemption_split(s)
+        print()
     profiles = [
         ("serving-h200.yaml", "The server's request path and training step (psw profile-serving)",
          "Measured first in this run against the server of `configs/serve/h200.yaml` (Note [Request path]):\n"
