@@ -113,6 +113,8 @@
 # PSW_CPU_WAKEUP_LATENCY_US runs the servers this script starts (not psw validate's) with the
 # host's CPU wake-up latency held at that many microseconds (cpu_wakeup_latency_us, Note [CPU
 # wake-up latency]; needs root), and every psw run under the same hold (--cpu-wakeup-latency-us).
+# PSW_RAW_FROM (an earlier call's raw-serve.tar.gz on the same machine) makes this call's report
+# cover that call's parts too; PSW_REPORT_NAME names the report (<date>-<gpu>-NAME.md; serve).
 # Parts may be combined with commas (main,lookahead). PSW_COLD_REQUESTS (50), PSW_WINDOW_S (20)
 # and PSW_SWITCHES (10000) size the main part; PSW_RUN_PLACEMENTS ("copy auto") names the
 # placements its psw run switches are measured under (copy: the ratios' denominator). A device call runs 10 minutes at most: run the
@@ -163,6 +165,30 @@ source "$root/scripts/gpu-build.sh" "$out" "${targets[@]}"
 raw="$out/raw-serve"
 mkdir -p "$raw"
 bash "$root/scripts/environment.sh" > "$raw/environment.md"  # the report may be made elsewhere
+# PSW_RAW_FROM: an earlier call's raw runs on this machine (its raw-serve.tar.gz or folder), put
+# beside this call's so that one report covers the parts of both (a device call runs 10 minutes
+# at most; the machine and its build stay between calls). Refused when they were made on another
+# host or GPU, as far as the environment says.
+if [[ -n ${PSW_RAW_FROM:-} ]]; then
+  earlier=$(mktemp -d)
+  if [[ -f $PSW_RAW_FROM ]]; then
+    tar -C "$earlier" -xzf "$PSW_RAW_FROM"
+  elif [[ -d $PSW_RAW_FROM ]]; then
+    cp -r "$PSW_RAW_FROM"/. "$earlier"/
+  else
+    echo "gpu-serve: PSW_RAW_FROM='$PSW_RAW_FROM': no such file or folder" >&2; exit 2
+  fi
+  [[ -f $earlier/environment.md ]] || { echo "gpu-serve: PSW_RAW_FROM='$PSW_RAW_FROM' has no environment.md: not a raw-serve folder" >&2; exit 2; }
+  for key in host gpu; do
+    was=$(grep "^- $key:" "$earlier/environment.md" || true)
+    now=$(grep "^- $key:" "$raw/environment.md" || true)
+    [[ $was == "$now" ]] || { echo "gpu-serve: PSW_RAW_FROM='$PSW_RAW_FROM' was made on another machine ('$was', here '$now')" >&2; exit 2; }
+  done
+  rm "$earlier/environment.md"  # this call's stays
+  cp -r "$earlier"/. "$raw"/
+  export PSW_RUN_NOTE="${PSW_RUN_NOTE:+$PSW_RUN_NOTE; }with an earlier call's raw runs on this machine (PSW_RAW_FROM: $(cd "$earlier" && ls -- *.json | tr '\n' ' '| sed 's/ $//'))"
+  rm -rf "$earlier"
+fi
 psw="$build/cli/psw"
 gpu_name() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1; }  # profiles' `device`
 sock_dir=$(mktemp -d)
@@ -724,7 +750,7 @@ for replay in azure2019 llm; do
     "$out/$(date -u +%F)-replay-$replay-cdf.png" || echo "!! no CDF plot of replay-$replay (matplotlib?)"
 done
 echo "== report ($(date -u +%T))"
-report="$out/$(date -u +%F)-${gpu:-gpu}-serve.md"
+report="$out/$(date -u +%F)-${gpu:-gpu}-${PSW_REPORT_NAME:-serve}.md"
 PSW="$psw" python3 "$root/scripts/serve_report.py" "$raw" > "$report"
 # One archive of the raw runs (the device tool returns few files).
 tar -C "$raw" -czf "$out/raw-serve.tar.gz" . && rm -rf "$raw"
