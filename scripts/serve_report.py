@@ -511,6 +511,11 @@ def main():
             name = os.path.basename(path)[len("lookahead-"):-len(".json")]
             print(f"| {name} | {s['startup_p50_s'] * 1e3:.3f} / {s['startup_p99_s'] * 1e3:.3f} | "
                   f"{s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} | {t['alone']:.2f} | {ratio:.1f} | {cells} |")
+        for path in lookaheads:
+            s = load(path)["server"]
+            if s.get("preemption_drain_p99_s") is not None:
+                print(f"\n### Lookahead {os.path.basename(path)[len('lookahead-'):-len('.json')]}: its preemptions")
+                print_preemption_split(s)
         print()
     mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))
     if mechanisms:
