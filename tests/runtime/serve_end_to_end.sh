@@ -98,6 +98,20 @@ assert first_loaded and first_loaded[-1]["step"] <= loss["alone"][0]["step"], lo
 PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s; assert sum(s['preemptions_at_' + b] for b in ('step_start', 'forward', 'backward', 'update')) == s['preemptions'] and s['preemption_drain_p99_s'] >= 0, s" "$work/bench.json"
+# scripts/serve_report.py reads bench-serve's preemption split by the names the server gives it.
+/usr/bin/python3 - "$work/bench.json" <<'PY' || { echo "FAIL: serve_report.py's preemption tables"; exit 1; }
+import contextlib, io, json, sys
+sys.path.insert(0, "scripts")
+from serve_report import print_preemption_split
+server = json.load(open(sys.argv[1]))["server"]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    print_preemption_split(server)
+rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.getvalue().splitlines() if line.startswith("| ")]
+places = {r[0]: int(r[1]) for r in rows if r[0] in ("step_start", "forward", "backward", "update")}
+assert len(places) == 4 and sum(places.values()) == server["preemptions"], out.getvalue()
+assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundary", "drain"], out.getvalue()
+PY
 # Note [Training held]: preempted, so held for a while.
 "$psw" client --socket "$sock" --train-status bert_tiny --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['preemptions'] >= 1 and t['held_s'] > 0, t" \
