@@ -158,6 +158,10 @@ if [[ -n ${PSW_TRAINING_BATCH:-} && $PSW_TRAINING_BATCH != 8 ]] && { has_part ca
     "training batch of 8; calibrate without it and pass PSW_SERVING_PROFILE=<that call's serving-h200.yaml>" >&2
   exit 2
 fi
+if [[ -n ${PSW_RAW_FROM:-} && ! -e $PSW_RAW_FROM ]]; then  # said before the build, not after it
+  echo "gpu-serve: PSW_RAW_FROM='$PSW_RAW_FROM': no such file or folder" >&2
+  exit 2
+fi
 switches=${PSW_SWITCHES:-10000}
 targets=(psw psw-exec)
 if has_part gputests; then targets+=(psw_gpu_tests psw_exec_tests psw_runtime_tests psw_runtime_gpu_tests); fi

@@ -506,7 +506,8 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     const torch::Tensor input = input_of_step(done);
     double loss_value = 0;
     try {
-      const std::vector<torch::Tensor> outs = model_.training_outputs(input, [this](std::size_t) { boundary(TrainingBoundary::Forward); });
+      const std::vector<torch::Tensor> outs =
+          model_.training_outputs(input, [this](std::size_t) { boundary(TrainingBoundary::Forward); });
       const torch::Tensor labels = labels_of_step(done, outs.at(0).size(1));
       torch::Tensor loss = torch::nn::functional::cross_entropy(outs[0].to(torch::kFloat32), labels);
       for (std::size_t i = 1; i < outs.size(); ++i) {

@@ -39,9 +39,9 @@ enum class PreemptionPhase { Signal, ToBoundary, Drain };
 inline constexpr const char* kPreemptionPhaseNames[] = {"signal", "to_boundary", "drain"};
 inline constexpr std::size_t kPreemptionPhases = std::size(kPreemptionPhaseNames);
 
-// Where in a training step the job saw a stop (TrainingJob, Note [Preemption without loss]):
-// before the step's first layer (between steps, or the step's state slot being copied), at a
-// layer of the forward, at a parameter's gradient in the backward, between the update's operations.
+// Where in a training step the job read a stop (TrainingJob, Note [Preemption without loss]):
+// between steps (before the next one copies its state slot), at a layer of the forward, at a
+// parameter's gradient in the backward, between the update's operations.
 enum class TrainingBoundary { StepStart, Forward, Backward, Update };
 inline constexpr const char* kTrainingBoundaryNames[] = {"step_start", "forward", "backward", "update"};
 inline constexpr std::size_t kTrainingBoundaries = std::size(kTrainingBoundaryNames);
