@@ -501,6 +501,7 @@ def main():
         print("then training throughput alone and under one request per second (10 s windows).\n")
         print("| lookahead | startup p50 / p99 (ms) | preemption p50 / p99 (ms) | training alone (steps/s) | with requests (% of alone) | client median resnet152 / inception_v3 / bert_base (ms) |")
         print("|---:|---:|---:|---:|---:|---:|")
+        servers = []  # (lookahead, its server's metrics), for the preemption splits below the table
         for path in lookaheads:
             a = load(path)
             s = a["server"]
@@ -509,12 +510,12 @@ def main():
             cells = " / ".join(f"{a['cold_latency_ms'][k]['median_ms']:.2f}" if k in a["cold_latency_ms"] else "-"
                                for k in ("resnet152", "inception_v3", "bert_base"))
             name = os.path.basename(path)[len("lookahead-"):-len(".json")]
+            servers.append((name, s))
             print(f"| {name} | {s['startup_p50_s'] * 1e3:.3f} / {s['startup_p99_s'] * 1e3:.3f} | "
                   f"{s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} | {t['alone']:.2f} | {ratio:.1f} | {cells} |")
-        for path in lookaheads:
-            s = load(path)["server"]
+        for name, s in servers:
             if s.get("preemption_drain_p99_s") is not None:
-                print(f"\n### Lookahead {os.path.basename(path)[len('lookahead-'):-len('.json')]}: its preemptions")
+                print(f"\n### Lookahead {name}: its preemptions")
                 print_preemption_split(s)
         print()
     mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))

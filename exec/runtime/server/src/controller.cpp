@@ -333,6 +333,14 @@ struct Controller::State {
   // controller sums the time from stopped to running again (TrainingStatus::held_ns), so that a
   // client can split the job's loss under load into the time it was held and its rate while it
   // ran (psw validate's training rows); the simulator reports the same hold (training_held_ms).
+  std::int64_t training_held_ns(std::int64_t now) const {
+    return stats.training_held_ns + (held_since_ns > 0 ? now - held_since_ns : 0);
+  }
+  void end_hold(std::int64_t now) {
+    if (held_since_ns > 0) stats.training_held_ns += now - held_since_ns;
+    held_since_ns = 0;
+  }
+
   // Note [Preemption phases]: the split of the preemption just recorded, from the worker's
   // TrainStopped (times[2]: the stop read at a boundary, times[3]: where). A read before this stop's
   // flag was written is an earlier stop's (the job was stopped at the target meanwhile): no split.
@@ -355,13 +363,6 @@ struct Controller::State {
     add_span({"to a boundary (" + place + ")", "training", stop_flag_written_ns, seen,
               "the stop flag written to the job's host thread reading it at a layer boundary"});
     add_span({"device drain", "training", seen, m.times[1], "the training work queued before the boundary"});
-  }
-  std::int64_t training_held_ns(std::int64_t now) const {
-    return stats.training_held_ns + (held_since_ns > 0 ? now - held_since_ns : 0);
-  }
-  void end_hold(std::int64_t now) {
-    if (held_since_ns > 0) stats.training_held_ns += now - held_since_ns;
-    held_since_ns = 0;
   }
 
   // The slot of the loaded (or loading) model `name`, or -1. With the mutex held.
