@@ -359,13 +359,23 @@ def main():
         print("## Cold switches while training runs\n")
         print("Each request's input either in the gRPC message (raw contents) or in shared memory the client")
         print("registered once (the protocol's system shared memory extension, as Triton's clients use it).\n")
-        print("| model | client median, raw (ms) | p99 (ms) | client median, shared memory (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio raw | ratio shared memory (target <= 1.15) |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        # A part that sent no requests with inputs in shared memory (staging, say) has no such columns.
+        if shm:
+            print("| model | client median, raw (ms) | p99 (ms) | client median, shared memory (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio raw | ratio shared memory (target <= 1.15) |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        else:
+            print("| model | client median, raw (ms) | p99 (ms) | `psw run --graph` switch, same session (ms) | ratio raw |")
+            print("|---|---:|---:|---:|---:|")
         for model, c in sorted(bench["cold_latency_ms"].items()):
             run = run_median(raw, model)
-            m = shm.get(model, {"median_ms": float("nan"), "p99_ms": float("nan")})
-            print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {m['median_ms']:.3f} | {m['p99_ms']:.3f} | {run:.3f} | "
-                  f"{c['median_ms'] / run:.2f} | {m['median_ms'] / run:.2f} |")
+            row = f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} |"
+            if shm:
+                m = shm.get(model, {"median_ms": float("nan"), "p99_ms": float("nan")})
+                row += f" {m['median_ms']:.3f} | {m['p99_ms']:.3f} |"
+            row += f" {run:.3f} | {c['median_ms'] / run:.2f} |"
+            if shm:
+                row += f" {m['median_ms'] / run:.2f} |"
+            print(row)
         no_staging_path = os.path.join(raw, "bench-no-staging.json")
         no_staging = load(no_staging_path)["cold_latency_ms"] if os.path.exists(no_staging_path) else None
         held_path = os.path.join(raw, "bench-held.json")
@@ -383,12 +393,11 @@ def main():
         print()
         targets = {"resnet152": "<= 1.5", "inception_v3": "<= 2.5"}
         header = ("| model | raw |" + (" raw, no staging |" if no_staging else "") + (" raw, held |" if held else "") +
-                  " shared memory | target, raw |")
+                  (" shared memory |" if shm else "") + " target, raw |")
         print(header)
-        print("|---|---:|" + ("---:|" if no_staging else "") + ("---:|" if held else "") + "---:|---|")
+        print("|---|---:|" + ("---:|" if no_staging else "") + ("---:|" if held else "") + ("---:|" if shm else "") + "---|")
         for model, c in sorted(bench["cold_latency_ms"].items()):
             run = run_median(raw, model)
-            m = shm.get(model, {"median_ms": float("nan")})
             row = f"| {model} | {c['median_ms'] - run:.3f} |"
             if no_staging:
                 n = no_staging.get(model, {"median_ms": float("nan")})
@@ -396,7 +405,9 @@ def main():
             if held:
                 h = held.get(model, {"median_ms": float("nan")})
                 row += f" {h['median_ms'] - run_median(raw, model, '-held'):.3f} |"
-            row += f" {m['median_ms'] - run:.3f} | {targets.get(model, '')} |"
+            if shm:
+                row += f" {shm.get(model, {'median_ms': float('nan')})['median_ms'] - run:.3f} |"
+            row += f" {targets.get(model, '')} |"
             print(row)
         if no_staging:
             # The controller's copy the staging removes, from each server's own phases.
@@ -432,28 +443,30 @@ def main():
                 print(f"| {key}: {what} | {server[f'phase_{key}_p50_s'] * 1e3:.3f} | {server[f'phase_{key}_p99_s'] * 1e3:.3f} |")
         print_preemption_split(server)
         t = bench["training_steps_per_s"]
-        print()
-        print("## Training throughput\n")
-        ratio = t["with_requests"] / t["alone"] if t["alone"] else float("nan")
-        spec = bench["spec"]
-        windows = (f"windows of {spec['window_s']:g} s with requests and {spec.get('alone_window_s', spec['window_s']):g} s "
-                   f"alone, {spec.get('rounds', 1)} pair(s)")
-        print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
-              f"in the windows): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%; {windows}).{rate_spread(bench)}\n")
-        loss = bench.get("training_loss")
-        if loss and loss["alone"]:
-            # psw bench-serve's samples of the job's loss (Note [Training objective]); the full
-            # series is in bench.json.
-            print("The job's loss (cross-entropy on its 8 seeded batches, as its status reported it, "
-                  "sampled every 100 ms; the second window goes on from the first):\n")
-            print("| window | samples | first step | its loss | last step | its loss | lowest loss |")
-            print("|---|---:|---:|---:|---:|---:|---:|")
-            for window in ("alone", "with_requests"):
-                s = loss[window]
-                if s:
-                    print(f"| {window.replace('_', ' ')} | {len(s)} | {s[0]['step']} | {s[0]['loss']:.3f} | {s[-1]['step']} | "
-                          f"{s[-1]['loss']:.3f} | {min(x['loss'] for x in s):.3f} |")
+        # A part with no training windows (staging, dispatch: --window 0) has no throughput to say.
+        if t["alone"] > 0:
             print()
+            print("## Training throughput\n")
+            ratio = t["with_requests"] / t["alone"] if t["alone"] else float("nan")
+            spec = bench["spec"]
+            windows = (f"windows of {spec['window_s']:g} s with requests and {spec.get('alone_window_s', spec['window_s']):g} s "
+                       f"alone, {spec.get('rounds', 1)} pair(s)")
+            print(f"ResNet-152 training alone: {t['alone']:.2f} steps/s; with one request per second ({t['requests']} requests "
+                  f"in the windows): {t['with_requests']:.2f} steps/s, **{100 * ratio:.1f}%** of alone (target >= 95%; {windows}).{rate_spread(bench)}\n")
+            loss = bench.get("training_loss")
+            if loss and loss["alone"]:
+                # psw bench-serve's samples of the job's loss (Note [Training objective]); the full
+                # series is in bench.json.
+                print("The job's loss (cross-entropy on its 8 seeded batches, as its status reported it, "
+                      "sampled every 100 ms; the second window goes on from the first):\n")
+                print("| window | samples | first step | its loss | last step | its loss | lowest loss |")
+                print("|---|---:|---:|---:|---:|---:|---:|")
+                for window in ("alone", "with_requests"):
+                    s = loss[window]
+                    if s:
+                        print(f"| {window.replace('_', ' ')} | {len(s)} | {s[0]['step']} | {s[0]['loss']:.3f} | {s[-1]['step']} | "
+                              f"{s[-1]['loss']:.3f} | {min(x['loss'] for x in s):.3f} |")
+                print()
     switches_path = os.path.join(raw, "switches.json")
     if os.path.exists(switches_path):
         sw = load(switches_path)
