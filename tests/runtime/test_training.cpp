@@ -25,12 +25,13 @@ namespace {
 // `batch_norm` it has no buffers at all, as BERT-base (its second layer is then a ReLU alone).
 class TinyModel final : public exec::ZooModel {
  public:
-  explicit TinyModel(std::uint64_t seed, bool batch_norm = true) {
+  // `hidden`: the width of its two hidden layers (2048 makes fc2 16 MiB: Note [Update in pieces]).
+  explicit TinyModel(std::uint64_t seed, bool batch_norm = true, std::int64_t hidden = 32) {
     torch::manual_seed(seed);
-    fc1_ = torch::nn::Linear(16, 32);
-    if (batch_norm) bn_ = torch::nn::BatchNorm1d(32);
-    fc2_ = torch::nn::Linear(32, 32);
-    fc3_ = torch::nn::Linear(32, 4);
+    fc1_ = torch::nn::Linear(16, hidden);
+    if (batch_norm) bn_ = torch::nn::BatchNorm1d(hidden);
+    fc2_ = torch::nn::Linear(hidden, hidden);
+    fc3_ = torch::nn::Linear(hidden, 4);
     auto add = [this](const std::string& name, const std::string& kind, torch::nn::Module& m) {
       exec::ZooLayer layer{name, kind, {}};
       for (auto& p : m.named_parameters()) {
@@ -283,6 +284,67 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
   uninterrupted.run(step, never);
   EXPECT_EQ(committed_steps(*paused.header()), step);
   EXPECT_TRUE(same_committed_state(paused, reference));
+}
+
+// Note [Update in pieces]: a model with more than kPieceBytes of parameters (fc2 alone is 16 MiB)
+// has pause points between the pieces of each update operation and of its slot copy. A pause at
+// every point of a step in turn is read where the point is, and the job ends bit for bit where an
+// uninterrupted one does.
+TEST(TrainingJob, AWideModelPausesInsideItsUpdateAndSlotCopyAndLosesNothing) {
+  for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
+    SCOPED_TRACE(to_string(optimizer));
+    TrainingJobConfig config;
+    config.batch = 8;
+    config.input_size = 16;
+    config.seed = 3;
+    config.optimizer = optimizer;
+    TinyModel model(7, true, 2048);
+    Segment paused = make_segment(model, config);
+    TrainingJob job(model, config, paused.bytes, paused.header());
+    // [fc1's weight and bias, bn's], [fc2's weight], [fc2's bias, fc3's]
+    ASSERT_EQ(job.update_pieces(), 3u);
+    const Bytes slot = TrainingJob::state_bytes(model, config) / 2;
+    const std::int64_t copy_pieces = (slot + TrainingJob::kPieceBytes - 1) / TrainingJob::kPieceBytes;
+    ASSERT_GE(copy_pieces, 2);
+    std::atomic<std::uint32_t> stop{kStopNone};
+    std::int64_t passed = 0;
+    std::int64_t trip_at = -1;
+    job.set_boundary_hook([&] {
+      if (passed++ == trip_at) stop.store(kStopPause);
+    });
+    std::array<int, kTrainingBoundaries> paused_at{};
+    auto pause = [&] {
+      ++paused_at.at(static_cast<std::size_t>(job.stop_seen().where));
+      stop.store(kStopNone);
+      return true;
+    };
+    // A step's points: the slot copy's pieces after the first, the copy done, 4 gates, 8
+    // gradients, the update's pieces and operations, the commit.
+    const std::int64_t groups = optimizer == TrainingOptimizer::Sgd ? 3 : 4;
+    const std::int64_t update_points = groups - 1 + groups * 2;
+    const std::int64_t per_step = (copy_pieces - 1) + 1 + 4 + 8 + update_points + 1;
+    std::int64_t step = 0;
+    for (std::int64_t k = 0; k < per_step; ++k) {
+      passed = 0;
+      trip_at = k;
+      ASSERT_EQ(job.run(++step, stop, {}, pause).outcome, TrainingJob::Outcome::ReachedTarget);
+    }
+    ASSERT_EQ(passed, per_step) << "the points of a step";
+    // The commit's pause is read at the next step's start: run it.
+    ASSERT_EQ(job.run(++step, stop, {}, pause).outcome, TrainingJob::Outcome::ReachedTarget);
+    const auto at = [&](TrainingBoundary b) { return paused_at[static_cast<std::size_t>(b)]; };
+    EXPECT_EQ(at(TrainingBoundary::StepStart), copy_pieces);  // between copy pieces, and the commit's
+    EXPECT_EQ(at(TrainingBoundary::Forward), 5);  // the gates, and the copy done (read at the first)
+    EXPECT_EQ(at(TrainingBoundary::Backward), 8);
+    EXPECT_EQ(at(TrainingBoundary::Update), update_points);
+    TinyModel reference_model(7, true, 2048);
+    Segment reference = make_segment(reference_model, config);
+    TrainingJob uninterrupted(reference_model, config, reference.bytes, reference.header());
+    std::atomic<std::uint32_t> never{kStopNone};
+    uninterrupted.run(step, never);
+    EXPECT_EQ(committed_steps(*paused.header()), step);
+    EXPECT_TRUE(same_committed_state(paused, reference));
+  }
 }
 
 TEST(TrainingJob, PreemptedResNet152LosesNothingBitForBit) {
@@ -625,20 +687,26 @@ TEST(TrainingDataset, TheJobLearnsTheUsersSetAndRefusesOneThatDoesNotFit) {
   std::filesystem::remove_all(dir);
 }
 
+// Also for a model whose update runs in pieces (Note [Update in pieces]): every parameter
+// updated once, by the same arithmetic.
 TEST(TrainingJob, TheUpdateIsTorchOptimsSgdAndAdam) {
-  for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
-    SCOPED_TRACE(to_string(optimizer));
+  for (const auto& [optimizer, hidden] : {std::pair{TrainingOptimizer::Sgd, std::int64_t{32}},
+                                          std::pair{TrainingOptimizer::Adam, std::int64_t{32}},
+                                          std::pair{TrainingOptimizer::Sgd, std::int64_t{2048}},
+                                          std::pair{TrainingOptimizer::Adam, std::int64_t{2048}}}) {
+    SCOPED_TRACE(to_string(optimizer) + " hidden " + std::to_string(hidden));
     TrainingJobConfig config;
     config.input_size = 16;
     config.optimizer = optimizer;
     config.learning_rate = 0.1;
-    TinyModel model(7);
+    TinyModel model(7, true, hidden);
     Segment s = make_segment(model, config);
     TrainingJob job(model, config, s.bytes, s.header());
+    EXPECT_EQ(job.update_pieces(), hidden == 32 ? 1u : 3u);
     std::atomic<std::uint32_t> never{kStopNone};
     job.run(2, never);
 
-    TinyModel reference(7);
+    TinyModel reference(7, true, hidden);
     std::vector<torch::Tensor> params;
     for (auto& l : reference.layers()) {
       for (auto& t : l.tensors) {
@@ -668,7 +736,7 @@ TEST(TrainingJob, TheUpdateIsTorchOptimsSgdAndAdam) {
         ++k;
       }
     }
-    EXPECT_FALSE(torch::equal(got.front(), TinyModel(7).layers().front().tensors.front())) << "nothing trained";
+    EXPECT_FALSE(torch::equal(got.front(), TinyModel(7, true, hidden).layers().front().tensors.front())) << "nothing trained";
   }
 }
 

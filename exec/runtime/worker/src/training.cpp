@@ -322,6 +322,17 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
       }
     }
   }
+  // Note [Update in pieces]: consecutive parameters, up to kPieceBytes a piece (one at least).
+  Bytes piece_bytes = 0;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const Bytes b = parameters_[i].numel() * static_cast<Bytes>(parameters_[i].element_size());
+    if (update_pieces_.empty() || piece_bytes + b > kPieceBytes) {
+      update_pieces_.emplace_back(i, i);
+      piece_bytes = 0;
+    }
+    update_pieces_.back().second = i + 1;
+    piece_bytes += b;
+  }
   bind(static_cast<int>(committed_steps(*header_) % 2));
   if (config_.dataset.empty()) {
     for (std::int64_t d = 0; d < kDataPool; ++d) data_.push_back(make_training_input(model_, config_, d, device_));
@@ -441,13 +452,27 @@ void TrainingJob::update(std::int64_t step) {
     if (read_stop(TrainingBoundary::Update) == kStopPause && pause_) pause_();
   };
   std::vector<std::vector<torch::Tensor>>& moments = slots_[bound_slot_].moments;
+  // Note [Update in pieces]: each operation on one piece of the parameters at a time, with a
+  // pause point between pieces as between operations.
+  using Range = std::pair<std::size_t, std::size_t>;
+  auto piece = [](const std::vector<torch::Tensor>& all, const Range& range) {
+    return std::vector<torch::Tensor>(all.begin() + static_cast<std::ptrdiff_t>(range.first),
+                                      all.begin() + static_cast<std::ptrdiff_t>(range.second));
+  };
+  auto in_pieces = [&](const std::function<void(const Range&)>& operations) {
+    for (std::size_t k = 0; k < update_pieces_.size(); ++k) {
+      if (k > 0) update_boundary();
+      operations(update_pieces_[k]);
+    }
+  };
+  std::vector<torch::Tensor>& m = moments[0];
   if (config_.optimizer == TrainingOptimizer::Sgd) {
     // torch.optim.SGD with momentum, dampening 0: m = momentum * m + g; p -= lr * m.
-    at::_foreach_mul_(moments[0], config_.momentum);
+    in_pieces([&](const Range& r) { at::_foreach_mul_(piece(m, r), config_.momentum); });
     update_boundary();
-    at::_foreach_add_(moments[0], grads);
+    in_pieces([&](const Range& r) { at::_foreach_add_(piece(m, r), piece(grads, r)); });
     update_boundary();
-    at::_foreach_add_(parameters_, moments[0], -config_.learning_rate);
+    in_pieces([&](const Range& r) { at::_foreach_add_(piece(parameters_, r), piece(m, r), -config_.learning_rate); });
   } else {
     // torch.optim.Adam (foreach, no weight decay, not amsgrad) at its step t = step:
     // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -458,17 +483,29 @@ void TrainingJob::update(std::int64_t step) {
     const double t = static_cast<double>(step);
     const double bias1 = 1.0 - std::pow(kBeta1, t);
     const double bias2 = 1.0 - std::pow(kBeta2, t);
-    at::_foreach_mul_(moments[0], kBeta1);
-    at::_foreach_add_(moments[0], grads, 1.0 - kBeta1);
+    std::vector<torch::Tensor>& v = moments[1];
+    in_pieces([&](const Range& r) {
+      at::_foreach_mul_(piece(m, r), kBeta1);
+      at::_foreach_add_(piece(m, r), piece(grads, r), 1.0 - kBeta1);
+    });
     update_boundary();
-    at::_foreach_mul_(moments[1], kBeta2);
-    at::_foreach_addcmul_(moments[1], grads, grads, 1.0 - kBeta2);
+    in_pieces([&](const Range& r) {
+      at::_foreach_mul_(piece(v, r), kBeta2);
+      at::_foreach_addcmul_(piece(v, r), piece(grads, r), piece(grads, r), 1.0 - kBeta2);
+    });
     update_boundary();
-    std::vector<torch::Tensor> denominator = at::_foreach_sqrt(moments[1]);
-    at::_foreach_div_(denominator, std::sqrt(bias2));
-    at::_foreach_add_(denominator, kEps);
+    std::vector<torch::Tensor> denominator;
+    denominator.reserve(parameters_.size());
+    in_pieces([&](const Range& r) {
+      std::vector<torch::Tensor> d = at::_foreach_sqrt(piece(v, r));
+      at::_foreach_div_(d, std::sqrt(bias2));
+      at::_foreach_add_(d, kEps);
+      denominator.insert(denominator.end(), d.begin(), d.end());
+    });
     update_boundary();
-    at::_foreach_addcdiv_(parameters_, moments[0], denominator, -config_.learning_rate / bias1);
+    in_pieces([&](const Range& r) {
+      at::_foreach_addcdiv_(piece(parameters_, r), piece(m, r), piece(denominator, r), -config_.learning_rate / bias1);
+    });
   }
   for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
 }
@@ -500,7 +537,16 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     const std::int64_t done = committed_steps(*header_);
     // Note [Committed slot]: the step runs in the other slot, a copy of the committed one.
     const int working = static_cast<int>((done + 1) % 2);
-    slots_[working].bytes.copy_(slots_[1 - working].bytes);
+    // Note [Update in pieces]: the copy in pieces, the stop read between them.
+    const std::int64_t slot_bytes = slots_[working].bytes.numel();
+    for (std::int64_t at = 0; at < slot_bytes; at += kPieceBytes) {
+      if (at > 0) {
+        crash_point();
+        if (stopped()) return result(Outcome::Preempted);
+      }
+      const std::int64_t n = std::min<std::int64_t>(kPieceBytes, slot_bytes - at);
+      slots_[working].bytes.narrow(0, at, n).copy_(slots_[1 - working].bytes.narrow(0, at, n));
+    }
     bind(working);
     crash_point();
     const torch::Tensor input = input_of_step(done);

@@ -40,8 +40,9 @@ inline constexpr const char* kPreemptionPhaseNames[] = {"signal", "to_boundary",
 inline constexpr std::size_t kPreemptionPhases = std::size(kPreemptionPhaseNames);
 
 // Where in a training step the job read a stop (TrainingJob, Note [Preemption without loss]):
-// between steps (before the next one copies its state slot), at a layer of the forward, at a
-// parameter's gradient in the backward, between the update's operations.
+// between steps or between the pieces of the step's copy of its state slot, at a layer of the
+// forward, at a parameter's gradient in the backward, between the update's pieces (Note [Update
+// in pieces] in training.hpp).
 enum class TrainingBoundary { StepStart, Forward, Backward, Update };
 inline constexpr const char* kTrainingBoundaryNames[] = {"step_start", "forward", "backward", "update"};
 inline constexpr std::size_t kTrainingBoundaries = std::size(kTrainingBoundaryNames);

@@ -44,11 +44,24 @@
 //  - abandoned (kStopAbort, or a pause with nowhere to wait): the step's gradients are dropped
 //    and the job resumes later from its last completed step, whose slot the step never wrote
 //    (Note [Committed slot]).
-// The update may pause in place between its multi-tensor operations (so that a request does not
+// The update may pause in place between its pieces (Note [Update in pieces]; so that a request does not
 // wait for the whole update), and an abort arriving during it takes effect once the step is
 // committed (the update is a few ms; discarding it would lose the step). So a job stopped or
 // killed any number of times at any points reaches, step for step, the same bytes as an
 // uninterrupted run (bit for bit on the CPU; on a GPU as far as its kernels are deterministic).
+//
+// Note [Update in pieces]: a stop read inside the update waits for the device to finish what
+// the host queued before it (the drain, Note [Preemption phases]), and the host's own wait there
+// (the lookahead's bound) counts whole operations. Each of the update's multi-tensor operations
+// reads and writes every parameter (ResNet-152's 240 MB: a fraction of a millisecond each on an
+// H100), so with a pause point only between whole operations a stop read in the update took about
+// 1 ms, against 0.1 ms in the forward and the backward, and made the preemption's p99
+// (results/gpu/2026-12-07-h100-serving.md). So each operation of the update now runs on pieces of
+// consecutive parameters of at most kPieceBytes (one piece for a model smaller than that), with a
+// pause point and the lookahead's bound between pieces as between operations; the step's copy of
+// its slot runs in pieces of that size too, the stop read between them (the slot copy is the
+// step's other long stretch of device work without a boundary: half a GB for ResNet-152 with
+// momentum). Every element sees the same operations in the same order, so the bytes are the same.
 
 #include <atomic>
 #include <cstdint>
@@ -170,6 +183,11 @@ class TrainingJob {
     std::int64_t ns = 0;
   };
   const StopSeen& stop_seen() const { return stop_seen_; }
+  // Note [Update in pieces]: the most bytes of parameters an update operation works on between
+  // two pause points, and of the slot copied between two stop reads; how many pieces the
+  // parameters make.
+  static constexpr Bytes kPieceBytes = Bytes{16} << 20;
+  std::size_t update_pieces() const { return update_pieces_.size(); }
 
  private:
   struct Preempted : std::runtime_error {
@@ -190,6 +208,8 @@ class TrainingJob {
   torch::Device device_;
   std::vector<torch::Tensor> model_tensors_;  // every tensor of the model, bound to a slot
   std::vector<torch::Tensor> parameters_;     // those that train (gradients)
+  // Note [Update in pieces]: ranges [first, second) of parameters_, in order, covering it.
+  std::vector<std::pair<std::size_t, std::size_t>> update_pieces_;
   Slot slots_[2];
   int bound_slot_ = -1;
   std::vector<torch::Tensor> data_;           // the data pool (the seeded set)
