@@ -25,7 +25,7 @@ fi
 # result | paths it describes (space-separated) | the command that regenerates it
 results=(
   "results/planner.md|common/src/planner.cpp common/include/psw/common/planner.hpp tests/bench/planner_bench.cpp scripts/bench-planner.sh|bash scripts/bench-planner.sh (a timing benchmark: on a quiet machine)"
-  "results/protocol.md|tests/bench/protocol_bench.cpp scripts/bench-protocol.sh scripts/protocol_report.sh scripts/protocol_table.py exec/runtime/server/src/grpc_server.cpp exec/runtime/client/src/client.cpp|bash scripts/bench-protocol.sh (a timing benchmark: on a quiet machine)"
+  "results/protocol.md|tests/bench/protocol_bench.cpp scripts/bench-protocol.sh scripts/protocol_report.sh scripts/protocol_table.py exec/runtime/server/src/grpc_server.cpp exec/runtime/server/src/http_server.cpp exec/runtime/client/src/client.cpp|bash scripts/bench-protocol.sh (a timing benchmark: on a quiet machine)"
   "results/sim/perf.md|sim/src sim/include common/src common/include tests/bench/engine_bench.cpp scripts/bench-sim.sh scripts/bench-engine.sh configs/experiments/azure2019-day.yaml|bash scripts/bench-sim.sh (a timing benchmark: on a quiet machine)"
 )
 

@@ -31,7 +31,8 @@ echo "come: a buffer the processor has not touched for that long is no longer in
 echo "of the request's bytes (the kernel's into and out of the socket, the front end's one) is then paid at"
 echo "the memory's speed. Its \`held\` columns hold the host's CPU wake-up latency at 0 while they run"
 echo "(Note [CPU wake-up latency] in \`exec/runtime/ipc/include/psw/runtime/ipc/cpu_latency.hpp\`; root), as"
-echo "\`psw serve\` does with \`cpu_wakeup_latency_us: 0\`."
+echo "\`psw serve\` does with \`cpu_wakeup_latency_us: 0\`. The third table makes the same call over the REST front"
+echo "end (\`exec/runtime/server/src/http_server.cpp\`, the binary tensor extension on loopback TCP)."
 echo
 cat "$2"
 echo

@@ -54,6 +54,21 @@ def main(path: str) -> None:
     for message in sorted(skipped):
         print()
         print(f"Not held: {message}")
+    if not all("BM_RestBinaryInfer" in r and "BM_RestBinaryInferSpaced" in r for r in rows.values()):
+        return  # a run from before the REST calls were measured
+    print()
+    print("The same call through the REST front end on loopback TCP, the input and the output as binary tensor data "
+          "after their JSON headers (cpp-httplib's client, one kept-alive connection), timed whole, back to back and "
+          "150 ms apart, against psw's gRPC call above:")
+    print()
+    print("| input | gRPC call | REST call | REST / gRPC | gRPC call, 150 ms apart | REST call, 150 ms apart | REST / gRPC |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for size in sorted(rows):
+        r = rows[size]
+        g, gs = r["BM_GrpcRawInfer"], r["BM_GrpcRawInferSpaced"]
+        h, hs = r["BM_RestBinaryInfer"], r["BM_RestBinaryInferSpaced"]
+        print(f"| {NAMES.get(size, f'{size:,} bytes')} | {g['ms']:.3f} | {h['ms']:.3f} | {h['ms'] / g['ms']:.2f} "
+              f"| {gs['ms']:.3f} | {hs['ms']:.3f} | {hs['ms'] / gs['ms']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -12,11 +12,14 @@
 // to_server (message built to the handler holding it: serialisation, the socket), front_end (the
 // handler: the message split and the input copied once into the front end's staging as psw serve's
 // does, Note [Raw inputs received in place] in grpc_server.cpp, then the fake service copies the
-// input into its output) and to_client (the response back), medians in ms. The process keeps its
+// input into its output) and to_client (the response back), medians in ms. The same call is made
+// over the REST front end too (the binary tensor extension on loopback TCP), back to back and
+// spaced, timed whole. The process keeps its
 // message memory as psw's serving commands do (Note [Message memory]). scripts/bench-protocol.sh
 // (scripts/gpu-protocol.sh on a GPU host) writes its report through scripts/protocol_report.sh.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +47,7 @@
 #include "psw/runtime/ipc/cpu_latency.hpp"
 #include "psw/runtime/ipc/message_memory.hpp"
 #include "psw/runtime/server/grpc_server.hpp"
+#include "psw/runtime/server/http_server.hpp"
 
 namespace {
 
@@ -64,8 +68,11 @@ class Server {
     psw::runtime::Endpoint endpoint;
     endpoint.unix_path = (folder_ / "psw.sock").string();
     front_end_ = std::make_unique<psw::runtime::GrpcFrontEnd>(service_, endpoint, kMaxMessageBytes, 0, &staging_);
+    http_ = std::make_unique<psw::runtime::HttpFrontEnd>(service_, "127.0.0.1:0", kMaxMessageBytes, nullptr, &staging_);
   }
   ~Server() {
+    http_->shutdown();
+    http_.reset();
     front_end_->shutdown();
     front_end_.reset();
     std::error_code ignored;
@@ -75,6 +82,7 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   std::string target() const { return front_end_->target(); }
+  std::string url() const { return http_->url(); }
 
  private:
   psw::runtime::testing::FakeInferenceService service_;
@@ -82,6 +90,7 @@ class Server {
   // Staging as psw serve's (four slots), each slot as large as the largest input here.
   psw::runtime::InputStaging staging_{4, 16 << 20};
   std::unique_ptr<psw::runtime::GrpcFrontEnd> front_end_;
+  std::unique_ptr<psw::runtime::HttpFrontEnd> http_;
 };
 
 Server& server() {
@@ -196,6 +205,38 @@ void BM_GrpcRawInferStubCopied(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes * 2);
 }
 
+// The same call over the REST front end on loopback TCP, with the binary tensor extension (the
+// input's bytes after the JSON header, the output's after the response's), through cpp-httplib's
+// client on one kept-alive connection. Timed whole.
+void rest_binary_infer(benchmark::State& state, std::chrono::milliseconds gap) {
+  const std::int64_t bytes = state.range(0);
+  const std::string header = std::string(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[)") +
+                             std::to_string(bytes / 16) + R"(,4],"parameters":{"binary_data_size":)" +
+                             std::to_string(bytes) + R"(}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]})";
+  std::string body = header + std::string(static_cast<std::size_t>(bytes), '\x3f');
+  const std::string url = server().url();
+  httplib::Client client(url);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  const httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(header.size())}};
+  const auto call = [&] {
+    const httplib::Result r = client.Post("/v2/models/double/infer", headers, body, "application/octet-stream");
+    return r && r->status == 200 && static_cast<std::int64_t>(r->body.size()) > bytes;
+  };
+  (void)call();  // the connection and the server's threads up first
+  for (auto _ : state) {
+    idle_before(state, gap);
+    if (!call()) {
+      state.SkipWithError("the REST call failed or its output is not the input's size");
+      break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * bytes * 2);
+}
+
+void BM_RestBinaryInfer(benchmark::State& state) { rest_binary_infer(state, std::chrono::milliseconds{0}); }
+void BM_RestBinaryInferSpaced(benchmark::State& state) { rest_binary_infer(state, kColdGap); }
+
 void write_all(int fd, const char* data, std::int64_t bytes) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd, data, static_cast<std::size_t>(bytes));
@@ -276,10 +317,12 @@ void sizes(benchmark::internal::Benchmark* b) { b->Arg(8192)->Arg(4816896)->Arg(
 
 BENCHMARK(BM_GrpcRawInfer)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcRawInferStubCopied)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RestBinaryInfer)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_UnixSocketRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTrip)->Apply(sizes)->UseRealTime()->Unit(benchmark::kMillisecond);
 // 20 calls 150 ms apart: 3 s a size, whatever --benchmark_min_time says.
 BENCHMARK(BM_GrpcRawInferSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RestBinaryInferSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTripSpaced)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrpcRawInferSpacedHeld)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemcpyRoundTripSpacedHeld)->Apply(sizes)->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
