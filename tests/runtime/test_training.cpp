@@ -126,6 +126,16 @@ Segment make_segment(exec::ZooModel& model, const TrainingJobConfig& config) {
   return ::testing::AssertionSuccess();
 }
 
+// TinyModel's job as the tests that stop it at every point of a step train it.
+TrainingJobConfig tiny_config(TrainingOptimizer optimizer) {
+  TrainingJobConfig config;
+  config.batch = 8;
+  config.input_size = 16;
+  config.seed = 3;
+  config.optimizer = optimizer;
+  return config;
+}
+
 // Runs `make()`'s job with `preemptions` stops at random layer boundaries, then an
 // uninterrupted job to the same step count, and compares the two segments byte for byte.
 // `arm(wire, random)` chooses where the next attempt is stopped.
@@ -293,11 +303,7 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
 TEST(TrainingJob, AWideModelPausesInsideItsUpdateAndSlotCopyAndLosesNothing) {
   for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
     SCOPED_TRACE(to_string(optimizer));
-    TrainingJobConfig config;
-    config.batch = 8;
-    config.input_size = 16;
-    config.seed = 3;
-    config.optimizer = optimizer;
+    const TrainingJobConfig config = tiny_config(optimizer);
     TinyModel model(7, true, 2048);
     Segment paused = make_segment(model, config);
     TrainingJob job(model, config, paused.bytes, paused.header());
@@ -749,11 +755,7 @@ TEST(TrainingJob, TheUpdateIsTorchOptimsSgdAndAdam) {
 TEST(TrainingJob, AKillAtAnyPointOfAStepLosesNothingBitForBit) {
   for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
     SCOPED_TRACE(to_string(optimizer));
-    TrainingJobConfig config;
-    config.batch = 8;
-    config.input_size = 16;
-    config.seed = 3;
-    config.optimizer = optimizer;
+    const TrainingJobConfig config = tiny_config(optimizer);
     constexpr std::int64_t kBefore = 3;  // steps completed before the step that is killed
     constexpr std::int64_t kSteps = 6;
     TinyModel model(7);
