@@ -4,9 +4,9 @@
 # the ratio. Raw JSON and logs go to OUT_DIR/raw-serve/, the report to OUT_DIR/<date>-<gpu>-serve.md.
 #
 #   scripts/gpu-serve.sh [OUT_DIR] [PART[,PART...]|all]
-#     (parts: main staging placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start
-#      protocol burst validate figures fig6 replay-azure2019 replay-llm llm share; `all` is every part but link,
-#      burst, calibrate-load, calibrate-start, engine, drift, share, figures, fig6, the two replays and llm)
+#     (parts: main staging placement lookahead pieces mechanisms dispatch engine drift gputests link calibrate calibrate-load
+#      calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share; `all` is every part but
+#      link, burst, calibrate-load, calibrate-start, engine, drift, share, staging, pieces, figures, fig6, the two replays and llm)
 #
 #   main        build, psw run --graph per model, then the server (configs/serve/
 #               h200.yaml: three models, ResNet-152 training): cold requests while training,
@@ -23,6 +23,11 @@
 #               memory and raw inputs
 #   lookahead   the training's lookahead (Note [Bounded lookahead]) at each of PSW_LOOKAHEADS
 #               ("1 2 4 16"): startup, preemption and training throughput alone and under requests
+#   pieces      the training's update in pieces (Note [Update in pieces]) at each of
+#               PSW_UPDATE_PIECES_MIB ("0 16 64"; 0: whole operations) MiB, one server each:
+#               PSW_COLD_REQUESTS (40) cold requests per model while training, then training
+#               throughput alone and under one request per second (10 s windows); the preemptions
+#               by place in the step (raw/pieces-MIB.json)
 #   drift       the training job's rate over minutes on one server (configs/serve/h200.yaml):
 #               PSW_DRIFT_PAIRS (default 12) psw bench-serve runs in a row, each 10 s of the job
 #               alone then 10 s beside cold requests at PSW_DRIFT_RATE per second (default 3.6, the
@@ -123,8 +128,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/results/gpu}
 part=${2:-all}
-has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift && $1 != share && $1 != staging) ]]; }
-known_parts=" main staging placement lookahead mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share all "
+has_part() { [[ ,$part, == *,$1,* || ($part == all && $1 != replay-* && $1 != figures && $1 != fig6 && $1 != link && $1 != llm && $1 != burst && $1 != calibrate-load && $1 != calibrate-start && $1 != engine && $1 != drift && $1 != share && $1 != staging && $1 != pieces) ]]; }
+known_parts=" main staging placement lookahead pieces mechanisms dispatch engine drift gputests link calibrate calibrate-load calibrate-start protocol burst validate figures fig6 replay-azure2019 replay-llm llm share all "
 for p in ${part//,/ }; do
   [[ $known_parts == *" $p "* ]] || { echo "gpu-serve: part '$p' is not one of:$known_parts" >&2; exit 2; }
 done
@@ -416,6 +421,16 @@ if has_part lookahead; then
     start_server "$serve_config" "$raw/serve-lookahead-$lookahead.log" --set "training.lookahead=$lookahead" || continue
     "$psw" bench-serve --socket "$sock" --cold-requests 20 --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
       --out "$raw/lookahead-$lookahead.json" || true
+    stop_server
+  done
+fi
+if has_part pieces; then
+  for mib in ${PSW_UPDATE_PIECES_MIB:-0 16 64}; do
+    [[ $mib =~ ^[0-9]+$ ]] || { echo "gpu-serve: PSW_UPDATE_PIECES_MIB: '$mib' is not a number of MiB" >&2; exit 2; }
+    echo "== training update in pieces of $mib MiB ($(date -u +%T))"
+    start_server "$serve_config" "$raw/serve-pieces-$mib.log" --set "training.update_piece_mib=$mib" || continue
+    "$psw" bench-serve --socket "$sock" --cold-requests "${PSW_COLD_REQUESTS:-40}" --gap-ms 150 --batch 8 --window 10 \
+      --rate 1 --switches 0 --out "$raw/pieces-$mib.json" || true
     stop_server
   done
 fi

@@ -325,6 +325,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     job.seed = static_cast<std::uint64_t>(t.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
     job.autostart = t.boolean("autostart", true);
     job.lookahead = static_cast<int>(t.optional_integer("lookahead", 1, 32).value_or(4));
+    job.update_piece_mib = t.optional_integer("update_piece_mib", 0, 65536).value_or(16);
     // Note [Training checkpoint]: paths against the config's folder, checked now rather than at
     // the first SIGTERM.
     if (t.has("checkpoint")) {

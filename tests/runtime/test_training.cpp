@@ -296,7 +296,7 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
   EXPECT_TRUE(same_committed_state(paused, reference));
 }
 
-// Note [Update in pieces]: a model with more than kPieceBytes of parameters (fc2 alone is 16 MiB)
+// Note [Update in pieces]: a model with more than 16 MiB of parameters (fc2 alone is 16 MiB)
 // has pause points between the pieces of each update operation and of its slot copy. A pause at
 // every point of a step in turn is read where the point is, and the job ends bit for bit where an
 // uninterrupted one does.
@@ -310,7 +310,8 @@ TEST(TrainingJob, AWideModelPausesInsideItsUpdateAndSlotCopyAndLosesNothing) {
     // [fc1's weight and bias, bn's], [fc2's weight], [fc2's bias, fc3's]
     ASSERT_EQ(job.update_pieces(), 3u);
     const Bytes slot = TrainingJob::state_bytes(model, config) / 2;
-    const std::int64_t copy_pieces = (slot + TrainingJob::kPieceBytes - 1) / TrainingJob::kPieceBytes;
+    ASSERT_EQ(job.piece_bytes(), Bytes{16} << 20);  // the config's default
+    const std::int64_t copy_pieces = (slot + job.piece_bytes() - 1) / job.piece_bytes();
     ASSERT_GE(copy_pieces, 2);
     std::atomic<std::uint32_t> stop{kStopNone};
     std::int64_t passed = 0;
@@ -350,6 +351,16 @@ TEST(TrainingJob, AWideModelPausesInsideItsUpdateAndSlotCopyAndLosesNothing) {
     uninterrupted.run(step, never);
     EXPECT_EQ(committed_steps(*paused.header()), step);
     EXPECT_TRUE(same_committed_state(paused, reference));
+    // Whole operations (update_piece_mib 0) reach the same bytes: the pieces change only where
+    // the job may pause.
+    TrainingJobConfig whole_config = config;
+    whole_config.update_piece_mib = 0;
+    TinyModel whole_model(7, true, 2048);
+    Segment whole = make_segment(whole_model, whole_config);
+    TrainingJob whole_job(whole_model, whole_config, whole.bytes, whole.header());
+    EXPECT_EQ(whole_job.update_pieces(), 1u);
+    whole_job.run(step, never);
+    EXPECT_TRUE(same_committed_state(whole, reference)) << "whole operations against pieces";
   }
 }
 

@@ -143,6 +143,10 @@ struct TrainingJobConfig {
   // queue ahead of the device. A preemption waits for at most this much device work; too few
   // and the device idles between the host's launches.
   int lookahead = 4;
+  // Note [Update in pieces] (exec/runtime/worker/training.hpp): the most MiB of parameters an
+  // update operation, and of the state a step's slot copy, works on between two pause points;
+  // 0: whole operations, the pauses between them only.
+  std::int64_t update_piece_mib = 16;
   // Note [Training checkpoint] (exec/runtime/worker/training.hpp): where SIGTERM and a client's
   // checkpoint call without a path write the job's state (empty: SIGTERM writes none), and the
   // file the job starts from instead of its seeded weights (empty: a fresh job).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -322,11 +323,13 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
       }
     }
   }
-  // Note [Update in pieces]: consecutive parameters, up to kPieceBytes a piece (one at least).
+  // Note [Update in pieces]: consecutive parameters, up to piece_bytes_ a piece (one at least).
+  piece_bytes_ = config_.update_piece_mib > 0 ? Bytes{config_.update_piece_mib} << 20
+                                              : std::numeric_limits<Bytes>::max();
   Bytes piece_bytes = 0;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Bytes b = parameters_[i].numel() * static_cast<Bytes>(parameters_[i].element_size());
-    if (update_pieces_.empty() || piece_bytes + b > kPieceBytes) {
+    if (update_pieces_.empty() || piece_bytes + b > piece_bytes_) {
       update_pieces_.emplace_back(i, i);
       piece_bytes = 0;
     }
@@ -539,12 +542,12 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     const int working = static_cast<int>((done + 1) % 2);
     // Note [Update in pieces]: the copy in pieces, the stop read between them.
     const std::int64_t slot_bytes = slots_[working].bytes.numel();
-    for (std::int64_t at = 0; at < slot_bytes; at += kPieceBytes) {
+    for (std::int64_t at = 0; at < slot_bytes; at += std::min(piece_bytes_, slot_bytes - at)) {
       if (at > 0) {
         crash_point();
         if (stopped()) return result(Outcome::Preempted);
       }
-      const std::int64_t n = std::min<std::int64_t>(kPieceBytes, slot_bytes - at);
+      const std::int64_t n = std::min(piece_bytes_, slot_bytes - at);
       slots_[working].bytes.narrow(0, at, n).copy_(slots_[1 - working].bytes.narrow(0, at, n));
     }
     bind(working);

@@ -57,7 +57,8 @@
 // H100), so with a pause point only between whole operations a stop read in the update took about
 // 1 ms, against 0.1 ms in the forward and the backward, and made the preemption's p99
 // (results/gpu/2026-12-07-h100-serving.md). So each operation of the update now runs on pieces of
-// consecutive parameters of at most kPieceBytes (one piece for a model smaller than that), with a
+// consecutive parameters of at most `training.update_piece_mib` (16 MiB unless the config says;
+// one piece for a model smaller than that; 0: whole operations as before), with a
 // pause point and the lookahead's bound between pieces as between operations; the step's copy of
 // its slot runs in pieces of that size too, the stop read between them (the slot copy is the
 // step's other long stretch of device work without a boundary: half a GB for ResNet-152 with
@@ -184,9 +185,9 @@ class TrainingJob {
   };
   const StopSeen& stop_seen() const { return stop_seen_; }
   // Note [Update in pieces]: the most bytes of parameters an update operation works on between
-  // two pause points, and of the slot copied between two stop reads; how many pieces the
-  // parameters make.
-  static constexpr Bytes kPieceBytes = Bytes{16} << 20;
+  // two pause points, and of the slot copied between two stop reads (config.update_piece_mib;
+  // 0: no limit); how many pieces the parameters make.
+  Bytes piece_bytes() const { return piece_bytes_; }
   std::size_t update_pieces() const { return update_pieces_.size(); }
 
  private:
@@ -210,6 +211,7 @@ class TrainingJob {
   std::vector<torch::Tensor> parameters_;     // those that train (gradients)
   // Note [Update in pieces]: ranges [first, second) of parameters_, in order, covering it.
   std::vector<std::pair<std::size_t, std::size_t>> update_pieces_;
+  Bytes piece_bytes_;
   Slot slots_[2];
   int bound_slot_ = -1;
   std::vector<torch::Tensor> data_;           // the data pool (the seeded set)
