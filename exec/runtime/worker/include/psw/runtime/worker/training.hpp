@@ -44,11 +44,12 @@
 //  - abandoned (kStopAbort, or a pause with nowhere to wait): the step's gradients are dropped
 //    and the job resumes later from its last completed step, whose slot the step never wrote
 //    (Note [Committed slot]).
-// The update may pause in place between its pieces (Note [Update in pieces]; so that a request does not
-// wait for the whole update), and an abort arriving during it takes effect once the step is
-// committed (the update is a few ms; discarding it would lose the step). So a job stopped or
-// killed any number of times at any points reaches, step for step, the same bytes as an
-// uninterrupted run (bit for bit on the CPU; on a GPU as far as its kernels are deterministic).
+// The update may pause in place between its operations and their pieces (Note [Update in
+// pieces]; so that a request does not wait for the whole update), and an abort arriving during
+// it takes effect once the step is committed (the update is a few ms; discarding it would lose
+// the step). So a job stopped or killed any number of times at any points reaches, step for step,
+// the same bytes as an uninterrupted run (bit for bit on the CPU; on a GPU as far as its kernels
+// are deterministic).
 //
 // Note [Update in pieces]: a stop read inside the update waits for the device to finish what
 // the host queued before it (the drain, Note [Preemption phases]), and the host's own wait there
