@@ -64,6 +64,9 @@
 // its slot runs in pieces of that size too, the stop read between them (the slot copy is the
 // step's other long stretch of device work without a boundary: half a GB for ResNet-152 with
 // momentum). Every element sees the same operations in the same order, so the bytes are the same.
+// With 16 MiB pieces the stops read in ResNet-152's update took p50 0.17 ms on an H100
+// (results/gpu/2026-12-07-h100-pieces.md); what the extra launches cost the job's rate is not
+// measured yet (gpu-serve.sh part `pieces` runs the sizes side by side).
 
 #include <atomic>
 #include <cstdint>
