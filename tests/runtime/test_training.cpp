@@ -136,6 +136,16 @@ TrainingJobConfig tiny_config(TrainingOptimizer optimizer) {
   return config;
 }
 
+// The state of TinyModel(7, true, hidden)'s job after `steps` steps without a stop.
+Segment uninterrupted_segment(const TrainingJobConfig& config, std::int64_t steps, std::int64_t hidden = 32) {
+  TinyModel model(7, true, hidden);
+  Segment s = make_segment(model, config);
+  TrainingJob job(model, config, s.bytes, s.header());
+  std::atomic<std::uint32_t> never{kStopNone};
+  job.run(steps, never);
+  return s;
+}
+
 // Runs `make()`'s job with `preemptions` stops at random layer boundaries, then an
 // uninterrupted job to the same step count, and compares the two segments byte for byte.
 // `arm(wire, random)` chooses where the next attempt is stopped.
@@ -287,13 +297,8 @@ TEST(TrainingJob, AThousandPausesInPlaceLoseNothingBitForBit) {
   stop.store(kStopAbort);
   EXPECT_EQ(job.run(step + 1, stop).outcome, TrainingJob::Outcome::Preempted);
   EXPECT_EQ(job.stop_seen().where, TrainingBoundary::StepStart);
-  TinyModel reference_model(7);
-  Segment reference = make_segment(reference_model, config);
-  TrainingJob uninterrupted(reference_model, config, reference.bytes, reference.header());
-  std::atomic<std::uint32_t> never{kStopNone};
-  uninterrupted.run(step, never);
   EXPECT_EQ(committed_steps(*paused.header()), step);
-  EXPECT_TRUE(same_committed_state(paused, reference));
+  EXPECT_TRUE(same_committed_state(paused, uninterrupted_segment(config, step)));
 }
 
 // Note [Update in pieces]: a model with more than 16 MiB of parameters (fc2 alone is 16 MiB)
@@ -344,23 +349,18 @@ TEST(TrainingJob, AWideModelPausesInsideItsUpdateAndSlotCopyAndLosesNothing) {
     EXPECT_EQ(at(TrainingBoundary::Forward), 5);  // the gates, and the copy done (read at the first)
     EXPECT_EQ(at(TrainingBoundary::Backward), 8);
     EXPECT_EQ(at(TrainingBoundary::Update), update_points);
-    TinyModel reference_model(7, true, 2048);
-    Segment reference = make_segment(reference_model, config);
-    TrainingJob uninterrupted(reference_model, config, reference.bytes, reference.header());
-    std::atomic<std::uint32_t> never{kStopNone};
-    uninterrupted.run(step, never);
     EXPECT_EQ(committed_steps(*paused.header()), step);
+    const Segment reference = uninterrupted_segment(config, step, 2048);
     EXPECT_TRUE(same_committed_state(paused, reference));
-    // Whole operations (update_piece_mib 0) reach the same bytes: the pieces change only where
-    // the job may pause.
+    // Whole operations (update_piece_mib 0: one piece) reach the same bytes: the pieces change
+    // only where the job may pause.
     TrainingJobConfig whole_config = config;
     whole_config.update_piece_mib = 0;
     TinyModel whole_model(7, true, 2048);
     Segment whole = make_segment(whole_model, whole_config);
-    TrainingJob whole_job(whole_model, whole_config, whole.bytes, whole.header());
-    EXPECT_EQ(whole_job.update_pieces(), 1u);
-    whole_job.run(step, never);
-    EXPECT_TRUE(same_committed_state(whole, reference)) << "whole operations against pieces";
+    EXPECT_EQ(TrainingJob(whole_model, whole_config, whole.bytes, whole.header()).update_pieces(), 1u);
+    EXPECT_TRUE(same_committed_state(uninterrupted_segment(whole_config, step, 2048), reference))
+        << "whole operations against pieces";
   }
 }
 
