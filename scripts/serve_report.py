@@ -288,6 +288,39 @@ def print_preemption_split(server):
         print(f"| {place} | {count:.0f} | {cells} |")
 
 
+def print_update_pieces(raw):
+    """Part `pieces`: one server per training.update_piece_mib (Note [Update in pieces])."""
+    pieces = sorted(glob.glob(os.path.join(raw, "pieces-*.json")),
+                    key=lambda p: int(os.path.basename(p)[len("pieces-"):-len(".json")]))
+    if not pieces:
+        return
+    print("## The training's update in pieces\n")
+    print("The same server with `training.update_piece_mib` changed (Note [Update in pieces]: the most MiB of")
+    print("parameters an update operation, and of the state the step's slot copy, works on between two pause")
+    print("points; 0: whole operations), one server after the other in this call; cold requests per model while")
+    print("training, then training throughput alone and under one request per second (10 s windows). The")
+    print("place columns: the preemptions whose stop the job read in the update, and between steps.\n")
+    print("| MiB | preemptions | p50 / p99 (ms) | in the update: count, p50 / p99 (ms) | between steps: count, p50 / p99 (ms) "
+          "| training alone (steps/s) | with requests (% of alone) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+
+    def place(s, where):
+        count = s.get(f"preemptions_at_{where}") or 0
+        if not count:
+            return "0"
+        return f"{count:.0f}, {s[f'preemption_at_{where}_p50_s'] * 1e3:.3f} / {s[f'preemption_at_{where}_p99_s'] * 1e3:.3f}"
+
+    for path in pieces:
+        a = load(path)
+        s = a["server"]
+        t = a["training_steps_per_s"]
+        ratio = 100 * t["with_requests"] / t["alone"] if t["alone"] else float("nan")
+        name = os.path.basename(path)[len("pieces-"):-len(".json")]
+        print(f"| {name} | {s['preemptions']:.0f} | {s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} "
+              f"| {place(s, 'update')} | {place(s, 'step_start')} | {t['alone']:.2f} | {ratio:.1f} |")
+    print()
+
+
 def print_share(raw):
     """Part `share`: the job's rate over a five-minute stretch under one request per second."""
     path = os.path.join(raw, "share.json")
@@ -531,34 +564,7 @@ def main():
                 print(f"\n### Lookahead {name}: its preemptions")
                 print_preemption_split(s)
         print()
-    pieces = sorted(glob.glob(os.path.join(raw, "pieces-*.json")),
-                    key=lambda p: int(os.path.basename(p)[len("pieces-"):-len(".json")]))
-    if pieces:
-        print("## The training's update in pieces\n")
-        print("The same server with `training.update_piece_mib` changed (Note [Update in pieces]: the most MiB of")
-        print("parameters an update operation, and of the state the step's slot copy, works on between two pause")
-        print("points; 0: whole operations), one server after the other in this call; cold requests per model while")
-        print("training, then training throughput alone and under one request per second (10 s windows). The")
-        print("place columns: the preemptions whose stop the job read in the update, and between steps.\n")
-        print("| MiB | preemptions | p50 / p99 (ms) | in the update: count, p50 / p99 (ms) | between steps: count, p50 / p99 (ms) "
-              "| training alone (steps/s) | with requests (% of alone) |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-
-        def place(s, where):
-            count = s.get(f"preemptions_at_{where}") or 0
-            if not count:
-                return "0"
-            return f"{count:.0f}, {s[f'preemption_at_{where}_p50_s'] * 1e3:.3f} / {s[f'preemption_at_{where}_p99_s'] * 1e3:.3f}"
-
-        for path in pieces:
-            a = load(path)
-            s = a["server"]
-            t = a["training_steps_per_s"]
-            ratio = 100 * t["with_requests"] / t["alone"] if t["alone"] else float("nan")
-            name = os.path.basename(path)[len("pieces-"):-len(".json")]
-            print(f"| {name} | {s['preemptions']:.0f} | {s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} "
-                  f"| {place(s, 'update')} | {place(s, 'step_start')} | {t['alone']:.2f} | {ratio:.1f} |")
-        print()
+    print_update_pieces(raw)
     mechanisms = sorted(glob.glob(os.path.join(raw, "mechanism-*.json")))
     if mechanisms:
         print("## The paper's mechanisms through the server\n")

@@ -112,6 +112,22 @@ places = {r[0]: int(r[1]) for r in rows if r[0] in ("step_start", "forward", "ba
 assert len(places) == 4 and sum(places.values()) == server["preemptions"], out.getvalue()
 assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundary", "drain"], out.getvalue()
 PY
+# Its part `pieces` table: one row per server (by its MiB, in order), the update's stops counted.
+mkdir -p "$work/pieces"
+cp "$work/bench.json" "$work/pieces/pieces-16.json"
+cp "$work/bench.json" "$work/pieces/pieces-0.json"
+/usr/bin/python3 - "$work/pieces" <<'PY' || { echo "FAIL: serve_report.py's update pieces table"; exit 1; }
+import contextlib, io, json, os, sys
+sys.path.insert(0, "scripts")
+from serve_report import print_update_pieces
+server = json.load(open(os.path.join(sys.argv[1], "pieces-0.json")))["server"]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    print_update_pieces(sys.argv[1])
+rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.getvalue().splitlines() if line.startswith("| ")]
+assert [r[0] for r in rows[1:]] == ["0", "16"], out.getvalue()
+assert all(int(r[1]) == server["preemptions"] and int(r[3].split(",")[0]) == server["preemptions_at_update"] for r in rows[1:]), out.getvalue()
+PY
 # Note [Training held]: preempted, so held for a while.
 "$psw" client --socket "$sock" --train-status bert_tiny --format json \
   | /usr/bin/python3 -c "import json,sys; t=json.load(sys.stdin); assert t['preemptions'] >= 1 and t['held_s'] > 0, t" \
