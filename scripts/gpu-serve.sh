@@ -415,24 +415,30 @@ if has_part gputests; then
   [[ $part == gputests ]] && exit 0
 fi
 
-if has_part lookahead; then
-  for lookahead in ${PSW_LOOKAHEADS:-1 2 4 16}; do
-    echo "== training lookahead $lookahead ($(date -u +%T))"
-    start_server "$serve_config" "$raw/serve-lookahead-$lookahead.log" --set "training.lookahead=$lookahead" || continue
-    "$psw" bench-serve --socket "$sock" --cold-requests 20 --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
-      --out "$raw/lookahead-$lookahead.json" || true
+# One server per value of a training setting (training.KEY): COLD cold requests per model while
+# training, then the job's rate alone and under one request per second (10 s windows), into
+# raw/NAME-VALUE.json.
+sweep_training_setting() {
+  local name=$1 key=$2 cold=$3 value
+  shift 3
+  for value in "$@"; do
+    echo "== training.$key $value ($(date -u +%T))"
+    start_server "$serve_config" "$raw/serve-$name-$value.log" --set "training.$key=$value" || continue
+    "$psw" bench-serve --socket "$sock" --cold-requests "$cold" --gap-ms 150 --batch 8 --window 10 --rate 1 --switches 0 \
+      --out "$raw/$name-$value.json" || true
     stop_server
   done
+}
+if has_part lookahead; then
+  # shellcheck disable=SC2086  # a list of values
+  sweep_training_setting lookahead lookahead 20 ${PSW_LOOKAHEADS:-1 2 4 16}
 fi
 if has_part pieces; then
   for mib in ${PSW_UPDATE_PIECES_MIB:-0 16 64}; do
     [[ $mib =~ ^[0-9]+$ ]] || { echo "gpu-serve: PSW_UPDATE_PIECES_MIB: '$mib' is not a number of MiB" >&2; exit 2; }
-    echo "== training update in pieces of $mib MiB ($(date -u +%T))"
-    start_server "$serve_config" "$raw/serve-pieces-$mib.log" --set "training.update_piece_mib=$mib" || continue
-    "$psw" bench-serve --socket "$sock" --cold-requests "${PSW_COLD_REQUESTS:-40}" --gap-ms 150 --batch 8 --window 10 \
-      --rate 1 --switches 0 --out "$raw/pieces-$mib.json" || true
-    stop_server
   done
+  # shellcheck disable=SC2086
+  sweep_training_setting pieces update_piece_mib "${PSW_COLD_REQUESTS:-40}" ${PSW_UPDATE_PIECES_MIB:-0 16 64}
 fi
 if has_part mechanisms; then
   for mechanism in pipeswitch ready per-layer-pipeline grouped-transmission no-pinned-memory no-memory-management \

@@ -288,10 +288,15 @@ def print_preemption_split(server):
         print(f"| {place} | {count:.0f} | {cells} |")
 
 
+def numbered_runs(raw, prefix):
+    """(number, path) of RAW/PREFIX-N.json, in N's order: one server per value of a setting."""
+    paths = glob.glob(os.path.join(raw, f"{prefix}-*.json"))
+    return sorted((int(os.path.basename(p)[len(prefix) + 1:-len(".json")]), p) for p in paths)
+
+
 def print_update_pieces(raw):
     """Part `pieces`: one server per training.update_piece_mib (Note [Update in pieces])."""
-    pieces = sorted(glob.glob(os.path.join(raw, "pieces-*.json")),
-                    key=lambda p: int(os.path.basename(p)[len("pieces-"):-len(".json")]))
+    pieces = numbered_runs(raw, "pieces")
     if not pieces:
         return
     print("## The training's update in pieces\n")
@@ -310,12 +315,11 @@ def print_update_pieces(raw):
             return "0"
         return f"{count:.0f}, {s[f'preemption_at_{where}_p50_s'] * 1e3:.3f} / {s[f'preemption_at_{where}_p99_s'] * 1e3:.3f}"
 
-    for path in pieces:
+    for name, path in pieces:
         a = load(path)
         s = a["server"]
         t = a["training_steps_per_s"]
         ratio = 100 * t["with_requests"] / t["alone"] if t["alone"] else float("nan")
-        name = os.path.basename(path)[len("pieces-"):-len(".json")]
         print(f"| {name} | {s['preemptions']:.0f} | {s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} "
               f"| {place(s, 'update')} | {place(s, 'step_start')} | {t['alone']:.2f} | {ratio:.1f} |")
     print()
@@ -538,8 +542,7 @@ def main():
         s = auto["server"]
         print(f"\nServer (over the run's requests): startup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; "
               f"preemption p50 {s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms.\n")
-    lookaheads = sorted(glob.glob(os.path.join(raw, "lookahead-*.json")),
-                        key=lambda p: int(os.path.basename(p)[len("lookahead-"):-len(".json")]))
+    lookaheads = numbered_runs(raw, "lookahead")
     if lookaheads:
         print("## The training's lookahead\n")
         print("The same server with `training.lookahead` changed (Note [Bounded lookahead]: how many layer boundaries")
@@ -548,14 +551,13 @@ def main():
         print("| lookahead | startup p50 / p99 (ms) | preemption p50 / p99 (ms) | training alone (steps/s) | with requests (% of alone) | client median resnet152 / inception_v3 / bert_base (ms) |")
         print("|---:|---:|---:|---:|---:|---:|")
         servers = []  # (lookahead, its server's metrics), for the preemption splits below the table
-        for path in lookaheads:
+        for name, path in lookaheads:
             a = load(path)
             s = a["server"]
             t = a["training_steps_per_s"]
             ratio = 100 * t["with_requests"] / t["alone"] if t["alone"] else float("nan")
             cells = " / ".join(f"{a['cold_latency_ms'][k]['median_ms']:.2f}" if k in a["cold_latency_ms"] else "-"
                                for k in ("resnet152", "inception_v3", "bert_base"))
-            name = os.path.basename(path)[len("lookahead-"):-len(".json")]
             servers.append((name, s))
             print(f"| {name} | {s['startup_p50_s'] * 1e3:.3f} / {s['startup_p99_s'] * 1e3:.3f} | "
                   f"{s['preemption_p50_s'] * 1e3:.3f} / {s['preemption_p99_s'] * 1e3:.3f} | {t['alone']:.2f} | {ratio:.1f} | {cells} |")

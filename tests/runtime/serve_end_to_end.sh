@@ -98,35 +98,33 @@ assert first_loaded and first_loaded[-1]["step"] <= loss["alone"][0]["step"], lo
 PY
 "$psw" bench-serve --socket "$sock" --cold-requests 1 --gap-ms 100 --batch 1 --window 0 --switches 2 --out "$work/bench.json" 2>/dev/null
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=d['server']; assert s['preemptions'] >= 1 and s['switches'] >= 4 and s['worker_restarts'] == 0, s; assert sum(s['preemptions_at_' + b] for b in ('step_start', 'forward', 'backward', 'update')) == s['preemptions'] and s['preemption_drain_p99_s'] >= 0, s" "$work/bench.json"
-# scripts/serve_report.py reads bench-serve's preemption split by the names the server gives it.
-/usr/bin/python3 - "$work/bench.json" <<'PY' || { echo "FAIL: serve_report.py's preemption tables"; exit 1; }
-import contextlib, io, json, sys
-sys.path.insert(0, "scripts")
-from serve_report import print_preemption_split
-server = json.load(open(sys.argv[1]))["server"]
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    print_preemption_split(server)
-rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.getvalue().splitlines() if line.startswith("| ")]
-places = {r[0]: int(r[1]) for r in rows if r[0] in ("step_start", "forward", "backward", "update")}
-assert len(places) == 4 and sum(places.values()) == server["preemptions"], out.getvalue()
-assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundary", "drain"], out.getvalue()
-PY
-# Its part `pieces` table: one row per server (by its MiB, in order), the update's stops counted.
+# scripts/serve_report.py reads bench-serve's preemption split by the names the server gives it,
+# and its part `pieces` table has one row per server (by its MiB, in order), the update's stops counted.
 mkdir -p "$work/pieces"
 cp "$work/bench.json" "$work/pieces/pieces-16.json"
 cp "$work/bench.json" "$work/pieces/pieces-0.json"
-/usr/bin/python3 - "$work/pieces" <<'PY' || { echo "FAIL: serve_report.py's update pieces table"; exit 1; }
-import contextlib, io, json, os, sys
+/usr/bin/python3 - "$work/bench.json" "$work/pieces" <<'PY' || { echo "FAIL: serve_report.py's preemption tables"; exit 1; }
+import contextlib, io, json, sys
 sys.path.insert(0, "scripts")
-from serve_report import print_update_pieces
-server = json.load(open(os.path.join(sys.argv[1], "pieces-0.json")))["server"]
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    print_update_pieces(sys.argv[1])
-rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.getvalue().splitlines() if line.startswith("| ")]
-assert [r[0] for r in rows[1:]] == ["0", "16"], out.getvalue()
-assert all(int(r[1]) == server["preemptions"] and int(r[3].split(",")[0]) == server["preemptions_at_update"] for r in rows[1:]), out.getvalue()
+from serve_report import print_preemption_split, print_update_pieces
+server = json.load(open(sys.argv[1]))["server"]
+
+
+def table_rows(print_table, argument):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_table(argument)
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.getvalue().splitlines() if line.startswith("| ")]
+    return rows, out.getvalue()
+
+
+rows, text = table_rows(print_preemption_split, server)
+places = {r[0]: int(r[1]) for r in rows if r[0] in ("step_start", "forward", "backward", "update")}
+assert len(places) == 4 and sum(places.values()) == server["preemptions"], text
+assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundary", "drain"], text
+rows, text = table_rows(print_update_pieces, sys.argv[2])
+assert [r[0] for r in rows[1:]] == ["0", "16"], text
+assert all(int(r[1]) == server["preemptions"] and int(r[3].split(",")[0]) == server["preemptions_at_update"] for r in rows[1:]), text
 PY
 # Note [Training held]: preempted, so held for a while.
 "$psw" client --socket "$sock" --train-status bert_tiny --format json \

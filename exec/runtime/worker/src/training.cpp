@@ -326,15 +326,15 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
   // Note [Update in pieces]: consecutive parameters, up to piece_bytes_ a piece (one at least).
   piece_bytes_ = config_.update_piece_mib > 0 ? Bytes{config_.update_piece_mib} << 20
                                               : std::numeric_limits<Bytes>::max();
-  Bytes piece_bytes = 0;
+  Bytes filled = 0;  // of the last piece
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Bytes b = parameters_[i].numel() * static_cast<Bytes>(parameters_[i].element_size());
-    if (update_pieces_.empty() || piece_bytes + b > piece_bytes_) {
+    if (update_pieces_.empty() || filled + b > piece_bytes_) {
       update_pieces_.emplace_back(i, i);
-      piece_bytes = 0;
+      filled = 0;
     }
     update_pieces_.back().second = i + 1;
-    piece_bytes += b;
+    filled += b;
   }
   bind(static_cast<int>(committed_steps(*header_) % 2));
   if (config_.dataset.empty()) {
@@ -542,13 +542,14 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     const int working = static_cast<int>((done + 1) % 2);
     // Note [Update in pieces]: the copy in pieces, the stop read between them.
     const std::int64_t slot_bytes = slots_[working].bytes.numel();
-    for (std::int64_t at = 0; at < slot_bytes; at += std::min(piece_bytes_, slot_bytes - at)) {
+    for (std::int64_t at = 0; at < slot_bytes;) {
       if (at > 0) {
         crash_point();
         if (stopped()) return result(Outcome::Preempted);
       }
       const std::int64_t n = std::min(piece_bytes_, slot_bytes - at);
       slots_[working].bytes.narrow(0, at, n).copy_(slots_[1 - working].bytes.narrow(0, at, n));
+      at += n;
     }
     bind(working);
     crash_point();
