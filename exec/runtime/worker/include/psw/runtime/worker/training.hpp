@@ -64,9 +64,10 @@
 // its slot runs in pieces of that size too, the stop read between them (the slot copy is the
 // step's other long stretch of device work without a boundary: half a GB for ResNet-152 with
 // momentum). Every element sees the same operations in the same order, so the bytes are the same.
-// With 16 MiB pieces the stops read in ResNet-152's update took p50 0.17 ms on an H100
-// (results/gpu/2026-12-07-h100-pieces.md); what the extra launches cost the job's rate is not
-// measured yet (gpu-serve.sh part `pieces` runs the sizes side by side).
+// Side by side on one H100 (results/gpu/2026-12-07-h100-pieces.md) the stops read in
+// ResNet-152's update took p50 0.81 ms with whole operations, 0.18 ms with 16 MiB pieces and
+// 0.26 ms with 64; the job's rate alone showed no cost of the extra launches (26.4, 30.9 and 31.2
+// steps/s in that order: it moved more between servers than any cost of the pieces).
 
 #include <atomic>
 #include <cstdint>
