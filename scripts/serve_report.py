@@ -325,6 +325,33 @@ def print_update_pieces(raw):
     print()
 
 
+def print_split_by_model(raw, bench):
+    """The client's median split at the server's own per-model medians (Note [Request phases], by model)."""
+    server = bench["server"]
+    models = sorted(m for m in bench["cold_latency_ms"] if server.get(f"server_latency_{m}_p50_s") is not None)
+    if not models:
+        return  # a server from before the per-model metrics
+    print()
+    print("Split at the server (its metrics by model, over every request of the model in the run; medians, so the")
+    print("parts need not add up exactly): `outside` is the client's median less the server's (gRPC both ways, the")
+    print("client, the front end's copy of the input), `server - run` the server's median less `psw run --graph`'s")
+    print("switch; then the server's phases: to the worker (queue, input copy, message), device startup (of which")
+    print("the input's copy to the device), compute (first layer to the forward's end; `psw run`'s switch is its")
+    print("equivalent), output and reply.\n")
+    print("| model | client | server | outside | server - run | to the worker | device startup (input) | compute | output + reply | startup p50 / p99 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for model in models:
+        client = bench["cold_latency_ms"][model]["median_ms"]
+        at_server = server[f"server_latency_{model}_p50_s"] * 1e3
+        phase = lambda name: (server.get(f"phase_{model}_{name}_p50_s") or 0) * 1e3
+        print(f"| {model} | {client:.3f} | {at_server:.3f} | {client - at_server:.3f} | {at_server - run_median(raw, model):.3f} | "
+              f"{phase('queue') + phase('input_copy') + phase('to_worker'):.3f} | "
+              f"{phase('device_startup'):.3f} ({phase('input_to_device'):.3f}) | {phase('compute'):.3f} | "
+              f"{phase('output') + phase('reply'):.3f} | "
+              f"{server[f'startup_{model}_p50_s'] * 1e3:.3f} / {server[f'startup_{model}_p99_s'] * 1e3:.3f} |")
+    print("\n(ms)")
+
+
 def print_share(raw):
     """Part `share`: the job's rate over a five-minute stretch under one request per second."""
     path = os.path.join(raw, "share.json")
@@ -446,6 +473,7 @@ def main():
                 row += f" {shm.get(model, {'median_ms': float('nan')})['median_ms'] - run:.3f} |"
             row += f" {targets.get(model, '')} |"
             print(row)
+        print_split_by_model(raw, bench)
         if no_staging:
             # The controller's copy the staging removes, from each server's own phases.
             phases_of = lambda b: (b["server"].get("phase_input_copy_p50_s"), b["server"].get("phase_input_copy_p99_s"))

@@ -106,8 +106,9 @@ cp "$work/bench.json" "$work/pieces/pieces-0.json"
 /usr/bin/python3 - "$work/bench.json" "$work/pieces" <<'PY' || { echo "FAIL: serve_report.py's preemption tables"; exit 1; }
 import contextlib, io, json, sys
 sys.path.insert(0, "scripts")
-from serve_report import print_preemption_split, print_update_pieces
-server = json.load(open(sys.argv[1]))["server"]
+from serve_report import print_preemption_split, print_split_by_model, print_update_pieces
+bench = json.load(open(sys.argv[1]))
+server = bench["server"]
 
 
 def table_rows(print_table, argument):
@@ -125,6 +126,15 @@ assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundar
 rows, text = table_rows(print_update_pieces, sys.argv[2])
 assert [r[0] for r in rows[1:]] == ["0", "16"], text
 assert all(int(r[1]) == server["preemptions"] and int(r[3].split(",")[0]) == server["preemptions_at_update"] for r in rows[1:]), text
+# Per model: the server's own latency of each cold model, and the client's median split at it.
+rows, text = table_rows(lambda b: print_split_by_model(sys.argv[2], b), bench)
+assert [r[0] for r in rows[1:]] == sorted(bench["cold_latency_ms"]), text
+for model, client, at_server, outside, _, to_worker, startup_phase, compute, output, startup in rows[1:]:
+    assert float(at_server) == round(server[f"server_latency_{model}_p50_s"] * 1e3, 3) and float(at_server) > 0, text
+    assert abs(float(client) - float(at_server) - float(outside)) < 0.0011, text
+    assert float(compute) == round(server[f"phase_{model}_compute_p50_s"] * 1e3, 3) and 0 < float(compute) <= float(at_server), text
+    p50, p99 = (float(x) for x in startup.split(" / "))
+    assert 0 < p50 <= p99 and p50 <= float(at_server) + 0.001, text  # each request's startup is within its latency
 PY
 # Note [Training held]: preempted, so held for a while.
 "$psw" client --socket "$sock" --train-status bert_tiny --format json \

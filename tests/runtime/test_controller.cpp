@@ -185,6 +185,41 @@ training:
   // Note [Training held]: every preemption held the job for a while; none is in progress now.
   EXPECT_GT(stats.training_held_ns, 0);
   EXPECT_NE(metrics.find("psw_training_held_seconds_total "), std::string::npos) << metrics;
+  // Per model: each model's two requests, in its own startup and latency summaries.
+  ASSERT_EQ(stats.by_model.size(), 2u);
+  for (const char* model : {"inception_v3", "bert_tiny"}) {
+    ASSERT_EQ(stats.by_model.count(model), 1u) << model;
+    EXPECT_EQ(stats.by_model.at(model).startup_ns.size(), 2u) << model;
+    EXPECT_EQ(stats.by_model.at(model).latency_ns.size(), 2u) << model;
+    for (std::size_t k = 0; k < kRequestPhases; ++k) {
+      EXPECT_EQ(stats.by_model.at(model).phase_ns[k].size(), 2u) << model << " " << kRequestPhaseNames[k];
+      EXPECT_NE(metrics.find(std::string("psw_request_phase_by_model_seconds_count{model=\"") + model + "\",phase=\"" +
+                             kRequestPhaseNames[k] + "\"} 2\n"),
+                std::string::npos)
+          << metrics;
+    }
+    for (const char* metric : {"psw_startup_by_model_seconds", "psw_server_latency_by_model_seconds"}) {
+      const std::string labels = std::string("{model=\"") + model + "\"";
+      EXPECT_NE(metrics.find(metric + labels + ",quantile=\"0.99\"} "), std::string::npos) << metrics;
+      EXPECT_NE(metrics.find(std::string(metric) + "_count" + labels + "} 2\n"), std::string::npos) << metrics;
+    }
+  }
+  std::vector<std::int64_t> startups;
+  for (const auto& [model, samples] : stats.by_model) {
+    startups.insert(startups.end(), samples.startup_ns.begin(), samples.startup_ns.end());
+  }
+  std::vector<std::int64_t> all = stats.startup_ns;
+  std::sort(startups.begin(), startups.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(startups, all);
+  // One HELP per metric, though its lines come per model.
+  const auto helps = [&metrics](const std::string& name) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = metrics.find("# HELP " + name + " ", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_EQ(helps("psw_request_phase_by_model_seconds"), 1u) << metrics;
+  EXPECT_EQ(helps("psw_startup_by_model_seconds"), 1u) << metrics;
   EXPECT_NE(metrics.find("psw_request_phase_seconds{phase=\"device_startup\",quantile=\"0.99\"}"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("psw_preemption_phase_seconds_count{phase=\"drain\"} " + std::to_string(stats.preemptions)),

@@ -402,6 +402,16 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
     report.server[std::string("preemptions_at_") + place] =
         split("psw_preemption_by_boundary_seconds", "boundary", place, std::string("preemption_at_") + place);
   }
+  // Per model (startup_<model>_p50_s, server_latency_<model>_p99_s, phase_<model>_<phase>_p50_s):
+  // the client's latency of a model less its server latency is that model's protocol part.
+  for (const auto& info : models) {
+    split("psw_startup_by_model_seconds", "model", info.name.c_str(), "startup_" + info.name);
+    split("psw_server_latency_by_model_seconds", "model", info.name.c_str(), "server_latency_" + info.name);
+    for (const char* phase : kRequestPhaseNames) {
+      split("psw_request_phase_by_model_seconds", "model=\"" + info.name + "\",phase", phase,
+            "phase_" + info.name + "_" + phase);
+    }
+  }
   return report;
 }
 

@@ -341,6 +341,12 @@ struct Controller::State {
     held_since_ns = 0;
   }
 
+  // Note [Request phases]: one phase of request `p`, over every request and over its model's.
+  void record_phase(const Pending& p, RequestPhase k, std::int64_t ns) {
+    record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns);
+    record_sample(stats.by_model[p.model_name].phase_ns[static_cast<std::size_t>(k)], ns);
+  }
+
   // Note [Preemption phases]: the split of the preemption just recorded, from the worker's
   // TrainStopped (times[2]: the stop read at a boundary, times[3]: where). A read before this stop's
   // flag was written is an earlier stop's (the job was stopped at the target meanwhile): no split.
@@ -759,8 +765,8 @@ struct Controller::State {
       input_ok = copy_guarded(w.io.data() + io.input_offset(), input_bytes.data(), input_bytes.size());
       p->copied_ns = monotonic_ns();
     }
-    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::Queue)], dequeued_ns - p->arrival_ns);
-    record_sample(stats.phase_ns[static_cast<std::size_t>(RequestPhase::InputCopy)], p->copied_ns - dequeued_ns);
+    record_phase(*p, RequestPhase::Queue, dequeued_ns - p->arrival_ns);
+    record_phase(*p, RequestPhase::InputCopy, p->copied_ns - dequeued_ns);
     if (!input_ok) {
       PolicyEvent aborted{.kind = PolicyEvent::Kind::DispatchAborted, .worker = id, .request = request};
       aborted.code = StatusCode::InvalidArgument;
@@ -982,13 +988,17 @@ struct Controller::State {
     ++latency_count;
     // Arrival at the controller to the first layer computing: the wait for the worker,
     // plus the device's own startup of the switch (times[2], from its events).
-    record_sample(stats.startup_ns, m.times[0] - p->arrival_ns + m.times[2]);
+    const std::int64_t startup = m.times[0] - p->arrival_ns + m.times[2];
     const std::int64_t now = monotonic_ns();
+    record_sample(stats.startup_ns, startup);
     record_sample(stats.latency_ns, now - p->arrival_ns);
+    ControllerStats::ModelSamples& of_model = stats.by_model[p->model_name];
+    record_sample(of_model.startup_ns, startup);
+    record_sample(of_model.latency_ns, now - p->arrival_ns);
     // Note [Request phases]: the worker's times are its receipt (times[0], host clock), its
     // reply (times[1]) and, from its device's marks, receipt to first layer (times[2]), to
     // the input on the device (times[3]) and to the forward's end (times[4]).
-    auto phase = [this](RequestPhase k, std::int64_t ns) { record_sample(stats.phase_ns[static_cast<std::size_t>(k)], ns); };
+    auto phase = [this, &p](RequestPhase k, std::int64_t ns) { record_phase(*p, k, ns); };
     phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
     phase(RequestPhase::InputToDevice, m.times[3]);
     phase(RequestPhase::DeviceStartup, m.times[2]);
@@ -2115,13 +2125,15 @@ std::string Controller::metrics_text() {
     out << name << "_sum " << sum << "\n" << name << "_count " << ns.size() << "\n";
   };
   // A time split by a label (one sample list per label value): p50, p99 and the count of each.
+  // `outer`: labels before it, the same for every value (`model="x",`); no HELP with help null
+  // (a metric's second call).
   auto split_summary = [&out](const char* name, const char* help, const char* label, std::span<const char* const> values,
-                              std::span<const std::vector<std::int64_t>> samples) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
+                              std::span<const std::vector<std::int64_t>> samples, const std::string& outer) {
+    if (help != nullptr) out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
     for (std::size_t k = 0; k < values.size(); ++k) {
       std::vector<std::int64_t> ns = samples[k];
       std::sort(ns.begin(), ns.end());
-      const std::string labels = std::string(label) + "=\"" + values[k] + "\"";
+      const std::string labels = outer + label + "=\"" + values[k] + "\"";
       for (double q : {0.5, 0.99}) {
         out << name << "{" << labels << ",quantile=\"" << q << "\"} " << quantile_seconds(ns, q) << "\n";
       }
@@ -2134,14 +2146,34 @@ std::string Controller::metrics_text() {
           s.stats.startup_ns);
   summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
           s.stats.latency_ns);
+  {
+    // The same per model: whose requests make a quantile over them all.
+    std::vector<const char*> names;
+    std::vector<std::vector<std::int64_t>> startup, latency;
+    for (const auto& [model, samples] : s.stats.by_model) {
+      names.push_back(model.c_str());
+      startup.push_back(samples.startup_ns);
+      latency.push_back(samples.latency_ns);
+    }
+    split_summary("psw_startup_by_model_seconds", "Request arrival at the controller to its first layer computing, by model.",
+                  "model", names, startup, "");
+    split_summary("psw_server_latency_by_model_seconds", "Request arrival at the controller to its reply ready, by model.",
+                  "model", names, latency, "");
+    bool described = false;
+    for (const auto& [model, samples] : s.stats.by_model) {
+      split_summary("psw_request_phase_by_model_seconds", described ? nullptr : "Where a request's time at the server goes, by model and phase.",
+                    "phase", kRequestPhaseNames, samples.phase_ns, "model=\"" + model + "\",");
+      described = true;
+    }
+  }
   // Note [Request phases], Note [Preemption phases]: summaries labelled by phase.
   split_summary("psw_request_phase_seconds", "Where a request's time at the server goes, by phase.", "phase",
-                kRequestPhaseNames, s.stats.phase_ns);
+                kRequestPhaseNames, s.stats.phase_ns, "");
   split_summary("psw_preemption_phase_seconds", "Where a preemption's time goes, by phase.", "phase",
-                kPreemptionPhaseNames, s.stats.preemption_phase_ns);
+                kPreemptionPhaseNames, s.stats.preemption_phase_ns, "");
   split_summary("psw_preemption_by_boundary_seconds",
                 "Request arrival to training stopped, by where in its step the job read the stop.", "boundary",
-                kTrainingBoundaryNames, s.stats.preemption_by_boundary_ns);
+                kTrainingBoundaryNames, s.stats.preemption_by_boundary_ns, "");
   gauge("psw_resident_models", "Models whose parameters are on the device.",
         static_cast<std::int64_t>(s.policy->resident().size()));
   // Note [Processes a server starts with] (sim/src/simulated_server.cpp): what psw load reads when its

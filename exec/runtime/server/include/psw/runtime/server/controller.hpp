@@ -133,6 +133,15 @@ struct ControllerStats {
   std::array<std::vector<std::int64_t>, kTrainingBoundaries> preemption_by_boundary_ns;
   std::vector<std::int64_t> startup_ns;     // request arrival -> its first layer computes on the device
   std::vector<std::int64_t> latency_ns;     // request arrival -> reply ready, at the controller
+  // The same per model (by its name): a quantile over every model hides whose it is (a model
+  // whose first group is large starts late on every request, and makes the startup's p99 alone),
+  // and a model's client latency splits at its own server latency and phases.
+  struct ModelSamples {
+    std::vector<std::int64_t> startup_ns;
+    std::vector<std::int64_t> latency_ns;
+    std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;
+  };
+  std::map<std::string, ModelSamples> by_model;
   std::array<std::vector<std::int64_t>, kRequestPhases> phase_ns;  // by RequestPhase, per request
 };
 
