@@ -325,8 +325,9 @@ def print_update_pieces(raw):
     print()
 
 
-def print_split_by_model(raw, bench):
-    """The client's median split at the server's own per-model medians (Note [Request phases], by model)."""
+def print_split_by_model(raw, bench, run_suffix=""):
+    """The client's median split at the server's own per-model medians (Note [Request phases], by model),
+    against `psw run`'s switch in run-MODEL{run_suffix}.json."""
     server = bench["server"]
     models = sorted(m for m in bench["cold_latency_ms"] if server.get(f"server_latency_{m}_p50_s") is not None)
     if not models:
@@ -334,7 +335,7 @@ def print_split_by_model(raw, bench):
     print()
     print("Split at the server (its metrics by model, over every request of the model in the run; medians, so the")
     print("parts need not add up exactly): `outside` is the client's median less the server's (gRPC both ways, the")
-    print("client, the front end's copy of the input), `server - run` the server's median less `psw run --graph`'s")
+    print("client, the front end's copy of a raw input), `server - run` the server's median less `psw run --graph`'s")
     print("switch; then the server's phases: to the worker (queue, input copy, message), device startup (of which")
     print("the input's copy to the device), compute (first layer to the forward's end; `psw run`'s switch is its")
     print("equivalent), output and reply.\n")
@@ -344,7 +345,7 @@ def print_split_by_model(raw, bench):
         client = bench["cold_latency_ms"][model]["median_ms"]
         at_server = server[f"server_latency_{model}_p50_s"] * 1e3
         phase = lambda name: (server.get(f"phase_{model}_{name}_p50_s") or 0) * 1e3
-        print(f"| {model} | {client:.3f} | {at_server:.3f} | {client - at_server:.3f} | {at_server - run_median(raw, model):.3f} | "
+        print(f"| {model} | {client:.3f} | {at_server:.3f} | {client - at_server:.3f} | {at_server - run_median(raw, model, run_suffix):.3f} | "
               f"{phase('queue') + phase('input_copy') + phase('to_worker'):.3f} | "
               f"{phase('device_startup'):.3f} ({phase('input_to_device'):.3f}) | {phase('compute'):.3f} | "
               f"{phase('output') + phase('reply'):.3f} | "
@@ -567,6 +568,7 @@ def main():
             # No `psw run` in this call (the part ran without `main`): no ratio, said as such.
             run_cell, ratio_cell = (f"{run:.3f}", f"{c['median_ms'] / run:.2f}") if run == run else ("not run", "-")
             print(f"| {model} | {c['median_ms']:.3f} | {c['p99_ms']:.3f} | {r['median_ms']:.3f} | {run_cell} | {ratio_cell} |")
+        print_split_by_model(raw, auto, "-auto")
         s = auto["server"]
         print(f"\nServer (over the run's requests): startup p50 {s['startup_p50_s'] * 1e3:.3f} ms, p99 {s['startup_p99_s'] * 1e3:.3f} ms; "
               f"preemption p50 {s['preemption_p50_s'] * 1e3:.3f} ms, p99 {s['preemption_p99_s'] * 1e3:.3f} ms.\n")
