@@ -337,9 +337,9 @@ def print_split_by_model(raw, bench, run_suffix=""):
     print("parts need not add up exactly): `outside` is the client's median less the server's (gRPC both ways, the")
     print("client, the front end's copy of a raw input), `server - run` the server's median less `psw run --graph`'s")
     print("switch; then the server's phases: to the worker (queue, input copy, message), device startup (of which")
-    print("the input's copy to the device), compute (first layer to the forward's end; `psw run`'s switch is its")
-    print("equivalent), output and reply.\n")
-    print("| model | client | server | outside | server - run | to the worker | device startup (input) | compute | output + reply | startup p50 / p99 |")
+    print("the input's copy to the device, and of that the worker's host time launching it: 0 where not measured),")
+    print("compute (first layer to the forward's end; `psw run`'s switch is its equivalent), output and reply.\n")
+    print("| model | client | server | outside | server - run | to the worker | device startup (input / launch) | compute | output + reply | startup p50 / p99 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for model in models:
         client = bench["cold_latency_ms"][model]["median_ms"]
@@ -347,7 +347,7 @@ def print_split_by_model(raw, bench, run_suffix=""):
         phase = lambda name: (server.get(f"phase_{model}_{name}_p50_s") or 0) * 1e3
         print(f"| {model} | {client:.3f} | {at_server:.3f} | {client - at_server:.3f} | {at_server - run_median(raw, model, run_suffix):.3f} | "
               f"{phase('queue') + phase('input_copy') + phase('to_worker'):.3f} | "
-              f"{phase('device_startup'):.3f} ({phase('input_to_device'):.3f}) | {phase('compute'):.3f} | "
+              f"{phase('device_startup'):.3f} ({phase('input_to_device'):.3f} / {phase('input_launch'):.3f}) | {phase('compute'):.3f} | "
               f"{phase('output') + phase('reply'):.3f} | "
               f"{server[f'startup_{model}_p50_s'] * 1e3:.3f} / {server[f'startup_{model}_p99_s'] * 1e3:.3f} |")
     print("\n(ms)")
@@ -497,6 +497,7 @@ def main():
                   ("input_copy", "input into the worker's io segment (0 for one read in place: shared memory, staging)"),
                   ("to_worker", "message to the worker"), ("device_startup", "worker receipt to first layer computing"),
                   ("input_to_device", "(of which: the input's copy to the device)"),
+                  ("input_launch", "(of that: the worker's host time launching the copy)"),
                   ("compute", "first layer to the forward's end"), ("output", "output back to the host"),
                   ("reply", "worker's reply to the response ready")]
         if server.get("phase_queue_p50_s") is not None:
@@ -506,6 +507,8 @@ def main():
             print("| phase | p50 (ms) | p99 (ms) |")
             print("|---|---:|---:|")
             for key, what in phases:
+                if server.get(f"phase_{key}_p50_s") is None:
+                    continue  # a server from before the phase was measured
                 print(f"| {key}: {what} | {server[f'phase_{key}_p50_s'] * 1e3:.3f} | {server[f'phase_{key}_p99_s'] * 1e3:.3f} |")
         print_preemption_split(server)
         t = bench["training_steps_per_s"]

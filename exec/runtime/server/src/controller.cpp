@@ -1001,6 +1001,7 @@ struct Controller::State {
     auto phase = [this, &p](RequestPhase k, std::int64_t ns) { record_phase(*p, k, ns); };
     phase(RequestPhase::ToWorker, m.times[0] - p->copied_ns);
     phase(RequestPhase::InputToDevice, m.times[3]);
+    if (!p->stream) phase(RequestPhase::InputLaunch, m.times[7]);  // a generate call's [7] is its bucket
     phase(RequestPhase::DeviceStartup, m.times[2]);
     phase(RequestPhase::Compute, m.times[4] - m.times[2]);
     // A generate call's decode is not an output's copy: its phases end with the prefill.

@@ -1103,6 +1103,7 @@ void Worker::infer(const Message& m, Message& reply) {
   const bool in_region = (m.flags & kFlagInputInRegion) != 0;
   const std::uint8_t* source = in_region ? input_in_region(input_regions_, m) : io_->data() + io_layout_.input_offset();
   torch::Tensor input;
+  const std::int64_t launch_began = monotonic_ns();
   if (in_region && on_host_) {
     // Here the CPU copies, through a mapping of an object the client may shrink at any
     // time (SIGBUS); on cuda the copy engine reads the page-locked pages, which stay.
@@ -1114,8 +1115,10 @@ void Worker::infer(const Message& m, Message& reply) {
     input = torch::from_blob(const_cast<std::uint8_t*>(source), shape, torch::dtype(torch_type(type)))
                 .to(backend_->device(), /*non_blocking=*/true, /*copy=*/true);
   }
+  const std::int64_t launch_ns = monotonic_ns() - launch_began;
   backend_->mark(kMarkInputOnDevice);
   if ((m.flags & kFlagGenerate) != 0) return generate(m, reply, input);
+  reply.times[7] = launch_ns;
   exec::PipelineEngine& engine = *slot.engine;
   const torch::Tensor& graph_input = slot.graph_input;
   const bool transfer = (m.flags & kFlagTransfer) != 0;

@@ -127,7 +127,8 @@ struct Message {
   std::int64_t bytes = 0;      // of the tensor in the io segment
   // Phases measured by the worker (ns, its steady clock): e.g. started, first layer, done;
   // InferDone's [5] and [6] are an eager switch's host times (Note [Host time of an eager
-  // switch], exec/pipeline.hpp).
+  // switch], exec/pipeline.hpp), and [7] (not a generate call's) the host time of the call that
+  // launched the input's copy to the device (Note [Request phases]: input_launch).
   std::int64_t times[8] = {};
   // Infer with kFlagOutputInRegion: the mapped region the client wants the output in, the byte
   // offset there and the bytes it holds (Note [Outputs written in place] in controller.hpp).

@@ -17,12 +17,13 @@ enum class RequestPhase {
   InputCopy,      // the controller copies the input into the worker's io segment (0: read in place)
   ToWorker,       // the message to the worker until the worker has it
   InputToDevice,  // the worker's copy of the input to the device
+  InputLaunch,    // of InputToDevice: the worker's host time in the call that launches that copy
   DeviceStartup,  // the worker's receipt until the first layer computes (InputToDevice included)
   Compute,        // the first layer computing until the forward's end
   Output,         // the output back to the host and into the io segment
   Reply,          // the worker's reply until the controller has the response ready
 };
-inline constexpr const char* kRequestPhaseNames[] = {"queue",         "input_copy", "to_worker", "input_to_device",
+inline constexpr const char* kRequestPhaseNames[] = {"queue",          "input_copy", "to_worker", "input_to_device", "input_launch",
                                                      "device_startup", "compute",    "output",    "reply"};
 inline constexpr std::size_t kRequestPhases = std::size(kRequestPhaseNames);
 
