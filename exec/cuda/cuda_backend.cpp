@@ -100,6 +100,11 @@ class CudaBackend final : public Backend {
     PSW_CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), value, dst.nbytes(), compute_stream_.stream()));
   }
 
+  void copy_to_device(const torch::Tensor& dst, const void* src) override {
+    PSW_CHECK(dst.is_cuda() && dst.is_contiguous(), "copy_to_device: the destination must be contiguous on the device");
+    PSW_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src, dst.nbytes(), cudaMemcpyHostToDevice, compute_stream_.stream()));
+  }
+
   void mark(std::size_t slot) override { record_mark(slot, compute_stream_.stream()); }
   void mark_copy(std::size_t slot) override { record_mark(slot, copy_stream_.stream()); }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -83,6 +84,11 @@ class HostBackend final : public Backend {
   void fill(const torch::Tensor& dst, std::uint8_t value) override {
     synchronize();
     dst.fill_(value);
+  }
+
+  void copy_to_device(const torch::Tensor& dst, const void* src) override {
+    PSW_CHECK(dst.is_contiguous(), "copy_to_device: the destination must be contiguous");
+    std::memcpy(dst.data_ptr(), src, dst.nbytes());  // the calling thread is the compute stream
   }
 
   std::string device_description() const override { return "CPU (LibTorch host backend)"; }

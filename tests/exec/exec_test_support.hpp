@@ -166,6 +166,7 @@ class RecordingBackend : public Backend {
   }
   void synchronize() override {}
   void fill(const torch::Tensor& dst, std::uint8_t value) override { inner_->fill(dst, value); }
+  void copy_to_device(const torch::Tensor& dst, const void* src) override { inner_->copy_to_device(dst, src); }
   std::string device_description() const override { return "recording over " + inner_->device_description(); }
   Duration time_copy(Bytes, bool, int, int) override { return Duration::zero(); }
   Duration time_mapped_read(Bytes, int) override { return Duration::zero(); }

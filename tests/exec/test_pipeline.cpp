@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <vector>
 
 #include "psw/common/config.hpp"
 #include "psw/common/error.hpp"
@@ -345,6 +347,18 @@ TEST(Pipeline, PlanFromTheProfileMatchesTheLiveModelAndNoOther) {
 TEST(Backend, UnknownBackendsAreRefused) {
   EXPECT_THROW(make_backend("tpu"), InputError);
   EXPECT_EQ(make_backend("host")->name(), "host");
+}
+
+TEST(Backend, CopyToDeviceCopiesTheHostBytesIntoTheTensor) {
+  auto backend = make_backend("host");
+  std::vector<float> host(1000);
+  std::iota(host.begin(), host.end(), -3.5f);
+  torch::Tensor dst = torch::zeros({10, 100}, torch::dtype(torch::kFloat32).device(backend->device()));
+  backend->copy_to_device(dst, host.data());
+  backend->synchronize();
+  EXPECT_TRUE(torch::equal(dst.flatten(), torch::from_blob(host.data(), {1000}, torch::kFloat32)));
+  // A strided view would be written past its elements: refused.
+  EXPECT_ANY_THROW(backend->copy_to_device(dst.t(), host.data()));
 }
 
 #if !PSW_WITH_CUDA

@@ -49,6 +49,12 @@ class Backend {
   virtual void synchronize() = 0;
   // Fills `dst` with a byte pattern on the device (poisons the parameter region in tests).
   virtual void fill(const torch::Tensor& dst, std::uint8_t value) = 0;
+  // On the compute stream: copies dst.nbytes() bytes of host memory at `src` into `dst` (contiguous,
+  // on this backend's device), before anything enqueued after it. Returns without waiting where
+  // the device can (page-locked `src`), so `src` must stay until the next synchronize(). One
+  // driver call, where LibTorch's `.to(device)` took 0.1 ms of the worker's host time per request
+  // (Note [Request phases]: input_launch; results/gpu/2026-12-07-h100-placement.md).
+  virtual void copy_to_device(const torch::Tensor& dst, const void* src) = 0;
 
   // Makes the compute stream wait for every copy enqueued so far (a switch must not end,
   // or a graph capture close, with copies still in flight on the copy stream).

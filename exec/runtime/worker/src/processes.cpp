@@ -1112,8 +1112,8 @@ void Worker::infer(const Message& m, Message& reply) {
       throw InputError("the input's shared memory object shrank while the request waited");
     }
   } else {
-    input = torch::from_blob(const_cast<std::uint8_t*>(source), shape, torch::dtype(torch_type(type)))
-                .to(backend_->device(), /*non_blocking=*/true, /*copy=*/true);
+    input = torch::empty(shape, torch::dtype(torch_type(type)).device(backend_->device()));
+    backend_->copy_to_device(input, source);
   }
   const std::int64_t launch_ns = monotonic_ns() - launch_began;
   backend_->mark(kMarkInputOnDevice);
