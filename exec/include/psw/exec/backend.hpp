@@ -52,8 +52,9 @@ class Backend {
   // On the compute stream: copies dst.nbytes() bytes of host memory at `src` into `dst` (contiguous,
   // on this backend's device), before anything enqueued after it. Returns without waiting where
   // the device can (page-locked `src`), so `src` must stay until the next synchronize(). One
-  // driver call, where LibTorch's `.to(device)` took 0.1 ms of the worker's host time per request
-  // (Note [Request phases]: input_launch; results/gpu/2026-12-07-h100-placement.md).
+  // driver call: with LibTorch's `.to(device)` the worker's host time launching a request's input
+  // took 0.10 ms, with this (and the destination from the caching allocator) 0.07 ms, on two H100
+  // hosts (Note [Request phases]: input_launch; results/gpu/2026-12-07-h100-placement*.md).
   virtual void copy_to_device(const torch::Tensor& dst, const void* src) = 0;
 
   // Makes the compute stream wait for every copy enqueued so far (a switch must not end,
