@@ -456,6 +456,35 @@ TEST(TrainingJob, TrainingChangesTheWeightsAndCountsSteps) {
   EXPECT_EQ(committed_steps(*s.header()), 5);
 }
 
+// Note [Rehearsal]: a step run on a scratch copy writes neither slot of the state, and the job
+// then runs as one that never rehearsed, bit for bit; whether rehearsed before its first step
+// (as a worker does at its start) or later.
+TEST(TrainingJob, ARehearsalWritesNoStateAndChangesNothingOfTheRun) {
+  for (const TrainingOptimizer optimizer : {TrainingOptimizer::Sgd, TrainingOptimizer::Adam}) {
+    SCOPED_TRACE(to_string(optimizer));
+    const TrainingJobConfig config = tiny_config(optimizer);
+    const Segment reference = uninterrupted_segment(config, 6);
+    for (const std::int64_t rehearsed_at : {0, 3}) {
+      SCOPED_TRACE(rehearsed_at);
+      TinyModel model(7, true);
+      Segment s = make_segment(model, config);
+      TrainingJob job(model, config, s.bytes, s.header());
+      std::atomic<std::uint32_t> never{kStopNone};
+      if (rehearsed_at > 0) job.run(rehearsed_at, never);  // run(0) has no target
+      const torch::Tensor before = s.bytes.clone();
+      torch::Tensor scratch = torch::zeros({job.slot_bytes()}, torch::kUInt8);
+      job.rehearse(scratch);
+      EXPECT_TRUE(torch::equal(before, s.bytes)) << "the rehearsal wrote the job's state";
+      // It ran a step there: the scratch is the committed slot one update on.
+      EXPECT_FALSE(torch::equal(scratch, TrainingJob::committed_state(s.bytes, *s.header())));
+      EXPECT_EQ(committed_steps(*s.header()), rehearsed_at);
+      EXPECT_EQ(job.run(6, never).completed_steps, 6);
+      EXPECT_TRUE(same_committed_state(s, reference));
+      EXPECT_ANY_THROW(job.rehearse(torch::zeros({job.slot_bytes() - 1}, torch::kUInt8)));
+    }
+  }
+}
+
 // BERT-base has no buffers: its job once failed in psw serve on its first step (the saved
 // statistics, a multi-tensor copy of no tensors: "Tensor list must have at least one tensor").
 TEST(TrainingJob, AModelWithoutBuffersTrainsAndIsPreemptedWithoutLoss) {

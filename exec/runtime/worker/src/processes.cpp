@@ -958,6 +958,9 @@ void Worker::make_training_job() {
   const auto lookahead = static_cast<std::size_t>(config_.training->lookahead);
   training_->set_boundary_hook([backend = backend_.get(), lookahead] { backend->throttle(lookahead); });
   training_->set_device_fence([backend = backend_.get()] { backend->synchronize(); });
+  // Note [Rehearsal] (training.cpp): the first step's first-use costs paid here, before ready; the
+  // scratch from outside the caching allocator goes back to the device after it.
+  training_->rehearse(backend_->allocate_shared_device(training_->slot_bytes()));
 }
 
 void Worker::map_io() {

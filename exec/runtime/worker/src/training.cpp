@@ -304,25 +304,17 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
                      to_string(config_.optimizer));
   }
   PSW_CHECK(state.numel() >= 2 * slot, "training state too small");
-  for (int k = 0; k < 2; ++k) {
-    Slot& s = slots_[k];
-    s.bytes = state.narrow(0, k * slot, slot);
-    s.moments.resize(static_cast<std::size_t>(buffers));
-  }
-  torch::NoGradGuard no_grad;
+  weights_bytes_ = weights;
   std::size_t index = 0;
   for (auto& layer : model_.layers()) {
     for (auto& t : layer.tensors) {
-      const Bytes offset = layout.tensors.at(index++).offset;
+      tensor_offsets_.push_back(layout.tensors.at(index++).offset);
       model_tensors_.push_back(t);
       if (t.requires_grad()) parameters_.push_back(t);
-      for (Slot& s : slots_) {
-        s.tensors.push_back(view_bytes(s.bytes, offset, t));
-        if (!t.requires_grad()) continue;
-        for (int b = 0; b < buffers; ++b) s.moments[b].push_back(view_bytes(s.bytes, (1 + b) * weights + offset, t));
-      }
     }
   }
+  for (int k = 0; k < 2; ++k) slots_[k] = view_slot(state.narrow(0, k * slot, slot));
+  torch::NoGradGuard no_grad;
   // Note [Update in pieces]: consecutive parameters, up to piece_bytes_ a piece (one at least).
   piece_bytes_ = config_.update_piece_mib > 0 ? Bytes{config_.update_piece_mib} << 20
                                               : std::numeric_limits<Bytes>::max();
@@ -351,6 +343,61 @@ TrainingJob::TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config,
       return grad;
     });
   }
+}
+
+TrainingJob::Slot TrainingJob::view_slot(const torch::Tensor& bytes) const {
+  torch::NoGradGuard no_grad;
+  const int buffers = optimizer_buffers(config_);
+  Slot s;
+  s.bytes = bytes;
+  s.moments.resize(static_cast<std::size_t>(buffers));
+  for (std::size_t i = 0; i < model_tensors_.size(); ++i) {
+    const torch::Tensor& t = model_tensors_[i];
+    s.tensors.push_back(view_bytes(bytes, tensor_offsets_[i], t));
+    if (!t.requires_grad()) continue;
+    for (int b = 0; b < buffers; ++b) s.moments[b].push_back(view_bytes(bytes, (1 + b) * weights_bytes_ + tensor_offsets_[i], t));
+  }
+  return s;
+}
+
+// Note [Rehearsal]
+// ~~~~~~~~~~~~~~~~
+// A process's first training step pays for everything used for the first time: device memory
+// for the activations and gradients (the caching allocator's blocks), the libraries' handles and
+// workspaces, the kernels (loaded lazily). On H100s the job had not finished that step 0.26-0.5 s
+// after it started, and a request that came during it waited 6-24 ms for the job to reach a
+// layer boundary, against 0.1 ms later (results/gpu/README.md, "the first step's preemptions"). So the worker rehearses one step at
+// its start, before it is ready: on a scratch copy of the committed slot, so that neither slot of
+// the state, which another worker may be training on, is written; then binds the committed slot
+// again. The step's memory stays with the process's allocator for the real steps.
+void TrainingJob::rehearse(const torch::Tensor& scratch) {
+  PSW_CHECK(scratch.scalar_type() == torch::kUInt8 && scratch.numel() >= slot_bytes() && scratch.device() == device_,
+            "the rehearsal's scratch must be ", slot_bytes(), " bytes on ", device_.str());
+  const std::int64_t done = committed_steps(*header_);
+  const int committed = static_cast<int>(done % 2);
+  {
+    torch::NoGradGuard no_grad;
+    slots_[kScratchSlot] = view_slot(scratch.narrow(0, 0, slot_bytes()));
+    slots_[kScratchSlot].bytes.copy_(slots_[committed].bytes);
+  }
+  const std::atomic<std::uint32_t> never{kStopNone};
+  stop_ = &never;
+  auto restore = [&] {
+    for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
+    stop_ = nullptr;
+    bind(committed);
+    slots_[kScratchSlot] = Slot{};
+  };
+  try {
+    bind(kScratchSlot);
+    forward_backward(done);
+    update(done + 1);
+    if (device_fence_) device_fence_();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 void TrainingJob::bind(int slot) {
@@ -521,6 +568,19 @@ void TrainingJob::commit(std::int64_t steps, double loss) {
   __atomic_store_n(&header_->completed_steps, steps, __ATOMIC_RELEASE);
 }
 
+double TrainingJob::forward_backward(std::int64_t step) {
+  const torch::Tensor input = input_of_step(step);
+  const std::vector<torch::Tensor> outs =
+      model_.training_outputs(input, [this](std::size_t) { boundary(TrainingBoundary::Forward); });
+  const torch::Tensor labels = labels_of_step(step, outs.at(0).size(1));
+  torch::Tensor loss = torch::nn::functional::cross_entropy(outs[0].to(torch::kFloat32), labels);
+  for (std::size_t i = 1; i < outs.size(); ++i) {
+    loss = loss + 0.4 * torch::nn::functional::cross_entropy(outs[i].to(torch::kFloat32), labels);
+  }
+  loss.backward();
+  return loss.item<double>();
+}
+
 TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomic<std::uint32_t>& stop,
                                      const std::function<bool(std::int64_t, double)>& on_step,
                                      const std::function<bool()>& pause) {
@@ -553,18 +613,9 @@ TrainingJob::Result TrainingJob::run(std::int64_t target_steps, const std::atomi
     }
     bind(working);
     crash_point();
-    const torch::Tensor input = input_of_step(done);
     double loss_value = 0;
     try {
-      const std::vector<torch::Tensor> outs =
-          model_.training_outputs(input, [this](std::size_t) { boundary(TrainingBoundary::Forward); });
-      const torch::Tensor labels = labels_of_step(done, outs.at(0).size(1));
-      torch::Tensor loss = torch::nn::functional::cross_entropy(outs[0].to(torch::kFloat32), labels);
-      for (std::size_t i = 1; i < outs.size(); ++i) {
-        loss = loss + 0.4 * torch::nn::functional::cross_entropy(outs[i].to(torch::kFloat32), labels);
-      }
-      loss.backward();
-      loss_value = loss.item<double>();
+      loss_value = forward_backward(done);
     } catch (...) {
       // A stopped step leaves no trace (Note [Preemption without loss]): its writes are in the
       // working slot, which the next step copies over. An exception from a gradient hook may reach

@@ -158,7 +158,8 @@ struct Message {
 //   memory    the device regions imported (on cuda the CUDA IPC opens)
 //   models    the served models built, their parameter stores pinned and their engines made, the
 //             switch graphs captured (warm-up forwards included)
-//   training  the training model built and moved to the device
+//   training  the training model built and moved to the device, and one step rehearsed on a
+//             scratch copy of its state (Note [Rehearsal] in training.cpp)
 //   other     the rest until Ready (the io area page-locked)
 // memory + models + training + other is what startup.framework_start_ns stands for. The split
 // is logged with the worker's "ready" line and summed in psw_worker_start_seconds_total.

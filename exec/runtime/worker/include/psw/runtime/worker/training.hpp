@@ -145,6 +145,14 @@ class TrainingJob {
   TrainingJob(exec::ZooModel& model, const TrainingJobConfig& config, const torch::Tensor& state,
               TrainingHeader* header);
 
+  // Note [Rehearsal]: one step (forward, backward, update) run on `scratch` (uint8, at least
+  // slot_bytes(), on the job's device: a copy of the committed slot is made there), before the
+  // job's first step, so that the first step pays none of a process's first-use costs. The
+  // state is not touched; the model is bound to the committed slot again after it.
+  void rehearse(const torch::Tensor& scratch);
+  // The bytes of one slot: the weights and the optimizer's buffers.
+  Bytes slot_bytes() const { return slots_[0].bytes.numel(); }
+
   enum class Outcome { ReachedTarget, Preempted };
   struct Result {
     Outcome outcome;
@@ -205,7 +213,12 @@ class TrainingJob {
     std::vector<torch::Tensor> tensors;              // per model tensor (layers' order)
     std::vector<std::vector<torch::Tensor>> moments; // per optimizer buffer, per trained parameter
   };
+  // The slot's views over `bytes` (slot_bytes() of them): the model's tensors and the moments.
+  Slot view_slot(const torch::Tensor& bytes) const;
   void bind(int slot);
+  // The forward and backward of step `step` on the bound slot (gradients in the parameters),
+  // with a layer boundary at each layer of the forward; the loss.
+  double forward_backward(std::int64_t step);
   void update(std::int64_t step);
   void commit(std::int64_t steps, double loss);
   exec::ZooModel& model_;
@@ -217,7 +230,11 @@ class TrainingJob {
   // Note [Update in pieces]: ranges [first, second) of parameters_, in order, covering it.
   std::vector<std::pair<std::size_t, std::size_t>> update_pieces_;
   Bytes piece_bytes_;
-  Slot slots_[2];
+  std::vector<Bytes> tensor_offsets_;  // per model tensor, its offset in a slot's weights
+  Bytes weights_bytes_ = 0;
+  // The two slots of Note [Committed slot], and the rehearsal's scratch (Note [Rehearsal]).
+  static constexpr int kScratchSlot = 2;
+  Slot slots_[3];
   int bound_slot_ = -1;
   std::vector<torch::Tensor> data_;           // the data pool (the seeded set)
   torch::Tensor dataset_inputs_;              // the user's set (training.dataset), on the device
