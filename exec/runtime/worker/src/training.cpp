@@ -366,13 +366,14 @@ TrainingJob::Slot TrainingJob::view_slot(const torch::Tensor& bytes) const {
 // for the activations and gradients (the caching allocator's blocks), the libraries' handles and
 // workspaces, the kernels (loaded lazily). On H100s the job had not finished that step 0.26-0.5 s
 // after it started, and a request that came during it waited 6-24 ms for the job to reach a
-// layer boundary, against 0.1 ms later (results/gpu/README.md, "the first step's preemptions"). So the worker rehearses one step at
-// its start, before it is ready: on a scratch copy of the committed slot, so that neither slot of
-// the state, which another worker may be training on, is written; then binds the committed slot
-// again. The step's memory (activations, gradients) stays with the process's allocator for the
-// real steps: every worker that may train holds it from its start, where before only the one
-// that trained did. Whether the rehearsal takes the first step's stops back to 0.1 ms on a GPU
-// is not measured yet.
+// layer boundary, against 0.1 ms later (results/gpu/README.md, "the first step's preemptions").
+// So the worker rehearses one step at its start, before it is ready: on a scratch copy of the
+// committed slot, so that neither slot of the state, which another worker may be training on, is
+// written (a copy read while that worker writes is garbage, which a rehearsal does not mind);
+// then it binds the committed slot again. The step's memory (activations, gradients) stays with
+// the process's allocator for the real steps: every worker that may train holds it from its
+// start, where before only the one that trained did. Whether the rehearsal takes the first
+// step's stops back to 0.1 ms on a GPU is not measured yet.
 void TrainingJob::rehearse(const torch::Tensor& scratch) {
   PSW_CHECK(scratch.scalar_type() == torch::kUInt8 && scratch.numel() >= slot_bytes() && scratch.device() == device_,
             "the rehearsal's scratch must be ", slot_bytes(), " bytes on ", device_.str());
