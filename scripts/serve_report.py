@@ -279,12 +279,14 @@ def print_preemption_split(server):
                       ("drain", "the boundary until the device had done the training work queued before it")]:
         print(f"| {key}: {what} | {server[f'preemption_{key}_p50_s'] * 1e3:.3f} | {server[f'preemption_{key}_p99_s'] * 1e3:.3f} |")
     print("\nThe preemptions by where in its step the job read the stop:\n")
-    print("| boundary | preemptions | p50 (ms) | p99 (ms) |")
-    print("|---|---:|---:|---:|")
+    # The largest of each place where the server gave it (quantile 1): a tail's single stops.
+    with_max = server.get("preemption_at_backward_max_s") is not None
+    print("| boundary | preemptions | p50 (ms) | p99 (ms) |" + (" largest (ms) |" if with_max else ""))
+    print("|---|---:|---:|---:|" + ("---:|" if with_max else ""))
     for place in ("step_start", "forward", "backward", "update"):
         count = server.get(f"preemptions_at_{place}") or 0
-        cells = (f"{server[f'preemption_at_{place}_p50_s'] * 1e3:.3f} | {server[f'preemption_at_{place}_p99_s'] * 1e3:.3f}"
-                 if count else " | ")
+        keys = ("p50", "p99", "max") if with_max else ("p50", "p99")
+        cells = " | ".join(f"{server[f'preemption_at_{place}_{k}_s'] * 1e3:.3f}" if count else "" for k in keys)
         print(f"| {place} | {count:.0f} | {cells} |")
 
 

@@ -122,6 +122,10 @@ def table_rows(print_table, argument):
 rows, text = table_rows(print_preemption_split, server)
 places = {r[0]: int(r[1]) for r in rows if r[0] in ("step_start", "forward", "backward", "update")}
 assert len(places) == 4 and sum(places.values()) == server["preemptions"], text
+# Each place's largest stop (quantile 1) beside its p50 and p99.
+for r in rows:
+    if r[0] in places and places[r[0]] > 0:
+        assert len(r) == 5 and float(r[2]) <= float(r[3]) <= float(r[4]), text
 assert [r[0].split(":")[0] for r in rows[:4]] == ["phase", "signal", "to_boundary", "drain"], text
 rows, text = table_rows(print_update_pieces, sys.argv[2])
 assert [r[0] for r in rows[1:]] == ["0", "16"], text

@@ -234,6 +234,13 @@ training:
   EXPECT_NE(metrics.find("psw_preemption_by_boundary_seconds{boundary=\"backward\",quantile=\"0.99\"}"),
             std::string::npos)
       << metrics;
+  // The split summaries' largest sample (quantile 1): the preemptions' is the largest preemption.
+  const std::string largest = "psw_preemption_phase_seconds{phase=\"signal\",quantile=\"1\"} ";
+  const std::size_t at = metrics.find(largest);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const std::int64_t most_signal = *std::max_element(stats.preemption_phase_ns[0].begin(), stats.preemption_phase_ns[0].end());
+  EXPECT_NEAR(std::stod(metrics.substr(at + largest.size())), static_cast<double>(most_signal) * 1e-9, 1e-9 + 1e-5 * most_signal * 1e-9)
+      << metrics;
 }
 
 // Note [Fresh processes]: stop-and-start gives every task a new process; the training job is

@@ -388,9 +388,8 @@ ServingBenchmarkReport run_serving_benchmark(Client& client, const ServingBenchm
   // preemption_at_<boundary>_p99_s, preemptions_at_<boundary>).
   auto split = [&report](const std::string& metric, const std::string& label, const char* value, const std::string& key) {
     const std::string labels = label + "=\"" + value + "\"";
-    for (const char* q : {"0.5", "0.99"}) {
-      report.server[key + (q[2] == '5' ? "_p50_s" : "_p99_s")] =
-          metric_value(report.metrics, metric + "{" + labels + ",quantile=\"" + q + "\"}");
+    for (const auto& [q, suffix] : {std::pair{"0.5", "_p50_s"}, std::pair{"0.99", "_p99_s"}, std::pair{"1", "_max_s"}}) {
+      report.server[key + suffix] = metric_value(report.metrics, metric + "{" + labels + ",quantile=\"" + q + "\"}");
     }
     return metric_value(report.metrics, metric + "_count{" + labels + "}");
   };

@@ -2125,9 +2125,10 @@ std::string Controller::metrics_text() {
     for (double q : {0.5, 0.9, 0.99}) out << name << "{quantile=\"" << q << "\"} " << quantile_seconds(ns, q) << "\n";
     out << name << "_sum " << sum << "\n" << name << "_count " << ns.size() << "\n";
   };
-  // A time split by a label (one sample list per label value): p50, p99 and the count of each.
-  // `outer`: labels before it, the same for every value (`model="x",`); no HELP with help null
-  // (a metric's second call).
+  // A time split by a label (one sample list per label value): p50, p99, the largest (quantile
+  // 1: over a hundred samples the p99 is the second largest, and a single slow one is what a
+  // tail is traced from) and the count of each. `outer`: labels before it, the same for every
+  // value (`model="x",`); no HELP with help null (a metric's second call).
   auto split_summary = [&out](const char* name, const char* help, const char* label, std::span<const char* const> values,
                               std::span<const std::vector<std::int64_t>> samples, const std::string& outer) {
     if (help != nullptr) out << "# HELP " << name << " " << help << "\n# TYPE " << name << " summary\n";
@@ -2135,7 +2136,7 @@ std::string Controller::metrics_text() {
       std::vector<std::int64_t> ns = samples[k];
       std::sort(ns.begin(), ns.end());
       const std::string labels = outer + label + "=\"" + values[k] + "\"";
-      for (double q : {0.5, 0.99}) {
+      for (double q : {0.5, 0.99, 1.0}) {
         out << name << "{" << labels << ",quantile=\"" << q << "\"} " << quantile_seconds(ns, q) << "\n";
       }
       out << name << "_count{" << labels << "} " << ns.size() << "\n";
