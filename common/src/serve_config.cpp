@@ -326,6 +326,7 @@ ServeConfig parse_serve_config(const std::string& text, const std::filesystem::p
     job.autostart = t.boolean("autostart", true);
     job.lookahead = static_cast<int>(t.optional_integer("lookahead", 1, 32).value_or(4));
     job.update_piece_mib = t.optional_integer("update_piece_mib", 0, 65536).value_or(16);
+    job.rehearse = t.boolean("rehearse", true);
     // Note [Training checkpoint]: paths against the config's folder, checked now rather than at
     // the first SIGTERM.
     if (t.has("checkpoint")) {

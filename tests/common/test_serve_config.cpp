@@ -181,6 +181,21 @@ training:
 
 // Note [Device memory limit]: bytes, 0 (the default) for no limit; a negative one is refused,
 // naming the key.
+// Note [Rehearsal]: on unless the config says false.
+TEST(ServeConfig, TheTrainingRehearsalIsOnUnlessTurnedOff) {
+  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
+  const std::string head = R"(hardware: ../hardware/h200-pcie5.yaml
+profiles: ../models/h200
+models:
+  - name: bert_base
+training:
+  model: resnet152
+)";
+  EXPECT_TRUE(parse_serve_config(head, origin).training->rehearse);
+  EXPECT_FALSE(parse_serve_config(head + "  rehearse: false\n", origin).training->rehearse);
+  EXPECT_THROW(parse_serve_config(head + "  rehearse: 2\n", origin), InputError);
+}
+
 TEST(ServeConfig, TheDeviceMemoryLimitIsBytesOrNone) {
   const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
   const std::string head = "hardware: ../hardware/h200-pcie5.yaml\nprofiles: ../models\nmodels:\n  - name: bert_tiny\n";

@@ -265,6 +265,7 @@ training:
   input_size: 32
   seed: 1
   autostart: false
+  rehearse: false  # every task a fresh process: the other tests' workers rehearse
 )");
   constexpr int kSteps = 200;
   auto controller = start(config);

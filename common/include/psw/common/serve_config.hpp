@@ -147,6 +147,10 @@ struct TrainingJobConfig {
   // update operation, and of the state a step's slot copy, works on between two pause points;
   // 0: whole operations, the pauses between them only.
   std::int64_t update_piece_mib = 16;
+  // Note [Rehearsal] (exec/runtime/worker/src/training.cpp): each worker runs one step on a
+  // scratch copy of the state at its start, so that the job's first step pays no first-use costs;
+  // false: no rehearsal, and a worker holds no step's memory before it trains.
+  bool rehearse = true;
   // Note [Training checkpoint] (exec/runtime/worker/training.hpp): where SIGTERM and a client's
   // checkpoint call without a path write the job's state (empty: SIGTERM writes none), and the
   // file the job starts from instead of its seeded weights (empty: a fresh job).

@@ -960,7 +960,7 @@ void Worker::make_training_job() {
   training_->set_device_fence([backend = backend_.get()] { backend->synchronize(); });
   // Note [Rehearsal] (training.cpp): the first step's first-use costs paid here, before ready; the
   // scratch from outside the caching allocator goes back to the device after it.
-  training_->rehearse(backend_->allocate_shared_device(training_->slot_bytes()));
+  if (config_.training->rehearse) training_->rehearse(backend_->allocate_shared_device(training_->slot_bytes()));
 }
 
 void Worker::map_io() {
