@@ -143,17 +143,22 @@ models:
   EXPECT_NE(fixed.find("prompt_buckets is for decoders"), std::string::npos) << fixed;
 }
 
-// Note [Training checkpoint]: the paths against the config's folder; a resume_from file that is
-// not there, or a checkpoint folder that is not, refused at parse.
-TEST(ServeConfig, TrainingCheckpointPathsAreTheConfigsAndChecked) {
-  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
-  const std::string head = R"(hardware: ../hardware/h200-pcie5.yaml
+// A serve config with one served model and a training job, for the tests of its training keys
+// (append them, two spaces in), read as if from configs/serve/.
+const std::filesystem::path kInlineConfig = kRoot / "configs/serve/inline.yaml";
+const std::string kTrainingHead = R"(hardware: ../hardware/h200-pcie5.yaml
 profiles: ../models/h200
 models:
   - name: bert_base
 training:
   model: resnet152
 )";
+
+// Note [Training checkpoint]: the paths against the config's folder; a resume_from file that is
+// not there, or a checkpoint folder that is not, refused at parse.
+TEST(ServeConfig, TrainingCheckpointPathsAreTheConfigsAndChecked) {
+  const std::filesystem::path& origin = kInlineConfig;
+  const std::string& head = kTrainingHead;
   const ServeConfig config =
       parse_serve_config(head + "  checkpoint: job.safetensors\n  resume_from: ../zoo/llama-tiny.yaml\n", origin);
   EXPECT_EQ(config.training->checkpoint, kRoot / "configs/serve/job.safetensors");
@@ -179,23 +184,15 @@ training:
             std::string::npos);
 }
 
-// Note [Device memory limit]: bytes, 0 (the default) for no limit; a negative one is refused,
-// naming the key.
 // Note [Rehearsal]: on unless the config says false.
 TEST(ServeConfig, TheTrainingRehearsalIsOnUnlessTurnedOff) {
-  const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
-  const std::string head = R"(hardware: ../hardware/h200-pcie5.yaml
-profiles: ../models/h200
-models:
-  - name: bert_base
-training:
-  model: resnet152
-)";
-  EXPECT_TRUE(parse_serve_config(head, origin).training->rehearse);
-  EXPECT_FALSE(parse_serve_config(head + "  rehearse: false\n", origin).training->rehearse);
-  EXPECT_THROW(parse_serve_config(head + "  rehearse: 2\n", origin), InputError);
+  EXPECT_TRUE(parse_serve_config(kTrainingHead, kInlineConfig).training->rehearse);
+  EXPECT_FALSE(parse_serve_config(kTrainingHead + "  rehearse: false\n", kInlineConfig).training->rehearse);
+  EXPECT_THROW(parse_serve_config(kTrainingHead + "  rehearse: 2\n", kInlineConfig), InputError);
 }
 
+// Note [Device memory limit]: bytes, 0 (the default) for no limit; a negative one is refused,
+// naming the key.
 TEST(ServeConfig, TheDeviceMemoryLimitIsBytesOrNone) {
   const std::filesystem::path origin = kRoot / "configs/serve/inline.yaml";
   const std::string head = "hardware: ../hardware/h200-pcie5.yaml\nprofiles: ../models\nmodels:\n  - name: bert_tiny\n";

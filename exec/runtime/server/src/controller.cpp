@@ -2149,18 +2149,19 @@ std::string Controller::metrics_text() {
   summary("psw_server_latency_seconds", "Request arrival at the controller to its reply ready (no protocol).",
           s.stats.latency_ns);
   {
-    // The same per model: whose requests make a quantile over them all.
-    std::vector<const char*> names;
-    std::vector<std::vector<std::int64_t>> startup, latency;
-    for (const auto& [model, samples] : s.stats.by_model) {
-      names.push_back(model.c_str());
-      startup.push_back(samples.startup_ns);
-      latency.push_back(samples.latency_ns);
-    }
-    split_summary("psw_startup_by_model_seconds", "Request arrival at the controller to its first layer computing, by model.",
-                  "model", names, startup, "");
-    split_summary("psw_server_latency_by_model_seconds", "Request arrival at the controller to its reply ready, by model.",
-                  "model", names, latency, "");
+    // The same per model: whose requests make a quantile over them all (one label value a call,
+    // the samples read where they are).
+    auto by_model = [&](const char* name, const char* help, std::vector<std::int64_t> ControllerStats::ModelSamples::*times) {
+      for (const auto& [model, samples] : s.stats.by_model) {
+        const char* value = model.c_str();
+        split_summary(name, help, "model", {&value, 1}, {&(samples.*times), 1}, "");
+        help = nullptr;  // once per metric
+      }
+    };
+    by_model("psw_startup_by_model_seconds", "Request arrival at the controller to its first layer computing, by model.",
+             &ControllerStats::ModelSamples::startup_ns);
+    by_model("psw_server_latency_by_model_seconds", "Request arrival at the controller to its reply ready, by model.",
+             &ControllerStats::ModelSamples::latency_ns);
     bool described = false;
     for (const auto& [model, samples] : s.stats.by_model) {
       split_summary("psw_request_phase_by_model_seconds", described ? nullptr : "Where a request's time at the server goes, by model and phase.",
